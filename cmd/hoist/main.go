@@ -1,0 +1,46 @@
+// Command hoist is the GitOps daemon and CLI for GPU workloads: it validates
+// dstack-style specs committed to Git, plans them against what is provisioned,
+// and reconciles through backend drivers and its own agents.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code out of a command without printing
+// anything more than the command already printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hoist",
+		Short:         "Run GPU workloads from dstack-style specs committed to Git",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Subcommands: one line each.
+	return root
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "hoist:", err)
+		os.Exit(1)
+	}
+}
