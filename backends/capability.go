@@ -1,0 +1,188 @@
+package backends
+
+import (
+	"context"
+	"time"
+
+	"hoist/backends/offers"
+)
+
+// Optional capabilities. A caller finds them by type assertion on a Backend
+// (b.(backends.VolumeBackend)); a driver guards each one it implements at
+// compile time:
+//
+//	var _ backends.VolumeBackend = (*Backend)(nil)
+
+// A VolumeBackend manages network volumes (dstack's ComputeWithVolumeSupport).
+type VolumeBackend interface {
+	Backend
+	// CreateVolume creates a volume; idempotent on spec.ID, tagged with
+	// spec.Tags.
+	CreateVolume(ctx context.Context, spec VolumeSpec) (Volume, error)
+	// RegisterVolume adopts an existing volume by spec.ExternalID without
+	// taking ownership: DeleteVolume will not delete it at the provider.
+	RegisterVolume(ctx context.Context, spec VolumeSpec) (Volume, error)
+	// DescribeVolume observes a volume; ErrNotFound when gone.
+	DescribeVolume(ctx context.Context, id string) (Volume, error)
+	// AttachVolume attaches a volume to an instance and says where it shows up.
+	AttachVolume(ctx context.Context, volumeID, instanceID string) (VolumeAttachment, error)
+	// DetachVolume detaches a volume; force detaches even if busy.
+	// ErrNotYetTerminated (KindWait) while the detach is under way.
+	DetachVolume(ctx context.Context, volumeID, instanceID string, force bool) error
+	// DeleteVolume deletes an owned volume; gone is success.
+	DeleteVolume(ctx context.Context, id string) error
+}
+
+// A VolumeSpec asks for a volume.
+type VolumeSpec struct {
+	// ID is hoist's id for the volume, persisted first.
+	ID string
+	// Name is the volume's name in the spec.
+	Name string
+	// Region is where to create the volume.
+	Region string
+	// SizeGB is the size to create; ignored when registering.
+	SizeGB float64
+	// ExternalID is the provider's id of an existing volume to register.
+	ExternalID string
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A Volume is an observed volume.
+type Volume struct {
+	// ID is hoist's id.
+	ID string
+	// ProviderID is the provider's id.
+	ProviderID string
+	// Region is where the volume lives.
+	Region string
+	// SizeGB is the actual size.
+	SizeGB float64
+	// Status is provider-neutral: creating, available, in-use, deleting.
+	Status string
+	// Owned is false for registered (external) volumes.
+	Owned bool
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A VolumeAttachment says where an attached volume appears on the instance.
+type VolumeAttachment struct {
+	// DevicePath is the block device on the instance (e.g. /dev/nvme1n1).
+	DevicePath string
+}
+
+// A GatewayBackend creates gateway instances for services
+// (dstack's ComputeWithGatewaySupport).
+type GatewayBackend interface {
+	Backend
+	// CreateGateway provisions a gateway; idempotent on spec.ID.
+	CreateGateway(ctx context.Context, spec GatewaySpec) (Gateway, error)
+	// DescribeGateway observes a gateway; ErrNotFound when gone.
+	DescribeGateway(ctx context.Context, id string) (Gateway, error)
+	// TerminateGateway releases a gateway; gone is success.
+	TerminateGateway(ctx context.Context, id string) error
+}
+
+// A GatewaySpec asks for a gateway.
+type GatewaySpec struct {
+	// ID is hoist's id for the gateway, persisted first.
+	ID string
+	// Region is where to create the gateway.
+	Region string
+	// PublicIP asks for a public address.
+	PublicIP bool
+	// InstanceType overrides the backend's default gateway instance type.
+	InstanceType string
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A Gateway is an observed gateway instance.
+type Gateway struct {
+	// ID is hoist's id.
+	ID string
+	// ProviderID is the provider's id.
+	ProviderID string
+	// Region is where it runs.
+	Region string
+	// IP is the address clients reach it at.
+	IP string
+	// Hostname is the address the server manages it through.
+	Hostname string
+	// Status is one of the Status* constants.
+	Status string
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A PlacementGroupBackend groups instances of a cluster fleet for low latency
+// (dstack's ComputeWithPlacementGroupSupport).
+type PlacementGroupBackend interface {
+	Backend
+	// CreatePlacementGroup creates a group for the cluster, sized for master;
+	// idempotent on spec.ID.
+	CreatePlacementGroup(ctx context.Context, spec PlacementGroupSpec) (PlacementGroup, error)
+	// DeletePlacementGroup deletes a group; gone is success, still in use is
+	// ErrNotYetTerminated (KindWait).
+	DeletePlacementGroup(ctx context.Context, id string) error
+	// PlacementGroupFits reports, without API calls, whether an instance of
+	// offer o may join pg.
+	PlacementGroupFits(pg PlacementGroup, o offers.Offer) bool
+}
+
+// A PlacementGroupSpec asks for a placement group.
+type PlacementGroupSpec struct {
+	// ID is hoist's id for the group, persisted first.
+	ID string
+	// Region is where to create it.
+	Region string
+	// Master is the offer of the first instance.
+	Master offers.Offer
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A PlacementGroup is an observed placement group.
+type PlacementGroup struct {
+	// ID is hoist's id.
+	ID string
+	// ProviderID is the provider's id.
+	ProviderID string
+	// Region is where it lives.
+	Region string
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A SpotBackend provisions interruptible instances and tells when the
+// provider took one back.
+type SpotBackend interface {
+	Backend
+	// Interrupted reports whether the spot instance id was reclaimed by the
+	// provider, and when, so the run's retry policy for interruptions applies.
+	Interrupted(ctx context.Context, id string) (bool, time.Time, error)
+}
+
+// A JobBackend is container-based (dstack's dockerized=false): instead of an
+// instance with a shim it runs the job's image with the runner as entrypoint.
+// The returned instance has Runtime RuntimeRunner; the server reaches the
+// runner through the backend's Connector at the instance's runner address.
+type JobBackend interface {
+	Backend
+	// RunJob starts the job's container; idempotent on spec.Instance.ID.
+	RunJob(ctx context.Context, spec JobSpec) (Instance, error)
+}
+
+// A JobSpec asks a container-based backend to run one job.
+type JobSpec struct {
+	// Instance is the capacity to run on, as for Create.
+	Instance InstanceSpec
+	// Image is the job's image.
+	Image string
+	// RegistryUsername and RegistryPassword authenticate the pull.
+	RegistryUsername, RegistryPassword string
+	// Env is the container environment.
+	Env map[string]string
+}
