@@ -1,0 +1,22 @@
+// Package offers answers "what can I rent, and for how much": a catalog of
+// cloud GPU and CPU offers in gpuhunt's CSV format, queried by dstack's
+// resources grammar, strictly cheapest first.
+//
+// Offers come from three kinds of sources, combined by a Market:
+//
+//   - offline catalogs: the snapshot embedded in the binary (Embedded), a
+//     directory of PROVIDER.csv files (LoadDir), or gpuhunt's published
+//     layout refreshed periodically (Remote), each built into an immutable,
+//     indexed Catalog;
+//   - online providers queried live (Provider), each behind a timeout and a
+//     short cache so one failing provider never breaks a query;
+//   - hosts hoist already has (the local machine, SSH fleet hosts), fed by
+//     backends through the HostSource interface.
+//
+// GPU names are normalized through a knowledge table (KnownGPUs); offers
+// with GPUs the table does not know are kept and reported (UnknownGPUs).
+//
+// Importers: backends and their drivers, the reconciler (planning), web
+// (GET /api/v1/offers) and cmd/hoist. This package imports nothing of
+// hoist's except schema (the resources grammar).
+package offers
