@@ -1,0 +1,19 @@
+// Package source gives hoist the revisions of the spec repository: which
+// revision is the latest on the tracked branch, an immutable in-memory file
+// tree for any revision, and a nudge whenever something may have changed.
+//
+// Three kinds of source sit behind one interface, picked by [Open] from
+// Config.Repo:
+//
+//   - a local Git repository (go-git reads the object store directly; the
+//     .git refs are watched with fsnotify and polled as a safety net);
+//   - a remote Git URL (file://, http(s)://, ssh:// or scp-like), checked
+//     with a cheap ref listing and shallow-cloned only when the ref moved,
+//     the Flux way: never a long-lived shallow work tree that is pulled into;
+//   - a plain directory that is not a Git repository (dev mode): watched with
+//     fsnotify, every change a revision named by a content hash.
+//
+// The package is imported by the reconciler's revision pipeline and by
+// cmd/hoist, which builds the Config from flags. It does no validation of
+// spec content and knows nothing about runs; it only reads files.
+package source
