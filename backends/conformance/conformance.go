@@ -1,0 +1,381 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/offers"
+)
+
+// Options configure a conformance run.
+type Options struct {
+	// Backend is the driver under test, configured against real resources.
+	Backend backends.Backend
+	// Spec returns the driver-specific part of the i-th instance spec the
+	// kit creates (i from 0): the offer to use, the SSH host, ... The kit
+	// sets ID and Tags itself. Nil means: the cheapest offer of Offers.
+	Spec func(i int) backends.InstanceSpec
+	// Capacity is how many instances may exist at once (default 2; the local
+	// backend has 1).
+	Capacity int
+	// Timeout bounds waiting for an instance to run and to terminate
+	// (default 2 minutes).
+	Timeout time.Duration
+	// Poll is the interval between Describe calls while waiting (default
+	// 200 ms).
+	Poll time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Capacity == 0 {
+		o.Capacity = 2
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Poll == 0 {
+		o.Poll = 200 * time.Millisecond
+	}
+}
+
+// Run runs the kit as subtests of t. Every instance it creates carries a
+// fresh hoist.installation tag and is terminated in t.Cleanup, also on
+// failure.
+func Run(t *testing.T, opts Options) {
+	t.Helper()
+	opts.defaults()
+	b := opts.Backend
+	k := &kit{opts: opts, b: b, run: randomHex(4)}
+	k.tags = map[string]string{
+		backends.TagInstallation: "conformance-" + k.run,
+		backends.TagProject:      "conformance",
+		backends.TagResource:     "fleet/conformance",
+	}
+	t.Cleanup(func() { k.cleanup(t) })
+
+	t.Run("unknown_id", k.unknownID)
+	var first backends.Instance
+	if !t.Run("create_describe", func(t *testing.T) { first = k.createDescribe(t, 0) }) {
+		return
+	}
+	t.Run("create_reused_id", func(t *testing.T) { k.createReused(t, first) })
+	t.Run("offers", k.offers)
+	t.Run("connect", func(t *testing.T) { k.connect(t, first) })
+	created := []backends.Instance{first}
+	if opts.Capacity >= 2 {
+		t.Run("create_second", func(t *testing.T) { created = append(created, k.createDescribe(t, 1)) })
+	}
+	t.Run("list_by_tags", func(t *testing.T) { k.list(t, created) })
+	t.Run("terminate_twice", func(t *testing.T) {
+		for _, inst := range created {
+			k.terminate(t, inst.ID)
+		}
+	})
+	t.Run("gone_after_terminate", func(t *testing.T) { k.gone(t, created) })
+}
+
+type kit struct {
+	opts Options
+	b    backends.Backend
+	run  string
+	tags map[string]string
+	ids  []string
+}
+
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
+}
+
+func (k *kit) id(i int) string { return fmt.Sprintf("conf-%s-%d", k.run, i) }
+
+func (k *kit) spec(t *testing.T, i int) backends.InstanceSpec {
+	t.Helper()
+	var spec backends.InstanceSpec
+	if k.opts.Spec != nil {
+		spec = k.opts.Spec(i)
+	} else {
+		all, err := k.b.Offers(t.Context(), offers.Query{})
+		if err != nil || len(all) == 0 {
+			t.Fatalf("no offer to create from: %v (%d offers)", err, len(all))
+		}
+		spec.Offer = all[0]
+	}
+	spec.ID = k.id(i)
+	spec.Tags = backends.CopyTags(k.tags)
+	spec.Tags[backends.TagInstance] = spec.ID
+	return spec
+}
+
+func (k *kit) cleanup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), k.opts.Timeout)
+	defer cancel()
+	for _, id := range k.ids {
+		for ctx.Err() == nil {
+			err := k.b.Terminate(ctx, id)
+			if err == nil {
+				break
+			}
+			if backends.KindOf(err) == backends.KindStalled {
+				t.Errorf("cleanup: terminate %s: %v", id, err)
+				break
+			}
+			time.Sleep(k.opts.Poll)
+		}
+	}
+	left, err := k.b.List(ctx, map[string]string{backends.TagInstallation: k.tags[backends.TagInstallation]})
+	if err == nil && len(left) > 0 {
+		t.Errorf("cleanup: leaked instances: %v", ids(left))
+	}
+}
+
+func ids(insts []backends.Instance) []string {
+	out := make([]string, len(insts))
+	for i, in := range insts {
+		out[i] = in.ID
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (k *kit) unknownID(t *testing.T) {
+	id := "conf-unknown-" + k.run
+	if err := k.b.Terminate(t.Context(), id); err != nil {
+		t.Errorf("Terminate(unknown) = %v, want nil (gone is success)", err)
+	}
+	if _, err := k.b.Describe(t.Context(), id); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("Describe(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func (k *kit) checkInstance(t *testing.T, inst backends.Instance, spec backends.InstanceSpec, what string) {
+	t.Helper()
+	if inst.ID != spec.ID {
+		t.Errorf("%s: ID = %q, want %q", what, inst.ID, spec.ID)
+	}
+	if inst.Backend != k.b.Name() {
+		t.Errorf("%s: Backend = %q, want %q", what, inst.Backend, k.b.Name())
+	}
+	if !backends.MatchTags(inst.Tags, spec.Tags) {
+		t.Errorf("%s: tags %v lack %v", what, inst.Tags, spec.Tags)
+	}
+	switch inst.Status {
+	case backends.StatusProvisioning, backends.StatusRunning:
+	default:
+		t.Errorf("%s: status %q, want provisioning or running", what, inst.Status)
+	}
+	if inst.Runtime != backends.RuntimeShim && inst.Runtime != backends.RuntimeRunner {
+		t.Errorf("%s: runtime %q", what, inst.Runtime)
+	}
+}
+
+func (k *kit) createDescribe(t *testing.T, i int) backends.Instance {
+	spec := k.spec(t, i)
+	k.ids = append(k.ids, spec.ID)
+	inst, err := k.b.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("Create(%s): %v", spec.ID, err)
+	}
+	k.checkInstance(t, inst, spec, "Create")
+	inst = k.waitRunning(t, spec.ID)
+	k.checkInstance(t, inst, spec, "Describe")
+	if inst.Offer.Backend != k.b.Name() || inst.Offer.CPUs <= 0 || inst.Offer.MemoryGB <= 0 {
+		t.Errorf("Describe: offer not filled in: %+v", inst.Offer)
+	}
+	return inst
+}
+
+func (k *kit) waitRunning(t *testing.T, id string) backends.Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), k.opts.Timeout)
+	defer cancel()
+	for {
+		inst, err := k.b.Describe(ctx, id)
+		if err != nil {
+			t.Fatalf("Describe(%s): %v", id, err)
+		}
+		if inst.Status == backends.StatusRunning {
+			return inst
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s not running after %s: status %q: %s", id, k.opts.Timeout, inst.Status, inst.Message)
+		case <-time.After(k.opts.Poll):
+		}
+	}
+}
+
+func (k *kit) createReused(t *testing.T, first backends.Instance) {
+	spec := k.spec(t, 0)
+	again, err := k.b.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("Create with a reused id: %v", err)
+	}
+	if again.ID != first.ID || (first.ProviderID != "" && again.ProviderID != first.ProviderID) {
+		t.Errorf("Create with a reused id made another instance: %+v, first %+v", again, first)
+	}
+	got, err := k.b.List(t.Context(), map[string]string{backends.TagInstance: spec.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Errorf("List(instance=%s) after a reused Create = %v, want exactly one", spec.ID, ids(got))
+	}
+}
+
+func (k *kit) offers(t *testing.T) {
+	ctx := t.Context()
+	all, err := k.b.Offers(ctx, offers.Query{})
+	if err != nil {
+		t.Fatalf("Offers: %v", err)
+	}
+	if len(all) == 0 {
+		t.Fatal("Offers(zero query) is empty")
+	}
+	maxCPU := 0
+	for _, o := range all {
+		if o.Backend != k.b.Name() {
+			t.Errorf("offer %s: backend %q, want %q", o.Instance, o.Backend, k.b.Name())
+		}
+		if o.Instance == "" || o.Region == "" {
+			t.Errorf("offer %+v: empty instance or region", o)
+		}
+		if o.CPUs <= 0 || o.MemoryGB <= 0 || o.Price < 0 || o.DiskGB < 0 {
+			t.Errorf("offer %s: cpus %d memory %g price %g disk %g", o.Instance, o.CPUs, o.MemoryGB, o.Price, o.DiskGB)
+		}
+		if (o.GPUCount == 0) != (o.GPUName == "") {
+			t.Errorf("offer %s: gpu count %d but name %q", o.Instance, o.GPUCount, o.GPUName)
+		}
+		switch o.Availability {
+		case offers.AvailabilityUnknown, offers.AvailabilityAvailable, offers.AvailabilityIdle,
+			offers.AvailabilityBusy, offers.AvailabilityNotAvailable:
+		default:
+			t.Errorf("offer %s: availability %q", o.Instance, o.Availability)
+		}
+		maxCPU = max(maxCPU, o.CPUs)
+	}
+	o := all[0]
+	filters := []struct {
+		name string
+		q    offers.Query
+		want bool // whether all[0] must be in the result
+	}{
+		{"exact cpu and memory", offers.Query{CPU: offers.Exactly(float64(o.CPUs)), Memory: offers.AtMost(o.MemoryGB)}, true},
+		{"own backend name", offers.Query{Backends: []string{k.b.Name()}}, true},
+		{"more cpus than any offer", offers.Query{CPU: offers.AtLeast(float64(maxCPU + 1))}, false},
+		{"more memory than the offer", offers.Query{Memory: offers.AtLeast(o.MemoryGB + 1), CPU: offers.Exactly(float64(o.CPUs)), InstanceTypes: []string{o.Instance}}, false},
+		{"another backend", offers.Query{Backends: []string{"no-such-backend"}}, false},
+		{"more gpus than any offer", offers.Query{GPUCount: offers.AtLeast(1025)}, false},
+	}
+	for _, f := range filters {
+		got, err := k.b.Offers(ctx, f.q)
+		if err != nil {
+			t.Errorf("Offers(%s): %v", f.name, err)
+			continue
+		}
+		found := slices.ContainsFunc(got, func(x offers.Offer) bool { return x.Instance == o.Instance && x.Region == o.Region })
+		if found != f.want {
+			t.Errorf("Offers(%s): offer %s found=%v, want %v", f.name, o.Instance, found, f.want)
+		}
+		if !f.want && len(offers.Filter(got, f.q)) != len(got) {
+			t.Errorf("Offers(%s) returned offers that do not match the query", f.name)
+		}
+	}
+}
+
+func (k *kit) connect(t *testing.T, inst backends.Instance) {
+	c, ok := k.b.(backends.Connector)
+	if !ok {
+		if inst.Runtime == backends.RuntimeShim {
+			t.Error("VM-based backend does not implement backends.Connector")
+		}
+		t.Skip("container-based backend without a connector")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := c.Connect(ctx, inst)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer conn.Close()
+	h, err := api.NewShimClient(conn.ShimURL(), conn.HTTPClient()).Health(ctx)
+	if err != nil {
+		t.Fatalf("shim health through the connection: %v", err)
+	}
+	t.Logf("shim at %s: %+v", conn.ShimURL(), h)
+}
+
+func (k *kit) list(t *testing.T, created []backends.Instance) {
+	ctx := t.Context()
+	got, err := k.b.List(ctx, map[string]string{backends.TagInstallation: k.tags[backends.TagInstallation]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ids(created); !slices.Equal(ids(got), want) {
+		t.Errorf("List(installation) = %v, want %v", ids(got), want)
+	}
+	for _, inst := range got {
+		if !backends.MatchTags(inst.Tags, k.tags) || inst.Tags[backends.TagInstance] != inst.ID {
+			t.Errorf("listed %s: tags %v", inst.ID, inst.Tags)
+		}
+	}
+	one, err := k.b.List(ctx, map[string]string{backends.TagInstance: created[0].ID})
+	if err != nil || len(one) != 1 || one[0].ID != created[0].ID {
+		t.Errorf("List(instance=%s) = %v, %v", created[0].ID, ids(one), err)
+	}
+	none, err := k.b.List(ctx, map[string]string{backends.TagInstallation: "someone-else"})
+	if err != nil || len(none) != 0 {
+		t.Errorf("List(foreign installation) = %v, %v; want none", ids(none), err)
+	}
+	everything, err := k.b.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range created {
+		if !slices.Contains(ids(everything), inst.ID) {
+			t.Errorf("List(no tags) misses %s", inst.ID)
+		}
+	}
+}
+
+// terminate calls Terminate until it returns nil (retrying wait and
+// transient kinds), then once more: the second call must be nil at once.
+func (k *kit) terminate(t *testing.T, id string) {
+	ctx, cancel := context.WithTimeout(t.Context(), k.opts.Timeout)
+	defer cancel()
+	for {
+		err := k.b.Terminate(ctx, id)
+		if err == nil {
+			break
+		}
+		if backends.KindOf(err) == backends.KindStalled || ctx.Err() != nil {
+			t.Fatalf("Terminate(%s): %v", id, err)
+		}
+		time.Sleep(k.opts.Poll)
+	}
+	if err := k.b.Terminate(ctx, id); err != nil {
+		t.Errorf("second Terminate(%s) = %v, want nil", id, err)
+	}
+}
+
+func (k *kit) gone(t *testing.T, created []backends.Instance) {
+	for _, inst := range created {
+		got, err := k.b.Describe(t.Context(), inst.ID)
+		if !errors.Is(err, backends.ErrNotFound) && !(err == nil && got.Status == backends.StatusTerminated) {
+			t.Errorf("Describe(%s) after terminate = %+v, %v; want ErrNotFound", inst.ID, got, err)
+		}
+	}
+	left, err := k.b.List(t.Context(), map[string]string{backends.TagInstallation: k.tags[backends.TagInstallation]})
+	if err != nil || len(left) != 0 {
+		t.Errorf("List after terminate = %v, %v; want none", ids(left), err)
+	}
+}
