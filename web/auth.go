@@ -1,0 +1,271 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+)
+
+const (
+	sessionCookie = "hoist_session"
+	ctxPrincipal  = "hoist.principal"
+	ctxSession    = "hoist.session"
+	csrfField     = "csrf"
+	csrfHeader    = "X-CSRF-Token"
+)
+
+// session is a logged-in browser.
+type session struct {
+	id        string
+	principal Principal
+	csrf      string
+	expires   time.Time
+}
+
+// sessions keeps login sessions in memory; a restart logs everyone out.
+type sessions struct {
+	mu  sync.Mutex
+	m   map[string]*session
+	now func() time.Time
+	ttl time.Duration
+}
+
+func newSessions(now func() time.Time, ttl time.Duration) *sessions {
+	return &sessions{m: map[string]*session{}, now: now, ttl: ttl}
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (ss *sessions) create(p Principal) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	now := ss.now()
+	for id, s := range ss.m { // sweep expired ones; sessions are few
+		if now.After(s.expires) {
+			delete(ss.m, id)
+		}
+	}
+	s := &session{id: randomToken(), principal: p, csrf: randomToken(), expires: now.Add(ss.ttl)}
+	ss.m[s.id] = s
+	return s
+}
+
+func (ss *sessions) get(id string) (*session, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s, ok := ss.m[id]
+	if !ok {
+		return nil, false
+	}
+	if ss.now().After(s.expires) {
+		delete(ss.m, id)
+		return nil, false
+	}
+	return s, true
+}
+
+func (ss *sessions) delete(id string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.m, id)
+}
+
+// lookup resolves a bearer token to a principal.
+func (s *Server) lookup(c *echo.Context, token string) (Principal, bool) {
+	if token == "" {
+		return Principal{}, false
+	}
+	if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) == 1 {
+		return Principal{Name: "admin", Role: RoleAdmin}, true
+	}
+	if s.deps.Tokens == nil {
+		return Principal{}, false
+	}
+	p, err := s.deps.Tokens.LookupToken(c.Request().Context(), token)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			s.log.Warn("token_lookup_failed", "error", err)
+		}
+		return Principal{}, false
+	}
+	switch p.Role {
+	case RoleAdmin, RoleUser, RoleViewer:
+		return p, true
+	}
+	return Principal{}, false
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// authenticate accepts a bearer token or a session cookie. Browsers asking
+// for a page without either are sent to the login form; everyone else gets
+// 401.
+func (s *Server) authenticate(pages bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c *echo.Context) error {
+			r := c.Request()
+			if tok := bearer(r); tok != "" {
+				p, ok := s.lookup(c, tok)
+				if !ok {
+					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hoist"`)
+					return echo.NewHTTPError(http.StatusUnauthorized, "invalid token")
+				}
+				c.Set(ctxPrincipal, p)
+				return next(c)
+			}
+			if ck, err := r.Cookie(sessionCookie); err == nil {
+				if ses, ok := s.sess.get(ck.Value); ok {
+					c.Set(ctxPrincipal, ses.principal)
+					c.Set(ctxSession, ses)
+					return next(c)
+				}
+			}
+			if pages && r.Method == http.MethodGet && wantsHTML(r) {
+				return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(r.URL.RequestURI()))
+			}
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hoist"`)
+			return echo.NewHTTPError(http.StatusUnauthorized, "authentication required")
+		}
+	}
+}
+
+// csrf requires the session's token on every state-changing request that
+// authenticated with the cookie. Bearer-token callers cannot be driven by a
+// foreign page, and cross-origin browser requests are already refused by
+// http.CrossOriginProtection; the token is the second line.
+func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		r := c.Request()
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return next(c)
+		}
+		ses, ok := c.Get(ctxSession).(*session)
+		if !ok {
+			return next(c)
+		}
+		got := r.Header.Get(csrfHeader)
+		if got == "" {
+			got = c.FormValue(csrfField)
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(ses.csrf)) != 1 {
+			return echo.NewHTTPError(http.StatusForbidden, "missing or invalid csrf token")
+		}
+		return next(c)
+	}
+}
+
+// requireAct refuses viewers.
+func (s *Server) requireAct(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if !principal(c).Role.CanAct() {
+			return echo.NewHTTPError(http.StatusForbidden, "role viewer may not act")
+		}
+		return next(c)
+	}
+}
+
+// requireAdmin refuses everyone but admins.
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if principal(c).Role != RoleAdmin {
+			return echo.NewHTTPError(http.StatusForbidden, "admin role required")
+		}
+		return next(c)
+	}
+}
+
+func principal(c *echo.Context) Principal {
+	p, _ := c.Get(ctxPrincipal).(Principal)
+	return p
+}
+
+// viewer is what every page template knows about the caller.
+func (s *Server) viewer(c *echo.Context) Viewer {
+	v := Viewer{Principal: principal(c), Path: c.Request().URL.Path, Now: s.now()}
+	if ses, ok := c.Get(ctxSession).(*session); ok {
+		v.CSRF = ses.csrf
+		v.Cookie = true
+	}
+	return v
+}
+
+// Viewer describes the caller to templates: who they are, whether they may
+// act, and the CSRF token every form embeds.
+type Viewer struct {
+	Principal Principal
+	CSRF      string
+	Cookie    bool
+	Path      string
+	// Now is the render time, from the server's clock.
+	Now time.Time
+}
+
+// CanAct reports whether forms that change state are shown.
+func (v Viewer) CanAct() bool { return v.Principal.Role.CanAct() }
+
+// LoggedIn reports whether the caller is authenticated.
+func (v Viewer) LoggedIn() bool { return v.Principal.Role != "" }
+
+func (s *Server) loginPage(c *echo.Context) error {
+	return s.render(c, http.StatusOK, loginPage(safeNext(c.QueryParam("next")), ""))
+}
+
+func (s *Server) login(c *echo.Context) error {
+	next := safeNext(c.FormValue("next"))
+	p, ok := s.lookup(c, strings.TrimSpace(c.FormValue("token")))
+	if !ok {
+		return s.render(c, http.StatusUnauthorized, loginPage(next, "That token is not valid."))
+	}
+	ses := s.sess.create(p)
+	c.SetCookie(&http.Cookie{
+		Name:     sessionCookie,
+		Value:    ses.id,
+		Path:     "/",
+		HttpOnly: true,
+		Secure:   c.IsTLS(),
+		SameSite: http.SameSiteLaxMode,
+		Expires:  ses.expires,
+	})
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Server) logout(c *echo.Context) error {
+	if ck, err := c.Request().Cookie(sessionCookie); err == nil {
+		if ses, ok := s.sess.get(ck.Value); ok {
+			got := c.FormValue(csrfField)
+			if subtle.ConstantTimeCompare([]byte(got), []byte(ses.csrf)) != 1 {
+				return echo.NewHTTPError(http.StatusForbidden, "missing or invalid csrf token")
+			}
+			s.sess.delete(ses.id)
+		}
+	}
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// safeNext keeps redirects after login on this site.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,100 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// login posts tok to /login and returns the session cookie.
+func (f *fixture) login(t *testing.T, tok string) *http.Cookie {
+	t.Helper()
+	r := f.do(t, "POST", "/login", "", strings.NewReader(url.Values{"token": {tok}, "next": {"/runs"}}.Encode()),
+		"Content-Type", "application/x-www-form-urlencoded")
+	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/runs" {
+		t.Fatalf("login: %d %q", r.StatusCode, r.Header.Get("Location"))
+	}
+	for _, c := range r.Cookies() {
+		if c.Name == sessionCookie {
+			if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
+				t.Errorf("cookie flags: HttpOnly=%v SameSite=%v", c.HttpOnly, c.SameSite)
+			}
+			return c
+		}
+	}
+	t.Fatal("no session cookie")
+	return nil
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func TestServer_loginCookieAndCSRF(t *testing.T) {
+	f := newFixture(t)
+	ck := f.login(t, userTok)
+	cookie := ck.Name + "=" + ck.Value
+
+	page := f.do(t, "GET", "/", "", nil, "Cookie", cookie)
+	if page.StatusCode != 200 {
+		t.Fatalf("overview with cookie: %d", page.StatusCode)
+	}
+	m := csrfRE.FindStringSubmatch(readBody(t, page))
+	if m == nil {
+		t.Fatal("overview has no csrf field")
+	}
+	form := "application/x-www-form-urlencoded"
+	tests := []struct {
+		name string
+		body string
+		hdr  []string
+		want int
+	}{
+		{"no csrf token", "", nil, 403},
+		{"wrong csrf token", "csrf=nope", nil, 403},
+		{"cross-site request", "csrf=" + url.QueryEscape(m[1]), []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"valid token", "csrf=" + url.QueryEscape(m[1]), nil, 303},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := append([]string{"Cookie", cookie, "Content-Type", form}, tt.hdr...)
+			r := f.do(t, "POST", "/sync", "", strings.NewReader(tt.body), hdr...)
+			if r.StatusCode != tt.want {
+				t.Errorf("status %d, want %d", r.StatusCode, tt.want)
+			}
+		})
+	}
+}
+
+func TestServer_loginRejectsBadToken(t *testing.T) {
+	f := newFixture(t)
+	r := f.do(t, "POST", "/login", "", strings.NewReader("token=wrong"), "Content-Type", "application/x-www-form-urlencoded")
+	if r.StatusCode != 401 || len(r.Cookies()) != 0 {
+		t.Errorf("status %d cookies %v", r.StatusCode, r.Cookies())
+	}
+}
+
+func TestServer_logoutEndsSession(t *testing.T) {
+	f := newFixture(t)
+	ck := f.login(t, adminTok)
+	cookie := ck.Name + "=" + ck.Value
+	m := csrfRE.FindStringSubmatch(readBody(t, f.do(t, "GET", "/runs", "", nil, "Cookie", cookie)))
+	if m == nil {
+		t.Fatal("no csrf field")
+	}
+	r := f.do(t, "POST", "/logout", "", strings.NewReader("csrf="+url.QueryEscape(m[1])), "Cookie", cookie, "Content-Type", "application/x-www-form-urlencoded")
+	if r.StatusCode != 303 {
+		t.Fatalf("logout %d", r.StatusCode)
+	}
+	if r := f.do(t, "GET", "/runs", "", nil, "Cookie", cookie); r.StatusCode != 401 {
+		t.Errorf("after logout: %d", r.StatusCode)
+	}
+}
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{"": "/", "/runs": "/runs", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

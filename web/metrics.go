@@ -1,0 +1,130 @@
+package web
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds hoist's Prometheus instruments. The web feeds the HTTP and
+// webhook ones itself; the reconciler feeds the rest through the Observe and
+// Set methods (cmd/hoist hands it Server.Metrics()).
+type Metrics struct {
+	reg *prometheus.Registry
+
+	reconcileDuration *prometheus.HistogramVec
+	reconcileTotal    *prometheus.CounterVec
+	queueDepth        prometheus.Gauge
+	syncRequests      prometheus.Counter
+	syncsTotal        *prometheus.CounterVec
+	webhooks          *prometheus.CounterVec
+	httpDuration      *prometheus.HistogramVec
+}
+
+// NewMetrics registers hoist's instruments (and the Go and process
+// collectors) on a fresh registry.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		reg: reg,
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hoist_reconcile_duration_seconds",
+			Help:    "Time one reconcile of an object took, by kind and result.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12),
+		}, []string{"kind", "result"}),
+		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoist_reconcile_total",
+			Help: "Reconciles by kind and result (success, error, stalled, wait).",
+		}, []string{"kind", "result"}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hoist_queue_depth",
+			Help: "Objects waiting in the reconcile queue.",
+		}),
+		syncRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hoist_sync_requests_total",
+			Help: "Sync requests received (API, dashboard and webhooks); bursts coalesce into fewer syncs.",
+		}),
+		syncsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoist_syncs_total",
+			Help: "Syncs the web triggered, by result.",
+		}, []string{"result"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoist_webhook_deliveries_total",
+			Help: "Webhook deliveries by provider, event and result.",
+		}, []string{"provider", "event", "result"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hoist_http_request_duration_seconds",
+			Help:    "HTTP request latency by method, route pattern and status code.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method", "route", "code"}),
+	}
+	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration)
+	return m
+}
+
+// Registry returns the registry /metrics serves, so other packages can
+// register their own collectors on it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// ObserveReconcile records one reconcile of kind that ended with result
+// (success, error, stalled or wait) after d.
+func (m *Metrics) ObserveReconcile(kind, result string, d time.Duration) {
+	m.reconcileDuration.WithLabelValues(kind, result).Observe(d.Seconds())
+	m.reconcileTotal.WithLabelValues(kind, result).Inc()
+}
+
+// SetQueueDepth records how many objects wait in the reconcile queue.
+func (m *Metrics) SetQueueDepth(n int) { m.queueDepth.Set(float64(n)) }
+
+func (m *Metrics) observeWebhook(provider, event, result string) {
+	m.webhooks.WithLabelValues(provider, event, result).Inc()
+}
+
+func (m *Metrics) observeHTTP(method, route string, code int, d time.Duration) {
+	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// runsCollector reports hoist_runs{status} from the store at scrape time.
+type runsCollector struct {
+	store Store
+	desc  *prometheus.Desc
+}
+
+func (rc runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- rc.desc }
+
+func (rc runsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts := map[string]int{}
+	for _, st := range runStatuses {
+		counts[st] = 0
+	}
+	if runs, err := rc.store.ListRuns(ctx, RunFilter{}); err == nil {
+		for _, r := range runs {
+			counts[r.Status]++
+		}
+	} else {
+		ch <- prometheus.NewInvalidMetric(rc.desc, err)
+		return
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(rc.desc, prometheus.GaugeValue, float64(n), st)
+	}
+}
+
+func (s *Server) metricsHandler() echo.HandlerFunc {
+	h := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return func(c *echo.Context) error {
+		h.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
+}
+
+// Metrics returns the server's instruments for the reconciler to feed.
+func (s *Server) Metrics() *Metrics { return s.metrics }

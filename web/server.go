@@ -1,0 +1,248 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config holds the settings of the web server.
+type Config struct {
+	// Listen is the TCP address Start listens on, e.g. "127.0.0.1:8080".
+	Listen string
+	// AdminToken is the bootstrap bearer token; it always authenticates as
+	// an admin. Empty disables it.
+	AdminToken string
+	// WebhookSecret authenticates /hooks/*; empty disables the receivers
+	// (they answer 404).
+	WebhookSecret string
+	// Branch is the tracked branch; a GitHub or GitLab push to any other
+	// branch is acknowledged but does not trigger a sync. Empty accepts all.
+	Branch string
+	// Logger receives request and error logs; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// SessionTTL is how long a login cookie stays valid; zero means 12h.
+	SessionTTL time.Duration
+}
+
+// Deps are the collaborators the server consumes. Store and Syncer are
+// required; the others are optional and their routes answer 501 without them.
+type Deps struct {
+	Store  Store
+	Syncer Syncer
+	Tokens Tokens
+}
+
+// Server is hoist's HTTP server. Create it with New, serve Handler (or call
+// Start), and Close it to stop background work.
+type Server struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	now     func() time.Time
+	echo    *echo.Echo
+	sess    *sessions
+	trig    *trigger
+	logs    broadcast
+	metrics *Metrics
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
+}
+
+// New builds a server and starts its background sync worker.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Store == nil {
+		return nil, errors.New("web: deps.Store is required")
+	}
+	if deps.Syncer == nil {
+		return nil, errors.New("web: deps.Syncer is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:    cfg,
+		deps:   deps,
+		log:    log,
+		now:    now,
+		sess:   newSessions(now, cfg.SessionTTL),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	s.metrics = NewMetrics()
+	s.metrics.reg.MustRegister(runsCollector{store: deps.Store, desc: prometheus.NewDesc(
+		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
+	s.trig = newTrigger(deps.Syncer.Sync, log)
+	s.trig.onSync = func(err error) {
+		if err != nil {
+			s.metrics.syncsTotal.WithLabelValues("error").Inc()
+		} else {
+			s.metrics.syncsTotal.WithLabelValues("success").Inc()
+		}
+	}
+	s.trig.onRequest = s.metrics.syncRequests.Inc
+	go func() {
+		defer close(s.done)
+		s.trig.run(ctx)
+	}()
+	s.echo = s.routes()
+	return s, nil
+}
+
+// Handler returns the root HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Close stops the background sync worker and waits for it.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		<-s.done
+	})
+	return nil
+}
+
+// Start listens on Config.Listen and serves until ctx is done, then shuts
+// down gracefully and closes the server.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx is done.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.Close()
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    256 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("web_listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.NewWithConfig(echo.Config{
+		Logger:           s.log,
+		HTTPErrorHandler: s.handleError,
+	})
+	e.Use(s.logRequests, s.recoverPanics)
+	cop := http.NewCrossOriginProtection()
+
+	e.GET("/metrics", s.metricsHandler())
+	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/static/*", s.static)
+
+	// Login is open but cross-origin protected.
+	open := e.Group("", echo.WrapMiddleware(cop.Handler))
+	open.GET("/login", s.loginPage)
+	open.POST("/login", s.login)
+	open.POST("/logout", s.logout)
+
+	api := e.Group("/api/v1", s.authenticate(false), echo.WrapMiddleware(cop.Handler), s.csrf)
+	api.GET("/runs", s.apiListRuns)
+	api.GET("/runs/:name", s.apiGetRun)
+	api.GET("/runs/:name/logs", s.apiRunLogs)
+	api.GET("/sync", s.apiSyncStatus)
+	api.POST("/sync", s.apiSync, s.requireAct)
+	api.GET("/events", s.apiListEvents)
+	api.GET("/whoami", s.apiWhoami)
+
+	pages := e.Group("", s.authenticate(true), echo.WrapMiddleware(cop.Handler), s.csrf)
+	pages.GET("/", s.pageOverview)
+	pages.GET("/runs", s.pageRuns)
+	pages.GET("/runs/:name", s.pageRun)
+	pages.GET("/runs/:name/logs/stream", s.pageLogStream)
+	pages.POST("/sync", s.formSync, s.requireAct)
+	return e
+}
+
+// handleError turns handler errors into JSON for API and hook callers and a
+// small HTML page for browsers.
+func (s *Server) handleError(c *echo.Context, err error) {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
+		return
+	}
+	code := http.StatusInternalServerError
+	msg := ""
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
+		code = he.Code
+		msg = he.Message
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	default:
+		if sc := echo.StatusCode(err); sc != 0 {
+			code = sc
+		}
+	}
+	if code >= 500 {
+		s.log.Error("http_error", "method", c.Request().Method, "path", c.Request().URL.Path, "error", err)
+	}
+	if msg == "" {
+		if code < 500 && errors.Is(err, ErrNotFound) {
+			msg = "not found"
+		} else {
+			msg = strings.ToLower(http.StatusText(code))
+		}
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(code)
+		return
+	}
+	if wantsHTML(c.Request()) {
+		_ = s.render(c, code, errorPage(s.viewer(c), code, msg))
+		return
+	}
+	_ = c.JSON(code, apiError{Message: msg})
+}
+
+// apiError is the JSON body of every error answer.
+type apiError struct {
+	Message string `json:"message"`
+}
+
+func wantsHTML(r *http.Request) bool {
+	p := r.URL.Path
+	if strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/hooks/") || p == "/metrics" {
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}

@@ -1,0 +1,111 @@
+package web
+
+import (
+	"bufio"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+)
+
+// sseHeartbeat keeps idle streams alive through proxies.
+const sseHeartbeat = 15 * time.Second
+
+// pageLogStream follows a job's log over server-sent events. Each line is a
+// "line" event whose id is the line's Seq, so a reconnecting EventSource
+// resumes with Last-Event-ID; "status" events carry the job's status and an
+// "end" event closes a finished job's stream.
+func (s *Server) pageLogStream(c *echo.Context) error {
+	ctx := c.Request().Context()
+	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	job, ok := pickJob(run, c.QueryParam("job"))
+	if !ok {
+		return echo.NewHTTPError(http.StatusNotFound, "no such job")
+	}
+	after, err := int64Param(c, "after", 0)
+	if err != nil {
+		return err
+	}
+	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > after {
+			after = n
+		}
+	}
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	bw := bufio.NewWriterSize(w, 16<<10)
+	flush := func() bool {
+		if bw.Flush() != nil || rc.Flush() != nil {
+			return false
+		}
+		return true
+	}
+	bw.WriteString("retry: 2000\n\n")
+	lastStatus := ""
+	lastBeat := s.now()
+	for {
+		lines, err := s.deps.Store.ReadLogs(ctx, job.ID, after, logPage)
+		if err != nil {
+			return nil // the stream is committed; the client reconnects
+		}
+		for _, l := range lines {
+			writeSSE(bw, "line", strconv.FormatInt(l.Seq, 10), l.Text)
+			after = l.Seq
+		}
+		if len(lines) == logPage {
+			if !flush() {
+				return nil
+			}
+			continue
+		}
+		if job.Status != lastStatus {
+			writeSSE(bw, "status", "", job.Status)
+			lastStatus = job.Status
+		}
+		if finished(job.Status) && len(lines) == 0 {
+			writeSSE(bw, "end", "", job.Status)
+			flush()
+			return nil
+		}
+		if s.now().Sub(lastBeat) >= sseHeartbeat {
+			bw.WriteString(": ping\n\n")
+			lastBeat = s.now()
+		}
+		if !flush() {
+			return nil
+		}
+		if !finished(job.Status) && !s.waitLogs(ctx) {
+			return nil
+		}
+		if r, err := s.deps.Store.GetRun(ctx, run.Name); err == nil {
+			if j, ok := pickJob(r, job.ID); ok {
+				job = j
+			}
+		}
+	}
+}
+
+// writeSSE writes one event; a multi-line payload becomes several data
+// fields, which EventSource joins with newlines.
+func writeSSE(w *bufio.Writer, event, id, data string) {
+	if event != "" {
+		w.WriteString("event: " + event + "\n")
+	}
+	if id != "" {
+		w.WriteString("id: " + id + "\n")
+	}
+	for _, part := range strings.Split(strings.ReplaceAll(data, "\r", ""), "\n") {
+		w.WriteString("data: " + part + "\n")
+	}
+	w.WriteString("\n")
+}
