@@ -44,6 +44,7 @@ type Catalog struct {
 	rows   []row   // compact copy of offers for filtering
 	prices []float64
 
+	tables   []*Table
 	sources  []Source
 	snapshot string
 	unknown  map[string]int
@@ -101,6 +102,7 @@ func New(snapshot string, tables ...*Table) *Catalog {
 		n += len(t.Offers)
 	}
 	c := &Catalog{
+		tables:   slices.Clone(tables),
 		offers:   make([]Offer, 0, n),
 		snapshot: snapshot,
 		unknown:  map[string]int{},
@@ -231,6 +233,10 @@ func (c *Catalog) Len() int { return len(c.offers) }
 
 // All returns a copy of every offer, cheapest first.
 func (c *Catalog) All() []Offer { return slices.Clone(c.offers) }
+
+// Tables returns the provider tables the catalog was built from; callers
+// must not modify them.
+func (c *Catalog) Tables() []*Table { return slices.Clone(c.tables) }
 
 // Sources describes the provider tables the catalog was built from.
 func (c *Catalog) Sources() []Source { return slices.Clone(c.sources) }

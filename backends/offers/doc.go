@@ -16,7 +16,10 @@
 // GPU names are normalized through a knowledge table (KnownGPUs); offers
 // with GPUs the table does not know are kept and reported (UnknownGPUs).
 //
+// The sub-package query maps dstack's resources grammar (parsed by schema)
+// to Query values.
+//
 // Importers: backends and their drivers, the reconciler (planning), web
 // (GET /api/v1/offers) and cmd/hoist. This package imports nothing of
-// hoist's except schema (the resources grammar).
+// hoist's.
 package offers
