@@ -357,6 +357,15 @@ func (c *Client) markDone() { c.once.Do(func() { close(c.done) }) }
 // HostKey returns the key the host presented.
 func (c *Client) HostKey() ssh.PublicKey { return c.hostKey }
 
+// JumpHostKey returns the key the proxy jump host presented, or nil without
+// a jump host.
+func (c *Client) JumpHostKey() ssh.PublicKey {
+	if c.jump == nil {
+		return nil
+	}
+	return c.jump.hostKey
+}
+
 // Addr returns the address the client is connected to.
 func (c *Client) Addr() string { return c.addr }
 

@@ -1,0 +1,19 @@
+// Package sshfleet is the backend for SSH fleets (dstack's `type: fleet` with
+// `ssh_config`): hosts the user already has, taken over over SSH.
+//
+// Create connects to the host given in the spec (backends/tunnel: pinned or
+// first-contact host key, dial and handshake deadlines, keepalive, proxy
+// jump), checks it (Linux, a working Docker Engine, amd64 or arm64), uploads
+// the hoist-shim and hoist-runner binaries of the host's architecture into a
+// per-instance directory, and starts the shim under a supervisor script
+// (setsid, restart loop) that survives disconnects. The shim listens on the
+// host's loopback only; the server reaches it through the SSH connection
+// (Connect). Terminate drains the host: it terminates and removes the shim's
+// tasks, stops the supervisor and removes the directory.
+//
+// The backend keeps one record per instance (host, credentials, recorded
+// host key, tags) in its state directory, mode 0600, so that Describe,
+// Terminate and List work after a server restart.
+//
+// cmd/hoist imports it (one Registry line); tests of other packages may.
+package sshfleet

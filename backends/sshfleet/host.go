@@ -1,0 +1,200 @@
+package sshfleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"hoist/backends"
+	"hoist/backends/offers"
+	"hoist/backends/tunnel"
+)
+
+// probeScript prints key=value facts about a host; it needs only a POSIX
+// shell and coreutils.
+const probeScript = `echo "os=$(uname -s)"
+echo "arch=$(uname -m)"
+echo "home=$HOME"
+echo "hostname=$(hostname 2>/dev/null || cat /etc/hostname)"
+echo "cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+echo "mem_kb=$(awk '/^MemTotal:/{print $2}' /proc/meminfo 2>/dev/null)"
+echo "disk_kb=$(df -Pk "$HOME" 2>/dev/null | awk 'NR==2{print $2}')"
+if v=$(docker version --format '{{.Server.Version}}' 2>&1); then echo "docker=$v"; else echo "docker_error=$(echo "$v" | tr '\n' ' ')"; fi
+if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'; fi
+`
+
+// hostFacts is what probeScript found.
+type hostFacts struct {
+	OS, Arch, Home, Hostname, Docker, DockerError string
+	CPUs                                          int
+	MemKB, DiskKB                                 int64
+	GPUs                                          []gpuFact
+}
+
+type gpuFact struct {
+	Name  string
+	MemMB int64
+}
+
+func parseFacts(out []byte) hostFacts {
+	var f hostFacts
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "os":
+			f.OS = v
+		case "arch":
+			f.Arch = v
+		case "home":
+			f.Home = v
+		case "hostname":
+			f.Hostname = v
+		case "cpus":
+			f.CPUs, _ = strconv.Atoi(v)
+		case "mem_kb":
+			f.MemKB, _ = strconv.ParseInt(v, 10, 64)
+		case "disk_kb":
+			f.DiskKB, _ = strconv.ParseInt(v, 10, 64)
+		case "docker":
+			f.Docker = v
+		case "docker_error":
+			f.DockerError = v
+		case "gpu":
+			name, mem, _ := strings.Cut(v, ",")
+			mb, _ := strconv.ParseInt(strings.TrimSpace(mem), 10, 64)
+			f.GPUs = append(f.GPUs, gpuFact{Name: strings.TrimSpace(name), MemMB: mb})
+		}
+	}
+	return f
+}
+
+// goArch maps uname -m to Go's architecture names; "" when unsupported.
+func goArch(machine string) string {
+	switch machine {
+	case "x86_64", "amd64":
+		return "amd64"
+	case "aarch64", "arm64", "armv8l":
+		return "arm64"
+	}
+	return ""
+}
+
+// check refuses hosts hoist cannot run on, as stalled errors: they need the
+// user to fix the host.
+func (f hostFacts) check() error {
+	switch {
+	case f.OS != "Linux":
+		return backends.Stalled(fmt.Errorf("%w: os %q, want Linux", backends.ErrUnsupportedHost, f.OS))
+	case goArch(f.Arch) == "":
+		return backends.Stalled(fmt.Errorf("%w: architecture %q, want x86_64 or aarch64", backends.ErrUnsupportedHost, f.Arch))
+	case f.Docker == "":
+		return backends.Stalled(fmt.Errorf("%w: docker engine not usable: %s", backends.ErrUnsupportedHost, f.DockerError))
+	case f.Home == "":
+		return backends.Stalled(fmt.Errorf("%w: login user has no $HOME", backends.ErrUnsupportedHost))
+	}
+	return nil
+}
+
+// offer describes the host as an offer of backend name.
+func (f hostFacts) offer(name string) offers.Offer {
+	o := offers.Offer{
+		Backend:      name,
+		Instance:     f.Hostname,
+		Region:       Region,
+		CPUs:         f.CPUs,
+		MemoryGB:     float64(f.MemKB) / (1 << 20),
+		DiskGB:       float64(f.DiskKB) / (1 << 20),
+		Availability: offers.AvailabilityIdle,
+		CPUArch:      offers.ArchX86,
+	}
+	if goArch(f.Arch) == "arm64" {
+		o.CPUArch = offers.ArchARM
+	}
+	if len(f.GPUs) > 0 {
+		gname, mem, _ := offers.NormalizeGPUName(f.GPUs[0].Name)
+		if gname == "" {
+			gname = f.GPUs[0].Name
+		}
+		if mem == 0 {
+			mem = float64(f.GPUs[0].MemMB) / 1024
+		}
+		o.GPUVendor, o.GPUName, o.GPUCount, o.GPUMemoryGB = offers.VendorNVIDIA, gname, len(f.GPUs), mem
+	}
+	return o
+}
+
+// supervisorScript keeps the shim running in dir and survives the SSH
+// connection that started it (it runs under setsid). Touching dir/stop and
+// sending SIGTERM stops it and the shim.
+func supervisorScript(shimArgs string) string {
+	return `#!/bin/sh
+# hoist shim supervisor, written by hoist (backends/sshfleet). Keeps
+# bin/hoist-shim running; "touch stop" and SIGTERM end it.
+DIR=$(cd "$(dirname "$0")" && pwd) || exit 1
+cd "$DIR" || exit 1
+echo $$ > supervisor.pid
+child=
+stop() {
+  [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
+  rm -f supervisor.pid shim.pid
+  exit 0
+}
+trap stop TERM INT HUP
+while [ ! -f stop ]; do
+  if [ -f shim.log ] && [ "$(wc -c < shim.log)" -gt 10485760 ]; then mv -f shim.log shim.log.1; fi
+  rm -f shim.addr
+  ./bin/hoist-shim ` + shimArgs + ` >> shim.log 2>&1 &
+  child=$!
+  echo "$child" > shim.pid
+  wait "$child"
+  child=
+  [ -f stop ] || sleep 1
+done
+rm -f supervisor.pid shim.pid
+`
+}
+
+// fileSum returns the hex SHA-256 of a local file.
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// uploadIfChanged uploads a local file to remote unless the remote copy has
+// the same SHA-256. It reports whether it uploaded.
+func uploadIfChanged(ctx context.Context, c *tunnel.Client, local, remote string) (bool, error) {
+	sum, err := fileSum(local)
+	if err != nil {
+		return false, backends.Stalled(fmt.Errorf("agent binary: %w", err))
+	}
+	out, _ := c.Run(ctx, "sha256sum "+tunnel.Quote(remote)+" 2>/dev/null | cut -d' ' -f1", nil)
+	if strings.TrimSpace(string(out)) == sum {
+		return false, nil
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		return false, backends.Stalled(fmt.Errorf("agent binary: %w", err))
+	}
+	defer f.Close()
+	return true, c.Upload(ctx, remote, 0o755, f)
+}

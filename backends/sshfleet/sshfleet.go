@@ -1,0 +1,680 @@
+package sshfleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/offers"
+	"hoist/backends/tunnel"
+)
+
+// Region is the region of every SSH fleet instance and offer (dstack's
+// "remote").
+const Region = "remote"
+
+// Compile-time guards.
+var (
+	_ backends.Backend   = (*Backend)(nil)
+	_ backends.Connector = (*Backend)(nil)
+)
+
+// Config configures the backend.
+type Config struct {
+	// Name is the backend's name; "ssh" when empty.
+	Name string
+	// StateDir keeps the instance records (required).
+	StateDir string
+	// Agents locates the hoist-shim and hoist-runner binaries per
+	// architecture (required).
+	Agents backends.AgentBinaries
+	// RemoteDir is the base directory on hosts; each instance gets
+	// <RemoteDir>/<instance id>. Empty means $HOME/.hoist; a relative path is
+	// relative to the login user's $HOME.
+	RemoteDir string
+	// DialTimeout, HandshakeTimeout and KeepAlive tune SSH connections
+	// (tunnel's defaults when zero).
+	DialTimeout, HandshakeTimeout, KeepAlive time.Duration
+	// ReadyTimeout is how long Create waits for the shim to answer before
+	// returning the instance as provisioning (default 30 s).
+	ReadyTimeout time.Duration
+	// DrainGrace is the grace period tasks get when a host is drained
+	// (default 10 s).
+	DrainGrace time.Duration
+	// Logger receives the backend's events; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Options are the settings of an "ssh" entry in the server's config file.
+type Options struct {
+	// RemoteDir overrides Config.RemoteDir.
+	RemoteDir string `json:"remote_dir"`
+	// ConnectTimeout bounds the TCP dial and the SSH handshake, e.g. "5s".
+	ConnectTimeout string `json:"connect_timeout"`
+	// DrainGrace overrides Config.DrainGrace, e.g. "30s".
+	DrainGrace string `json:"drain_grace"`
+}
+
+// Factory builds the backend from a config entry; use it in cmd/hoist's
+// Registry as "ssh".
+func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) {
+	var o Options
+	if err := cfg.Decode(&o); err != nil {
+		return nil, err
+	}
+	c := Config{Name: cfg.Name, StateDir: deps.StateDir, Agents: deps.Agents, RemoteDir: o.RemoteDir, Logger: deps.Logger, Now: deps.Now}
+	if o.ConnectTimeout != "" {
+		d, err := time.ParseDuration(o.ConnectTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("connect_timeout: %w", err)
+		}
+		c.DialTimeout, c.HandshakeTimeout = d, d
+	}
+	if o.DrainGrace != "" {
+		d, err := time.ParseDuration(o.DrainGrace)
+		if err != nil {
+			return nil, fmt.Errorf("drain_grace: %w", err)
+		}
+		c.DrainGrace = d
+	}
+	return New(c)
+}
+
+// Backend is the SSH fleet backend. Use New.
+type Backend struct {
+	cfg   Config
+	log   *slog.Logger
+	store recordStore
+
+	mu      sync.Mutex
+	records map[string]*record
+	clients map[string]*tunnel.Client
+	shims   map[string]string // instance id → shim base URL
+	locks   map[string]*sync.Mutex
+}
+
+// New returns the backend, loading the records in cfg.StateDir.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Name == "" {
+		cfg.Name = "ssh"
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("sshfleet: state dir is required")
+	}
+	if cfg.Agents == nil {
+		return nil, errors.New("sshfleet: agent binaries are required")
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.DrainGrace == 0 {
+		cfg.DrainGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	st := recordStore{dir: filepath.Join(cfg.StateDir, "instances")}
+	recs, err := st.load()
+	if err != nil {
+		return nil, fmt.Errorf("sshfleet: %w", err)
+	}
+	return &Backend{
+		cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), store: st,
+		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{},
+	}, nil
+}
+
+// Name returns the backend's name.
+func (b *Backend) Name() string { return b.cfg.Name }
+
+// Close closes every SSH connection. Shims keep running on their hosts.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, c := range b.clients {
+		c.Close()
+		delete(b.clients, id)
+	}
+	return nil
+}
+
+// lock serializes Create, Describe and Terminate of one instance.
+func (b *Backend) lock(id string) func() {
+	b.mu.Lock()
+	l, ok := b.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		b.locks[id] = l
+	}
+	b.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (b *Backend) record(id string) (*record, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.records[id]
+	if !ok {
+		return nil, false
+	}
+	c := *r
+	c.Tags = backends.CopyTags(r.Tags)
+	return &c, true
+}
+
+func (b *Backend) save(r *record) error {
+	if err := b.store.save(r); err != nil {
+		return err
+	}
+	c := *r
+	b.mu.Lock()
+	b.records[r.ID] = &c
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *Backend) instance(r *record) backends.Instance {
+	return backends.Instance{
+		ID: r.ID, Backend: b.cfg.Name, Region: Region, Hostname: r.Host.Hostname,
+		Status: r.Status, Message: r.Message, Runtime: backends.RuntimeShim,
+		Offer: r.Offer, Arch: r.Arch, HostKey: r.HostKey,
+		Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,
+	}
+}
+
+// Offers returns one offer per host of the fleet that is not being
+// terminated (SSH fleet capacity is the hosts the user listed), filtered by q.
+func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, error) {
+	b.mu.Lock()
+	var all []offers.Offer
+	for _, r := range b.records {
+		if r.Status != backends.StatusTerminating && r.Offer.CPUs > 0 {
+			all = append(all, r.Offer)
+		}
+	}
+	b.mu.Unlock()
+	return offers.Filter(all, q), nil
+}
+
+// List returns the instances whose tags match, from the backend's records
+// (no host is contacted).
+func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.Instance, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []backends.Instance
+	for _, r := range b.records {
+		if backends.MatchTags(r.Tags, tags) {
+			out = append(out, b.instance(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b backends.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Create takes over the host of spec.Host: connect (pinning or recording its
+// host key), check, record, upload the agents, start the shim under its
+// supervisor and wait up to ReadyTimeout for it to answer. It is idempotent
+// on spec.ID: a second call re-runs every step that is not done yet. A host
+// key that differs from the pinned one is a stalled error wrapping
+// backends.ErrHostKeyMismatch; an unreachable host a transient one wrapping
+// backends.ErrUnreachable.
+func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backends.Instance, error) {
+	if spec.ID == "" {
+		return backends.Instance{}, backends.Stalled(errors.New("sshfleet: instance id is required"))
+	}
+	if spec.Host == nil || spec.Host.Hostname == "" {
+		return backends.Instance{}, backends.Stalled(fmt.Errorf("sshfleet: instance %s: no host given", spec.ID))
+	}
+	unlock := b.lock(spec.ID)
+	defer unlock()
+	r, ok := b.record(spec.ID)
+	if ok && r.Status == backends.StatusTerminating {
+		return b.instance(r), backends.Stalled(fmt.Errorf("sshfleet: instance %s is being terminated", spec.ID))
+	}
+	if !ok {
+		r = &record{ID: spec.ID, Name: spec.Name, Status: backends.StatusProvisioning, CreatedAt: b.cfg.Now()}
+	}
+	r.Host, r.Tags = *spec.Host, backends.CopyTags(spec.Tags)
+	if len(spec.Host.HostKeys) > 0 {
+		r.HostKey = ""
+	}
+	log := b.log.With("instance", spec.ID, "host", spec.Host.Hostname)
+
+	c, err := b.client(ctx, r, ok)
+	if err != nil {
+		if ok {
+			b.note(r, err)
+		}
+		return b.instance(r), err
+	}
+	out, err := c.Run(ctx, probeScript, nil)
+	if err != nil {
+		return b.instance(r), fmt.Errorf("sshfleet: probe %s: %w", spec.Host.Hostname, err)
+	}
+	facts := parseFacts(out)
+	if err := facts.check(); err != nil {
+		err = fmt.Errorf("sshfleet: host %s: %w", spec.Host.Hostname, err)
+		if ok {
+			b.note(r, err)
+		}
+		return b.instance(r), err
+	}
+	r.Arch = goArch(facts.Arch)
+	r.Offer = facts.offer(b.cfg.Name)
+	r.Dir = b.remoteDir(facts.Home, spec.ID)
+	if err := b.save(r); err != nil {
+		return b.instance(r), err
+	}
+	log.Info("host_checked", "arch", r.Arch, "cpus", facts.CPUs, "docker", facts.Docker, "dir", r.Dir)
+
+	if err := b.deploy(ctx, c, r); err != nil {
+		b.note(r, err)
+		return b.instance(r), fmt.Errorf("sshfleet: deploy to %s: %w", spec.Host.Hostname, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+	defer cancel()
+	if err := b.waitShim(wctx, c, r); err != nil {
+		r.Message = fmt.Sprintf("shim not answering yet: %v", err)
+		_ = b.save(r)
+		log.Warn("shim_not_ready", "error", err)
+		return b.instance(r), nil
+	}
+	r.Status, r.Message = backends.StatusRunning, ""
+	if err := b.save(r); err != nil {
+		return b.instance(r), err
+	}
+	log.Info("shim_ready")
+	return b.instance(r), nil
+}
+
+// note records err as the instance's message.
+func (b *Backend) note(r *record, err error) {
+	r.Message = err.Error()
+	_ = b.save(r)
+}
+
+func (b *Backend) remoteDir(home, id string) string {
+	base := b.cfg.RemoteDir
+	switch {
+	case base == "":
+		base = path.Join(home, ".hoist")
+	case strings.HasPrefix(base, "~/"):
+		base = path.Join(home, base[2:])
+	case !path.IsAbs(base):
+		base = path.Join(home, base)
+	}
+	name := safeName(id)
+	if strings.HasPrefix(name, ".") {
+		name = "_" + name
+	}
+	return path.Join(base, name)
+}
+
+// shimArgs are the hoist-shim flags the supervisor passes: loopback only, on
+// a port the shim picks and writes to shim.addr.
+func shimArgs() string {
+	return `--listen 127.0.0.1:0 --addr-file "$DIR/shim.addr" --runner-binary "$DIR/bin/hoist-runner" --state-dir "$DIR/state"`
+}
+
+// deploy uploads the agents and the supervisor script and starts the
+// supervisor unless it is running; a changed shim binary restarts the shim.
+func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record) error {
+	shimBin, runnerBin, err := b.cfg.Agents(r.Arch)
+	if err != nil {
+		return backends.Stalled(fmt.Errorf("agent binaries for %s: %w", r.Arch, err))
+	}
+	q := tunnel.Quote
+	if _, err := c.Run(ctx, "mkdir -p "+q(r.Dir+"/bin")+" "+q(r.Dir+"/state"), nil); err != nil {
+		return err
+	}
+	if _, err := uploadIfChanged(ctx, c, runnerBin, r.Dir+"/bin/hoist-runner"); err != nil {
+		return err
+	}
+	shimChanged, err := uploadIfChanged(ctx, c, shimBin, r.Dir+"/bin/hoist-shim")
+	if err != nil {
+		return err
+	}
+	if err := c.Upload(ctx, r.Dir+"/supervise.sh", 0o755, strings.NewReader(supervisorScript(shimArgs()))); err != nil {
+		return err
+	}
+	restart := ""
+	if shimChanged {
+		restart = `[ -f shim.pid ] && kill -TERM "$(cat shim.pid)" 2>/dev/null; `
+	}
+	start := fmt.Sprintf(`cd %s && if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then %secho running; else rm -f stop; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo started; fi`, q(r.Dir), restart)
+	out, err := c.Run(ctx, start, nil)
+	if err != nil {
+		return fmt.Errorf("start supervisor: %w", err)
+	}
+	b.log.Info("shim_supervisor", "instance", r.ID, "state", strings.TrimSpace(string(out)), "shim_updated", shimChanged)
+	b.mu.Lock()
+	delete(b.shims, r.ID)
+	b.mu.Unlock()
+	return nil
+}
+
+// shimURL reads the shim's address on the host (cached until a request
+// through it fails).
+func (b *Backend) shimURL(ctx context.Context, c *tunnel.Client, r *record) (string, error) {
+	b.mu.Lock()
+	u, ok := b.shims[r.ID]
+	b.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	out, err := c.Run(ctx, "cat "+tunnel.Quote(r.Dir+"/shim.addr")+" 2>/dev/null", nil)
+	addr := strings.TrimSpace(string(out))
+	if err != nil || addr == "" {
+		return "", fmt.Errorf("shim address not written yet: %w", errors.Join(err, errors.New("no shim.addr")))
+	}
+	u = "http://" + addr
+	b.mu.Lock()
+	b.shims[r.ID] = u
+	b.mu.Unlock()
+	return u, nil
+}
+
+func (b *Backend) forgetShim(id string) {
+	b.mu.Lock()
+	delete(b.shims, id)
+	b.mu.Unlock()
+}
+
+// health asks the shim's health check once through c.
+func (b *Backend) health(ctx context.Context, c *tunnel.Client, r *record) error {
+	u, err := b.shimURL(ctx, c, r)
+	if err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := api.NewShimClient(u, c.HTTPClient()).Health(hctx); err != nil {
+		b.forgetShim(r.ID)
+		return err
+	}
+	return nil
+}
+
+func (b *Backend) waitShim(ctx context.Context, c *tunnel.Client, r *record) error {
+	delay := 20 * time.Millisecond
+	for {
+		err := b.health(ctx, c, r)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// client returns the pooled SSH connection of r, dialing when needed. A
+// first-contact host key is recorded in r (saved when persist is set).
+func (b *Backend) client(ctx context.Context, r *record, persist bool) (*tunnel.Client, error) {
+	b.mu.Lock()
+	c, ok := b.clients[r.ID]
+	b.mu.Unlock()
+	if ok && c.Alive() {
+		return c, nil
+	}
+	cfg, err := b.tunnelConfig(r.Host, r.HostKey, r.JumpKey)
+	if err != nil {
+		return nil, err
+	}
+	c, err = tunnel.Dial(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sshfleet: instance %s: %w", r.ID, err)
+	}
+	changed := false
+	if len(r.Host.HostKeys) == 0 && r.HostKey == "" {
+		r.HostKey, changed = tunnel.MarshalHostKey(c.HostKey()), true
+	}
+	if jk := c.JumpHostKey(); jk != nil && r.JumpKey == "" && r.Host.ProxyJump != nil && len(r.Host.ProxyJump.HostKeys) == 0 {
+		r.JumpKey, changed = tunnel.MarshalHostKey(jk), true
+	}
+	if changed && persist {
+		if err := b.save(r); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	b.mu.Lock()
+	if old, ok := b.clients[r.ID]; ok {
+		old.Close()
+	}
+	b.clients[r.ID] = c
+	b.mu.Unlock()
+	return c, nil
+}
+
+func (b *Backend) tunnelConfig(h backends.SSHHost, recorded, recordedJump string) (tunnel.Config, error) {
+	signer, err := loadSigner(h)
+	if err != nil {
+		return tunnel.Config{}, err
+	}
+	keys := h.HostKeys
+	if len(keys) == 0 && recorded != "" {
+		keys = []string{recorded}
+	}
+	pinned, err := tunnel.ParseHostKeys(keys)
+	if err != nil {
+		return tunnel.Config{}, backends.Stalled(err)
+	}
+	cfg := tunnel.Config{
+		Addr: tunnel.HostPort(h.Hostname, h.Port), User: h.User, Signers: []ssh.Signer{signer},
+		HostKeys: pinned, KnownHosts: h.KnownHosts, TrustOnFirstUse: true,
+		DialTimeout: b.cfg.DialTimeout, HandshakeTimeout: b.cfg.HandshakeTimeout, KeepAlive: b.cfg.KeepAlive,
+		Logger: b.log,
+	}
+	if h.ProxyJump != nil {
+		jc, err := b.tunnelConfig(*h.ProxyJump, recordedJump, "")
+		if err != nil {
+			return tunnel.Config{}, fmt.Errorf("proxy jump: %w", err)
+		}
+		cfg.Jump = &jc
+	}
+	return cfg, nil
+}
+
+func loadSigner(h backends.SSHHost) (ssh.Signer, error) {
+	key := h.PrivateKey
+	if len(key) == 0 {
+		if h.IdentityFile == "" {
+			return nil, backends.Stalled(fmt.Errorf("ssh host %s: no identity file or private key", h.Hostname))
+		}
+		b, err := os.ReadFile(h.IdentityFile)
+		if err != nil {
+			return nil, backends.Stalled(fmt.Errorf("ssh host %s: identity file: %w", h.Hostname, err))
+		}
+		key = b
+	}
+	s, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		return nil, backends.Stalled(fmt.Errorf("ssh host %s: private key: %w", h.Hostname, err))
+	}
+	return s, nil
+}
+
+// Describe observes the instance: it connects (pooled) and asks the shim's
+// health check through the connection. An unreachable host is not an error:
+// the instance comes back with Unreachable set and the reason in Message, so
+// the caller marks it and retries with back-off. A changed host key returns
+// the instance together with a stalled error wrapping
+// backends.ErrHostKeyMismatch.
+func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, error) {
+	r, ok := b.record(id)
+	if !ok {
+		return backends.Instance{}, fmt.Errorf("sshfleet: instance %s: %w", id, backends.ErrNotFound)
+	}
+	if r.Status == backends.StatusTerminating {
+		return b.instance(r), nil
+	}
+	unlock := b.lock(id)
+	defer unlock()
+	c, err := b.client(ctx, r, true)
+	if err != nil {
+		inst := b.instance(r)
+		inst.Message = err.Error()
+		if errors.Is(err, backends.ErrUnreachable) {
+			inst.Unreachable = true
+			return inst, nil
+		}
+		return inst, err
+	}
+	if err := b.health(ctx, c, r); err != nil {
+		if !c.Alive() {
+			inst := b.instance(r)
+			inst.Unreachable, inst.Message = true, err.Error()
+			return inst, nil
+		}
+		if r.Status == backends.StatusRunning {
+			r.Status = backends.StatusProvisioning
+		}
+		r.Message = fmt.Sprintf("shim not answering: %v", err)
+	} else {
+		r.Status, r.Message = backends.StatusRunning, ""
+	}
+	if cur, ok := b.record(id); !ok || cur.Status != r.Status || cur.Message != r.Message || cur.HostKey != r.HostKey {
+		_ = b.save(r)
+	}
+	return b.instance(r), nil
+}
+
+// Connect returns a connection to the instance's shim through the pooled SSH
+// connection. Closing the Conn leaves the SSH connection to the pool.
+func (b *Backend) Connect(ctx context.Context, inst backends.Instance) (backends.Conn, error) {
+	r, ok := b.record(inst.ID)
+	if !ok {
+		return nil, fmt.Errorf("sshfleet: instance %s: %w", inst.ID, backends.ErrNotFound)
+	}
+	c, err := b.client(ctx, r, true)
+	if err != nil {
+		return nil, err
+	}
+	u, err := b.shimURL(ctx, c, r)
+	if err != nil {
+		return nil, backends.Transient(fmt.Errorf("sshfleet: instance %s: %w", inst.ID, err))
+	}
+	return &conn{hc: c.HTTPClient(), url: u}, nil
+}
+
+type conn struct {
+	hc  *http.Client
+	url string
+}
+
+func (c *conn) HTTPClient() *http.Client { return c.hc }
+func (c *conn) ShimURL() string          { return c.url }
+func (c *conn) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+// Terminate drains the host and forgets the instance: every shim task is
+// terminated (DrainGrace) and removed, the supervisor and shim are stopped
+// and the instance directory is deleted. An unknown id is success; an
+// unreachable host is a transient error (the record stays, status
+// terminating) so the caller retries.
+func (b *Backend) Terminate(ctx context.Context, id string) error {
+	unlock := b.lock(id)
+	defer unlock()
+	r, ok := b.record(id)
+	if !ok {
+		return nil
+	}
+	log := b.log.With("instance", id, "host", r.Host.Hostname)
+	r.Status = backends.StatusTerminating
+	if err := b.save(r); err != nil {
+		return err
+	}
+	if r.Dir != "" {
+		c, err := b.client(ctx, r, true)
+		if err != nil {
+			b.note(r, err)
+			return fmt.Errorf("sshfleet: terminate %s: %w", id, err)
+		}
+		if err := b.drain(ctx, c, r); err != nil {
+			b.note(r, err)
+			return fmt.Errorf("sshfleet: drain %s: %w", id, err)
+		}
+		stop := fmt.Sprintf(`cd %s 2>/dev/null || exit 0
+touch stop
+if [ -f supervisor.pid ]; then kill -TERM "$(cat supervisor.pid)" 2>/dev/null; fi
+i=0; while [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+if [ -f shim.pid ]; then kill -KILL "$(cat shim.pid)" 2>/dev/null; fi
+cd / && rm -rf %s`, tunnel.Quote(r.Dir), tunnel.Quote(r.Dir))
+		if _, err := c.Run(ctx, stop, nil); err != nil {
+			b.note(r, err)
+			return fmt.Errorf("sshfleet: stop shim on %s: %w", id, err)
+		}
+	}
+	b.mu.Lock()
+	if c, ok := b.clients[id]; ok {
+		c.Close()
+		delete(b.clients, id)
+	}
+	delete(b.shims, id)
+	delete(b.records, id)
+	b.mu.Unlock()
+	if err := b.store.remove(id); err != nil {
+		return err
+	}
+	log.Info("instance_terminated")
+	return nil
+}
+
+// drain terminates and removes every task of the instance's shim. A shim
+// that does not answer has nothing to drain that hoist could reach; its
+// containers stay, labelled, and are reported.
+func (b *Backend) drain(ctx context.Context, c *tunnel.Client, r *record) error {
+	if err := b.health(ctx, c, r); err != nil {
+		b.log.Warn("drain_shim_not_answering", "instance", r.ID, "error", err)
+		return nil
+	}
+	u, err := b.shimURL(ctx, c, r)
+	if err != nil {
+		return err
+	}
+	sc := api.NewShimClient(u, c.HTTPClient())
+	list, err := sc.TaskList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range list.Tasks {
+		if !t.Terminated() {
+			if _, err := sc.TerminateTask(ctx, t.ID, api.ReasonTerminatedByServer, "host drained: removed from the fleet", b.cfg.DrainGrace); err != nil {
+				return fmt.Errorf("terminate task %s: %w", t.ID, err)
+			}
+		}
+		if err := sc.RemoveTask(ctx, t.ID); err != nil && !errors.Is(err, api.ErrNotFound) {
+			return fmt.Errorf("remove task %s: %w", t.ID, err)
+		}
+		b.log.Info("task_drained", "instance", r.ID, "task", t.ID)
+	}
+	for _, u := range list.Unknown {
+		b.log.Warn("unknown_container_left", "instance", r.ID, "container", u.ContainerID, "name", u.Name)
+	}
+	return nil
+}
