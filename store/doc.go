@@ -1,0 +1,62 @@
+// Package store keeps everything hoist knows — what Git asked for, what was
+// provisioned, what happened — in one bun data model that runs on embedded
+// SQLite (modernc.org/sqlite, pure Go) or on PostgreSQL (pgdialect +
+// pgdriver).
+//
+// Who may import it: reconciler, web and cmd. It imports none of them, nor
+// backends; specs are stored as JSON bytes (json.RawMessage), byte for byte.
+//
+// # Opening
+//
+//	s, err := store.Open(ctx, dsn, store.Options{Logger: log, Now: clock, SecretKey: key})
+//
+// A dsn starting with postgres:// selects PostgreSQL; anything else is a
+// SQLite file path (or sqlite://path). Open applies the embedded, forward-only
+// migrations (migrations/sqlite and migrations/postgres: same IDs) and refuses
+// a database written by a newer hoist (ErrSchemaTooNew). On SQLite one process
+// owns the file: a second Open of the same file fails fast with ErrInUse. SQLite
+// pragmas (WAL, busy timeout, foreign keys, immediate transactions) are in the
+// DSN so every pooled connection has them.
+//
+// # Conventions
+//
+// IDs are TEXT UUIDv7. Every time written comes from Options.Now in UTC, and
+// every time read is UTC. Rows the reconciler changes carry a Version:
+// UpdateX(ctx, &row) writes only if the version still matches and returns
+// ErrConflict otherwise. Missing rows are ErrNotFound. Project defaults to
+// DefaultProject ("main").
+//
+// # Repositories (methods on *Store)
+//
+//   - Git: RecordRevision, GetRevision, ListRevisions; GetSyncState,
+//     UpdateSyncState, RequestSync (the singleton sync row).
+//   - Desired state: UpsertResource, GetResource, ListResources,
+//     UpdateResource, MarkResourceDeleted, PurgeResource.
+//   - Runs and jobs: CreateRun, GetRun, GetRunByName, ListRuns, UpdateRun;
+//     CreateJob, GetJob, ListJobs (newest first), ListJobsFiltered, UpdateJob.
+//   - Infrastructure: Create/Get/GetByName/List/Update for Instance, Fleet,
+//     Volume and Gateway; AttachVolume, DetachVolume, ListVolumeAttachments.
+//   - History: AddEvent, ListEvents, PruneEvents.
+//   - Logs: AppendLogs (one transaction, numbered, per-job byte quota:
+//     ErrLogQuota), ReadLogs (ordered by Seq), LogSize, DeleteLogs.
+//   - Access: CreateUser, GetUser, ListUsers, CreateToken (plaintext returned
+//     once, only a SHA-256 hash stored), LookupToken, RevokeToken;
+//     EnsureProject, ListProjects, UpsertSource, ListSources.
+//   - Secrets: SetSecret, GetSecret, ListSecretNames, DeleteSecret —
+//     AES-256-GCM at rest; the key comes from LoadSecretKey (HOIST_SECRET_KEY or
+//     <data dir>/secret.key); a wrong key fails with ErrSecretKey.
+//   - Offers cache: PutOffers, GetOffers (expiring), PruneOffers.
+//
+// # Leases (work claiming)
+//
+// Rows of runs, jobs, instances, fleets, volumes and gateways carry a lease
+// (lock_token, lock_owner, lock_expires_at, last_processed_at). A worker pool
+// calls Claim(ctx, ClaimRequest{Table, Owner, Limit, LeaseFor, MinInterval,
+// Where, Args}) to lease due rows, Heartbeat to extend a lease, and Release to
+// finish (setting last_processed_at). Writes under a lease go through
+// UpdateXLeased or WithLease, which return ErrLeaseLost once the lease expired
+// and another worker took the row, so a stale worker never overwrites newer
+// work. On PostgreSQL Claim uses SELECT … FOR UPDATE SKIP LOCKED, so several
+// hoist servers share the work; on SQLite one server owns the file and the
+// same guarded UPDATE is atomic.
+package store

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// EventFilter selects events in ListEvents; zero fields match all.
+type EventFilter struct {
+	ObjectKind string
+	ObjectName string
+	ObjectID   string
+	Revision   string
+	Type       string
+	// Since keeps events at or after this time.
+	Since time.Time
+	// Limit caps the result (100 when zero).
+	Limit int
+}
+
+// AddEvent records e, filling in ID (a time-ordered UUID) and Time (now)
+// when empty.
+func (s *Store) AddEvent(ctx context.Context, e Event) (Event, error) {
+	if e.ObjectKind == "" || e.Type == "" {
+		return e, fmt.Errorf("add event: object kind and type must not be empty")
+	}
+	if e.ID == "" {
+		e.ID = newID()
+	}
+	if e.Time.IsZero() {
+		e.Time = s.Now()
+	}
+	e.Time = e.Time.UTC()
+	if _, err := s.db.NewInsert().Model(&e).Exec(ctx); err != nil {
+		return e, fmt.Errorf("add event: %w", err)
+	}
+	return e, nil
+}
+
+// ListEvents returns matching events, newest first.
+func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]Event, error) {
+	var es []Event
+	q := s.db.NewSelect().Model(&es).OrderExpr("time DESC, id DESC").Limit(limitOr(f.Limit, 100))
+	if f.ObjectKind != "" {
+		q = q.Where("object_kind = ?", f.ObjectKind)
+	}
+	if f.ObjectName != "" {
+		q = q.Where("object_name = ?", f.ObjectName)
+	}
+	if f.ObjectID != "" {
+		q = q.Where("object_id = ?", f.ObjectID)
+	}
+	if f.Revision != "" {
+		q = q.Where("revision = ?", f.Revision)
+	}
+	if f.Type != "" {
+		q = q.Where("type = ?", f.Type)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("time >= ?", f.Since.UTC())
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return es, nil
+}
+
+// PruneEvents deletes events older than before and returns how many.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.NewDelete().Model((*Event)(nil)).Where("time < ?", before.UTC()).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("prune events: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}

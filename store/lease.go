@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// LeaseTables are the tables whose rows workers claim with leases.
+var LeaseTables = []string{"runs", "jobs", "instances", "fleets", "volumes", "gateways"}
+
+// Lease is a worker's time-limited claim on one row. Writes made under it
+// (UpdateXLeased, WithLease) are refused with ErrLeaseLost once another
+// worker has taken the row.
+type Lease struct {
+	// Table is one of LeaseTables.
+	Table string
+	// ID is the claimed row's id.
+	ID string
+	// Token identifies this lease; it is unique per row and claim.
+	Token string
+	// Owner names the claimer (for example "runs@host-1").
+	Owner string
+	// Expires is when the lease lapses unless extended by Heartbeat.
+	Expires time.Time
+}
+
+// ClaimRequest describes which rows a claimer wants.
+type ClaimRequest struct {
+	// Table is one of LeaseTables.
+	Table string
+	// Owner names the claimer; stored in lock_owner for diagnosis.
+	Owner string
+	// Limit is the most rows to claim (1 when zero).
+	Limit int
+	// LeaseFor is how long the lease lasts before another claimer may take
+	// the row (30 s when zero).
+	LeaseFor time.Duration
+	// MinInterval skips rows released less than this long ago.
+	MinInterval time.Duration
+	// Where is an extra SQL condition on the table's columns, with ? placeholders
+	// for Args, e.g. "status IN (?)" with bun.In(statuses). Compare times only
+	// against Go time.Time arguments.
+	Where string
+	// Args are the arguments of Where.
+	Args []any
+}
+
+// Claim leases up to req.Limit due rows of req.Table: rows whose lease is
+// absent or expired, that were released at least req.MinInterval ago (or
+// never), and that match req.Where; least recently processed first. On
+// Postgres the candidates are locked with FOR UPDATE SKIP LOCKED, so
+// concurrent claimers on several servers never get the same row; SQLite has
+// one writer, so the same statement is atomic there.
+func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Lease, error) {
+	return claim(ctx, s.db, s.dialect, s.Now(), req)
+}
+
+func claim(ctx context.Context, db bun.IDB, dialect string, now time.Time, req ClaimRequest) ([]Lease, error) {
+	if !slices.Contains(LeaseTables, req.Table) {
+		return nil, fmt.Errorf("claim: table %q has no lease columns", req.Table)
+	}
+	if req.Limit <= 0 {
+		req.Limit = 1
+	}
+	if req.LeaseFor <= 0 {
+		req.LeaseFor = 30 * time.Second
+	}
+	expires := now.Add(req.LeaseFor)
+	batch := newID()
+	sub := db.NewSelect().Table(req.Table).Column("id").
+		Where("lock_expires_at IS NULL OR lock_expires_at < ?", now).
+		Where("last_processed_at IS NULL OR last_processed_at <= ?", now.Add(-req.MinInterval)).
+		OrderExpr("last_processed_at ASC NULLS FIRST, id").
+		Limit(int64(req.Limit))
+	if req.Where != "" {
+		sub = sub.Where(req.Where, req.Args...)
+	}
+	if dialect == DialectPostgres {
+		sub = sub.For("UPDATE SKIP LOCKED")
+	}
+	var rows []struct {
+		ID            string    `bun:"id"`
+		LockToken     string    `bun:"lock_token"`
+		LockExpiresAt time.Time `bun:"lock_expires_at"`
+	}
+	err := db.NewUpdate().Table(req.Table).
+		Set("lock_token = ? || id", batch+"/").
+		Set("lock_owner = ?", req.Owner).
+		Set("lock_expires_at = ?", expires).
+		Where("id IN (?)", sub).
+		Returning("id, lock_token, lock_expires_at").
+		Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", req.Table, err)
+	}
+	leases := make([]Lease, 0, len(rows))
+	for _, r := range rows {
+		leases = append(leases, Lease{Table: req.Table, ID: r.ID, Token: r.LockToken, Owner: req.Owner, Expires: expires})
+	}
+	return leases, nil
+}
+
+// Heartbeat extends l by d from now and returns the extended lease, or
+// ErrLeaseLost when another worker has taken the row.
+func (s *Store) Heartbeat(ctx context.Context, l Lease, d time.Duration) (Lease, error) {
+	return heartbeat(ctx, s.db, s.Now(), l, d)
+}
+
+func heartbeat(ctx context.Context, db bun.IDB, now time.Time, l Lease, d time.Duration) (Lease, error) {
+	if !slices.Contains(LeaseTables, l.Table) {
+		return l, fmt.Errorf("heartbeat: table %q has no lease columns", l.Table)
+	}
+	expires := now.Add(d)
+	res, err := db.NewUpdate().Table(l.Table).
+		Set("lock_expires_at = ?", expires).
+		Where("id = ? AND lock_token = ?", l.ID, l.Token).
+		Exec(ctx)
+	if err != nil {
+		return l, fmt.Errorf("heartbeat %s %s: %w", l.Table, l.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return l, fmt.Errorf("heartbeat %s %s: %w", l.Table, l.ID, ErrLeaseLost)
+	}
+	l.Expires = expires
+	return l, nil
+}
+
+// Release ends l: it clears the lease and sets last_processed_at to now (the
+// row becomes due again after the claimer's MinInterval). It returns
+// ErrLeaseLost when another worker has taken the row meanwhile.
+func (s *Store) Release(ctx context.Context, l Lease) error {
+	return release(ctx, s.db, s.Now(), l)
+}
+
+func release(ctx context.Context, db bun.IDB, now time.Time, l Lease) error {
+	if !slices.Contains(LeaseTables, l.Table) {
+		return fmt.Errorf("release: table %q has no lease columns", l.Table)
+	}
+	res, err := db.NewUpdate().Table(l.Table).
+		Set("lock_token = NULL").
+		Set("lock_expires_at = NULL").
+		Set("last_processed_at = ?", now).
+		Where("id = ? AND lock_token = ?", l.ID, l.Token).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("release %s %s: %w", l.Table, l.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("release %s %s: %w", l.Table, l.ID, ErrLeaseLost)
+	}
+	return nil
+}
+
+// WithLease runs fn in a transaction that first checks, and locks, that l
+// still holds its row; fn's writes commit only if it does. It returns
+// ErrLeaseLost (and never calls fn) when another worker has taken the row.
+func (s *Store) WithLease(ctx context.Context, l Lease, fn func(ctx context.Context, tx bun.Tx) error) error {
+	if !slices.Contains(LeaseTables, l.Table) {
+		return fmt.Errorf("with lease: table %q has no lease columns", l.Table)
+	}
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		// A no-op write takes the row lock (Postgres) or the write lock
+		// (SQLite) and tells whether the token still matches.
+		res, err := tx.NewUpdate().Table(l.Table).
+			Set("lock_token = lock_token").
+			Where("id = ? AND lock_token = ?", l.ID, l.Token).
+			Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("check lease %s %s: %w", l.Table, l.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("%s %s: %w", l.Table, l.ID, ErrLeaseLost)
+		}
+		return fn(ctx, tx)
+	})
+}

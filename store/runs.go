@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// RunFilter selects runs in ListRuns; zero fields match all.
+type RunFilter struct {
+	Project string
+	Name    string
+	// Status matches any of the given statuses.
+	Status []string
+	Type   string
+	// Active limits the list to runs whose status is not final.
+	Active         bool
+	IncludeDeleted bool
+	// Limit caps the result (100 when zero).
+	Limit int
+}
+
+// CreateRun inserts r. It fills in ID (when empty), Project (when empty),
+// Version 1, CreatedAt/UpdatedAt and SubmittedAt (when zero).
+func (s *Store) CreateRun(ctx context.Context, r *Run) error {
+	if r.Name == "" {
+		return fmt.Errorf("create run: %w", errEmptyName)
+	}
+	r.Project = project(r.Project)
+	now := s.Now()
+	if r.SubmittedAt.IsZero() {
+		r.SubmittedAt = now
+	}
+	return createRow(ctx, s.db, now, r)
+}
+
+// GetRun returns the run with the given id, or ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+	var r Run
+	err := getRow(ctx, s.db, &r, id)
+	return r, err
+}
+
+// GetRunByName returns the latest non-deleted run with the given name in the
+// project, or ErrNotFound.
+func (s *Store) GetRunByName(ctx context.Context, proj, name string) (Run, error) {
+	var r Run
+	err := s.db.NewSelect().Model(&r).
+		Where("project = ? AND name = ? AND NOT deleted", project(proj), name).
+		OrderExpr("submitted_at DESC, id DESC").Limit(1).Scan(ctx)
+	if err != nil {
+		return r, notFound(err, "get run "+name)
+	}
+	return r, nil
+}
+
+// ListRuns returns runs, newest submission first.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	var rs []Run
+	q := s.db.NewSelect().Model(&rs).OrderExpr("submitted_at DESC, id DESC").Limit(limitOr(f.Limit, 100))
+	if f.Project != "" {
+		q = q.Where("project = ?", f.Project)
+	}
+	if f.Name != "" {
+		q = q.Where("name = ?", f.Name)
+	}
+	if len(f.Status) > 0 {
+		q = q.Where("status IN (?)", bunIn(f.Status))
+	}
+	if f.Type != "" {
+		q = q.Where("type = ?", f.Type)
+	}
+	if f.Active {
+		q = q.Where("status NOT IN (?)", bunIn([]string{RunTerminated, RunFailed, RunDone}))
+	}
+	if !f.IncludeDeleted {
+		q = q.Where("NOT deleted")
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return rs, nil
+}
+
+// UpdateRun writes r guarded by r.Version (ErrConflict on a stale version).
+// Lease columns are never written here. On success r.Version is incremented.
+func (s *Store) UpdateRun(ctx context.Context, r *Run) error {
+	return updateRow(ctx, s.db, s.Now(), r, nil)
+}
+
+// UpdateRunLeased is UpdateRun that also requires l to still hold the row:
+// it returns ErrLeaseLost when another worker has taken it.
+func (s *Store) UpdateRunLeased(ctx context.Context, l Lease, r *Run) error {
+	return updateRow(ctx, s.db, s.Now(), r, &l)
+}
+
+// JobFilter selects jobs in ListJobsFiltered; zero fields match all.
+type JobFilter struct {
+	RunID      string
+	InstanceID string
+	Status     []string
+	// Active limits the list to jobs whose status is not final.
+	Active bool
+	// Limit caps the result (1000 when zero).
+	Limit int
+}
+
+// CreateJob inserts j (one submission of one job of a run). It fills in ID,
+// Version 1, CreatedAt/UpdatedAt and SubmittedAt (when zero).
+func (s *Store) CreateJob(ctx context.Context, j *Job) error {
+	if j.RunID == "" {
+		return fmt.Errorf("create job: run id must not be empty")
+	}
+	now := s.Now()
+	if j.SubmittedAt.IsZero() {
+		j.SubmittedAt = now
+	}
+	return createRow(ctx, s.db, now, j)
+}
+
+// GetJob returns the job with the given id, or ErrNotFound.
+func (s *Store) GetJob(ctx context.Context, id string) (Job, error) {
+	var j Job
+	err := getRow(ctx, s.db, &j, id)
+	return j, err
+}
+
+// ListJobs returns every submission of every job of a run, newest first.
+func (s *Store) ListJobs(ctx context.Context, runID string) ([]Job, error) {
+	return s.ListJobsFiltered(ctx, JobFilter{RunID: runID})
+}
+
+// ListJobsFiltered returns jobs matching f, newest submission first.
+func (s *Store) ListJobsFiltered(ctx context.Context, f JobFilter) ([]Job, error) {
+	var js []Job
+	q := s.db.NewSelect().Model(&js).
+		OrderExpr("submitted_at DESC, submission_num DESC, id DESC").Limit(limitOr(f.Limit, 1000))
+	if f.RunID != "" {
+		q = q.Where("run_id = ?", f.RunID)
+	}
+	if f.InstanceID != "" {
+		q = q.Where("instance_id = ?", f.InstanceID)
+	}
+	if len(f.Status) > 0 {
+		q = q.Where("status IN (?)", bunIn(f.Status))
+	}
+	if f.Active {
+		q = q.Where("status NOT IN (?)", bunIn([]string{JobTerminated, JobAborted, JobFailed, JobDone}))
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return js, nil
+}
+
+// UpdateJob writes j guarded by j.Version (ErrConflict on a stale version).
+// On success j.Version is incremented.
+func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
+	return updateRow(ctx, s.db, s.Now(), j, nil)
+}
+
+// UpdateJobLeased is UpdateJob that also requires l to still hold the row
+// (ErrLeaseLost otherwise).
+func (s *Store) UpdateJobLeased(ctx context.Context, l Lease, j *Job) error {
+	return updateRow(ctx, s.db, s.Now(), j, &l)
+}

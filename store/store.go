@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/schema"
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
+)
+
+// Dialect names returned by Store.Dialect.
+const (
+	DialectSQLite   = "sqlite"
+	DialectPostgres = "postgres"
+)
+
+// Errors callers decide on; match them with errors.Is.
+var (
+	// ErrNotFound means the requested row does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the row changed since it was read (its version no
+	// longer matches), or a unique name is taken; re-read and retry.
+	ErrConflict = errors.New("conflict: row was changed by another writer")
+	// ErrLeaseLost means the caller's lease token no longer matches the row:
+	// another worker took it after the lease expired. Drop the results.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrLogQuota means a job's log byte quota is used up.
+	ErrLogQuota = errors.New("job log quota exceeded")
+	// ErrInUse means another hoist process owns the SQLite database file.
+	ErrInUse = errors.New("database is in use by another hoist process")
+	// ErrSchemaTooNew means the database was migrated by a newer hoist.
+	ErrSchemaTooNew = errors.New("database schema is newer than this hoist")
+	// ErrSecretKey means the secret key cannot decrypt the stored secrets.
+	ErrSecretKey = errors.New("secret key does not match the key the secrets were encrypted with")
+)
+
+// Options configure Open. The zero value works: it logs nowhere, uses the
+// wall clock, and keeps secrets unavailable until a key is given.
+type Options struct {
+	// Logger receives the store's few log lines (migrations, lock files).
+	Logger *slog.Logger
+	// Now is the clock; every time the store writes comes from it, in UTC.
+	Now func() time.Time
+	// SecretKey is the 32-byte AES-256 key for secrets at rest. Empty means
+	// secrets cannot be read or written (ErrSecretKey). See LoadSecretKey.
+	SecretKey []byte
+	// LogQuota is the per-job log byte quota; zero means DefaultLogQuota.
+	LogQuota int64
+	// MaxOpenConns bounds the connection pool; zero means a dialect default.
+	MaxOpenConns int
+}
+
+// DefaultLogQuota is the per-job log quota when Options.LogQuota is zero.
+const DefaultLogQuota int64 = 256 << 20
+
+// Store is hoist's state: every repository method of the package hangs off
+// it. It is safe for concurrent use.
+type Store struct {
+	db       *bun.DB
+	dialect  string
+	log      *slog.Logger
+	now      func() time.Time
+	key      []byte
+	keyID    string
+	logQuota int64
+	unlock   func() error
+}
+
+// Open connects to the database named by dsn, applies pending migrations and
+// returns the Store. A dsn starting with postgres:// or postgresql:// selects
+// PostgreSQL; anything else is a SQLite file path, optionally written as
+// sqlite://path or file:path. On SQLite, Open takes an exclusive lock on
+// <path>.lock, so a second process opening the same file fails fast with
+// ErrInUse. A database migrated by a newer hoist is refused with
+// ErrSchemaTooNew.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	s := &Store{log: opts.Logger, now: opts.Now, logQuota: opts.LogQuota}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.logQuota <= 0 {
+		s.logQuota = DefaultLogQuota
+	}
+	if len(opts.SecretKey) > 0 {
+		if err := s.setKey(opts.SecretKey); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if isPostgres(dsn) {
+		s.dialect = DialectPostgres
+		s.db, err = openPostgres(dsn, opts.MaxOpenConns)
+	} else {
+		s.dialect = DialectSQLite
+		path := sqlitePath(dsn)
+		s.unlock, err = lockFile(path + ".lock")
+		if err != nil {
+			return nil, err
+		}
+		s.db, err = openSQLite(path, opts.MaxOpenConns)
+	}
+	if err != nil {
+		s.releaseLock()
+		return nil, err
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("connect to %s database: %w", s.dialect, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database and releases the SQLite owner lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if lerr := s.releaseLock(); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+func (s *Store) releaseLock() error {
+	if s.unlock == nil {
+		return nil
+	}
+	err := s.unlock()
+	s.unlock = nil
+	return err
+}
+
+// DB returns the underlying bun database, for queries the repository methods
+// do not cover. Use the package's methods where they exist.
+func (s *Store) DB() *bun.DB { return s.db }
+
+// Dialect returns "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.dialect }
+
+// Now returns the store's clock reading in UTC.
+func (s *Store) Now() time.Time { return s.now().UTC() }
+
+// RunInTx runs fn inside one transaction; a returned error rolls it back.
+// Inside fn use tx for every statement: on SQLite other connections wait for
+// the transaction to end.
+func (s *Store) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return s.db.RunInTx(ctx, nil, fn)
+}
+
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+func sqlitePath(dsn string) string {
+	p := dsn
+	for _, prefix := range []string{"sqlite://", "sqlite3://", "file:"} {
+		if strings.HasPrefix(p, prefix) {
+			p = strings.TrimPrefix(p, prefix)
+			break
+		}
+	}
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	return p
+}
+
+// sqliteDSN is the modernc DSN: pragmas must live in the DSN so that every
+// pooled connection gets them (a PRAGMA through Exec reaches one connection).
+func sqliteDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_txlock", "immediate")
+	q.Add("_time_format", "sqlite")
+	return "file:" + path + "?" + q.Encode()
+}
+
+func openSQLite(path string, maxConns int) (*bun.DB, error) {
+	if path == "" || path == ":memory:" {
+		return nil, errors.New("sqlite needs a file path (in-memory databases are not supported)")
+	}
+	sqldb, err := sql.Open("sqlite", sqliteDSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if maxConns <= 0 {
+		maxConns = 4
+	}
+	sqldb.SetMaxOpenConns(maxConns)
+	sqldb.SetMaxIdleConns(maxConns)
+	sqldb.SetConnMaxIdleTime(0)
+	return bun.NewDB(sqldb, sqliteDialect{sqlitedialect.New()}), nil
+}
+
+func openPostgres(dsn string, maxConns int) (*bun.DB, error) {
+	sqldb := sql.OpenDB(pgdriver.NewConnector(
+		pgdriver.WithDSN(dsn),
+		pgdriver.WithConnParams(map[string]any{"TimeZone": "UTC"}),
+	))
+	if maxConns <= 0 {
+		maxConns = 20
+	}
+	sqldb.SetMaxOpenConns(maxConns)
+	sqldb.SetMaxIdleConns(maxConns)
+	return bun.NewDB(sqldb, pgdialect.New()), nil
+}
+
+// sqliteDialect writes times with a fixed number of fractional digits, so that
+// SQLite's text comparison of two timestamps orders them correctly (bun's
+// default trims trailing zeros: "…:05.5+00:00" would sort after "…:05.25+00:00").
+type sqliteDialect struct{ *sqlitedialect.Dialect }
+
+var _ schema.Dialect = sqliteDialect{}
+
+// AppendTime formats tm in UTC with microseconds and a fixed width.
+func (sqliteDialect) AppendTime(b []byte, tm time.Time) []byte {
+	b = append(b, '\'')
+	b = tm.UTC().AppendFormat(b, "2006-01-02 15:04:05.000000-07:00")
+	return append(b, '\'')
+}
+
+// newID returns a new time-ordered UUID (version 7) as text.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
