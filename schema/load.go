@@ -1,0 +1,283 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Resource is one validated, normalized spec.
+type Resource struct {
+	Kind Kind
+	Name string
+	// File is the slash path of the defining file relative to the loaded root.
+	File string
+	// Pos is where the resource is defined (the document or CUE field).
+	Pos Position
+	// Spec is *Task, *Service, *DevEnvironment, *Fleet, *Volume or *Gateway,
+	// normalized with every default applied.
+	Spec any
+	// JSON is the canonical normalized JSON of Spec, with "type" first:
+	// byte-identical for specs that mean the same.
+	JSON []byte
+}
+
+// Desired is the desired state of one revision: every resource, ordered by
+// namespace, kind and name.
+type Desired struct {
+	Resources []Resource
+}
+
+// Lookup returns the resource of kind k named name.
+func (d *Desired) Lookup(k Kind, name string) (Resource, bool) {
+	for _, r := range d.Resources {
+		if r.Kind.Namespace() == k.Namespace() && r.Name == name {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
+
+// IsSpecFile reports whether a file name is loaded as a spec: *.dstack.yml,
+// *.dstack.yaml, .dstack.yml (and .dstack.yaml) or *.cue.
+func IsSpecFile(name string) bool {
+	base := path.Base(name)
+	return strings.HasSuffix(base, ".dstack.yml") || strings.HasSuffix(base, ".dstack.yaml") ||
+		base == ".dstack.yml" || base == ".dstack.yaml" || strings.HasSuffix(base, ".cue")
+}
+
+// Load reads every spec file under fsys (see IsSpecFile), validates each
+// against its kind's CUE definition and the cross-document rules, and
+// returns the desired state. When any spec is invalid the error is Errors
+// holding every problem, sorted by position, and the Desired is nil.
+func Load(fsys fs.FS) (*Desired, error) {
+	var files []string
+	err := fs.WalkDir(fsys, ".", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() {
+			if p != "." && (de.Name() == ".git" || de.Name() == "cue.mod") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if IsSpecFile(p) && de.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("walk specs: %w", err)
+	}
+	return LoadFiles(fsys, files)
+}
+
+// LoadFiles is Load restricted to the given slash paths inside fsys.
+func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
+	sort.Strings(files)
+	type result struct {
+		res  []Resource
+		errs Errors
+	}
+	results := make([]result, len(files))
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := newValidator()
+			for i := range next {
+				res, errs := v.loadFile(fsys, files[i])
+				results[i] = result{res, errs}
+			}
+		}()
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	var all []Resource
+	var errs Errors
+	for _, r := range results {
+		all = append(all, r.res...)
+		errs = append(errs, r.errs...)
+	}
+	errs = append(errs, checkIdentities(all)...)
+	if len(errs) > 0 {
+		errs.Sort()
+		return nil, errs
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.Kind.Namespace() != b.Kind.Namespace() {
+			return a.Kind.Namespace() < b.Kind.Namespace()
+		}
+		return a.Name < b.Name
+	})
+	return &Desired{Resources: all}, nil
+}
+
+// checkIdentities reports invalid names and two resources sharing one
+// identity, naming both files.
+func checkIdentities(all []Resource) Errors {
+	var errs Errors
+	type key struct{ ns, name string }
+	first := map[key]Resource{}
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := all[order[i]], all[order[j]]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line < b.Pos.Line
+		}
+		return a.Pos.Column < b.Pos.Column
+	})
+	for _, i := range order {
+		r := all[i]
+		k := key{r.Kind.Namespace(), r.Name}
+		if prev, ok := first[k]; ok {
+			what := string(r.Kind)
+			if r.Kind.IsRun() {
+				what = "run"
+			}
+			errs = append(errs, &Error{Pos: r.Pos, Path: "name",
+				Msg: fmt.Sprintf("name: duplicate %s name %q: also defined at %s", what, r.Name, prev.Pos)})
+			continue
+		}
+		first[k] = r
+	}
+	return errs
+}
+
+// nameFromFile derives a missing name: train.dstack.yml → train,
+// .dstack.yml → its directory's name, x.cue field → the field label.
+func nameFromFile(file string) string {
+	base := path.Base(file)
+	for _, suf := range []string{".dstack.yml", ".dstack.yaml"} {
+		if strings.HasSuffix(base, suf) {
+			base = strings.TrimSuffix(base, suf)
+			break
+		}
+	}
+	if base == "" || base == ".dstack" {
+		base = path.Base(path.Dir(file))
+		if base == "." || base == "/" {
+			return ""
+		}
+	}
+	return sanitizeName(base)
+}
+
+// sanitizeName turns a file or directory name into a valid resource name:
+// lowercase, other characters replaced by '-', at most 41 characters.
+func sanitizeName(s string) string {
+	if ValidName(s) {
+		return s
+	}
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	out := strings.TrimLeft(string(b), "-0123456789")
+	if len(out) > 41 {
+		out = strings.TrimRight(out[:41], "-")
+	}
+	return out
+}
+
+// normalize decodes one document of a known kind. fallbackName is used
+// when the document has no name.
+func normalize(doc *node, kind Kind, fallbackName string) (string, any, []byte, Errors) {
+	d := &dec{}
+	var spec any
+	var name *string
+	switch kind {
+	case KindTask:
+		t := d.task(doc)
+		spec, name = t, &t.Name
+	case KindService:
+		s := d.service(doc)
+		spec, name = s, &s.Name
+	case KindDevEnvironment:
+		e := d.devEnvironment(doc)
+		spec, name = e, &e.Name
+	case KindFleet:
+		f := d.fleet(doc)
+		spec, name = f, &f.Name
+	case KindVolume:
+		v := d.volume(doc)
+		if v == nil {
+			return "", nil, nil, d.errs
+		}
+		spec, name = v, &v.Name
+	case KindGateway:
+		g := d.gateway(doc)
+		spec, name = g, &g.Name
+	}
+	if nn := doc.get("name"); !nn.isNull() {
+		if *name != "" && !ValidName(*name) {
+			d.errf(nn, "name", "invalid name %q: must match ^[a-z][a-z0-9-]{1,40}$", *name)
+		}
+	} else {
+		*name = fallbackName
+		if !ValidName(*name) {
+			d.errf(doc, "name", "missing name and the derived name %q is invalid: must match ^[a-z][a-z0-9-]{1,40}$; set `name`", *name)
+		}
+	}
+	if len(d.errs) > 0 {
+		return "", nil, nil, d.errs
+	}
+	return *name, spec, canonicalJSON(kind, spec), nil
+}
+
+// canonicalJSON renders spec with "type" first and no HTML escaping.
+func canonicalJSON(kind Kind, spec any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(spec); err != nil {
+		panic(fmt.Sprintf("schema: encode %s: %v", kind, err))
+	}
+	body := bytes.TrimSpace(buf.Bytes())
+	out := make([]byte, 0, len(body)+32)
+	out = append(out, `{"type":"`...)
+	out = append(out, kind...)
+	out = append(out, '"')
+	if len(body) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, body[1:]...)
+	return out
+}
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+
+func validateCron(expr string) error {
+	if len(strings.Fields(expr)) != 5 {
+		return fmt.Errorf("invalid cron expression %q: wrong number of fields (expected 5)", expr)
+	}
+	if _, err := cronParser.Parse(expr); err != nil {
+		return fmt.Errorf("invalid cron expression %q: %v", expr, err)
+	}
+	return nil
+}

@@ -1,0 +1,410 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// kind of a node value.
+type nkind int
+
+const (
+	nNull nkind = iota
+	nBool
+	nInt
+	nFloat
+	nString
+	nMap
+	nList
+)
+
+func (k nkind) String() string {
+	return [...]string{"null", "bool", "int", "float", "string", "mapping", "list"}[k]
+}
+
+// node is a position-carrying, format-independent document tree built from
+// YAML or from an evaluated CUE value.
+type node struct {
+	kind  nkind
+	pos   Position
+	str   string // nString; source text for numbers
+	b     bool
+	i     int64
+	f     float64
+	keys  []*node // nMap: key nodes (nString), in source order
+	vals  []*node // nMap
+	items []*node // nList
+}
+
+func (n *node) get(key string) *node {
+	if n == nil || n.kind != nMap {
+		return nil
+	}
+	for i, k := range n.keys {
+		if k.str == key {
+			return n.vals[i]
+		}
+	}
+	return nil
+}
+
+func (n *node) keyNode(key string) *node {
+	if n == nil || n.kind != nMap {
+		return nil
+	}
+	for _, k := range n.keys {
+		if k.str == key {
+			return k
+		}
+	}
+	return nil
+}
+
+// has reports whether key is present (even with a null value).
+func (n *node) has(key string) bool { return n.keyNode(key) != nil }
+
+// isNull reports whether n is absent or null.
+func (n *node) isNull() bool { return n == nil || n.kind == nNull }
+
+// scalarText renders a scalar node the way Python's str() would.
+func (n *node) scalarText() string {
+	switch n.kind {
+	case nString:
+		return n.str
+	case nInt:
+		return strconv.FormatInt(n.i, 10)
+	case nFloat:
+		return pyFloat(n.f)
+	case nBool:
+		if n.b {
+			return "True"
+		}
+		return "False"
+	case nNull:
+		return "None"
+	}
+	return n.kind.String()
+}
+
+func pyFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eEn") {
+		s += ".0"
+	}
+	return s
+}
+
+// parseYAML parses one YAML document into a node tree. Plain scalars are
+// resolved with YAML 1.1 rules (as PyYAML, which dstack uses, does): `on`,
+// `off`, `yes`, `no` are booleans, `1:30` is sexagesimal, `1e3` is a string.
+func parseYAML(file string, src []byte) (*node, *Error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return &node{kind: nNull, pos: Position{File: file, Line: 1, Column: 1}}, nil
+	}
+	c := converter{file: file, depth: 0}
+	n, err := c.convert(doc.Content[0])
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func yamlError(file string, err error) *Error {
+	msg := err.Error()
+	line := 1
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+		if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
+			msg = te.Errors[0]
+			if m := regexp.MustCompile(`^line (\d+): (.*)$`).FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+				msg = m[2]
+			}
+		}
+	}
+	return &Error{Pos: Position{File: file, Line: line, Column: 1}, Msg: "invalid YAML: " + msg}
+}
+
+type converter struct {
+	file  string
+	depth int
+}
+
+const maxDepth = 100
+
+func (c *converter) pos(y *yaml.Node) Position {
+	return Position{File: c.file, Line: y.Line, Column: y.Column}
+}
+
+func (c *converter) convert(y *yaml.Node) (*node, *Error) {
+	c.depth++
+	defer func() { c.depth-- }()
+	if c.depth > maxDepth {
+		return nil, &Error{Pos: c.pos(y), Msg: "document nested too deeply"}
+	}
+	switch y.Kind {
+	case yaml.DocumentNode:
+		if len(y.Content) == 0 {
+			return &node{kind: nNull, pos: c.pos(y)}, nil
+		}
+		return c.convert(y.Content[0])
+	case yaml.AliasNode:
+		if y.Alias == nil {
+			return &node{kind: nNull, pos: c.pos(y)}, nil
+		}
+		n, err := c.convert(y.Alias)
+		if err != nil {
+			return nil, err
+		}
+		cp := *n
+		cp.pos = c.pos(y)
+		return &cp, nil
+	case yaml.MappingNode:
+		n := &node{kind: nMap, pos: c.pos(y)}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(y.Content); i += 2 {
+			k, v := y.Content[i], y.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" || (k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0) {
+				if err := c.merge(n, seen, v); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			kn, err := c.convert(k)
+			if err != nil {
+				return nil, err
+			}
+			if kn.kind == nMap || kn.kind == nList {
+				return nil, &Error{Pos: c.pos(k), Msg: "mapping keys must be scalars"}
+			}
+			key := &node{kind: nString, pos: kn.pos, str: kn.scalarText()}
+			if kn.kind == nNull {
+				key.str = "None"
+			}
+			vn, err := c.convert(v)
+			if err != nil {
+				return nil, err
+			}
+			if seen[key.str] {
+				// PyYAML keeps the last value of a duplicated key.
+				for j, ok := range n.keys {
+					if ok.str == key.str {
+						n.keys[j], n.vals[j] = key, vn
+					}
+				}
+				continue
+			}
+			seen[key.str] = true
+			n.keys = append(n.keys, key)
+			n.vals = append(n.vals, vn)
+		}
+		return n, nil
+	case yaml.SequenceNode:
+		n := &node{kind: nList, pos: c.pos(y)}
+		for _, it := range y.Content {
+			in, err := c.convert(it)
+			if err != nil {
+				return nil, err
+			}
+			n.items = append(n.items, in)
+		}
+		return n, nil
+	case yaml.ScalarNode:
+		return c.scalar(y), nil
+	}
+	return &node{kind: nNull, pos: c.pos(y)}, nil
+}
+
+func (c *converter) merge(n *node, seen map[string]bool, v *yaml.Node) *Error {
+	src, err := c.convert(v)
+	if err != nil {
+		return err
+	}
+	var maps []*node
+	switch src.kind {
+	case nMap:
+		maps = []*node{src}
+	case nList:
+		maps = src.items
+	default:
+		return &Error{Pos: src.pos, Msg: "merge key value must be a mapping"}
+	}
+	for _, m := range maps {
+		if m.kind != nMap {
+			return &Error{Pos: m.pos, Msg: "merge key value must be a mapping"}
+		}
+		for i, k := range m.keys {
+			if seen[k.str] {
+				continue
+			}
+			seen[k.str] = true
+			n.keys = append(n.keys, k)
+			n.vals = append(n.vals, m.vals[i])
+		}
+	}
+	return nil
+}
+
+var (
+	yaml11Bool    = map[string]bool{"yes": true, "Yes": true, "YES": true, "true": true, "True": true, "TRUE": true, "on": true, "On": true, "ON": true, "no": false, "No": false, "NO": false, "false": false, "False": false, "FALSE": false, "off": false, "Off": false, "OFF": false}
+	yaml11Null    = map[string]bool{"": true, "~": true, "null": true, "Null": true, "NULL": true}
+	yaml11Int     = regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
+	yaml11Float   = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	sexagesimalRE = regexp.MustCompile(`:`)
+)
+
+func (c *converter) scalar(y *yaml.Node) *node {
+	n := &node{pos: c.pos(y), str: y.Value}
+	quoted := y.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0
+	if quoted || y.Tag == "!!str" || y.Tag == "!!binary" {
+		n.kind = nString
+		return n
+	}
+	v := y.Value
+	if yaml11Null[v] || y.Tag == "!!null" {
+		n.kind = nNull
+		return n
+	}
+	if b, ok := yaml11Bool[v]; ok {
+		n.kind, n.b = nBool, b
+		return n
+	}
+	if yaml11Int.MatchString(v) {
+		if i, ok := parseYAML11Int(v); ok {
+			n.kind, n.i = nInt, i
+			return n
+		}
+		// Too large for int64 (Python ints are unbounded): keep as a float.
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(v, "_", ""), 64); err == nil {
+			n.kind, n.f = nFloat, f
+			return n
+		}
+	}
+	if yaml11Float.MatchString(v) {
+		if f, ok := parseYAML11Float(v); ok {
+			n.kind, n.f = nFloat, f
+			return n
+		}
+	}
+	n.kind = nString
+	return n
+}
+
+func parseYAML11Int(v string) (int64, bool) {
+	s := strings.ReplaceAll(v, "_", "")
+	sign := int64(1)
+	if strings.HasPrefix(s, "-") {
+		sign, s = -1, s[1:]
+	} else if strings.HasPrefix(s, "+") {
+		s = s[1:]
+	}
+	var x int64
+	var err error
+	switch {
+	case s == "0":
+		return 0, true
+	case strings.HasPrefix(s, "0b"):
+		x, err = strconv.ParseInt(s[2:], 2, 64)
+	case strings.HasPrefix(s, "0x"):
+		x, err = strconv.ParseInt(s[2:], 16, 64)
+	case strings.HasPrefix(s, "0"):
+		x, err = strconv.ParseInt(s[1:], 8, 64)
+	case sexagesimalRE.MatchString(s):
+		for _, part := range strings.Split(s, ":") {
+			d, e := strconv.ParseInt(part, 10, 64)
+			if e != nil {
+				return 0, false
+			}
+			if x > (math.MaxInt64-d)/60 {
+				return 0, false
+			}
+			x = x*60 + d
+		}
+	default:
+		x, err = strconv.ParseInt(s, 10, 64)
+	}
+	if err != nil {
+		return 0, false
+	}
+	return sign * x, true
+}
+
+func parseYAML11Float(v string) (float64, bool) {
+	s := strings.ReplaceAll(v, "_", "")
+	switch strings.ToLower(strings.TrimLeft(s, "+-")) {
+	case ".inf":
+		if strings.HasPrefix(s, "-") {
+			return math.Inf(-1), true
+		}
+		return math.Inf(1), true
+	case ".nan":
+		return math.NaN(), true
+	}
+	if strings.Contains(s, ":") {
+		sign := 1.0
+		if strings.HasPrefix(s, "-") {
+			sign, s = -1, s[1:]
+		} else if strings.HasPrefix(s, "+") {
+			s = s[1:]
+		}
+		var x float64
+		for _, part := range strings.Split(s, ":") {
+			d, err := strconv.ParseFloat(part, 64)
+			if err != nil {
+				return 0, false
+			}
+			x = x*60 + d
+		}
+		return sign * x, true
+	}
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "-.") || strings.HasPrefix(s, "+.") {
+		s = strings.Replace(s, ".", "0.", 1)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		// strconv rejects "1." forms with exponent oddities; try trimming.
+		f, err = strconv.ParseFloat(strings.TrimSuffix(s, "."), 64)
+		if err != nil {
+			return 0, false
+		}
+	}
+	return f, true
+}
+
+// describe names the type of n for messages.
+func (n *node) describe() string {
+	if n == nil {
+		return "nothing"
+	}
+	return n.kind.String()
+}
+
+func (n *node) String() string {
+	switch n.kind {
+	case nMap, nList:
+		return n.kind.String()
+	}
+	return fmt.Sprintf("%q", n.scalarText())
+}
