@@ -1,0 +1,161 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDirRevisionIsAContentHash(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"specs/a.yml": "v1", "specs/sub/b.yml": "b",
+		"specs/.a.yml.swp": "swap", "specs/a.yml~": "backup", "specs/.git/HEAD": "ref: x",
+		"outside.yml": "not under Path",
+	})
+	src := open(t, Config{Repo: dir, Path: "specs"})
+	if got, want := src.Describe(), "dir "+dir+" (specs/)"; got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
+	rev := latest(t, src)
+	if !strings.HasPrefix(rev.ID, "dir-") || len(rev.ID) != len("dir-")+16 {
+		t.Fatalf("Latest().ID = %q, want dir-<16 hex>", rev.ID)
+	}
+	if diff := cmp.Diff(map[string]string{"a.yml": "v1", "sub/b.yml": "b"}, checkout(t, src, rev)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+
+	// Touching a file, editing noise or files outside Path: same revision.
+	now := time.Now().Add(time.Hour)
+	os.Chtimes(filepath.Join(dir, "specs/a.yml"), now, now)
+	writeFiles(t, dir, map[string]string{"specs/.a.yml.swp": "other", "outside.yml": "changed"})
+	if again := latest(t, src); again.ID != rev.ID {
+		t.Errorf("ID changed without a content change: %s → %s", rev.ID, again.ID)
+	}
+
+	writeFiles(t, dir, map[string]string{"specs/a.yml": "v2"})
+	changed := latest(t, src)
+	if changed.ID == rev.ID {
+		t.Fatal("ID did not change with the content")
+	}
+	// The previous revision is still readable (re-applying it), the
+	// current one is, an unknown one is not.
+	if got := checkout(t, src, rev)["a.yml"]; got != "v1" {
+		t.Errorf("old revision a.yml = %q, want v1", got)
+	}
+	if got := checkout(t, src, changed)["a.yml"]; got != "v2" {
+		t.Errorf("new revision a.yml = %q, want v2", got)
+	}
+	if _, err := src.CheckoutAt(context.Background(), "dir-0000000000000000"); !errors.Is(err, ErrRevisionNotFound) {
+		t.Errorf("CheckoutAt(unknown) error = %v, want ErrRevisionNotFound", err)
+	}
+	// Renaming a file is a new revision too.
+	if err := os.Rename(filepath.Join(dir, "specs/a.yml"), filepath.Join(dir, "specs/c.yml")); err != nil {
+		t.Fatal(err)
+	}
+	if renamed := latest(t, src); renamed.ID == changed.ID {
+		t.Error("ID did not change with a rename")
+	}
+}
+
+func TestDirWatchSeesEditorSavesAndNewDirectories(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.yml": "v1"})
+	src := open(t, Config{Repo: dir, Debounce: 30 * time.Millisecond, PollInterval: time.Hour})
+	runSource(t, src)
+	prev := latest(t, src).ID
+
+	expectChange := func(t *testing.T, what string, want map[string]string) {
+		t.Helper()
+		if !waitNudge(src, 5*time.Second) {
+			t.Fatalf("%s: no nudge", what)
+		}
+		rev := latest(t, src)
+		if rev.ID == prev {
+			t.Fatalf("%s: revision did not change", what)
+		}
+		prev = rev.ID
+		got := checkout(t, src, rev)
+		for name, content := range want {
+			if got[name] != content {
+				t.Errorf("%s: %s = %q, want %q", what, name, got[name], content)
+			}
+		}
+	}
+
+	// vim-style save: write a swap/backup file, rename over the original.
+	tmp := filepath.Join(dir, ".a.yml.swp")
+	writeFiles(t, dir, map[string]string{".a.yml.swp": "v2"})
+	if err := os.Rename(tmp, filepath.Join(dir, "a.yml")); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, "rename save", map[string]string{"a.yml": "v2"})
+
+	// A new directory with a file written right after mkdir, before the
+	// watcher could add it: the nudge makes the consumer rescan.
+	writeFiles(t, dir, map[string]string{"new/deep/b.yml": "b1"})
+	expectChange(t, "new nested directory", map[string]string{"new/deep/b.yml": "b1"})
+
+	// The new directory is watched from now on.
+	writeFiles(t, dir, map[string]string{"new/deep/b.yml": "b2"})
+	expectChange(t, "write in the new directory", map[string]string{"new/deep/b.yml": "b2"})
+
+	// Deleting a file.
+	writeFiles(t, dir, map[string]string{"new/deep/b.yml": ""})
+	expectChange(t, "delete", map[string]string{"a.yml": "v2"})
+}
+
+func TestDirWatchIgnoresSwapFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.yml": "v1"})
+	src := open(t, Config{Repo: dir, Debounce: 20 * time.Millisecond, PollInterval: time.Hour})
+	runSource(t, src)
+	writeFiles(t, dir, map[string]string{".a.yml.swp": "x", "4913": "x", "#a.yml#": "x"})
+	if waitNudge(src, 300*time.Millisecond) {
+		t.Error("nudged for editor swap files")
+	}
+	// The watcher is alive: a real edit still nudges.
+	writeFiles(t, dir, map[string]string{"a.yml": "v2"})
+	if !waitNudge(src, 5*time.Second) {
+		t.Error("no nudge for a real edit")
+	}
+}
+
+func TestDirWatchDebouncesABurstIntoOneNudge(t *testing.T) {
+	dir := t.TempDir()
+	src := open(t, Config{Repo: dir, Debounce: 100 * time.Millisecond, PollInterval: time.Hour})
+	runSource(t, src)
+
+	// 50 files written as fast as possible, well inside one debounce window.
+	start := time.Now()
+	for i := range 50 {
+		writeFiles(t, dir, map[string]string{fmt.Sprintf("f%02d.yml", i): "x"})
+	}
+	if took := time.Since(start); took > 80*time.Millisecond {
+		t.Skipf("SKIP: the burst took %v, longer than the debounce; the machine is too slow to tell", took)
+	}
+	nudges := 0
+	deadline := time.After(600 * time.Millisecond)
+loop:
+	for {
+		select {
+		case <-src.Changes():
+			nudges++
+		case <-deadline:
+			break loop
+		}
+	}
+	if nudges != 1 {
+		t.Errorf("got %d nudges for one burst, want 1", nudges)
+	}
+	if got := len(checkout(t, src, latest(t, src))); got != 50 {
+		t.Errorf("snapshot has %d files, want 50", got)
+	}
+}
