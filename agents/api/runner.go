@@ -1,0 +1,121 @@
+package api
+
+import "time"
+
+// Job states reported by the runner. A job is submitted in JobPending, moves
+// to JobRunning on Run and ends in exactly one of the three final states.
+const (
+	JobPending    = "pending"
+	JobRunning    = "running"
+	JobDone       = "done"
+	JobFailed     = "failed"
+	JobTerminated = "terminated"
+)
+
+// JobSpec is what the server submits to the runner.
+type JobSpec struct {
+	// RunName is the run's name (exported as HOIST_RUN_NAME).
+	RunName string `json:"run_name"`
+	// JobID is the job's id (exported as HOIST_JOB_ID).
+	JobID string `json:"job_id"`
+	// Commands run one after another in one shell; the first failure ends the job.
+	Commands []string `json:"commands"`
+	// Env is added to the job's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Secrets are added to the job's environment like Env, and never logged.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// WorkingDir is where the commands run and uploads land ("" = /workflow).
+	WorkingDir string `json:"working_dir,omitempty"`
+	// Shell runs the commands ("" = /bin/sh).
+	Shell string `json:"shell,omitempty"`
+	// MaxDuration stops the job with max_duration_exceeded (0: no limit).
+	// On the wire it is an integer number of nanoseconds.
+	MaxDuration time.Duration `json:"max_duration,omitempty"`
+	// LogQuotaBytes stops the job with log_quota_exceeded once it has written
+	// more output than this (0: no limit). Logs are kept on disk until pulled.
+	LogQuotaBytes int64 `json:"log_quota_bytes,omitempty"`
+}
+
+// JobState is the runner's view of the job.
+type JobState struct {
+	// State is one of the Job* states.
+	State string `json:"state"`
+	// ExitCode is the shell's exit code once it exited (128+n when killed by signal n).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// TerminationReason is one of the Reason* constants once finished.
+	TerminationReason string `json:"termination_reason,omitempty"`
+	// TerminationMessage explains the termination in words.
+	TerminationMessage string `json:"termination_message,omitempty"`
+	// Time is when the job entered State.
+	Time time.Time `json:"time"`
+}
+
+// Finished reports whether the job has reached a final state.
+func (s JobState) Finished() bool {
+	return s.State == JobDone || s.State == JobFailed || s.State == JobTerminated
+}
+
+// Log streams.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// LogLine is one record of a job's output: one or more whole lines written to
+// one stream. Data ends with a newline unless the job paused in the middle of
+// a line, the line was longer than 64 KiB, or it is the job's last output.
+// Seq numbers start at 1 and increase by one per record, so a reader that
+// resumes with afterSeq neither loses nor duplicates output.
+type LogLine struct {
+	// Seq is the record's sequence number.
+	Seq int64 `json:"seq"`
+	// Time is when the runner read the data.
+	Time time.Time `json:"time"`
+	// Stream is StreamStdout or StreamStderr.
+	Stream string `json:"stream"`
+	// Data is the bytes written (base64 in JSON).
+	Data []byte `json:"data"`
+}
+
+// RunResponse is the answer of POST /api/v1/run.
+type RunResponse struct {
+	// WorkingDir is the absolute directory the job runs in.
+	WorkingDir string `json:"working_dir"`
+	// State is the job state right after starting.
+	State JobState `json:"state"`
+}
+
+// StopRequest is the body of POST /api/v1/stop.
+type StopRequest struct {
+	// GraceMillis is how long the job's process group may take to exit after
+	// SIGTERM before it is sent SIGKILL.
+	GraceMillis int64 `json:"grace_ms"`
+	// Reason is the termination reason ("" = terminated_by_server).
+	Reason string `json:"reason,omitempty"`
+	// Message explains the stop.
+	Message string `json:"message,omitempty"`
+}
+
+// GPUMetrics is one GPU's utilization.
+type GPUMetrics struct {
+	// Index is the device index.
+	Index int `json:"index"`
+	// MemoryUsedBytes is the device memory in use.
+	MemoryUsedBytes int64 `json:"memory_used_bytes"`
+	// UtilPercent is the GPU utilization in percent.
+	UtilPercent float64 `json:"util_percent"`
+}
+
+// Metrics is a sample of the container's resource use, read from its cgroup.
+type Metrics struct {
+	// Time is when the sample was taken.
+	Time time.Time `json:"time"`
+	// CPUUsageMicros is the CPU time consumed so far.
+	CPUUsageMicros int64 `json:"cpu_usage_micros"`
+	// MemoryUsageBytes is the memory in use, page cache included.
+	MemoryUsageBytes int64 `json:"memory_usage_bytes"`
+	// MemoryWorkingSetBytes is the memory in use minus inactive file cache.
+	MemoryWorkingSetBytes int64 `json:"memory_working_set_bytes"`
+	// GPUs is per-GPU utilization when nvidia-smi is present.
+	GPUs []GPUMetrics `json:"gpus,omitempty"`
+}

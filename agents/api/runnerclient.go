@@ -1,0 +1,173 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// LogEndHeader is set to "true" on a logs answer that holds the job's last
+// record: the job has finished and nothing follows.
+const LogEndHeader = "Hoist-Log-End"
+
+// RunnerClient talks to one runner.
+type RunnerClient struct{ c agentClient }
+
+// NewRunnerClient returns a client of the runner at baseURL ("http://host:port"
+// or "host:port", e.g. TaskInfo.RunnerAddr). hc may dial through a tunnel; nil
+// means http.DefaultClient.
+func NewRunnerClient(baseURL string, hc *http.Client) *RunnerClient {
+	return &RunnerClient{c: newAgentClient(baseURL, hc, RunnerService, RunnerAPIVersion)}
+}
+
+// Health asks the runner's health check. It fails with ErrIncompatibleAgent
+// when the agent is not a runner of RunnerAPIVersion.
+func (r *RunnerClient) Health(ctx context.Context) (Health, error) { return r.c.health(ctx) }
+
+// Submit hands the job to the runner. It may be repeated until Run; after Run
+// it fails with ErrConflict.
+func (r *RunnerClient) Submit(ctx context.Context, spec JobSpec) error {
+	return r.c.do(ctx, http.MethodPost, "/api/v1/submit", spec, nil)
+}
+
+// Upload extracts a tar.gz archive into the job's working directory. It may
+// be repeated, after Submit and before Run.
+func (r *RunnerClient) Upload(ctx context.Context, archive io.Reader) error {
+	resp, err := r.c.send(ctx, http.MethodPost, "/api/v1/upload", archive, "application/gzip")
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// Run starts the submitted job.
+func (r *RunnerClient) Run(ctx context.Context) (RunResponse, error) {
+	var out RunResponse
+	err := r.c.do(ctx, http.MethodPost, "/api/v1/run", nil, &out)
+	return out, err
+}
+
+// State returns the job's current state.
+func (r *RunnerClient) State(ctx context.Context) (JobState, error) {
+	var s JobState
+	err := r.c.do(ctx, http.MethodGet, "/api/v1/state", nil, &s)
+	return s, err
+}
+
+// Wait long-polls until the job has finished and returns its final state, or
+// returns ctx's error when ctx ends first.
+func (r *RunnerClient) Wait(ctx context.Context) (JobState, error) {
+	for {
+		var s JobState
+		q := url.Values{"timeout_ms": {millis(r.c.longPoll())}}
+		if err := r.c.do(ctx, http.MethodGet, "/api/v1/wait?"+q.Encode(), nil, &s); err != nil {
+			return s, err
+		}
+		if s.Finished() {
+			return s, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return s, err
+		}
+	}
+}
+
+// Stop stops the job: SIGTERM to its whole process group, SIGKILL after
+// grace. It returns once the job has finished, with reason terminated_by_server.
+func (r *RunnerClient) Stop(ctx context.Context, grace time.Duration) (JobState, error) {
+	return r.StopWithReason(ctx, grace, ReasonTerminatedByServer, "")
+}
+
+// StopWithReason is Stop with the termination reason and message to record.
+func (r *RunnerClient) StopWithReason(ctx context.Context, grace time.Duration, reason, message string) (JobState, error) {
+	var s JobState
+	err := r.c.do(ctx, http.MethodPost, "/api/v1/stop", StopRequest{GraceMillis: grace.Milliseconds(), Reason: reason, Message: message}, &s)
+	return s, err
+}
+
+// Metrics samples the container's resource use.
+func (r *RunnerClient) Metrics(ctx context.Context) (Metrics, error) {
+	var m Metrics
+	err := r.c.do(ctx, http.MethodGet, "/api/v1/metrics", nil, &m)
+	return m, err
+}
+
+// Logs returns up to limit records with Seq > afterSeq (limit <= 0: the
+// runner's default). It does not wait for new output.
+func (r *RunnerClient) Logs(ctx context.Context, afterSeq int64, limit int) ([]LogLine, error) {
+	lines, _, err := r.logs(ctx, url.Values{"after_seq": {strconv.FormatInt(afterSeq, 10)}, "limit": {strconv.Itoa(limit)}})
+	return lines, err
+}
+
+// LogsSince returns up to limit records read at or after since.
+func (r *RunnerClient) LogsSince(ctx context.Context, since time.Time, limit int) ([]LogLine, error) {
+	lines, _, err := r.logs(ctx, url.Values{"since": {since.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(limit)}})
+	return lines, err
+}
+
+// Follow calls fn for every record with Seq > afterSeq, in order, as the job
+// writes them, and returns nil once the job has finished and fn has seen its
+// last record. It returns fn's error if fn fails, and ctx's error when ctx
+// ends. After any error the caller resumes with the last Seq fn accepted.
+func (r *RunnerClient) Follow(ctx context.Context, afterSeq int64, fn func(LogLine) error) error {
+	wait := r.c.longPoll()
+	for {
+		q := url.Values{
+			"after_seq": {strconv.FormatInt(afterSeq, 10)},
+			"limit":     {"100000"},
+			"max_bytes": {strconv.Itoa(8 << 20)},
+			"wait_ms":   {millis(wait)},
+		}
+		lines, end, err := r.logs(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			if l.Seq <= afterSeq {
+				continue
+			}
+			if err := fn(l); err != nil {
+				return err
+			}
+			afterSeq = l.Seq
+		}
+		if end {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *RunnerClient) logs(ctx context.Context, q url.Values) ([]LogLine, bool, error) {
+	q.Set("format", "frames")
+	resp, err := r.c.send(ctx, http.MethodGet, "/api/v1/logs?"+q.Encode(), nil, "")
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != LogFramesContentType {
+		return nil, false, fmt.Errorf("runner logs: content type %q, want %s", ct, LogFramesContentType)
+	}
+	br := bufio.NewReaderSize(resp.Body, 256<<10)
+	var lines []LogLine
+	for {
+		l, err := ReadFrame(br)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return lines, false, fmt.Errorf("runner logs: %w", err)
+		}
+		lines = append(lines, l)
+	}
+	return lines, resp.Header.Get(LogEndHeader) == "true", nil
+}

@@ -1,0 +1,12 @@
+// Package runner is hoist's in-container agent: it receives one job over its
+// HTTP API, runs the job's commands in a shell as their own process group,
+// captures stdout and stderr into a sequence-numbered log on disk, and serves
+// the job's state, logs and resource metrics until the server has read them.
+//
+// The runner is the container's entrypoint (the shim bind-mounts the static
+// hoist-runner binary into the container), so it may be PID 1: it reaps every
+// orphaned child. It needs nothing from the image but the job's shell.
+//
+// Only cmd/hoist-runner and tests import this package; it imports agents/api
+// and nothing else of hoist.
+package runner

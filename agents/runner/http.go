@@ -1,0 +1,203 @@
+package runner
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"hoist/agents/api"
+)
+
+// maxLongPoll bounds a long-poll request's wait.
+const maxLongPoll = 60 * time.Second
+
+// Handler returns the runner's HTTP API (see package api for the paths).
+func (r *Runner) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+api.HealthPath, r.handleHealth)
+	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
+	mux.HandleFunc("POST /api/v1/upload", r.handleUpload)
+	mux.HandleFunc("POST /api/v1/run", r.handleRun)
+	mux.HandleFunc("GET /api/v1/state", r.handleState)
+	mux.HandleFunc("GET /api/v1/wait", r.handleWait)
+	mux.HandleFunc("POST /api/v1/stop", r.handleStop)
+	mux.HandleFunc("GET /api/v1/logs", r.handleLogs)
+	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.touch()
+		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.RunnerAPIVersion))
+		mux.ServeHTTP(w, req)
+		r.touch()
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusBadRequest
+	if errors.Is(err, errConflict) {
+		status = http.StatusConflict
+	}
+	writeJSON(w, status, api.Error{Message: err.Error()})
+}
+
+func (r *Runner) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Service: api.RunnerService, Version: r.cfg.Version, APIVersion: api.RunnerAPIVersion})
+}
+
+func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
+	var spec api.JobSpec
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 16<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		writeError(w, fmt.Errorf("decode job spec: %w", err))
+		return
+	}
+	if err := r.Submit(spec); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, r.State())
+}
+
+func (r *Runner) handleUpload(w http.ResponseWriter, req *http.Request) {
+	if err := r.Upload(req.Body); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (r *Runner) handleRun(w http.ResponseWriter, _ *http.Request) {
+	resp, err := r.Run()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (r *Runner) handleState(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, r.State())
+}
+
+func longPoll(req *http.Request, key string) time.Duration {
+	ms, _ := strconv.ParseInt(req.URL.Query().Get(key), 10, 64)
+	return min(time.Duration(ms)*time.Millisecond, maxLongPoll)
+}
+
+func (r *Runner) handleWait(w http.ResponseWriter, req *http.Request) {
+	timer := time.NewTimer(longPoll(req, "timeout_ms"))
+	defer timer.Stop()
+	for {
+		st, changed := r.waitChange()
+		if st.Finished() {
+			writeJSON(w, http.StatusOK, st)
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			writeJSON(w, http.StatusOK, st)
+			return
+		case <-req.Context().Done():
+			return
+		}
+	}
+}
+
+func (r *Runner) handleStop(w http.ResponseWriter, req *http.Request) {
+	var sr api.StopRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&sr); err != nil {
+		writeError(w, fmt.Errorf("decode stop request: %w", err))
+		return
+	}
+	done := r.Stop(time.Duration(sr.GraceMillis)*time.Millisecond, sr.Reason, sr.Message)
+	select {
+	case <-done:
+	case <-req.Context().Done():
+		return
+	}
+	writeJSON(w, http.StatusOK, r.State())
+}
+
+func (r *Runner) handleMetrics(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, r.Metrics())
+}
+
+// handleLogs serves records after after_seq (or read at or after since),
+// as frames or JSON lines, waiting up to wait_ms for the first one.
+func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	after, _ := strconv.ParseInt(q.Get("after_seq"), 10, 64)
+	if s := q.Get("since"); s != "" && after == 0 {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			writeError(w, fmt.Errorf("since: %w", err))
+			return
+		}
+		if after, err = r.logs.seqAt(t); err != nil {
+			writeJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
+			return
+		}
+	}
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 {
+		limit = 1000
+	}
+	maxBytes, _ := strconv.Atoi(q.Get("max_bytes"))
+	maxBytes = min(max(maxBytes, 128<<10), 64<<20)
+	if q.Get("max_bytes") == "" {
+		maxBytes = 4 << 20
+	}
+	if wait := longPoll(req, "wait_ms"); wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+	poll:
+		for {
+			last, closed, changed := r.logs.status()
+			if last > after || closed {
+				break
+			}
+			select {
+			case <-changed:
+			case <-timer.C:
+				break poll
+			case <-req.Context().Done():
+				return
+			}
+		}
+	}
+	frames, _, end, err := r.logs.read(after, limit, maxBytes)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
+		return
+	}
+	if end {
+		w.Header().Set(api.LogEndHeader, "true")
+	}
+	if q.Get("format") == "frames" {
+		w.Header().Set("Content-Type", api.LogFramesContentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(frames)))
+		_, _ = w.Write(frames)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	br := bufio.NewReader(bytesReader(frames))
+	enc := json.NewEncoder(w)
+	for {
+		l, err := api.ReadFrame(br)
+		if err != nil {
+			return
+		}
+		_ = enc.Encode(l)
+	}
+}

@@ -1,0 +1,472 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"hoist/agents/api"
+)
+
+// DefaultWorkingDir is where a job runs when its spec names no working dir,
+// and what a relative working dir is resolved against.
+const DefaultWorkingDir = "/workflow"
+
+// StateFile is the name of the file in Config.Home where the runner keeps the
+// job's latest state, so that the shim can read it after the container exits.
+const StateFile = "state.json"
+
+// LogFile is the name of the file in Config.Home that holds the job's log frames.
+const LogFile = "job.log"
+
+// drainAfterExit bounds how long the runner keeps reading output after the
+// job's shell has exited and its process group was killed; only a process
+// that left the group can hold the pipes open that long.
+const drainAfterExit = 2 * time.Second
+
+// flushPartialAfter is how long an incomplete line waits for its newline
+// before it is recorded on its own.
+const flushPartialAfter = 20 * time.Millisecond
+
+// Config configures a Runner.
+type Config struct {
+	// Home is the runner's directory for the job log and state file; the
+	// shim bind-mounts a per-task host directory here.
+	Home string
+	// Version is the binary's version, reported by the health check.
+	Version string
+	// Logger receives the runner's own log; nil discards it.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Runner runs one job. Create it with New; serve Handler.
+type Runner struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	reaper *reaper
+
+	activity atomic.Int64 // unix nanos of the last API request
+
+	mu          sync.Mutex
+	spec        *api.JobSpec
+	workDir     string
+	state       api.JobState
+	changed     chan struct{} // closed and replaced on every state change
+	done        chan struct{} // closed once the job has finished
+	proc        *os.Process
+	stopReason  string
+	stopMessage string
+	killTimer   *time.Timer
+	maxTimer    *time.Timer
+	logs        *logStore
+}
+
+// New returns a runner that keeps its files in cfg.Home and starts reaping
+// child processes.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Home == "" {
+		return nil, errors.New("runner: home directory is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if err := os.MkdirAll(cfg.Home, 0o755); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	logs, err := openLogStore(filepath.Join(cfg.Home, LogFile))
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r := &Runner{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		reaper:  newReaper(),
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+		logs:    logs,
+	}
+	r.state = api.JobState{State: api.JobPending, Time: r.now()}
+	r.touch()
+	r.persistLocked()
+	return r, nil
+}
+
+// Done is closed once the job has finished.
+func (r *Runner) Done() <-chan struct{} { return r.done }
+
+// State returns the job's current state.
+func (r *Runner) State() api.JobState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+// Submitted reports whether a job has been submitted.
+func (r *Runner) Submitted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.spec != nil
+}
+
+// LastActivity returns when the API last served a request.
+func (r *Runner) LastActivity() time.Time { return time.Unix(0, r.activity.Load()) }
+
+func (r *Runner) touch() { r.activity.Store(r.now().UnixNano()) }
+
+// errConflict marks requests that do not fit the job's state.
+var errConflict = errors.New("conflict")
+
+// Submit records the job spec; it may be repeated until Run.
+func (r *Runner) Submit(spec api.JobSpec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.State != api.JobPending {
+		return fmt.Errorf("job is %s, submit only before run: %w", r.state.State, errConflict)
+	}
+	if len(spec.Commands) == 0 {
+		return errors.New("job has no commands")
+	}
+	wd := spec.WorkingDir
+	switch {
+	case wd == "":
+		wd = DefaultWorkingDir
+	case !filepath.IsAbs(wd):
+		wd = filepath.Join(DefaultWorkingDir, wd)
+	}
+	r.spec = &spec
+	r.workDir = filepath.Clean(wd)
+	r.log.Info("job_submitted", "run_name", spec.RunName, "job_id", spec.JobID, "working_dir", r.workDir)
+	return nil
+}
+
+// WorkingDir returns the submitted job's working directory ("" before Submit).
+func (r *Runner) WorkingDir() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.workDir
+}
+
+// Run starts the submitted job.
+func (r *Runner) Run() (api.RunResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spec == nil {
+		return api.RunResponse{}, fmt.Errorf("no job submitted: %w", errConflict)
+	}
+	if r.state.State != api.JobPending {
+		return api.RunResponse{}, fmt.Errorf("job is %s, run only once: %w", r.state.State, errConflict)
+	}
+	if err := r.startLocked(); err != nil {
+		r.log.Error("job_start_failed", "err", err)
+		r.finishLocked(api.JobState{State: api.JobFailed, TerminationReason: api.ReasonExecutorError, TerminationMessage: err.Error()})
+		r.logs.close()
+		return api.RunResponse{WorkingDir: r.workDir, State: r.state}, nil
+	}
+	return api.RunResponse{WorkingDir: r.workDir, State: r.state}, nil
+}
+
+// script joins the commands into one shell script that stops at the first
+// command that fails, with that command's exit code.
+func script(commands []string) string {
+	var b strings.Builder
+	for _, c := range commands {
+		b.WriteString(c)
+		b.WriteString("\n__hoist_rc=$?; if [ \"$__hoist_rc\" -ne 0 ]; then exit \"$__hoist_rc\"; fi\n")
+	}
+	return b.String()
+}
+
+func (r *Runner) env() []string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "HOIST_RUNNER_") {
+			continue
+		}
+		m[k] = v
+	}
+	if m["HOME"] == "" {
+		m["HOME"] = "/root"
+	}
+	if m["PATH"] == "" {
+		m["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	for k, v := range r.spec.Env {
+		m[k] = v
+	}
+	for k, v := range r.spec.Secrets {
+		m[k] = v
+	}
+	m["HOIST_RUN_NAME"] = r.spec.RunName
+	m["HOIST_JOB_ID"] = r.spec.JobID
+	m["HOIST_WORKING_DIR"] = r.workDir
+	m["DSTACK_RUN_NAME"] = r.spec.RunName
+	m["DSTACK_WORKING_DIR"] = r.workDir
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+func (r *Runner) startLocked() error {
+	spec := r.spec
+	if err := os.MkdirAll(r.workDir, 0o755); err != nil {
+		return fmt.Errorf("create working dir: %w", err)
+	}
+	shell := spec.Shell
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	shellPath, err := lookPath(shell)
+	if err != nil {
+		return fmt.Errorf("find shell: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return fmt.Errorf("stderr pipe: %w", err)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	proc, exited, err := r.reaper.start(shellPath, []string{shell, "-c", script(spec.Commands)}, &os.ProcAttr{
+		Dir:   r.workDir,
+		Env:   r.env(),
+		Files: []*os.File{devnull, outW, errW},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	devnull.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return fmt.Errorf("start shell: %w", err)
+	}
+	r.proc = proc
+	r.setStateLocked(api.JobState{State: api.JobRunning})
+	r.log.Info("job_started", "pid", proc.Pid, "shell", shell)
+
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go func() { defer pumps.Done(); r.pump(api.StreamStdout, outR) }()
+	go func() { defer pumps.Done(); r.pump(api.StreamStderr, errR) }()
+	if d := spec.MaxDuration; d > 0 {
+		r.maxTimer = time.AfterFunc(d, func() {
+			r.log.Info("job_max_duration_exceeded", "max_duration", d)
+			r.Stop(10*time.Second, api.ReasonMaxDurationExceeded, fmt.Sprintf("job ran longer than its max duration %s", d))
+		})
+	}
+	go func() {
+		ws := <-exited
+		_ = proc.Release()
+		// Whatever the shell left behind in its group goes with it.
+		_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+		drained := make(chan struct{})
+		go func() { pumps.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(drainAfterExit):
+			// A process that left the group still holds the pipes.
+			outR.Close()
+			errR.Close()
+			<-drained
+		}
+		r.logs.close()
+		r.exited(ws)
+	}()
+	return nil
+}
+
+// pump records one output stream: whole lines, in records of up to 64 KiB;
+// an incomplete line is recorded after flushPartialAfter without more output.
+func (r *Runner) pump(stream string, f *os.File) {
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n := 0
+	emit := func(b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		total, err := r.logs.append(stream, b, r.now())
+		if err != nil {
+			r.log.Error("log_append_failed", "err", err)
+			return
+		}
+		r.mu.Lock()
+		quota := r.spec.LogQuotaBytes
+		r.mu.Unlock()
+		if quota > 0 && total > quota {
+			r.Stop(0, api.ReasonLogQuotaExceeded, fmt.Sprintf("job wrote more than its log quota of %d bytes", quota))
+		}
+	}
+	for {
+		if n > 0 {
+			_ = f.SetReadDeadline(time.Now().Add(flushPartialAfter))
+		} else {
+			_ = f.SetReadDeadline(time.Time{})
+		}
+		m, err := f.Read(buf[n:])
+		n += m
+		if i := lastNewline(buf[:n]); i >= 0 {
+			emit(buf[:i+1])
+			n = copy(buf, buf[i+1:n])
+		} else if n == len(buf) {
+			emit(buf[:n])
+			n = 0
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				emit(buf[:n])
+				n = 0
+				continue
+			}
+			emit(buf[:n])
+			return
+		}
+	}
+}
+
+func lastNewline(b []byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			return i
+		}
+	}
+	return -1
+}
+
+// exited records the job's end from the shell's wait status.
+func (r *Runner) exited(ws syscall.WaitStatus) {
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := api.JobState{ExitCode: &code}
+	switch {
+	case r.stopReason != "":
+		st.State = api.JobTerminated
+		st.TerminationReason = r.stopReason
+		st.TerminationMessage = r.stopMessage
+	case code == 0:
+		st.State = api.JobDone
+		st.TerminationReason = api.ReasonDoneByRunner
+	default:
+		st.State = api.JobFailed
+		st.TerminationReason = api.ReasonContainerExitedWithError
+		st.TerminationMessage = fmt.Sprintf("commands exited with code %d", code)
+	}
+	r.log.Info("job_finished", "state", st.State, "exit_code", code, "reason", st.TerminationReason)
+	r.finishLocked(st)
+}
+
+func (r *Runner) finishLocked(st api.JobState) {
+	if r.killTimer != nil {
+		r.killTimer.Stop()
+	}
+	if r.maxTimer != nil {
+		r.maxTimer.Stop()
+	}
+	r.setStateLocked(st)
+	close(r.done)
+}
+
+// Stop ends the job: SIGTERM to its process group, SIGKILL after grace. The
+// first reason given is the one recorded. A pending job ends at once. Stop
+// returns a channel closed when the job has finished.
+func (r *Runner) Stop(grace time.Duration, reason, message string) <-chan struct{} {
+	if reason == "" {
+		reason = api.ReasonTerminatedByServer
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.state.State {
+	case api.JobPending:
+		r.logs.close()
+		r.finishLocked(api.JobState{State: api.JobTerminated, TerminationReason: reason, TerminationMessage: message})
+		return r.done
+	case api.JobRunning:
+	default:
+		return r.done
+	}
+	if r.stopReason == "" {
+		r.stopReason, r.stopMessage = reason, message
+	}
+	pid := r.proc.Pid
+	r.log.Info("job_stopping", "reason", reason, "grace", grace)
+	if grace <= 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return r.done
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	if r.killTimer == nil {
+		r.killTimer = time.AfterFunc(grace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	}
+	return r.done
+}
+
+func (r *Runner) setStateLocked(st api.JobState) {
+	st.Time = r.now()
+	r.state = st
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.persistLocked()
+}
+
+// persistLocked writes the state file atomically.
+func (r *Runner) persistLocked() {
+	b, err := json.Marshal(r.state)
+	if err != nil {
+		return
+	}
+	tmp := filepath.Join(r.cfg.Home, StateFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		r.log.Error("state_write_failed", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, filepath.Join(r.cfg.Home, StateFile)); err != nil {
+		r.log.Error("state_write_failed", "err", err)
+	}
+}
+
+// waitChange returns the current state and a channel closed on its next change.
+func (r *Runner) waitChange() (api.JobState, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state, r.changed
+}
+
+// Close stops reaping and closes the log file. It does not stop the job.
+func (r *Runner) Close() error {
+	r.reaper.close()
+	return r.logs.f.Close()
+}

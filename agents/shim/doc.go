@@ -1,0 +1,17 @@
+// Package shim is hoist's host agent: it runs tasks — one Docker container
+// each, with the hoist-runner binary bind-mounted in as the entrypoint — on
+// the host's Docker Engine, and serves their state over the shim HTTP API
+// (package hoist/agents/api).
+//
+// A task moves pending → preparing → pulling → creating → running →
+// terminated (see Transition). Every container the shim creates carries its
+// labels, and the task's state is kept under Config.StateDir, so that a
+// restarted shim re-attaches to its containers (Recover); containers it finds
+// but cannot account for are reported, never killed.
+//
+// The runner's API is published on a loopback port of the host and reported
+// as TaskInfo.RunnerAddr; the shim never sends traffic to container IPs.
+//
+// Only cmd/hoist-shim and tests import this package; it imports agents/api
+// and nothing else of hoist.
+package shim

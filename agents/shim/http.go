@@ -1,0 +1,126 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"hoist/agents/api"
+)
+
+// maxLongPoll bounds a long-poll request's wait.
+const maxLongPoll = 60 * time.Second
+
+// Handler returns the shim's HTTP API (see package api for the paths).
+func (s *Shim) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+api.HealthPath, s.handleHealth)
+	mux.HandleFunc("GET /api/v1/host", s.handleHost)
+	mux.HandleFunc("GET /api/v1/tasks", s.handleList)
+	mux.HandleFunc("POST /api/v1/tasks", s.handleCreate)
+	mux.HandleFunc("GET /api/v1/tasks/{id}", s.handleGet)
+	mux.HandleFunc("POST /api/v1/tasks/{id}/terminate", s.handleTerminate)
+	mux.HandleFunc("POST /api/v1/tasks/{id}/remove", s.handleRemove)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.ShimAPIVersion))
+		mux.ServeHTTP(w, req)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, errNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, errConflict):
+		status = http.StatusConflict
+	case errors.Is(err, errInvalid):
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, api.Error{Message: err.Error()})
+}
+
+func (s *Shim) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Service: api.ShimService, Version: s.cfg.Version, APIVersion: api.ShimAPIVersion})
+}
+
+func (s *Shim) handleHost(w http.ResponseWriter, req *http.Request) {
+	writeJSON(w, http.StatusOK, s.HostInfo(req.Context()))
+}
+
+func (s *Shim) handleList(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.ListTasks())
+}
+
+func (s *Shim) handleCreate(w http.ResponseWriter, req *http.Request) {
+	var spec api.TaskSpec
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 4<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		writeError(w, fmt.Errorf("decode task spec: %v: %w", err, errInvalid))
+		return
+	}
+	info, err := s.CreateTask(spec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Shim) handleGet(w http.ResponseWriter, req *http.Request) {
+	id := req.PathValue("id")
+	q := req.URL.Query()
+	var info api.TaskInfo
+	var err error
+	if status := q.Get("wait_for"); status != "" {
+		if api.TaskStatusRank(status) < 0 {
+			writeError(w, fmt.Errorf("wait_for %q: %w", status, errInvalid))
+			return
+		}
+		ms, _ := strconv.ParseInt(q.Get("timeout_ms"), 10, 64)
+		info, err = s.WaitTask(req.Context(), id, status, min(time.Duration(ms)*time.Millisecond, maxLongPoll))
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+	} else {
+		info, err = s.GetTask(id)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Shim) handleTerminate(w http.ResponseWriter, req *http.Request) {
+	var tr api.TerminateRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&tr); err != nil {
+		writeError(w, fmt.Errorf("decode terminate request: %v: %w", err, errInvalid))
+		return
+	}
+	info, err := s.TerminateTask(req.Context(), req.PathValue("id"), tr.Reason, tr.Message, time.Duration(tr.GraceMillis)*time.Millisecond)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Shim) handleRemove(w http.ResponseWriter, req *http.Request) {
+	if err := s.RemoveTask(req.Context(), req.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}

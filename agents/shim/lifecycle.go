@@ -1,0 +1,475 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"hoist/agents/api"
+)
+
+// start runs a task from pending to running, or to terminated on failure
+// or cancellation.
+func (s *Shim) start(ctx context.Context, t *task) {
+	s.mu.Lock()
+	spec, auth := t.spec, t.auth
+	t.auth = nil // credentials are used once and not kept
+	s.mu.Unlock()
+
+	fail := func(reason, message string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if t.info.Terminated() {
+			return
+		}
+		if ctx.Err() != nil && t.stopReason != "" {
+			reason, message = t.stopReason, t.stopMessage
+		}
+		s.terminateLocked(t, reason, message, nil)
+		close(t.exited)
+	}
+	canceled := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		fail(api.ReasonTerminatedByServer, "terminated before the container started")
+		return true
+	}
+
+	if !s.update(t, api.TaskPreparing, nil) {
+		return
+	}
+	runDir := s.RunnerDir(spec.ID)
+	if err := os.MkdirAll(runDir, 0o777); err != nil {
+		fail(api.ReasonExecutorError, fmt.Sprintf("create runner dir: %v", err))
+		return
+	}
+	_ = os.Chmod(runDir, 0o777) // the container user may not be root
+	if _, err := os.Stat(s.cfg.RunnerBinary); err != nil {
+		fail(api.ReasonExecutorError, fmt.Sprintf("runner binary: %v", err))
+		return
+	}
+	if canceled() {
+		return
+	}
+
+	need := spec.PullPolicy == api.PullAlways
+	if !need {
+		if _, err := s.docker.ImageInspect(ctx, spec.Image); err != nil {
+			if !errdefs.IsNotFound(err) {
+				if canceled() {
+					return
+				}
+				fail(api.ReasonExecutorError, fmt.Sprintf("inspect image %s: %v", spec.Image, err))
+				return
+			}
+			need = true
+		}
+	}
+	if need {
+		if !s.update(t, api.TaskPulling, nil) {
+			return
+		}
+		if err := s.pull(ctx, t, spec.Image, auth); err != nil {
+			if canceled() {
+				return
+			}
+			fail(api.ReasonImagePullError, err.Error())
+			return
+		}
+	}
+	if canceled() {
+		return
+	}
+	if !s.update(t, api.TaskCreating, nil) {
+		return
+	}
+
+	runnerHostPort := 0
+	if spec.NetworkMode == api.NetworkHost {
+		p, err := freePort()
+		if err != nil {
+			fail(api.ReasonExecutorError, fmt.Sprintf("find a port for the runner: %v", err))
+			return
+		}
+		runnerHostPort = p
+	}
+	cfg, hcfg := s.containerConfig(spec, runnerHostPort)
+	created, err := s.docker.ContainerCreate(ctx, cfg, hcfg, nil, nil, spec.Name)
+	if err != nil {
+		if canceled() {
+			return
+		}
+		fail(api.ReasonCreatingContainerError, fmt.Sprintf("create container: %v", err))
+		return
+	}
+	s.update(t, api.TaskCreating, func(i *api.TaskInfo) { i.ContainerID = created.ID })
+	if err := s.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		if canceled() {
+			return
+		}
+		fail(api.ReasonCreatingContainerError, fmt.Sprintf("start container: %v", err))
+		return
+	}
+	// From here on the container's exit ends the task.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.watch(t, created.ID)
+	}()
+
+	addr, ports, err := s.published(ctx, created.ID, spec, runnerHostPort)
+	if err != nil {
+		s.log.Warn("task_ports_unknown", "task_id", spec.ID, "err", err)
+		s.stopContainer(created.ID, 0)
+		return
+	}
+	if err := s.waitRunner(ctx, t, addr); err != nil {
+		s.log.Warn("task_runner_not_ready", "task_id", spec.ID, "err", err)
+		s.mu.Lock()
+		if t.stopReason == "" {
+			t.stopReason, t.stopMessage = api.ReasonExecutorError, fmt.Sprintf("runner did not answer: %v", err)
+		}
+		s.mu.Unlock()
+		s.stopContainer(created.ID, 0)
+		return
+	}
+	s.mu.Lock()
+	if !t.info.Terminated() {
+		s.updateLocked(t, api.TaskRunning, func(i *api.TaskInfo) {
+			i.RunnerAddr = addr
+			i.Ports = ports
+		})
+	}
+	s.mu.Unlock()
+}
+
+// containerConfig builds the container for spec: the runner as entrypoint,
+// its binary and home bind-mounted, the shim's labels.
+func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int) (*container.Config, *container.HostConfig) {
+	labels := map[string]string{}
+	for k, v := range s.cfg.Labels {
+		labels[k] = v
+	}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[LabelManagedBy] = "hoist-shim"
+	labels[LabelShimID] = s.cfg.ID
+	labels[LabelTaskID] = spec.ID
+
+	env := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	listen := "0.0.0.0:" + strconv.Itoa(RunnerPort)
+	if spec.NetworkMode == api.NetworkHost {
+		listen = "127.0.0.1:" + strconv.Itoa(runnerHostPort)
+	}
+	cfg := &container.Config{
+		Image:      spec.Image,
+		User:       spec.User,
+		Env:        env,
+		Labels:     labels,
+		Entrypoint: []string{RunnerPath},
+		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
+	}
+	hcfg := &container.HostConfig{
+		Privileged: spec.Privileged,
+		ShmSize:    spec.ShmSizeBytes,
+		Binds: []string{
+			s.cfg.RunnerBinary + ":" + RunnerPath + ":ro",
+			s.RunnerDir(spec.ID) + ":" + RunnerHome,
+		},
+	}
+	for _, m := range spec.InstanceMounts {
+		b := m.InstancePath + ":" + m.Path
+		if m.ReadOnly {
+			b += ":ro"
+		}
+		hcfg.Binds = append(hcfg.Binds, b)
+	}
+	for _, m := range spec.VolumeMounts {
+		hcfg.Binds = append(hcfg.Binds, m.Name+":"+m.Path)
+	}
+	if spec.CPUs > 0 {
+		hcfg.NanoCPUs = int64(math.Round(spec.CPUs * 1e9))
+	}
+	hcfg.Memory = spec.MemoryBytes
+	hcfg.Resources.DeviceRequests, hcfg.Resources.Devices = gpuRequests(spec)
+	if spec.NetworkMode == api.NetworkHost {
+		hcfg.NetworkMode = "host"
+	} else {
+		hcfg.NetworkMode = "bridge"
+		cfg.ExposedPorts, hcfg.PortBindings = portBindings(spec.Ports)
+	}
+	return cfg, hcfg
+}
+
+// published returns the runner's address and the task's ports as bound on
+// the host, reading them from Docker in bridge mode.
+func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec, runnerHostPort int) (string, []api.PortMapping, error) {
+	if spec.NetworkMode == api.NetworkHost {
+		ports := make([]api.PortMapping, 0, len(spec.Ports))
+		for _, p := range spec.Ports {
+			ports = append(ports, api.PortMapping{Host: p.Container, Container: p.Container})
+		}
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(runnerHostPort)), ports, nil
+	}
+	c, err := s.docker.ContainerInspect(ctx, id)
+	if err != nil {
+		return "", nil, fmt.Errorf("inspect container: %w", err)
+	}
+	if c.NetworkSettings == nil {
+		return "", nil, errors.New("container has no network settings")
+	}
+	hostPort := func(p int) int {
+		for _, b := range c.NetworkSettings.Ports[containerPort(p)] {
+			if n, err := strconv.Atoi(b.HostPort); err == nil && n > 0 {
+				return n
+			}
+		}
+		return 0
+	}
+	rp := hostPort(RunnerPort)
+	if rp == 0 {
+		return "", nil, errors.New("runner port is not published")
+	}
+	var ports []api.PortMapping
+	for _, p := range spec.Ports {
+		ports = append(ports, api.PortMapping{Host: hostPort(p.Container), Container: p.Container})
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(rp)), ports, nil
+}
+
+// waitRunner polls the runner's health check until it answers, the
+// container exits, or runnerReadyTimeout passes.
+func (s *Shim) waitRunner(ctx context.Context, t *task, addr string) error {
+	deadline := time.Now().Add(runnerReadyTimeout)
+	delay := time.Millisecond
+	c := api.NewRunnerClient(addr, s.hc)
+	for {
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Health(hctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, api.ErrIncompatibleAgent) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %w", runnerReadyTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.exited:
+			return errors.New("container exited")
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
+
+// watch waits for the container to exit and records how it ended.
+func (s *Shim) watch(t *task, id string) {
+	waitC, errC := s.docker.ContainerWait(s.ctx, id, container.WaitConditionNotRunning)
+	select {
+	case <-waitC:
+	case err := <-errC:
+		if s.ctx.Err() != nil {
+			return // the shim is closing; a new one recovers the task
+		}
+		if !errdefs.IsNotFound(err) {
+			s.log.Warn("container_wait_failed", "task_id", t.info.ID, "err", err)
+		}
+	}
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.recordExit(t, id)
+}
+
+// recordExit reads the container's exit and the runner's last job state and
+// terminates the task accordingly.
+func (s *Shim) recordExit(t *task, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var code *int
+	oom := false
+	c, err := s.docker.ContainerInspect(ctx, id)
+	switch {
+	case err == nil && c.State != nil:
+		ec := c.State.ExitCode
+		code = &ec
+		oom = c.State.OOMKilled
+	case errdefs.IsNotFound(err):
+	default:
+		s.log.Warn("container_inspect_failed", "task_id", t.info.ID, "err", err)
+	}
+	job := readJobState(filepath.Join(s.RunnerDir(t.info.ID), "state.json"))
+	reason, message := exitReason(code, oom, job, err != nil && errdefs.IsNotFound(err))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !t.info.Terminated() {
+		s.terminateLocked(t, reason, message, func(i *api.TaskInfo) {
+			i.ExitCode = code
+			i.Job = job
+		})
+	}
+	select {
+	case <-t.exited:
+	default:
+		close(t.exited)
+	}
+}
+
+// exitReason explains a container's end from its exit code, OOM flag and
+// the runner's last job state.
+func exitReason(code *int, oom bool, job *api.JobState, gone bool) (string, string) {
+	switch {
+	case gone:
+		return api.ReasonContainerLost, "the container was removed from outside"
+	case oom:
+		return api.ReasonContainerExitedWithError, "the container ran out of memory (OOM killed)"
+	case job != nil && job.Finished():
+		switch job.State {
+		case api.JobDone:
+			return api.ReasonDoneByRunner, ""
+		case api.JobFailed:
+			return api.ReasonContainerExitedWithError, job.TerminationMessage
+		default:
+			return job.TerminationReason, job.TerminationMessage
+		}
+	case code == nil:
+		return api.ReasonContainerExitedWithError, "the container exited"
+	case *code == 0:
+		return api.ReasonDoneByRunner, ""
+	case *code == 137:
+		return api.ReasonContainerExitedWithError, "the container was killed (SIGKILL) from outside while its job was running"
+	default:
+		return api.ReasonContainerExitedWithError, fmt.Sprintf("the container exited with code %d while its job was running", *code)
+	}
+}
+
+func readJobState(path string) *api.JobState {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var st api.JobState
+	if json.Unmarshal(b, &st) != nil || st.State == "" {
+		return nil
+	}
+	return &st
+}
+
+// stopContainer stops a container: SIGTERM, SIGKILL after grace.
+func (s *Shim) stopContainer(id string, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
+	defer cancel()
+	var err error
+	if grace <= 0 {
+		err = s.docker.ContainerKill(ctx, id, "KILL")
+	} else {
+		secs := int(math.Ceil(grace.Seconds()))
+		err = s.docker.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
+	}
+	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsConflict(err) {
+		s.log.Warn("container_stop_failed", "container_id", id, "err", err)
+	}
+}
+
+// TerminateTask stops the task (SIGTERM, SIGKILL after grace) and returns
+// once it is terminated. The first termination reason given is kept.
+func (s *Shim) TerminateTask(ctx context.Context, id, reason, message string, grace time.Duration) (api.TaskInfo, error) {
+	if reason == "" {
+		reason = api.ReasonTerminatedByServer
+	}
+	s.mu.Lock()
+	t, ok := s.tasks[id]
+	if !ok {
+		s.mu.Unlock()
+		return api.TaskInfo{}, fmt.Errorf("task %s: %w", id, errNotFound)
+	}
+	if t.info.Terminated() {
+		info := t.info
+		s.mu.Unlock()
+		return info, nil
+	}
+	if t.stopReason == "" {
+		t.stopReason, t.stopMessage = reason, message
+	}
+	t.cancel()
+	settled, exited := t.settled, t.exited
+	s.mu.Unlock()
+	s.log.Info("task_terminating", "task_id", id, "reason", reason, "grace", grace)
+
+	select {
+	case <-settled:
+	case <-ctx.Done():
+		return s.GetTask(id)
+	}
+	s.mu.Lock()
+	cid, done := t.info.ContainerID, t.info.Terminated()
+	s.mu.Unlock()
+	if !done && cid != "" {
+		s.stopContainer(cid, grace)
+		select {
+		case <-exited:
+		case <-ctx.Done():
+		}
+	}
+	return s.GetTask(id)
+}
+
+// RemoveTask removes a terminated task's container and files.
+func (s *Shim) RemoveTask(ctx context.Context, id string) error {
+	s.mu.Lock()
+	t, ok := s.tasks[id]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("task %s: %w", id, errNotFound)
+	}
+	if !t.info.Terminated() {
+		st := t.info.Status
+		s.mu.Unlock()
+		return fmt.Errorf("task %s is %s, remove only terminated tasks: %w", id, st, errConflict)
+	}
+	cid := t.info.ContainerID
+	s.mu.Unlock()
+	if cid != "" {
+		err := s.docker.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true})
+		if err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("remove container: %w", err)
+		}
+	}
+	if err := os.RemoveAll(s.taskDir(id)); err != nil {
+		return fmt.Errorf("remove task dir: %w", err)
+	}
+	s.mu.Lock()
+	delete(s.tasks, id)
+	s.mu.Unlock()
+	s.log.Info("task_removed", "task_id", id)
+	return nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
