@@ -107,9 +107,23 @@ func TestDirWatchSeesEditorSavesAndNewDirectories(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"new/deep/b.yml": "b2"})
 	expectChange(t, "write in the new directory", map[string]string{"new/deep/b.yml": "b2"})
 
-	// Deleting a file.
-	writeFiles(t, dir, map[string]string{"new/deep/b.yml": ""})
+	// Renaming a watched directory, then writing inside it.
+	if err := os.Rename(filepath.Join(dir, "new"), filepath.Join(dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, "directory rename", map[string]string{"moved/deep/b.yml": "b2"})
+	writeFiles(t, dir, map[string]string{"moved/deep/b.yml": "b3"})
+	expectChange(t, "write in the renamed directory", map[string]string{"moved/deep/b.yml": "b3"})
+
+	// Deleting a file, then a whole directory.
+	writeFiles(t, dir, map[string]string{"moved/deep/b.yml": ""})
 	expectChange(t, "delete", map[string]string{"a.yml": "v2"})
+	writeFiles(t, dir, map[string]string{"gone/c.yml": "c"})
+	expectChange(t, "another new directory", map[string]string{"gone/c.yml": "c"})
+	if err := os.RemoveAll(filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, "directory removal", map[string]string{"a.yml": "v2", "gone/c.yml": ""})
 }
 
 func TestDirWatchIgnoresSwapFiles(t *testing.T) {

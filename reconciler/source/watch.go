@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -149,7 +150,14 @@ func runLoop(ctx context.Context, log *slog.Logger, poll time.Duration, n nudger
 	if setup != nil {
 		w, err := setup()
 		if err != nil {
-			log.Warn("watch_unavailable_polling_only", "err", err, "poll_interval", poll)
+			hint := "file system events unsupported here (NFS, FUSE?)"
+			switch {
+			case errors.Is(err, syscall.ENOSPC):
+				hint = "raise sysctl fs.inotify.max_user_watches"
+			case errors.Is(err, syscall.EMFILE):
+				hint = "raise sysctl fs.inotify.max_user_instances"
+			}
+			log.Warn("watch_unavailable_polling_only", "err", err, "hint", hint, "poll_interval", poll)
 		} else {
 			go w.run(ctx)
 		}
