@@ -2,6 +2,9 @@ package web
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -15,6 +18,7 @@ type memStore struct {
 	runs   map[string]Run
 	logs   map[string][]LogLine
 	events []Event
+	revs   []Revision
 }
 
 func newMemStore() *memStore {
@@ -147,4 +151,138 @@ func (f fakeTokens) LookupToken(_ context.Context, tok string) (Principal, error
 		return Principal{}, ErrNotFound
 	}
 	return p, nil
+}
+
+func (m *memStore) ListJobs(_ context.Context, f JobFilter) ([]Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Job
+	for _, r := range m.runs {
+		for _, j := range r.Jobs {
+			if j.FinishedAt != nil && j.FinishedAt.Before(f.Since) {
+				continue
+			}
+			j.RunName = r.Name
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].SubmittedAt.After(out[k].SubmittedAt) })
+	return out, nil
+}
+
+func (m *memStore) ListRevisions(_ context.Context, limit int) ([]Revision, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Clone(m.revs)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (m *memStore) GetRevision(_ context.Context, sha string) (Revision, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.revs {
+		if r.SHA == sha {
+			return r, nil
+		}
+	}
+	return Revision{}, ErrNotFound
+}
+
+// fakeInventory serves fixed fleets, instances, volumes and gateways.
+type fakeInventory struct {
+	fleets    []Fleet
+	instances []Instance
+	volumes   []Volume
+	gateways  []Gateway
+}
+
+func (f *fakeInventory) ListFleets(context.Context) ([]Fleet, error) { return f.fleets, nil }
+func (f *fakeInventory) ListInstances(_ context.Context, fleet string) ([]Instance, error) {
+	var out []Instance
+	for _, i := range f.instances {
+		if fleet == "" || i.Fleet == fleet {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+func (f *fakeInventory) ListVolumes(context.Context) ([]Volume, error)   { return f.volumes, nil }
+func (f *fakeInventory) ListGateways(context.Context) ([]Gateway, error) { return f.gateways, nil }
+
+// fakePlanner plans from fixed specs per revision.
+type fakePlanner struct {
+	mu      sync.Mutex
+	specs   map[string]map[string]json.RawMessage
+	plans   map[string]Plan
+	calls   []string
+	planned chan string
+}
+
+func (f *fakePlanner) PlanFiles(_ context.Context, files map[string][]byte) (Plan, error) {
+	var ch []Change
+	for name := range files {
+		ch = append(ch, Change{Action: "create", Kind: "task", Name: name})
+	}
+	return Plan{Valid: true, Errors: []string{}, Changes: ch}, nil
+}
+
+func (f *fakePlanner) PlanRevision(_ context.Context, ref, sha string) (Plan, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, ref+"@"+sha)
+	p, ok := f.plans[sha]
+	ch := f.planned
+	f.mu.Unlock()
+	if ch != nil {
+		defer func() { ch <- sha }()
+	}
+	if !ok {
+		return Plan{}, errors.New("unknown revision")
+	}
+	return p, nil
+}
+
+func (f *fakePlanner) SpecsAt(_ context.Context, sha string) (map[string]json.RawMessage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.specs[sha]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return s, nil
+}
+
+// fakeController records actions.
+type fakeController struct {
+	mu       sync.Mutex
+	actions  []string
+	autoSync bool
+}
+
+func (f *fakeController) record(a string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actions = append(f.actions, a)
+	return nil
+}
+func (f *fakeController) StopRun(_ context.Context, n string) error  { return f.record("stop " + n) }
+func (f *fakeController) RerunRun(_ context.Context, n string) error { return f.record("rerun " + n) }
+func (f *fakeController) SetRunSuspended(_ context.Context, n string, s bool) error {
+	return f.record(fmt.Sprintf("suspend %s %v", n, s))
+}
+func (f *fakeController) SetAutoSync(_ context.Context, on bool) error {
+	f.mu.Lock()
+	f.autoSync = on
+	f.mu.Unlock()
+	return f.record(fmt.Sprintf("autosync %v", on))
+}
+func (f *fakeController) ApplyRevision(_ context.Context, sha string) error {
+	return f.record("apply " + sha)
+}
+func (f *fakeController) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.actions)
 }

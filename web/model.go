@@ -23,6 +23,7 @@ type Run struct {
 	Fleet             string          `json:"fleet,omitempty"`
 	CostPerHour       float64         `json:"cost_per_hour"`
 	Suspended         bool            `json:"suspended"`
+	RemovedFromGit    bool            `json:"removed_from_git"`
 	SubmittedAt       time.Time       `json:"submitted_at"`
 	UpdatedAt         time.Time       `json:"updated_at"`
 	Spec              json.RawMessage `json:"spec,omitempty"`
@@ -32,15 +33,26 @@ type Run struct {
 // Job is one submission of a run's job: every retry or replacement is a new
 // submission with its own id.
 type Job struct {
-	ID                string     `json:"id"`
-	SubmissionID      string     `json:"submission_id"`
-	SubmissionNum     int        `json:"submission_num"`
-	Status            string     `json:"status"`
-	ExitCode          *int       `json:"exit_code"`
-	TerminationReason string     `json:"termination_reason,omitempty"`
-	Instance          string     `json:"instance,omitempty"`
-	SubmittedAt       time.Time  `json:"submitted_at"`
-	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+	ID                string `json:"id"`
+	SubmissionID      string `json:"submission_id"`
+	SubmissionNum     int    `json:"submission_num"`
+	JobName           string `json:"job_name,omitempty"`
+	Status            string `json:"status"`
+	StatusMessage     string `json:"status_message,omitempty"`
+	ExitCode          *int   `json:"exit_code"`
+	TerminationReason string `json:"termination_reason,omitempty"`
+	// TerminationMessage explains TerminationReason to people.
+	TerminationMessage string `json:"termination_message,omitempty"`
+	// Revision is set on submissions of an earlier run of the same name
+	// (replaced by a newer revision).
+	Revision    string     `json:"revision,omitempty"`
+	Instance    string     `json:"instance,omitempty"`
+	Price       float64    `json:"price"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// RunName is set by ListJobs, which returns jobs of many runs.
+	RunName string `json:"run_name,omitempty"`
 	// Transitions lists the statuses the submission went through, oldest
 	// first; the run timeline draws them.
 	Transitions []Transition `json:"transitions,omitempty"`
@@ -71,13 +83,12 @@ type RunFilter struct {
 
 // Event is one entry of the audit trail the reconciler writes.
 type Event struct {
-	ID       int64     `json:"id"`
+	ID       string    `json:"id"`
 	Time     time.Time `json:"time"`
 	Kind     string    `json:"kind"`
 	Name     string    `json:"name"`
 	Revision string    `json:"revision,omitempty"`
 	Type     string    `json:"type"`
-	Reason   string    `json:"reason,omitempty"`
 	Message  string    `json:"message"`
 }
 
@@ -142,6 +153,152 @@ type Store interface {
 	ReadLogs(ctx context.Context, jobID string, afterSeq int64, limit int) ([]LogLine, error)
 	// ListEvents returns events matching f, newest first.
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+	// ListJobs returns submissions of all runs that were active at some
+	// point after f.Since (for spend charts), newest first.
+	ListJobs(ctx context.Context, f JobFilter) ([]Job, error)
+	// ListRevisions returns the revisions hoist has seen, newest first.
+	ListRevisions(ctx context.Context, limit int) ([]Revision, error)
+	// GetRevision returns one revision by full sha; ErrNotFound otherwise.
+	GetRevision(ctx context.Context, sha string) (Revision, error)
+}
+
+// JobFilter narrows ListJobs.
+type JobFilter struct {
+	// Since drops jobs that finished before it.
+	Since time.Time
+	Limit int
+}
+
+// Revision is one commit (or dev-mode content hash) hoist has seen.
+type Revision struct {
+	SHA         string    `json:"sha"`
+	Message     string    `json:"message"`
+	Author      string    `json:"author"`
+	CommittedAt time.Time `json:"committed_at"`
+	SeenAt      time.Time `json:"seen_at"`
+	Valid       bool      `json:"valid"`
+	Errors      []string  `json:"errors"`
+	// Applied reports whether this is the revision currently applied.
+	Applied bool `json:"applied"`
+}
+
+// Fleet is a named group of instances.
+type Fleet struct {
+	Name          string          `json:"name"`
+	Status        string          `json:"status"`
+	StatusMessage string          `json:"status_message"`
+	Revision      string          `json:"revision"`
+	NodesMin      int             `json:"nodes_min"`
+	NodesTarget   int             `json:"nodes_target"`
+	NodesMax      *int            `json:"nodes_max"`
+	Instances     int             `json:"instances"`
+	Spec          json.RawMessage `json:"spec,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+}
+
+// Instance is one machine of a fleet.
+type Instance struct {
+	Name          string     `json:"name"`
+	Fleet         string     `json:"fleet"`
+	Backend       string     `json:"backend"`
+	Region        string     `json:"region"`
+	InstanceType  string     `json:"instance_type"`
+	Resources     string     `json:"resources"`
+	Price         float64    `json:"price"`
+	Spot          bool       `json:"spot"`
+	Status        string     `json:"status"`
+	StatusMessage string     `json:"status_message"`
+	Reachable     bool       `json:"reachable"`
+	Health        string     `json:"health,omitempty"`
+	LastSeenAt    *time.Time `json:"last_seen_at,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+}
+
+// Volume is a network or instance volume.
+type Volume struct {
+	Name          string    `json:"name"`
+	Backend       string    `json:"backend"`
+	Region        string    `json:"region"`
+	SizeGB        float64   `json:"size_gb"`
+	Status        string    `json:"status"`
+	StatusMessage string    `json:"status_message"`
+	Revision      string    `json:"revision"`
+	AttachedTo    []string  `json:"attached_to"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// Gateway is a service gateway.
+type Gateway struct {
+	Name          string    `json:"name"`
+	Backend       string    `json:"backend"`
+	Region        string    `json:"region"`
+	Domain        string    `json:"domain,omitempty"`
+	Hostname      string    `json:"hostname,omitempty"`
+	IPAddress     string    `json:"ip_address,omitempty"`
+	Status        string    `json:"status"`
+	StatusMessage string    `json:"status_message"`
+	Revision      string    `json:"revision"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// Inventory lists what hoist provisioned. Optional: without it the fleet,
+// volume and gateway pages say so and their API routes answer 501.
+type Inventory interface {
+	ListFleets(ctx context.Context) ([]Fleet, error)
+	// ListInstances returns the instances of fleet, or of all fleets when
+	// fleet is empty.
+	ListInstances(ctx context.Context, fleet string) ([]Instance, error)
+	ListVolumes(ctx context.Context) ([]Volume, error)
+	ListGateways(ctx context.Context) ([]Gateway, error)
+}
+
+// Plan is what applying a revision (or a set of files) would change.
+type Plan struct {
+	Revision string   `json:"revision,omitempty"`
+	Valid    bool     `json:"valid"`
+	Errors   []string `json:"errors"`
+	Changes  []Change `json:"changes"`
+}
+
+// Change is one step of a plan.
+type Change struct {
+	// Action is create, update, replace, delete or none.
+	Action string `json:"action"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Planner computes plans without applying them and reads normalized specs
+// of past revisions. Optional: without it plan routes answer 501 and the
+// history page shows no diffs.
+type Planner interface {
+	// PlanFiles validates and plans the given spec files (path → content)
+	// as if they were the whole desired state.
+	PlanFiles(ctx context.Context, files map[string][]byte) (Plan, error)
+	// PlanRevision fetches ref (e.g. refs/pull/7/head) at sha and plans it.
+	PlanRevision(ctx context.Context, ref, sha string) (Plan, error)
+	// SpecsAt returns the normalized specs of revision sha keyed by
+	// "kind/name"; the value is pretty-printable JSON.
+	SpecsAt(ctx context.Context, sha string) (map[string]json.RawMessage, error)
+}
+
+// Controller carries out the dashboard's and API's actions. Optional:
+// without it action routes answer 501 and buttons are hidden.
+type Controller interface {
+	// StopRun stops the named run; it stays stopped until its spec changes
+	// or it is re-run.
+	StopRun(ctx context.Context, name string) error
+	// RerunRun submits the named run again from its current spec.
+	RerunRun(ctx context.Context, name string) error
+	// SetRunSuspended suspends or resumes reconciling the named run.
+	SetRunSuspended(ctx context.Context, name string, suspended bool) error
+	// SetAutoSync turns automatic syncing from Git on or off (global
+	// suspend).
+	SetAutoSync(ctx context.Context, enabled bool) error
+	// ApplyRevision applies an older revision; only allowed while auto-sync
+	// is off.
+	ApplyRevision(ctx context.Context, sha string) error
 }
 
 // Syncer is the reconciler's control surface that the web drives.

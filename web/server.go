@@ -28,6 +28,18 @@ type Config struct {
 	// Branch is the tracked branch; a GitHub or GitLab push to any other
 	// branch is acknowledged but does not trigger a sync. Empty accepts all.
 	Branch string
+	// GitHubToken, when set, lets hoist post a pull request's plan back to
+	// GitHub as a commit status.
+	GitHubToken string
+	// GitHubAPI is the GitHub REST API base URL; empty means
+	// https://api.github.com. Tests point it at a local fake.
+	GitHubAPI string
+	// ExternalURL is hoist's own base URL as users reach it, used in links
+	// posted to GitHub; empty leaves target_url out.
+	ExternalURL string
+	// HTTPClient makes outgoing calls (GitHub statuses); nil means a
+	// client with a 10 s timeout.
+	HTTPClient *http.Client
 	// Logger receives request and error logs; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -39,9 +51,13 @@ type Config struct {
 // Deps are the collaborators the server consumes. Store and Syncer are
 // required; the others are optional and their routes answer 501 without them.
 type Deps struct {
-	Store  Store
-	Syncer Syncer
-	Tokens Tokens
+	Store      Store
+	Syncer     Syncer
+	Tokens     Tokens
+	Inventory  Inventory
+	Planner    Planner
+	Controller Controller
+	Offers     Offers
 }
 
 // Server is hoist's HTTP server. Create it with New, serve Handler (or call
@@ -56,6 +72,10 @@ type Server struct {
 	trig    *trigger
 	logs    broadcast
 	metrics *Metrics
+	seen    *deliveries
+	prs     *prPlans
+	bg      sync.WaitGroup
+	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
 	once    sync.Once
@@ -77,6 +97,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.GitHubAPI == "" {
+		cfg.GitHubAPI = "https://api.github.com"
+	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
@@ -87,12 +113,15 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:    log,
 		now:    now,
 		sess:   newSessions(now, cfg.SessionTTL),
+		seen:   newDeliveries(now, deliveryTTL, deliveryMax),
+		prs:    newPRPlans(),
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
 	s.metrics = NewMetrics()
 	s.metrics.reg.MustRegister(runsCollector{store: deps.Store, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
+	s.ctx = ctx
 	s.trig = newTrigger(deps.Syncer.Sync, log)
 	s.trig.onSync = func(err error) {
 		if err != nil {
@@ -118,6 +147,7 @@ func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.cancel()
 		<-s.done
+		s.bg.Wait()
 	})
 	return nil
 }
@@ -168,6 +198,11 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/metrics", s.metricsHandler())
 	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/static/*", s.static)
+
+	// Webhooks authenticate by signature, not by session or token.
+	e.POST("/hooks/github", s.hookGitHub)
+	e.POST("/hooks/gitlab", s.hookGitLab)
+	e.POST("/hooks/generic", s.hookGeneric)
 
 	// Login is open but cross-origin protected.
 	open := e.Group("", echo.WrapMiddleware(cop.Handler))

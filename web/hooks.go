@@ -1,0 +1,522 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+)
+
+const (
+	// maxHookBody caps webhook payloads.
+	maxHookBody = 1 << 20
+	// deliveryTTL is how long delivery ids are remembered.
+	deliveryTTL = 24 * time.Hour
+	// deliveryMax bounds the memory of remembered deliveries.
+	deliveryMax = 20000
+	// maxPRPlans bounds the pull request plans kept for the dashboard.
+	maxPRPlans = 100
+)
+
+// hookAnswer is the JSON body of every webhook answer.
+type hookAnswer struct {
+	Message   string `json:"message"`
+	Requested uint64 `json:"requested,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// readHookBody reads at most maxHookBody bytes; larger bodies are 413.
+func readHookBody(c *echo.Context) ([]byte, error) {
+	r := c.Request()
+	if r.ContentLength > maxHookBody {
+		return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, "payload larger than 1 MiB")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, maxHookBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, "payload larger than 1 MiB")
+		}
+		return nil, echo.NewHTTPError(http.StatusBadRequest, "cannot read payload")
+	}
+	return body, nil
+}
+
+// validSignature reports whether header is "sha256=<hex>" of the HMAC-SHA256
+// of body under secret, compared in constant time. There is deliberately no
+// SHA-1 fallback.
+func validSignature(secret string, body []byte, header string) bool {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// deliveries remembers delivery ids (and payload digests) so a replayed
+// delivery is acknowledged but not processed twice.
+type deliveries struct {
+	mu  sync.Mutex
+	m   map[string]time.Time
+	now func() time.Time
+	ttl time.Duration
+	max int
+}
+
+func newDeliveries(now func() time.Time, ttl time.Duration, max int) *deliveries {
+	return &deliveries{m: map[string]time.Time{}, now: now, ttl: ttl, max: max}
+}
+
+// seen records every key and reports whether any of them was already
+// known (and not expired). Empty keys are skipped.
+func (d *deliveries) seen(keys ...string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	dup := false
+	for _, k := range keys {
+		if k == "" {
+			continue
+		}
+		if t, ok := d.m[k]; ok && now.Sub(t) < d.ttl {
+			dup = true
+		}
+	}
+	if dup {
+		return true
+	}
+	if len(d.m)+len(keys) > d.max {
+		for k, t := range d.m {
+			if now.Sub(t) >= d.ttl {
+				delete(d.m, k)
+			}
+		}
+		for k := range d.m { // still full: drop arbitrary old entries
+			if len(d.m)+len(keys) <= d.max {
+				break
+			}
+			delete(d.m, k)
+		}
+	}
+	for _, k := range keys {
+		if k != "" {
+			d.m[k] = now
+		}
+	}
+	return false
+}
+
+func digest(provider string, body []byte) string {
+	sum := sha256.Sum256(body)
+	return provider + ":body:" + hex.EncodeToString(sum[:])
+}
+
+// hookPrologue reads and authenticates a webhook. It returns the body, or
+// nil and an error already mapped to the right status.
+func (s *Server) hookPrologue(c *echo.Context, provider string, verify func(body []byte) bool) ([]byte, error) {
+	if s.cfg.WebhookSecret == "" {
+		s.metrics.observeWebhook(provider, "", "disabled")
+		return nil, echo.NewHTTPError(http.StatusNotFound, "webhooks are disabled: no secret configured")
+	}
+	body, err := readHookBody(c)
+	if err != nil {
+		s.metrics.observeWebhook(provider, "", "too_large_or_unreadable")
+		return nil, err
+	}
+	if !verify(body) {
+		s.log.Warn("webhook_refused", "provider", provider, "remote", c.RealIP(), "reason", "bad_signature")
+		s.metrics.observeWebhook(provider, "", "unauthorized")
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid signature")
+	}
+	return body, nil
+}
+
+func (s *Server) hookGitHub(c *echo.Context) error {
+	r := c.Request()
+	body, err := s.hookPrologue(c, "github", func(b []byte) bool {
+		return validSignature(s.cfg.WebhookSecret, b, r.Header.Get("X-Hub-Signature-256"))
+	})
+	if err != nil {
+		return err
+	}
+	event := r.Header.Get("X-GitHub-Event")
+	id := r.Header.Get("X-GitHub-Delivery")
+	if s.seen.seen(keyed("github:id:", id), digest("github", body)) {
+		s.metrics.observeWebhook("github", event, "duplicate")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "duplicate delivery ignored", Duplicate: true})
+	}
+	switch event {
+	case "ping":
+		s.metrics.observeWebhook("github", event, "ok")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "pong"})
+	case "push":
+		var p struct {
+			Ref   string `json:"ref"`
+			After string `json:"after"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			s.metrics.observeWebhook("github", event, "bad_payload")
+			return echo.NewHTTPError(http.StatusBadRequest, "push payload is not valid JSON")
+		}
+		return s.pushed(c, "github", p.Ref, p.After)
+	case "pull_request":
+		var p struct {
+			Action      string `json:"action"`
+			Number      int    `json:"number"`
+			PullRequest struct {
+				Title   string `json:"title"`
+				HTMLURL string `json:"html_url"`
+				Head    struct {
+					SHA string `json:"sha"`
+					Ref string `json:"ref"`
+				} `json:"head"`
+				Base struct {
+					Ref string `json:"ref"`
+				} `json:"base"`
+			} `json:"pull_request"`
+			Repository struct {
+				FullName string `json:"full_name"`
+			} `json:"repository"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Number == 0 {
+			s.metrics.observeWebhook("github", event, "bad_payload")
+			return echo.NewHTTPError(http.StatusBadRequest, "pull_request payload is not valid")
+		}
+		pr := PRPlan{
+			Provider: "github", Number: p.Number, Title: p.PullRequest.Title, URL: p.PullRequest.HTMLURL,
+			Repo: p.Repository.FullName, HeadSHA: p.PullRequest.Head.SHA, HeadRef: p.PullRequest.Head.Ref,
+			BaseRef: p.PullRequest.Base.Ref, Ref: fmt.Sprintf("refs/pull/%d/head", p.Number),
+		}
+		return s.pullRequest(c, pr, p.Action)
+	default:
+		s.metrics.observeWebhook("github", event, "ignored")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "event ignored"})
+	}
+}
+
+func keyed(prefix, id string) string {
+	if id == "" {
+		return ""
+	}
+	return prefix + id
+}
+
+func (s *Server) hookGitLab(c *echo.Context) error {
+	r := c.Request()
+	body, err := s.hookPrologue(c, "gitlab", func([]byte) bool {
+		got := r.Header.Get("X-Gitlab-Token")
+		return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.WebhookSecret)) == 1
+	})
+	if err != nil {
+		return err
+	}
+	event := r.Header.Get("X-Gitlab-Event")
+	id := r.Header.Get("X-Gitlab-Event-UUID")
+	if id == "" {
+		id = r.Header.Get("Idempotency-Key")
+	}
+	if s.seen.seen(keyed("gitlab:id:", id), digest("gitlab", body)) {
+		s.metrics.observeWebhook("gitlab", event, "duplicate")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "duplicate delivery ignored", Duplicate: true})
+	}
+	switch event {
+	case "Push Hook":
+		var p struct {
+			Ref   string `json:"ref"`
+			After string `json:"after"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			s.metrics.observeWebhook("gitlab", event, "bad_payload")
+			return echo.NewHTTPError(http.StatusBadRequest, "push payload is not valid JSON")
+		}
+		return s.pushed(c, "gitlab", p.Ref, p.After)
+	case "Merge Request Hook":
+		var p struct {
+			Project struct {
+				PathWithNamespace string `json:"path_with_namespace"`
+			} `json:"project"`
+			Attrs struct {
+				IID          int    `json:"iid"`
+				Title        string `json:"title"`
+				URL          string `json:"url"`
+				Action       string `json:"action"`
+				SourceBranch string `json:"source_branch"`
+				TargetBranch string `json:"target_branch"`
+				LastCommit   struct {
+					ID string `json:"id"`
+				} `json:"last_commit"`
+			} `json:"object_attributes"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Attrs.IID == 0 {
+			s.metrics.observeWebhook("gitlab", event, "bad_payload")
+			return echo.NewHTTPError(http.StatusBadRequest, "merge request payload is not valid")
+		}
+		action := map[string]string{"open": "opened", "reopen": "reopened", "update": "synchronize", "close": "closed", "merge": "closed"}[p.Attrs.Action]
+		pr := PRPlan{
+			Provider: "gitlab", Number: p.Attrs.IID, Title: p.Attrs.Title, URL: p.Attrs.URL,
+			Repo: p.Project.PathWithNamespace, HeadSHA: p.Attrs.LastCommit.ID, HeadRef: p.Attrs.SourceBranch,
+			BaseRef: p.Attrs.TargetBranch, Ref: fmt.Sprintf("refs/merge-requests/%d/head", p.Attrs.IID),
+		}
+		return s.pullRequest(c, pr, action)
+	default:
+		s.metrics.observeWebhook("gitlab", event, "ignored")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "event ignored"})
+	}
+}
+
+// hookGeneric accepts any payload signed like GitHub's (HMAC-SHA256 in
+// X-Hub-Signature-256) and requests a sync. X-Hoist-Delivery (or
+// Idempotency-Key) names the delivery for replay protection.
+func (s *Server) hookGeneric(c *echo.Context) error {
+	r := c.Request()
+	_, err := s.hookPrologue(c, "generic", func(b []byte) bool {
+		return validSignature(s.cfg.WebhookSecret, b, r.Header.Get("X-Hub-Signature-256"))
+	})
+	if err != nil {
+		return err
+	}
+	id := r.Header.Get("X-Hoist-Delivery")
+	if id == "" {
+		id = r.Header.Get("Idempotency-Key")
+	}
+	if s.seen.seen(keyed("generic:id:", id)) {
+		s.metrics.observeWebhook("generic", "", "duplicate")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "duplicate delivery ignored", Duplicate: true})
+	}
+	n := s.trig.request()
+	s.metrics.observeWebhook("generic", "", "sync_requested")
+	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})
+}
+
+// trackedBranch is the branch pushes must target to trigger a sync; empty
+// accepts every branch.
+func (s *Server) trackedBranch(ctx context.Context) string {
+	if s.cfg.Branch != "" {
+		return s.cfg.Branch
+	}
+	if st, err := s.deps.Syncer.SyncStatus(ctx); err == nil {
+		return st.Branch
+	}
+	return ""
+}
+
+// pushed requests a sync when ref is the tracked branch. The answer goes
+// out at once; the sync runs in the trigger's worker.
+func (s *Server) pushed(c *echo.Context, provider, ref, after string) error {
+	if b := s.trackedBranch(c.Request().Context()); b != "" && ref != "refs/heads/"+b {
+		s.metrics.observeWebhook(provider, "push", "other_branch")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "push to " + ref + " ignored: tracking " + b})
+	}
+	n := s.trig.request()
+	s.log.Info("webhook_push", "provider", provider, "ref", ref, "after", after, "requested", n)
+	s.metrics.observeWebhook(provider, "push", "sync_requested")
+	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})
+}
+
+// PRPlan is the plan hoist computed for a pull (or merge) request's head.
+type PRPlan struct {
+	Provider string    `json:"provider"`
+	Number   int       `json:"number"`
+	Title    string    `json:"title"`
+	URL      string    `json:"url,omitempty"`
+	Repo     string    `json:"repo"`
+	HeadSHA  string    `json:"head_sha"`
+	HeadRef  string    `json:"head_ref"`
+	BaseRef  string    `json:"base_ref"`
+	Ref      string    `json:"ref"`
+	State    string    `json:"state"` // planning | planned | invalid | error
+	Error    string    `json:"error,omitempty"`
+	Plan     *Plan     `json:"plan,omitempty"`
+	Posted   string    `json:"posted,omitempty"` // commit status result, when posted
+	Updated  time.Time `json:"updated_at"`
+}
+
+// prPlans keeps the latest plan per pull request for the dashboard.
+type prPlans struct {
+	mu sync.Mutex
+	m  map[string]PRPlan
+}
+
+func newPRPlans() *prPlans { return &prPlans{m: map[string]PRPlan{}} }
+
+func (p *prPlans) key(provider string, n int) string { return fmt.Sprintf("%s#%d", provider, n) }
+
+func (p *prPlans) put(pr PRPlan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.m[p.key(pr.Provider, pr.Number)] = pr
+	if len(p.m) > maxPRPlans {
+		oldest := ""
+		for k, v := range p.m {
+			if oldest == "" || v.Updated.Before(p.m[oldest].Updated) {
+				oldest = k
+			}
+		}
+		delete(p.m, oldest)
+	}
+}
+
+// update replaces the stored plan only while it is still for head sha.
+func (p *prPlans) update(pr PRPlan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.key(pr.Provider, pr.Number)
+	if cur, ok := p.m[k]; ok && cur.HeadSHA == pr.HeadSHA {
+		p.m[k] = pr
+	}
+}
+
+func (p *prPlans) remove(provider string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, p.key(provider, n))
+}
+
+func (p *prPlans) list() []PRPlan {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]PRPlan, 0, len(p.m))
+	for _, v := range p.m {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Updated.After(out[j].Updated) })
+	return out
+}
+
+// pullRequest records a pull request and plans its head in the background.
+func (s *Server) pullRequest(c *echo.Context, pr PRPlan, action string) error {
+	switch action {
+	case "opened", "reopened", "synchronize", "edited", "ready_for_review":
+	case "closed":
+		s.prs.remove(pr.Provider, pr.Number)
+		s.metrics.observeWebhook(pr.Provider, "pull_request", "closed")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "pull request closed"})
+	default:
+		s.metrics.observeWebhook(pr.Provider, "pull_request", "ignored")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "pull request action ignored"})
+	}
+	if b := s.trackedBranch(c.Request().Context()); b != "" && pr.BaseRef != b {
+		s.metrics.observeWebhook(pr.Provider, "pull_request", "other_branch")
+		return c.JSON(http.StatusOK, hookAnswer{Message: "pull request into " + pr.BaseRef + " ignored: tracking " + b})
+	}
+	if pr.HeadSHA == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "pull request has no head sha")
+	}
+	pr.State = "planning"
+	pr.Updated = s.now()
+	s.prs.put(pr)
+	s.metrics.observeWebhook(pr.Provider, "pull_request", "plan_requested")
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.planPR(s.ctx, pr)
+	}()
+	return c.JSON(http.StatusAccepted, hookAnswer{Message: "plan requested"})
+}
+
+func (s *Server) planPR(ctx context.Context, pr PRPlan) {
+	post := pr.Provider == "github" && s.cfg.GitHubToken != "" && pr.Repo != ""
+	if post {
+		s.postStatus(ctx, pr, "pending", "hoist is planning this revision")
+	}
+	if s.deps.Planner == nil {
+		pr.State, pr.Error = "error", "planning is not available"
+	} else if plan, err := s.deps.Planner.PlanRevision(ctx, pr.Ref, pr.HeadSHA); err != nil {
+		pr.State, pr.Error = "error", err.Error()
+	} else {
+		pr.Plan = &plan
+		pr.State = "planned"
+		if !plan.Valid {
+			pr.State = "invalid"
+		}
+	}
+	pr.Updated = s.now()
+	if post {
+		state, desc := "success", planSummary(pr.Plan)
+		switch pr.State {
+		case "invalid":
+			state, desc = "failure", fmt.Sprintf("invalid: %d error(s)", len(pr.Plan.Errors))
+		case "error":
+			state, desc = "error", "planning failed"
+		}
+		pr.Posted = s.postStatus(ctx, pr, state, desc)
+	}
+	s.prs.update(pr)
+}
+
+// planSummary is a one-line description of a plan, at most 140 characters.
+func planSummary(p *Plan) string {
+	if p == nil {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, ch := range p.Changes {
+		if ch.Action != "none" {
+			counts[ch.Action]++
+		}
+	}
+	if len(counts) == 0 {
+		return "no changes"
+	}
+	var parts []string
+	for _, a := range []string{"create", "update", "replace", "delete"} {
+		if counts[a] > 0 {
+			parts = append(parts, fmt.Sprintf("%d to %s", counts[a], a))
+		}
+	}
+	out := strings.Join(parts, ", ")
+	if len(out) > 140 {
+		out = out[:140]
+	}
+	return out
+}
+
+// postStatus posts a commit status for pr's head and returns a short
+// result for the dashboard.
+func (s *Server) postStatus(ctx context.Context, pr PRPlan, state, desc string) string {
+	payload := map[string]string{"state": state, "description": desc, "context": "hoist/plan"}
+	if s.cfg.ExternalURL != "" {
+		payload["target_url"] = strings.TrimRight(s.cfg.ExternalURL, "/") + "/history#pr-" + fmt.Sprint(pr.Number)
+	}
+	b, _ := json.Marshal(payload)
+	url := strings.TrimRight(s.cfg.GitHubAPI, "/") + "/repos/" + pr.Repo + "/statuses/" + pr.HeadSHA
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+s.cfg.GitHubToken)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		s.log.Warn("github_status_failed", "repo", pr.Repo, "sha", pr.HeadSHA, "error", err)
+		return "error: " + err.Error()
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		s.log.Warn("github_status_refused", "repo", pr.Repo, "sha", pr.HeadSHA, "status", resp.StatusCode)
+		return fmt.Sprintf("refused: HTTP %d", resp.StatusCode)
+	}
+	return state
+}

@@ -1,0 +1,338 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const hookSecret = "It's a Secret to Everybody"
+
+func sign(secret, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func TestValidSignature_githubTestVector(t *testing.T) {
+	// From GitHub's "Validating webhook deliveries" documentation.
+	const sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+	if !validSignature(hookSecret, []byte("Hello, World!"), sig) {
+		t.Fatal("documented test vector rejected")
+	}
+	sha1mac := hmac.New(sha1.New, []byte(hookSecret))
+	sha1mac.Write([]byte("Hello, World!"))
+	tests := []struct{ name, body, header string }{
+		{"other body", "Hello, World?", sig},
+		{"other secret", "Hello, World!", sign("wrong", "Hello, World!")},
+		{"missing", "Hello, World!", ""},
+		{"no prefix", "Hello, World!", strings.TrimPrefix(sig, "sha256=")},
+		{"sha1 digest", "Hello, World!", "sha1=" + hex.EncodeToString(sha1mac.Sum(nil))},
+		{"sha1 digest under sha256 prefix", "Hello, World!", "sha256=" + hex.EncodeToString(sha1mac.Sum(nil))},
+		{"not hex", "Hello, World!", "sha256=zz"},
+		{"truncated", "Hello, World!", sig[:len(sig)-2]},
+	}
+	for _, tt := range tests {
+		if validSignature(hookSecret, []byte(tt.body), tt.header) {
+			t.Errorf("%s: accepted", tt.name)
+		}
+	}
+}
+
+// hook posts body to path with the given headers.
+func (f *fixture) hook(t *testing.T, path, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	r := f.do(t, "POST", path, "", strings.NewReader(body), append([]string{"Content-Type", "application/json"}, hdr...)...)
+	return r, readBody(t, r)
+}
+
+var deliverySeq struct {
+	sync.Mutex
+	n int
+}
+
+func delivery() string {
+	deliverySeq.Lock()
+	defer deliverySeq.Unlock()
+	deliverySeq.n++
+	return fmt.Sprintf("delivery-%d", deliverySeq.n)
+}
+
+func pushBody(ref, after string) string {
+	return fmt.Sprintf(`{"ref":%q,"after":%q,"repository":{"full_name":"acme/specs"}}`, ref, after)
+}
+
+func githubPush(t *testing.T, f *fixture, ref, after string) *http.Response {
+	t.Helper()
+	body := pushBody(ref, after)
+	r, _ := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "push", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body))
+	return r
+}
+
+// waitSyncs waits until the syncer ran want syncs and the trigger is idle.
+func waitSyncs(t *testing.T, f *fixture, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		req, handled, running, _ := f.srv.trig.state()
+		if req == handled && !running && f.syncer.count() >= want {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := f.syncer.count(); got != want {
+		t.Fatalf("syncs = %d, want %d", got, want)
+	}
+}
+
+func withBranch(b string) func(*Config, *Deps) {
+	return func(c *Config, _ *Deps) { c.Branch = b }
+}
+
+func TestHookGitHub_authentication(t *testing.T) {
+	f := newFixture(t, withBranch("main"))
+	body := pushBody("refs/heads/main", "abc")
+	sha1mac := hmac.New(sha1.New, []byte(hookSecret))
+	sha1mac.Write([]byte(body))
+	tests := []struct {
+		name string
+		hdr  []string
+		want int
+	}{
+		{"valid signature", []string{"X-Hub-Signature-256", sign(hookSecret, body)}, 202},
+		{"forged signature", []string{"X-Hub-Signature-256", sign("guess", body)}, 401},
+		{"missing signature", nil, 401},
+		{"sha1 only", []string{"X-Hub-Signature", "sha1=" + hex.EncodeToString(sha1mac.Sum(nil))}, 401},
+		{"bearer token is not a signature", []string{"Authorization", "Bearer " + adminTok}, 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := append([]string{"X-GitHub-Event", "push", "X-GitHub-Delivery", delivery()}, tt.hdr...)
+			r, b := f.hook(t, "/hooks/github", body, hdr...)
+			if r.StatusCode != tt.want {
+				t.Errorf("status %d, want %d (%s)", r.StatusCode, tt.want, b)
+			}
+			if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+				t.Errorf("content-type %q", r.Header.Get("Content-Type"))
+			}
+		})
+	}
+	waitSyncs(t, f, 1)
+}
+
+func TestHookGitHub_pingAndOtherBranch(t *testing.T) {
+	f := newFixture(t, withBranch("main"))
+	body := `{"zen":"Keep it logically awesome.","hook_id":1}`
+	r, b := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "ping", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body))
+	if r.StatusCode != 200 || !strings.Contains(b, "pong") {
+		t.Errorf("ping: %d %s", r.StatusCode, b)
+	}
+	if r := githubPush(t, f, "refs/heads/feature", "abc"); r.StatusCode != 200 {
+		t.Errorf("push to other branch: %d", r.StatusCode)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := f.syncer.count(); n != 0 {
+		t.Errorf("syncs = %d after ping and foreign push", n)
+	}
+}
+
+func TestHookGitHub_replayIsNotProcessedTwice(t *testing.T) {
+	f := newFixture(t, withBranch("main"))
+	body := pushBody("refs/heads/main", "abc")
+	hdr := []string{"X-GitHub-Event", "push", "X-GitHub-Delivery", "same-id", "X-Hub-Signature-256", sign(hookSecret, body)}
+	r1, _ := f.hook(t, "/hooks/github", body, hdr...)
+	waitSyncs(t, f, 1)
+	r2, b2 := f.hook(t, "/hooks/github", body, hdr...)
+	if r1.StatusCode != 202 || r2.StatusCode != 200 || !strings.Contains(b2, `"duplicate":true`) {
+		t.Errorf("first %d, replay %d %s", r1.StatusCode, r2.StatusCode, b2)
+	}
+	// The same signed body under a fresh delivery id is a replay too.
+	hdr[3] = "other-id"
+	r3, b3 := f.hook(t, "/hooks/github", body, hdr...)
+	if r3.StatusCode != 200 || !strings.Contains(b3, `"duplicate":true`) {
+		t.Errorf("re-labelled replay %d %s", r3.StatusCode, b3)
+	}
+	time.Sleep(20 * time.Millisecond)
+	waitSyncs(t, f, 1)
+}
+
+func TestHookGitHub_oversizedBody(t *testing.T) {
+	f := newFixture(t)
+	body := `{"ref":"refs/heads/main","pad":"` + strings.Repeat("x", maxHookBody) + `"}`
+	r, _ := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "push", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body))
+	if r.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d, want 413", r.StatusCode)
+	}
+	// Without a Content-Length the cap still holds.
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", f.ts.URL+"/hooks/github", io.MultiReader(strings.NewReader(body)))
+	req.ContentLength = -1
+	req.Header.Set("X-Hub-Signature-256", sign(hookSecret, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("chunked: status %d, want 413", resp.StatusCode)
+	}
+}
+
+func TestHookGitHub_burstCoalescesAndNoPushIsLost(t *testing.T) {
+	f := newFixture(t, withBranch("main"))
+	f.syncer.block = make(chan struct{})
+	f.syncer.began = make(chan struct{}, 16)
+
+	start := time.Now()
+	if r := githubPush(t, f, "refs/heads/main", "c1"); r.StatusCode != 202 {
+		t.Fatalf("push: %d", r.StatusCode)
+	}
+	<-f.syncer.began // the first sync is now running (and blocked)
+	for i := 2; i <= 20; i++ {
+		if r := githubPush(t, f, "refs/heads/main", fmt.Sprintf("c%d", i)); r.StatusCode != 202 {
+			t.Fatalf("push %d: %d", i, r.StatusCode)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("20 pushes took %v while a sync was blocked: answers wait for the sync", d)
+	}
+	f.syncer.block <- struct{}{} // finish sync 1; the 19 pushes during it coalesce into one
+	<-f.syncer.began
+	f.syncer.block <- struct{}{}
+	waitSyncs(t, f, 2)
+	req, handled, _, _ := f.srv.trig.state()
+	if req != 20 || handled != 20 {
+		t.Errorf("requested %d handled %d, want 20/20", req, handled)
+	}
+}
+
+func TestHookGitLab_token(t *testing.T) {
+	f := newFixture(t, withBranch("main"))
+	body := pushBody("refs/heads/main", "abc")
+	tests := []struct {
+		name, token string
+		want        int
+	}{
+		{"valid token", hookSecret, 202},
+		{"wrong token", "nope", 401},
+		{"missing token", "", 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := []string{"X-Gitlab-Event", "Push Hook", "X-Gitlab-Event-UUID", delivery()}
+			if tt.token != "" {
+				hdr = append(hdr, "X-Gitlab-Token", tt.token)
+			}
+			if r, b := f.hook(t, "/hooks/gitlab", body, hdr...); r.StatusCode != tt.want {
+				t.Errorf("status %d, want %d: %s", r.StatusCode, tt.want, b)
+			}
+		})
+	}
+	waitSyncs(t, f, 1)
+}
+
+func TestHookGeneric_signatureAndReplay(t *testing.T) {
+	f := newFixture(t)
+	body := `{}`
+	r, _ := f.hook(t, "/hooks/generic", body, "X-Hub-Signature-256", sign(hookSecret, body), "X-Hoist-Delivery", "d1")
+	if r.StatusCode != 202 {
+		t.Errorf("signed: %d", r.StatusCode)
+	}
+	waitSyncs(t, f, 1)
+	if r, _ := f.hook(t, "/hooks/generic", body, "X-Hub-Signature-256", sign(hookSecret, body), "X-Hoist-Delivery", "d1"); r.StatusCode != 200 {
+		t.Errorf("replay: %d", r.StatusCode)
+	}
+	if r, _ := f.hook(t, "/hooks/generic", body, "X-Hub-Signature-256", sign("x", body)); r.StatusCode != 401 {
+		t.Errorf("forged: %d", r.StatusCode)
+	}
+	// Identical bodies with new delivery ids are separate deliveries.
+	if r, _ := f.hook(t, "/hooks/generic", body, "X-Hub-Signature-256", sign(hookSecret, body), "X-Hoist-Delivery", "d2"); r.StatusCode != 202 {
+		t.Errorf("second delivery: %d", r.StatusCode)
+	}
+	waitSyncs(t, f, 2)
+}
+
+func TestHooks_disabledWithoutSecret(t *testing.T) {
+	f := newFixture(t, func(c *Config, _ *Deps) { c.WebhookSecret = "" })
+	body := pushBody("refs/heads/main", "abc")
+	for _, p := range []string{"/hooks/github", "/hooks/gitlab", "/hooks/generic"} {
+		if r, _ := f.hook(t, p, body, "X-Hub-Signature-256", sign("", body), "X-Gitlab-Token", ""); r.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404", p, r.StatusCode)
+		}
+	}
+}
+
+// fakeGitHub records commit statuses posted to it.
+type fakeGitHub struct {
+	mu       sync.Mutex
+	statuses []map[string]string
+	paths    []string
+	auth     []string
+	got      chan struct{}
+}
+
+func (g *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]string
+	json.NewDecoder(r.Body).Decode(&body)
+	g.mu.Lock()
+	g.statuses = append(g.statuses, body)
+	g.paths = append(g.paths, r.Method+" "+r.URL.Path)
+	g.auth = append(g.auth, r.Header.Get("Authorization"))
+	g.mu.Unlock()
+	w.WriteHeader(http.StatusCreated)
+	io.WriteString(w, `{}`)
+	g.got <- struct{}{}
+}
+
+func TestHookGitHub_pullRequestPlanIsPostedAsCommitStatus(t *testing.T) {
+	gh := &fakeGitHub{got: make(chan struct{}, 4)}
+	ghs := httptest.NewServer(gh)
+	t.Cleanup(ghs.Close)
+	pl := &fakePlanner{plans: map[string]Plan{"headsha": {Revision: "headsha", Valid: true, Errors: []string{},
+		Changes: []Change{{Action: "create", Kind: "task", Name: "new"}, {Action: "replace", Kind: "task", Name: "hello"}}}}}
+	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
+		c.GitHubToken, c.GitHubAPI, c.ExternalURL = "ghp_test", ghs.URL, "http://hoist.example"
+		d.Planner = pl
+	})
+	body := `{"action":"opened","number":7,"pull_request":{"title":"Add new","html_url":"https://github.com/acme/specs/pull/7",
+		"head":{"sha":"headsha","ref":"feature"},"base":{"ref":"main"}},"repository":{"full_name":"acme/specs"}}`
+	r, b := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "pull_request", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body))
+	if r.StatusCode != 202 {
+		t.Fatalf("pull_request: %d %s", r.StatusCode, b)
+	}
+	for range 2 {
+		select {
+		case <-gh.got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no commit status posted")
+		}
+	}
+	f.srv.bg.Wait()
+	gh.mu.Lock()
+	defer gh.mu.Unlock()
+	if gh.paths[1] != "POST /repos/acme/specs/statuses/headsha" || gh.auth[1] != "Bearer ghp_test" {
+		t.Errorf("posted %v with %v", gh.paths, gh.auth)
+	}
+	if gh.statuses[0]["state"] != "pending" || gh.statuses[1]["state"] != "success" ||
+		gh.statuses[1]["context"] != "hoist/plan" || gh.statuses[1]["description"] != "1 to create, 1 to replace" {
+		t.Errorf("statuses %v", gh.statuses)
+	}
+	prs := f.srv.prs.list()
+	if len(prs) != 1 || prs[0].State != "planned" || prs[0].Posted != "success" || pl.calls[0] != "refs/pull/7/head@headsha" {
+		t.Errorf("pr plans %+v, planner calls %v", prs, pl.calls)
+	}
+	// The plan is visible through the API.
+	resp := f.do(t, "GET", "/api/v1/pulls", viewerTok, nil)
+	if got := readBody(t, resp); !strings.Contains(got, `"number":7`) || !strings.Contains(got, `"state":"planned"`) {
+		t.Errorf("GET /api/v1/pulls: %d %s", resp.StatusCode, got)
+	}
+}

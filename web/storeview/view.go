@@ -1,0 +1,503 @@
+package storeview
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"hoist/store"
+	"hoist/web"
+)
+
+// View reads one project of a store for the web.
+type View struct {
+	st      *store.Store
+	project string
+}
+
+var (
+	_ web.Store     = (*View)(nil)
+	_ web.Inventory = (*View)(nil)
+	_ web.Tokens    = (*View)(nil)
+)
+
+// New returns a view of project (store.DefaultProject when empty).
+func New(st *store.Store, project string) *View {
+	if project == "" {
+		project = store.DefaultProject
+	}
+	return &View{st: st, project: project}
+}
+
+// mapErr turns store.ErrNotFound into web.ErrNotFound, keeping the message.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %s", web.ErrNotFound, err.Error())
+	}
+	return err
+}
+
+// prices maps instance id to price per hour (and name) for every live
+// instance.
+type instInfo struct {
+	name  string
+	price float64
+}
+
+func (v *View) instances(ctx context.Context) (map[string]instInfo, error) {
+	is, err := v.st.ListInstances(ctx, store.InfraFilter{Project: v.project, IncludeDeleted: true, Limit: 100000})
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]instInfo, len(is))
+	for _, i := range is {
+		m[i.ID] = instInfo{name: i.Name, price: i.Price}
+	}
+	return m, nil
+}
+
+// ListRuns implements web.Store. Cost per hour is the sum of the prices of
+// the instances the run's active jobs occupy.
+func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error) {
+	sf := store.RunFilter{Project: v.project, Type: f.Type, Limit: f.Limit}
+	if f.Status != "" {
+		sf.Status = []string{f.Status}
+	}
+	if sf.Limit == 0 {
+		sf.Limit = 100000
+	}
+	fleetNames := map[string]string{}
+	fleets, err := v.st.ListFleets(ctx, store.InfraFilter{Project: v.project, IncludeDeleted: true, Limit: 100000})
+	if err != nil {
+		return nil, err
+	}
+	for _, fl := range fleets {
+		fleetNames[fl.ID] = fl.Name
+	}
+	runs, err := v.st.ListRuns(ctx, sf)
+	if err != nil {
+		return nil, err
+	}
+	cost, err := v.activeCost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Run, 0, len(runs))
+	for _, r := range runs {
+		wr := runView(r, fleetNames)
+		if f.Fleet != "" && wr.Fleet != f.Fleet {
+			continue
+		}
+		wr.CostPerHour = cost[r.ID]
+		wr.Spec = nil
+		out = append(out, wr)
+	}
+	return out, nil
+}
+
+// activeCost sums instance prices of active jobs per run id.
+func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
+	jobs, err := v.st.ListJobsFiltered(ctx, store.JobFilter{Active: true, Limit: 100000})
+	if err != nil {
+		return nil, err
+	}
+	cost := map[string]float64{}
+	if len(jobs) == 0 {
+		return cost, nil
+	}
+	inst, err := v.instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if j.InstanceID == "" || seen[j.RunID+"/"+j.InstanceID] {
+			continue
+		}
+		seen[j.RunID+"/"+j.InstanceID] = true
+		cost[j.RunID] += inst[j.InstanceID].price
+	}
+	return cost, nil
+}
+
+func runView(r store.Run, fleetNames map[string]string) web.Run {
+	return web.Run{
+		Name:              r.Name,
+		Type:              r.Type,
+		Status:            r.Status,
+		StatusMessage:     r.StatusMessage,
+		TerminationReason: r.TerminationReason,
+		Revision:          r.Revision,
+		Fleet:             fleetNames[r.FleetID],
+		SubmittedAt:       r.SubmittedAt,
+		UpdatedAt:         r.UpdatedAt,
+		Spec:              r.Spec,
+		RemovedFromGit:    r.RemovedFromGit,
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func jobView(j store.Job, inst map[string]instInfo) web.Job {
+	return web.Job{
+		ID:                 j.ID,
+		SubmissionID:       j.ID,
+		SubmissionNum:      j.SubmissionNum,
+		JobName:            j.JobName,
+		Status:             j.Status,
+		StatusMessage:      j.StatusMessage,
+		ExitCode:           j.ExitCode,
+		TerminationReason:  j.TerminationReason,
+		TerminationMessage: j.TerminationMessage,
+		Instance:           inst[j.InstanceID].name,
+		Price:              inst[j.InstanceID].price,
+		SubmittedAt:        j.SubmittedAt,
+		StartedAt:          timePtr(j.StartedAt),
+		FinishedAt:         timePtr(j.FinishedAt),
+		RunName:            j.RunName,
+	}
+}
+
+// GetRun implements web.Store.
+func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
+	r, err := v.st.GetRunByName(ctx, v.project, name)
+	if err != nil {
+		return web.Run{}, mapErr(err)
+	}
+	fleetNames := map[string]string{}
+	if r.FleetID != "" {
+		if fl, err := v.st.GetFleet(ctx, r.FleetID); err == nil {
+			fleetNames[fl.ID] = fl.Name
+		}
+	}
+	wr := runView(r, fleetNames)
+	// Earlier runs of the same name (replaced by a new revision) keep
+	// their submissions visible.
+	prev, err := v.st.ListRuns(ctx, store.RunFilter{Project: v.project, Name: name, IncludeDeleted: true, Limit: 50})
+	if err != nil {
+		return web.Run{}, err
+	}
+	inst, err := v.instances(ctx)
+	if err != nil {
+		return web.Run{}, err
+	}
+	for _, pr := range prev {
+		jobs, err := v.st.ListJobs(ctx, pr.ID)
+		if err != nil {
+			return web.Run{}, err
+		}
+		for _, j := range jobs {
+			wj := jobView(j, inst)
+			if pr.ID != r.ID {
+				wj.Revision = pr.Revision
+			}
+			wr.Jobs = append(wr.Jobs, wj)
+			if pr.ID == r.ID && !store.IsJobFinished(j.Status) {
+				wr.CostPerHour += wj.Price
+			}
+		}
+	}
+	sortJobs(wr.Jobs)
+	if wr.Jobs == nil {
+		wr.Jobs = []web.Job{}
+	}
+	return wr, nil
+}
+
+func sortJobs(js []web.Job) {
+	for i := 1; i < len(js); i++ { // insertion sort: few jobs, stable
+		for k := i; k > 0 && js[k].SubmittedAt.After(js[k-1].SubmittedAt); k-- {
+			js[k], js[k-1] = js[k-1], js[k]
+		}
+	}
+}
+
+// ReadLogs implements web.Store. Each stored chunk becomes one line, its
+// trailing newline removed.
+func (v *View) ReadLogs(ctx context.Context, jobID string, afterSeq int64, limit int) ([]web.LogLine, error) {
+	ls, err := v.st.ReadLogs(ctx, jobID, afterSeq, limit)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]web.LogLine, len(ls))
+	for i, l := range ls {
+		out[i] = web.LogLine{Seq: l.Seq, Time: l.Time, Stream: l.Stream, Text: strings.TrimSuffix(string(l.Data), "\n")}
+	}
+	return out, nil
+}
+
+// ListEvents implements web.Store.
+func (v *View) ListEvents(ctx context.Context, f web.EventFilter) ([]web.Event, error) {
+	es, err := v.st.ListEvents(ctx, store.EventFilter{ObjectKind: f.Kind, ObjectName: f.Name, Revision: f.Revision, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Event, len(es))
+	for i, e := range es {
+		out[i] = web.Event{ID: e.ID, Time: e.Time, Kind: e.ObjectKind, Name: e.ObjectName, Revision: e.Revision, Type: e.Type, Message: e.Message}
+	}
+	return out, nil
+}
+
+// ListJobs implements web.Store.
+func (v *View) ListJobs(ctx context.Context, f web.JobFilter) ([]web.Job, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100000
+	}
+	js, err := v.st.ListJobsFiltered(ctx, store.JobFilter{Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	inst, err := v.instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Job, 0, len(js))
+	for _, j := range js {
+		if !j.FinishedAt.IsZero() && j.FinishedAt.Before(f.Since) {
+			continue
+		}
+		out = append(out, jobView(j, inst))
+	}
+	return out, nil
+}
+
+// ListRevisions implements web.Store.
+func (v *View) ListRevisions(ctx context.Context, limit int) ([]web.Revision, error) {
+	rs, err := v.st.ListRevisions(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	st, err := v.st.GetSyncState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Revision, len(rs))
+	for i, r := range rs {
+		out[i] = revisionView(r, st.AppliedSHA)
+	}
+	return out, nil
+}
+
+// GetRevision implements web.Store.
+func (v *View) GetRevision(ctx context.Context, sha string) (web.Revision, error) {
+	r, err := v.st.GetRevision(ctx, sha)
+	if err != nil {
+		return web.Revision{}, mapErr(err)
+	}
+	st, err := v.st.GetSyncState(ctx)
+	if err != nil {
+		return web.Revision{}, err
+	}
+	return revisionView(r, st.AppliedSHA), nil
+}
+
+func revisionView(r store.Revision, applied string) web.Revision {
+	errs := r.Errors
+	if errs == nil {
+		errs = []string{}
+	}
+	return web.Revision{SHA: r.SHA, Message: r.Message, Author: r.Author, CommittedAt: r.CommittedAt,
+		SeenAt: r.SeenAt, Valid: r.Valid, Errors: errs, Applied: r.SHA == applied}
+}
+
+// SyncStatus reads the sync state row and the source for the overview; it
+// is the read half of web.Syncer.
+func (v *View) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
+	st, err := v.st.GetSyncState(ctx)
+	if err != nil {
+		return web.SyncStatus{}, err
+	}
+	out := web.SyncStatus{Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA,
+		Errors: st.Errors, AutoSync: !st.Suspended, LastSyncAt: timePtr(st.LastSyncedAt)}
+	if out.Errors == nil {
+		out.Errors = []string{}
+	}
+	if srcs, err := v.st.ListSources(ctx); err == nil {
+		for _, s := range srcs {
+			if s.Project == v.project {
+				out.Repo, out.Branch, out.Path = s.URL, s.Ref, s.Path
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// LookupToken implements web.Tokens.
+func (v *View) LookupToken(ctx context.Context, token string) (web.Principal, error) {
+	u, err := v.st.LookupToken(ctx, token)
+	if err != nil {
+		return web.Principal{}, mapErr(err)
+	}
+	return web.Principal{Name: u.Name, Role: web.Role(u.Role)}, nil
+}
+
+// ListFleets implements web.Inventory.
+func (v *View) ListFleets(ctx context.Context) ([]web.Fleet, error) {
+	fs, err := v.st.ListFleets(ctx, store.InfraFilter{Project: v.project})
+	if err != nil {
+		return nil, err
+	}
+	is, err := v.st.ListInstances(ctx, store.InfraFilter{Project: v.project})
+	if err != nil {
+		return nil, err
+	}
+	count := map[string]int{}
+	for _, i := range is {
+		count[i.FleetID]++
+	}
+	out := make([]web.Fleet, len(fs))
+	for i, f := range fs {
+		wf := web.Fleet{Name: f.Name, Status: f.Status, StatusMessage: f.StatusMessage, Revision: f.Revision,
+			Instances: count[f.ID], Spec: f.Spec, CreatedAt: f.CreatedAt}
+		var spec struct {
+			Nodes *struct {
+				Min    int  `json:"min"`
+				Target int  `json:"target"`
+				Max    *int `json:"max"`
+			} `json:"nodes"`
+			SSHConfig *struct {
+				Hosts []json.RawMessage `json:"hosts"`
+			} `json:"ssh_config"`
+		}
+		if json.Unmarshal(f.Spec, &spec) == nil {
+			switch {
+			case spec.Nodes != nil:
+				wf.NodesMin, wf.NodesTarget, wf.NodesMax = spec.Nodes.Min, spec.Nodes.Target, spec.Nodes.Max
+			case spec.SSHConfig != nil:
+				n := len(spec.SSHConfig.Hosts)
+				wf.NodesMin, wf.NodesTarget, wf.NodesMax = n, n, &n
+			}
+		}
+		out[i] = wf
+	}
+	return out, nil
+}
+
+// ListInstances implements web.Inventory.
+func (v *View) ListInstances(ctx context.Context, fleet string) ([]web.Instance, error) {
+	f := store.InfraFilter{Project: v.project}
+	fleetNames := map[string]string{}
+	fs, err := v.st.ListFleets(ctx, store.InfraFilter{Project: v.project, IncludeDeleted: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, fl := range fs {
+		fleetNames[fl.ID] = fl.Name
+		if fleet != "" && fl.Name == fleet && !fl.Deleted {
+			f.FleetID = fl.ID
+		}
+	}
+	if fleet != "" && f.FleetID == "" {
+		return []web.Instance{}, nil
+	}
+	is, err := v.st.ListInstances(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Instance, 0, len(is))
+	for _, i := range is {
+		if fleet != "" && i.FleetID != f.FleetID {
+			continue
+		}
+		wi := web.Instance{Name: i.Name, Fleet: fleetNames[i.FleetID], Backend: i.Backend, Region: i.Region,
+			Price: i.Price, Status: i.Status, StatusMessage: i.StatusMessage, Reachable: !i.Unreachable,
+			Health: i.Health, LastSeenAt: timePtr(i.LastSeenAt), CreatedAt: i.CreatedAt}
+		var o struct {
+			Instance    string  `json:"instance"`
+			Spot        bool    `json:"spot"`
+			CPUs        int     `json:"cpus"`
+			MemoryGB    float64 `json:"memory_gb"`
+			GPUName     string  `json:"gpu_name"`
+			GPUCount    int     `json:"gpu_count"`
+			GPUMemoryGB float64 `json:"gpu_memory_gb"`
+			DiskGB      float64 `json:"disk_gb"`
+		}
+		if len(i.Offer) > 0 && json.Unmarshal(i.Offer, &o) == nil {
+			wi.InstanceType, wi.Spot = o.Instance, o.Spot
+			wi.Resources = resources(o.CPUs, o.MemoryGB, o.GPUCount, o.GPUName, o.GPUMemoryGB, o.DiskGB)
+		}
+		out = append(out, wi)
+	}
+	return out, nil
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// resources renders dstack's short resource line: "8xCPU, 32GB, 1xA100 (80GB), 100GB (disk)".
+func resources(cpus int, mem float64, gpus int, gpu string, gpuMem, disk float64) string {
+	var parts []string
+	if cpus > 0 {
+		parts = append(parts, fmt.Sprintf("%dxCPU", cpus))
+	}
+	if mem > 0 {
+		parts = append(parts, num(mem)+"GB")
+	}
+	if gpus > 0 {
+		p := fmt.Sprintf("%dx%s", gpus, gpu)
+		if gpuMem > 0 {
+			p += " (" + num(gpuMem) + "GB)"
+		}
+		parts = append(parts, p)
+	}
+	if disk > 0 {
+		parts = append(parts, num(disk)+"GB (disk)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ListVolumes implements web.Inventory.
+func (v *View) ListVolumes(ctx context.Context) ([]web.Volume, error) {
+	vs, err := v.st.ListVolumes(ctx, store.InfraFilter{Project: v.project})
+	if err != nil {
+		return nil, err
+	}
+	inst, err := v.instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Volume, len(vs))
+	for i, vol := range vs {
+		wv := web.Volume{Name: vol.Name, Backend: vol.Backend, Region: vol.Region, SizeGB: vol.SizeGB,
+			Status: vol.Status, StatusMessage: vol.StatusMessage, Revision: vol.Revision, AttachedTo: []string{}, CreatedAt: vol.CreatedAt}
+		if as, err := v.st.ListVolumeAttachments(ctx, vol.ID, ""); err == nil {
+			for _, a := range as {
+				wv.AttachedTo = append(wv.AttachedTo, inst[a.InstanceID].name)
+			}
+		}
+		out[i] = wv
+	}
+	return out, nil
+}
+
+// ListGateways implements web.Inventory.
+func (v *View) ListGateways(ctx context.Context) ([]web.Gateway, error) {
+	gs, err := v.st.ListGateways(ctx, store.InfraFilter{Project: v.project})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Gateway, len(gs))
+	for i, g := range gs {
+		var spec struct {
+			Domain string `json:"domain"`
+		}
+		_ = json.Unmarshal(g.Spec, &spec)
+		out[i] = web.Gateway{Name: g.Name, Backend: g.Backend, Region: g.Region, Domain: spec.Domain, Hostname: g.Hostname,
+			IPAddress: g.IPAddress, Status: g.Status, StatusMessage: g.StatusMessage, Revision: g.Revision, CreatedAt: g.CreatedAt}
+	}
+	return out, nil
+}
