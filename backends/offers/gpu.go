@@ -173,7 +173,7 @@ func KnownGPUs() []GPUInfo {
 
 var (
 	// memSuffix matches a memory size inside a GPU name: "-80GB", " 80 GB", "_48G".
-	memSuffix = regexp.MustCompile(`(?i)[-_ ]?(\d+(?:\.\d+)?)\s*G(?:B|IB)?\b`)
+	memSuffix = regexp.MustCompile(`(?i)[-_ ]?(\d+(?:\.\d+)?)\s*G(?:B|IB)?(?:[-_ ]|$)`)
 	// formFactor matches interconnect or packaging words that do not change the model.
 	formFactor = regexp.MustCompile(`(?i)[-_ ]?\b(PCIE|PCI-E|SXM[2-6]?|NVLINK|HBM[23]E?|MIG|OAM)\b`)
 	// separators removes spaces, dashes, underscores and dots.
@@ -209,7 +209,7 @@ func NormalizeGPUName(raw string) (name string, memGB float64, known bool) {
 	}
 	if m := memSuffix.FindStringSubmatchIndex(s); m != nil && m[0] > 0 {
 		memGB, _ = strconv.ParseFloat(s[m[2]:m[3]], 64)
-		s = s[:m[0]] + s[m[1]:]
+		s = s[:m[0]] + " " + s[m[1]:]
 	}
 	s = formFactor.ReplaceAllString(s, "")
 	compact := separators.Replace(s)
