@@ -1,17 +1,469 @@
 package schema
 
-// cueChecker validates documents against the embedded CUE schema.
-type cueChecker struct{}
+import (
+	_ "embed"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+)
+
+//go:embed schema.cue
+var schemaSource []byte
+
+// SchemaSource returns the embedded CUE schema, the reference for every
+// field hoist accepts.
+func SchemaSource() []byte { return append([]byte(nil), schemaSource...) }
+
+var schemaFile = func() *ast.File {
+	f, err := parser.ParseFile("schema.cue", schemaSource, parser.ParseComments)
+	if err != nil {
+		panic(fmt.Sprintf("schema: embedded schema does not parse: %v", err))
+	}
+	return f
+}()
+
+var defNames = map[Kind]string{
+	KindTask:           "#Task",
+	KindService:        "#Service",
+	KindDevEnvironment: "#DevEnvironment",
+	KindFleet:          "#Fleet",
+	KindGateway:        "#Gateway",
+}
+
+var volumeDefs = map[string]string{
+	"aws": "#AWSVolume", "gcp": "#GCPVolume", "runpod": "#RunpodVolume", "kubernetes": "#KubernetesVolume",
+}
+
+// cueChecker validates documents against the embedded CUE schema. It is
+// owned by one goroutine.
+type cueChecker struct {
+	ctx    *cue.Context
+	schema cue.Value
+	defs   map[string]cue.Value
+	uses   int
+}
 
 type cueDoc struct {
 	node  *node
 	label string
 }
 
-func newCueChecker() *cueChecker { return &cueChecker{} }
+func newCueChecker() *cueChecker {
+	c := &cueChecker{}
+	c.reset()
+	return c
+}
 
-func (c *cueChecker) check(kind Kind, doc *node) Errors { return nil }
+// reset builds a fresh context: a CUE context only grows, so a long-lived
+// worker renews it now and then.
+func (c *cueChecker) reset() {
+	c.ctx = cuecontext.New()
+	c.schema = c.ctx.BuildFile(schemaFile)
+	if err := c.schema.Err(); err != nil {
+		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
+	}
+	c.defs = map[string]cue.Value{}
+	c.uses = 0
+}
 
+func (c *cueChecker) def(name string) cue.Value {
+	v, ok := c.defs[name]
+	if !ok {
+		v = c.schema.LookupPath(cue.ParsePath(name))
+		c.defs[name] = v
+	}
+	return v
+}
+
+// check unifies doc with the definition of kind and returns the errors at
+// the positions of the offending values in doc.
+func (c *cueChecker) check(kind Kind, doc *node) Errors {
+	defName := defNames[kind]
+	if kind == KindVolume {
+		b := doc.get("backend")
+		if b == nil || b.kind != nString || volumeDefs[b.str] == "" {
+			return nil // the decoder reports a missing or unknown backend
+		}
+		defName = volumeDefs[b.str]
+	}
+	c.uses++
+	if c.uses > 2000 {
+		c.reset()
+	}
+	def := c.def(defName)
+	data := c.ctx.BuildExpr(toAST(doc))
+	v := def.Unify(data)
+	err := v.Validate(cue.Concrete(true))
+	if err == nil {
+		return nil
+	}
+	return c.mapErrors(err, defName, doc, v)
+}
+
+func (c *cueChecker) mapErrors(err error, defName string, doc *node, v cue.Value) Errors {
+	var out Errors
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		path := e.Path()
+		if len(path) > 0 && strings.HasPrefix(path[0], "#") {
+			path = path[1:]
+		}
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		target, parent, key := locate(doc, path)
+		dotted := dottedPath(path)
+		var ee *Error
+		switch {
+		case strings.Contains(msg, "field not allowed") && parent != nil:
+			k := parent.keyNode(key)
+			if k == nil {
+				k = parent
+			}
+			ee = unknownField(k, dottedPath(path[:len(path)-1]), key, c.allowedFields(v, path[:len(path)-1], key))
+		case target == nil && parent != nil:
+			if strings.Contains(msg, "incomplete") || strings.Contains(msg, "required") || strings.Contains(msg, "non-concrete") {
+				ee = newError(parent.pos, dottedPath(path[:len(path)-1]), "field %q is required", key)
+			} else {
+				ee = newError(parent.pos, dotted, "%s", cleanMsg(msg))
+			}
+		case target != nil:
+			ee = newError(target.pos, dotted, "%s", c.describeConflict(msg, target))
+		default:
+			ee = newError(doc.pos, dotted, "%s", cleanMsg(msg))
+		}
+		k := ee.Error()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, ee)
+		}
+	}
+	// Report one error per value: the most specific message wins.
+	out = dedupeByPos(out)
+	return out
+}
+
+// dedupeByPos keeps one error per position and path, preferring messages
+// that are not generic disjunction failures.
+func dedupeByPos(es Errors) Errors {
+	type key struct {
+		pos  Position
+		path string
+	}
+	best := map[key]*Error{}
+	var order []key
+	for _, e := range es {
+		k := key{e.Pos, e.Path}
+		if b, ok := best[k]; ok {
+			if score(e) > score(b) {
+				best[k] = e
+			}
+			continue
+		}
+		best[k] = e
+		order = append(order, k)
+	}
+	out := make(Errors, 0, len(order))
+	for _, k := range order {
+		out = append(out, best[k])
+	}
+	return out
+}
+
+func score(e *Error) int {
+	switch {
+	case strings.Contains(e.Msg, "not allowed"):
+		return 3
+	case strings.Contains(e.Msg, "required"):
+		return 2
+	case strings.Contains(e.Msg, "disjunction"):
+		return 0
+	}
+	return 1
+}
+
+var kindNames = map[cue.Kind]string{}
+
+// describeConflict rewrites CUE's conflict messages in terms of the user's
+// value.
+func (c *cueChecker) describeConflict(msg string, target *node) string {
+	msg = cleanMsg(msg)
+	switch {
+	case strings.Contains(msg, "empty disjunction") || strings.Contains(msg, "conflicting values") || strings.Contains(msg, "mismatched types"):
+		return fmt.Sprintf("invalid value %s (%s)", target.String(), target.describe())
+	}
+	return msg
+}
+
+func cleanMsg(msg string) string {
+	msg = strings.ReplaceAll(msg, "#", "")
+	return msg
+}
+
+// allowedFields lists the fields the schema allows at path, for
+// did-you-mean suggestions.
+func (c *cueChecker) allowedFields(v cue.Value, path []string, exclude string) []string {
+	sel := make([]cue.Selector, 0, len(path))
+	for _, p := range path {
+		if i, err := strconv.Atoi(p); err == nil {
+			sel = append(sel, cue.Index(i))
+		} else {
+			sel = append(sel, cue.Str(p))
+		}
+	}
+	at := v.LookupPath(cue.MakePath(sel...))
+	var out []string
+	collect := func(x cue.Value) {
+		it, err := x.Fields(cue.Optional(true))
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			if s := it.Selector(); s.IsString() && s.Unquoted() != exclude {
+				out = append(out, s.Unquoted())
+			}
+		}
+	}
+	if op, args := at.Expr(); op == cue.OrOp {
+		for _, a := range args {
+			collect(a)
+		}
+	} else {
+		collect(at)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// locate finds the node at path, or else its parent and the missing key.
+func locate(doc *node, path []string) (target, parent *node, key string) {
+	cur := doc
+	for i, p := range path {
+		var next *node
+		switch cur.kind {
+		case nMap:
+			next = cur.get(p)
+		case nList:
+			if j, err := strconv.Atoi(p); err == nil && j >= 0 && j < len(cur.items) {
+				next = cur.items[j]
+			}
+		}
+		if next == nil {
+			return nil, cur, p
+		}
+		if i == len(path)-1 {
+			return next, cur, p
+		}
+		cur = next
+	}
+	return doc, nil, ""
+}
+
+func dottedPath(path []string) string {
+	var b strings.Builder
+	for _, p := range path {
+		if _, err := strconv.Atoi(p); err == nil {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// toAST renders a node as a CUE expression.
+func toAST(n *node) ast.Expr {
+	switch n.kind {
+	case nNull:
+		return ast.NewNull()
+	case nBool:
+		return ast.NewBool(n.b)
+	case nInt:
+		return &ast.BasicLit{Kind: token.INT, Value: strconv.FormatInt(n.i, 10)}
+	case nFloat:
+		s := strconv.FormatFloat(n.f, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0"
+		}
+		if strings.ContainsAny(s, "IN") { // Inf, NaN: not CUE numbers
+			return ast.NewString(s)
+		}
+		return &ast.BasicLit{Kind: token.FLOAT, Value: s}
+	case nString:
+		return ast.NewString(n.str)
+	case nList:
+		l := &ast.ListLit{Elts: make([]ast.Expr, len(n.items))}
+		for i, it := range n.items {
+			l.Elts[i] = toAST(it)
+		}
+		return l
+	case nMap:
+		s := &ast.StructLit{Elts: make([]ast.Decl, len(n.keys))}
+		for i, k := range n.keys {
+			s.Elts[i] = &ast.Field{Label: ast.NewString(k.str), Value: toAST(n.vals[i])}
+		}
+		return s
+	}
+	return ast.NewNull()
+}
+
+// extract evaluates a CUE file and returns every resource it defines: any
+// struct with a `type` field naming a kind, found by walking the file's
+// regular fields (the field label is the fallback name). The schema's
+// definitions (#Task, #Service, ...) are in scope.
 func (c *cueChecker) extract(file string, src []byte) ([]cueDoc, Errors) {
-	return nil, Errors{{Pos: Position{File: file, Line: 1, Column: 1}, Msg: "CUE specs are not supported yet"}}
+	f, err := parser.ParseFile(file, src)
+	if err != nil {
+		return nil, cueErrors(file, err)
+	}
+	// Drop a package clause so files of any package evaluate alone.
+	v := c.ctx.BuildFile(f, cue.Scope(c.schema), cue.Filename(file))
+	if err := v.Err(); err != nil {
+		return nil, cueErrors(file, err)
+	}
+	if err := v.Validate(cue.Concrete(true)); err != nil {
+		return nil, cueErrors(file, err)
+	}
+	var docs []cueDoc
+	var errs Errors
+	var walk func(v cue.Value, label string, depth int)
+	walk = func(v cue.Value, label string, depth int) {
+		if depth > 20 {
+			return
+		}
+		switch v.Kind() {
+		case cue.StructKind:
+			if t := v.LookupPath(cue.MakePath(cue.Str("type"))); t.Exists() {
+				if s, err := t.String(); err == nil && validKind(s) {
+					n, e := fromCue(file, v)
+					if e != nil {
+						errs = append(errs, e)
+						return
+					}
+					docs = append(docs, cueDoc{node: n, label: sanitizeName(label)})
+					return
+				}
+			}
+			it, err := v.Fields()
+			if err != nil {
+				return
+			}
+			for it.Next() {
+				walk(it.Value(), it.Selector().Unquoted(), depth+1)
+			}
+		case cue.ListKind:
+			it, err := v.List()
+			if err != nil {
+				return
+			}
+			for it.Next() {
+				walk(it.Value(), label, depth+1)
+			}
+		}
+	}
+	walk(v, "", 0)
+	if len(docs) == 0 && len(errs) == 0 {
+		errs = append(errs, &Error{Pos: Position{File: file, Line: 1, Column: 1}, Msg: "no resources defined: expected structs with a `type` field"})
+	}
+	return docs, errs
+}
+
+func cuePos(file string, p token.Pos) Position {
+	if !p.IsValid() {
+		return Position{File: file, Line: 1, Column: 1}
+	}
+	return Position{File: file, Line: p.Line(), Column: p.Column()}
+}
+
+func cueErrors(file string, err error) Errors {
+	var out Errors
+	for _, e := range cueerrors.Errors(err) {
+		pos := e.Position()
+		for _, ip := range e.InputPositions() {
+			if ip.Filename() == file {
+				pos = ip
+				break
+			}
+		}
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if p := e.Path(); len(p) > 0 {
+			msg = strings.Join(p, ".") + ": " + msg
+		}
+		out = append(out, &Error{Pos: cuePos(file, pos), Path: strings.Join(e.Path(), "."), Msg: msg})
+	}
+	if len(out) == 0 {
+		out = append(out, &Error{Pos: Position{File: file, Line: 1, Column: 1}, Msg: err.Error()})
+	}
+	return out
+}
+
+// fromCue converts a concrete CUE value into a node.
+func fromCue(file string, v cue.Value) (*node, *Error) {
+	n := &node{pos: cuePos(file, v.Pos())}
+	switch v.Kind() {
+	case cue.NullKind:
+		n.kind = nNull
+	case cue.BoolKind:
+		b, _ := v.Bool()
+		n.kind, n.b = nBool, b
+	case cue.IntKind:
+		i, err := v.Int64()
+		if err != nil {
+			f, _ := v.Float64()
+			n.kind, n.f = nFloat, f
+			break
+		}
+		n.kind, n.i = nInt, i
+	case cue.FloatKind:
+		f, _ := v.Float64()
+		n.kind, n.f = nFloat, f
+	case cue.StringKind:
+		s, _ := v.String()
+		n.kind, n.str = nString, s
+	case cue.BytesKind:
+		b, _ := v.Bytes()
+		n.kind, n.str = nString, string(b)
+	case cue.ListKind:
+		n.kind = nList
+		it, err := v.List()
+		if err != nil {
+			return nil, &Error{Pos: n.pos, Msg: err.Error()}
+		}
+		for it.Next() {
+			c, e := fromCue(file, it.Value())
+			if e != nil {
+				return nil, e
+			}
+			n.items = append(n.items, c)
+		}
+	case cue.StructKind:
+		n.kind = nMap
+		it, err := v.Fields()
+		if err != nil {
+			return nil, &Error{Pos: n.pos, Msg: err.Error()}
+		}
+		for it.Next() {
+			c, e := fromCue(file, it.Value())
+			if e != nil {
+				return nil, e
+			}
+			kp := c.pos
+			n.keys = append(n.keys, &node{kind: nString, str: it.Selector().Unquoted(), pos: kp})
+			n.vals = append(n.vals, c)
+		}
+	default:
+		return nil, &Error{Pos: n.pos, Msg: fmt.Sprintf("value is not concrete: %v", v)}
+	}
+	return n, nil
 }

@@ -363,8 +363,8 @@ type Service struct {
 	RateLimits []RateLimit `json:"rate_limits,omitempty"`
 	// Probes are the effective probes (a default one when model is set and
 	// probes is omitted).
-	Probes []Probe         `json:"probes"`
-	Groups []ReplicaGroup  `json:"groups,omitempty"`
+	Probes []Probe        `json:"probes"`
+	Groups []ReplicaGroup `json:"groups,omitempty"`
 }
 
 // Nodes is a backend fleet's size: Min is kept forever, Target is what an
