@@ -129,9 +129,9 @@ func (s *Store) UpsertResource(ctx context.Context, r Resource) (Resource, error
 		Set("revision = EXCLUDED.revision").
 		Set("deleted = ?", false).
 		Set("deleted_at = NULL").
-		Set("version = resources.version + 1").
+		Set("version = ?TableAlias.version + 1").
 		Set("updated_at = EXCLUDED.updated_at").
-		Where("resources.spec_hash <> EXCLUDED.spec_hash OR resources.file <> EXCLUDED.file OR resources.deleted").
+		Where("?TableAlias.spec_hash <> EXCLUDED.spec_hash OR ?TableAlias.file <> EXCLUDED.file OR ?TableAlias.deleted").
 		Exec(ctx)
 	if err != nil {
 		return r, fmt.Errorf("upsert resource %s/%s: %w", r.Kind, r.Name, err)

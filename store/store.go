@@ -212,10 +212,22 @@ func openSQLite(path string, maxConns int) (*bun.DB, error) {
 }
 
 func openPostgres(dsn string, maxConns int) (*bun.DB, error) {
-	sqldb := sql.OpenDB(pgdriver.NewConnector(
-		pgdriver.WithDSN(dsn),
-		pgdriver.WithConnParams(map[string]any{"TimeZone": "UTC"}),
-	))
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres dsn: %w", err)
+	}
+	// Unknown DSN options become session settings: ask for UTC unless the
+	// caller chose a zone. Times are timestamptz, so this only affects text.
+	q := u.Query()
+	hasTZ := false
+	for k := range q {
+		hasTZ = hasTZ || strings.EqualFold(k, "timezone")
+	}
+	if !hasTZ {
+		q.Set("TimeZone", "UTC")
+		u.RawQuery = q.Encode()
+	}
+	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
 	if maxConns <= 0 {
 		maxConns = 20
 	}

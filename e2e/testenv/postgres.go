@@ -24,9 +24,12 @@ var (
 )
 
 // Postgres returns the DSN of a fresh, empty database on the cluster named by
-// HOIST_TEST_POSTGRES; the database is dropped when the test ends. Outside CI an
-// unset variable skips the test with a loud message; under CI=true it fails it.
-// Start the cluster with `eval "$(e2e/testenv/postgres.sh start)"`.
+// HOIST_TEST_POSTGRES, dropped when the test ends. For speed the "database" is
+// a new schema selected through the DSN's search_path (creating one takes a
+// millisecond, CREATE DATABASE about 300 ms); to the code under test it looks
+// like an empty database. Outside CI an unset variable skips the test with a
+// loud message; under CI=true it fails it. Start the cluster with
+// `eval "$(e2e/testenv/postgres.sh start)"`.
 func Postgres(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(PostgresEnv)
@@ -51,15 +54,16 @@ func Postgres(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "t_" + hex.EncodeToString(b[:])
-	if _, err := adminDB.ExecContext(t.Context(), fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+	if _, err := adminDB.ExecContext(t.Context(), fmt.Sprintf("CREATE SCHEMA %s", name)); err != nil {
+		t.Fatalf("create schema %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		// WITH (FORCE) ends connections a test may have leaked (PostgreSQL 13+).
-		if _, err := adminDB.Exec(fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
+		if _, err := adminDB.Exec(fmt.Sprintf("DROP SCHEMA IF EXISTS %s CASCADE", name)); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
 		}
 	})
-	u.Path = "/" + name
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
 	return u.String()
 }
