@@ -52,6 +52,10 @@ func openDir(cfg Config) (*dirSource, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("open directory %s: %s is not a directory", root, cfg.Path)
 	}
+	if cfg.Branch != "" {
+		cfg.Logger.Warn("source_branch_ignored", "repo", root, "branch", cfg.Branch,
+			"reason", "not a git repository: the directory is read as it is")
+	}
 	return &dirSource{nudger: newNudger(), cfg: cfg, root: root, spec: spec, cache: map[string]*memFS{}}, nil
 }
 

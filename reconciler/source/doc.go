@@ -13,6 +13,19 @@
 //   - a plain directory that is not a Git repository (dev mode): watched with
 //     fsnotify, every change a revision named by a content hash.
 //
+// Every snapshot is an immutable in-memory copy of the files under
+// Config.Path, so readers never race with commits, repacks or editors.
+//
+// Consumers loop on Changes: each nudge is a hint (debounced file system
+// events, poll ticks, Trigger) to call Latest, compare the ID with the one
+// applied, and Checkout only when it moved. See the package example.
+//
+// Remote credentials come from Config.Credentials, else from user-info in
+// the URL, else from HOIST_GIT_USERNAME / HOIST_GIT_PASSWORD (or
+// HOIST_GIT_TOKEN), HOIST_GIT_SSH_KEY, HOIST_GIT_SSH_KEY_PASSPHRASE and
+// HOIST_GIT_KNOWN_HOSTS. SSH host keys are always verified; secrets are
+// never logged or put in errors.
+//
 // The package is imported by the reconciler's revision pipeline and by
 // cmd/hoist, which builds the Config from flags. It does no validation of
 // spec content and knows nothing about runs; it only reads files.

@@ -49,18 +49,33 @@ func openLocal(cfg Config, repo *git.Repository) (*localGit, error) {
 			}
 			return nil, fmt.Errorf("open git repository %s: %w", dir, err)
 		}
-		return s, nil
-	}
-	head, err := repo.Storer.Reference(plumbing.HEAD)
-	if err != nil {
-		return nil, fmt.Errorf("open git repository %s: read HEAD: %w", dir, err)
-	}
-	if head.Type() != plumbing.SymbolicReference || !head.Target().IsBranch() {
-		return nil, fmt.Errorf("open git repository %s: HEAD is detached; pass a branch to track", dir)
+	} else {
+		head, err := repo.Storer.Reference(plumbing.HEAD)
+		if err != nil {
+			return nil, fmt.Errorf("open git repository %s: read HEAD: %w", dir, err)
+		}
+		if head.Type() != plumbing.SymbolicReference || !head.Target().IsBranch() {
+			return nil, fmt.Errorf("open git repository %s: HEAD is detached; pass a branch to track", dir)
+		}
+		s.branch = head.Target()
 	}
 	// An unborn branch (a fresh repository) is fine: Latest reports
 	// ErrBranchNotFound until the first commit, which the watcher sees.
-	s.branch = head.Target()
+	// Otherwise a Path missing from the tip is most likely a typo.
+	if ref, err := repo.Reference(s.branch, true); err == nil && cfg.Path != "" {
+		c, err := repo.CommitObject(ref.Hash())
+		if err != nil {
+			return nil, fmt.Errorf("open git repository %s: %w", dir, err)
+		}
+		tree, err := c.Tree()
+		if err != nil {
+			return nil, fmt.Errorf("open git repository %s: %w", dir, err)
+		}
+		if _, err := tree.Tree(cfg.Path); err != nil {
+			return nil, fmt.Errorf("open git repository %s: %s not in %s at %s: %w",
+				dir, cfg.Path, s.branch.Short(), ref.Hash().String()[:12], ErrPathNotFound)
+		}
+	}
 	return s, nil
 }
 

@@ -35,6 +35,7 @@ func TestOpenReportsUnusableConfig(t *testing.T) {
 		{"detached HEAD without branch", Config{Repo: detached.dir}, nil, "detached"},
 		{"path escaping the repository", Config{Repo: g.dir, Path: "../x"}, nil, "invalid path"},
 		{"missing path in dev mode", Config{Repo: plain, Path: "specs"}, ErrPathNotFound, "specs"},
+		{"missing path in the branch tip", Config{Repo: g.dir, Path: "spec"}, ErrPathNotFound, "spec not in main"},
 		{"missing remote branch", Config{Repo: remote.url, Branch: "prod"}, ErrBranchNotFound, `"prod"`},
 		{"remote repository that does not exist", Config{Repo: remote.baseURL + "/nope.git"}, nil, "nope.git"},
 		{"unsupported scheme", Config{Repo: "ftp://example.com/x.git"}, ErrBadURL, "ftp"},
