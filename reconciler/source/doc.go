@@ -20,8 +20,8 @@
 // events, poll ticks, Trigger) to call Latest, compare the ID with the one
 // applied, and Checkout only when it moved. See the package example.
 //
-// Remote credentials come from Config.Credentials, else from user-info in
-// the URL, else from HOIST_GIT_USERNAME / HOIST_GIT_PASSWORD (or
+// Remote credentials come from user-info in the URL, else from
+// Config.Credentials, else from HOIST_GIT_USERNAME / HOIST_GIT_PASSWORD (or
 // HOIST_GIT_TOKEN), HOIST_GIT_SSH_KEY, HOIST_GIT_SSH_KEY_PASSPHRASE and
 // HOIST_GIT_KNOWN_HOSTS. SSH host keys are always verified; secrets are
 // never logged or put in errors.

@@ -67,8 +67,8 @@ type Config struct {
 	// Logger receives the source's logs; nil means slog.Default().
 	Logger *slog.Logger
 
-	// Credentials authenticate to a remote. Zero means: user-info in the
-	// URL if present, otherwise CredentialsFromEnv(os.Getenv).
+	// Credentials authenticate to a remote. User-info in an http(s) URL
+	// wins; zero Credentials mean CredentialsFromEnv(os.Getenv).
 	Credentials Credentials
 	// Debounce is the quiet period after file system events before a
 	// nudge; zero means DefaultDebounce.
