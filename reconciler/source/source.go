@@ -20,9 +20,14 @@ const (
 	// DefaultPollInterval is how often a source nudges its consumer even
 	// when no watcher reported anything.
 	DefaultPollInterval = time.Minute
-	// DefaultDebounce is how long a watcher waits for a burst of file
-	// system events to settle before it nudges.
+	// DefaultDebounce is how long a directory watcher waits for a burst of
+	// file system events (an editor's save, a checkout) to settle before it
+	// nudges.
 	DefaultDebounce = 75 * time.Millisecond
+	// DefaultGitDebounce is the same for a local repository's refs: a ref
+	// update is one atomic rename, so only bursts such as a fetch that
+	// moves many refs need coalescing.
+	DefaultGitDebounce = 25 * time.Millisecond
 	// DefaultMaxSnapshotBytes caps the total size of the files in one
 	// snapshot; spec repositories are small, and a bigger tree is a mistake.
 	DefaultMaxSnapshotBytes = 256 << 20
@@ -71,7 +76,8 @@ type Config struct {
 	// wins; zero Credentials mean CredentialsFromEnv(os.Getenv).
 	Credentials Credentials
 	// Debounce is the quiet period after file system events before a
-	// nudge; zero means DefaultDebounce.
+	// nudge; zero means DefaultDebounce (directories) or
+	// DefaultGitDebounce (a local repository's refs).
 	Debounce time.Duration
 	// MaxSnapshotBytes caps a snapshot's total file size; zero means
 	// DefaultMaxSnapshotBytes.
@@ -163,9 +169,6 @@ func Open(ctx context.Context, cfg Config) (Source, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.Debounce <= 0 {
-		cfg.Debounce = DefaultDebounce
-	}
 	if cfg.MaxSnapshotBytes <= 0 {
 		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
@@ -193,7 +196,13 @@ func Open(ctx context.Context, cfg Config) (Source, error) {
 	}
 	repo, err := git.PlainOpenWithOptions(cfg.Repo, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
+		if cfg.Debounce <= 0 {
+			cfg.Debounce = DefaultDebounce
+		}
 		return openDir(cfg)
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = DefaultGitDebounce
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open git repository %s: %w", cfg.Repo, err)
