@@ -171,7 +171,7 @@ func checkIdentities(all []Resource) Errors {
 // .dstack.yml → its directory's name, x.cue field → the field label.
 func nameFromFile(file string) string {
 	base := path.Base(file)
-	for _, suf := range []string{".dstack.yml", ".dstack.yaml"} {
+	for _, suf := range []string{".dstack.yml", ".dstack.yaml", ".yml", ".yaml"} {
 		if strings.HasSuffix(base, suf) {
 			base = strings.TrimSuffix(base, suf)
 			break
@@ -211,6 +211,9 @@ func normalize(doc *node, kind Kind, fallbackName string) (string, any, []byte, 
 	d := &dec{}
 	var spec any
 	var name *string
+	if fields := topFields[kind]; fields != nil {
+		d.object(doc, "", fields...)
+	}
 	switch kind {
 	case KindTask:
 		t := d.task(doc)

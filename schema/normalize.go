@@ -28,6 +28,8 @@ var (
 		"tags", "backend_options", "ssh_config", "env"}
 	gatewayFields = []string{"type", "name", "default", "backend", "region", "instance_type", "domain",
 		"public_ip", "certificate", "replicas", "tags", "router"}
+	topFields = map[Kind][]string{KindTask: taskFields, KindService: serviceFields,
+		KindDevEnvironment: devEnvFields, KindFleet: fleetFields, KindGateway: gatewayFields}
 	resourcesFields = []string{"cpu", "memory", "shm_size", "gpu", "disk"}
 	backendTypes    = []string{"amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch",
 		"digitalocean", "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "remote", "nebius",
@@ -1767,10 +1769,10 @@ func (d *dec) fleet(n *node) *Fleet {
 		r := d.resources(nil, "resources")
 		f.Resources = &r
 	}
-	if f.SSHConfig == nil && f.Nodes == nil && n.get("ssh_config").isNull() {
+	if n.get("nodes").isNull() && n.get("ssh_config").isNull() {
 		d.errf(n, "", "either `nodes` or `ssh_config` must be set")
 	}
-	if f.SSHConfig != nil && !n.get("nodes").isNull() {
+	if !n.get("ssh_config").isNull() && !n.get("nodes").isNull() {
 		d.errf(n.get("nodes"), "nodes", "`nodes` and `ssh_config` are mutually exclusive")
 	}
 	return f

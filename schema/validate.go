@@ -67,14 +67,89 @@ func (v *validator) document(doc *node, file, fallbackName string) (*Resource, E
 		return nil, Errors{newError(tn.pos, "type", msg, tn.String(), kindList())}
 	}
 	kind := Kind(tn.str)
-	if errs := v.cue.check(kind, doc); len(errs) > 0 {
-		return nil, errs
+	cueErrs := v.cue.check(kind, doc)
+	name, spec, js, goErrs := normalize(doc, kind, fallbackName)
+	if len(cueErrs) == 0 && len(goErrs) == 0 {
+		return &Resource{Kind: kind, Name: name, File: file, Pos: doc.pos, Spec: spec, JSON: js}, nil
 	}
-	name, spec, js, errs := normalize(doc, kind, fallbackName)
-	if len(errs) > 0 {
-		return nil, errs
+	return nil, mergeErrors(doc, cueErrs, goErrs)
+}
+
+// mergeErrors combines the CUE schema's errors with the decoder's. The
+// decoder knows dstack's grammar and names the exact key, so a CUE error is
+// dropped when a decoder error lies within the value it complains about.
+func mergeErrors(doc *node, cueErrs, goErrs Errors) Errors {
+	out := append(Errors(nil), goErrs...)
+	goPos := map[Position]bool{}
+	for _, e := range goErrs {
+		goPos[e.Pos] = true
 	}
-	return &Resource{Kind: kind, Name: name, File: file, Pos: doc.pos, Spec: spec, JSON: js}, nil
+	for _, e := range cueErrs {
+		if goPos[e.Pos] {
+			continue
+		}
+		if target := nodeAt(doc, e.Pos); target != nil && subtreeHas(target, goPos) {
+			continue
+		}
+		if strings.Contains(e.Msg, "not allowed") && hasNotAllowed(goErrs) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasNotAllowed(es Errors) bool {
+	for _, e := range es {
+		if strings.Contains(e.Msg, "not allowed") {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeAt finds the value node starting at pos.
+func nodeAt(n *node, pos Position) *node {
+	if n == nil {
+		return nil
+	}
+	if n.pos == pos {
+		return n
+	}
+	for i, k := range n.keys {
+		if k.pos == pos {
+			return n.vals[i]
+		}
+		if x := nodeAt(n.vals[i], pos); x != nil {
+			return x
+		}
+	}
+	for _, it := range n.items {
+		if x := nodeAt(it, pos); x != nil {
+			return x
+		}
+	}
+	return nil
+}
+
+func subtreeHas(n *node, set map[Position]bool) bool {
+	if n == nil {
+		return false
+	}
+	if set[n.pos] {
+		return true
+	}
+	for i, k := range n.keys {
+		if set[k.pos] || subtreeHas(n.vals[i], set) {
+			return true
+		}
+	}
+	for _, it := range n.items {
+		if subtreeHas(it, set) {
+			return true
+		}
+	}
+	return false
 }
 
 func validKind(s string) bool {

@@ -28,6 +28,8 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	// Subcommands: one line each.
+	root.AddCommand(newValidateCmd())
+	root.AddCommand(newSchemaCmd())
 	return root
 }
 

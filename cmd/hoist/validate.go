@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"hoist/schema"
+)
+
+// osFS opens paths exactly as given (relative to the working directory or
+// absolute), so errors name files the way the user typed them.
+type osFS struct{}
+
+func (osFS) Open(name string) (fs.File, error) { return os.Open(filepath.FromSlash(name)) }
+
+func newValidateCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate PATH...",
+		Short: "Validate dstack-style specs (files and directories) as one desired state",
+		Long: "Validate every *.dstack.yml, *.dstack.yaml, .dstack.yml and *.cue file under the given\n" +
+			"paths as one desired-state set. Exits 0 when valid and 1 when not; every error is\n" +
+			"printed to stderr as path:line:col: message.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("invalid --output %q: must be text or json", output)
+			}
+			files, err := specFiles(args)
+			if err != nil {
+				return err
+			}
+			desired, err := schema.LoadFiles(osFS{}, files)
+			var errs schema.Errors
+			if err != nil && !errors.As(err, &errs) {
+				return err
+			}
+			if output == "json" {
+				if err := writeValidateJSON(cmd, desired, errs); err != nil {
+					return err
+				}
+			} else {
+				for _, e := range errs {
+					fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
+				}
+				if len(errs) == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%d resources valid\n", len(desired.Resources))
+				}
+			}
+			if len(errs) > 0 {
+				return &exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// specFiles expands directories into the spec files under them; files given
+// explicitly are validated whatever their name.
+func specFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, filepath.ToSlash(a))
+			continue
+		}
+		err = filepath.WalkDir(a, func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if de.IsDir() {
+				if p != a && (de.Name() == ".git" || de.Name() == "cue.mod") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if de.Type().IsRegular() && schema.IsSpecFile(p) {
+				files = append(files, filepath.ToSlash(p))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+type jsonError struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+}
+
+type jsonResource struct {
+	Kind string          `json:"kind"`
+	Name string          `json:"name"`
+	File string          `json:"file"`
+	Spec json.RawMessage `json:"spec"`
+}
+
+func writeValidateJSON(cmd *cobra.Command, desired *schema.Desired, errs schema.Errors) error {
+	out := struct {
+		Valid     bool           `json:"valid"`
+		Errors    []jsonError    `json:"errors"`
+		Resources []jsonResource `json:"resources"`
+	}{Valid: len(errs) == 0, Errors: []jsonError{}, Resources: []jsonResource{}}
+	for _, e := range errs {
+		out.Errors = append(out.Errors, jsonError{File: e.Pos.File, Line: e.Pos.Line, Column: e.Pos.Column, Path: e.Path, Message: e.Msg})
+	}
+	if desired != nil {
+		for _, r := range desired.Resources {
+			out.Resources = append(out.Resources, jsonResource{Kind: string(r.Kind), Name: r.Name, File: r.File, Spec: r.JSON})
+		}
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
