@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -86,14 +87,14 @@ func LocalHost(ctx context.Context, dir string) (Offer, error) {
 		o.CPUArch = ArchARM
 	}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		o.MemoryGB = parseMemTotal(b)
+		o.MemoryGB = math.Round(parseMemTotal(b)*10) / 10
 	}
 	if dir == "" {
 		dir = "/"
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err == nil {
-		o.DiskGB = float64(st.Blocks) * float64(st.Bsize) / (1 << 30)
+		o.DiskGB = math.Round(float64(st.Blocks)*float64(st.Bsize)/(1<<30)*10) / 10
 	}
 	if smi, err := exec.LookPath("nvidia-smi"); err == nil {
 		out, err := exec.CommandContext(ctx, smi, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits").Output()
