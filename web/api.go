@@ -48,10 +48,7 @@ func (s *Server) apiGetRun(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if run.Jobs == nil {
-		run.Jobs = []Job{}
-	}
-	return c.JSON(http.StatusOK, run)
+	return c.JSON(http.StatusOK, apiRun(run))
 }
 
 // pickJob returns the job of run that ?job= (an id or submission id) names,
@@ -199,23 +196,6 @@ func (s *Server) apiSync(c *echo.Context) error {
 		return c.JSON(http.StatusOK, syncAccepted{Requested: n, Message: "sync done"})
 	}
 	return c.JSON(http.StatusAccepted, syncAccepted{Requested: n, Message: "sync requested"})
-}
-
-func (s *Server) apiListEvents(c *echo.Context) error {
-	limit, err := int64Param(c, "limit", 200)
-	if err != nil {
-		return err
-	}
-	evs, err := s.deps.Store.ListEvents(c.Request().Context(), EventFilter{
-		Kind: c.QueryParam("kind"), Name: c.QueryParam("name"), Revision: c.QueryParam("revision"), Limit: int(limit),
-	})
-	if err != nil {
-		return err
-	}
-	if evs == nil {
-		evs = []Event{}
-	}
-	return c.JSON(http.StatusOK, evs)
 }
 
 func (s *Server) apiWhoami(c *echo.Context) error {

@@ -59,64 +59,6 @@ func (s *Server) static(c *echo.Context) error {
 	return c.Blob(http.StatusOK, ctype, b)
 }
 
-func (s *Server) pageOverview(c *echo.Context) error {
-	ctx := c.Request().Context()
-	st, err := s.deps.Syncer.SyncStatus(ctx)
-	if err != nil {
-		return err
-	}
-	runs, err := s.deps.Store.ListRuns(ctx, RunFilter{Limit: 50})
-	if err != nil {
-		return err
-	}
-	return s.render(c, http.StatusOK, overviewPage(s.viewer(c), st, runs))
-}
-
-func (s *Server) pageRuns(c *echo.Context) error {
-	f, err := runFilter(c)
-	if err != nil {
-		return err
-	}
-	runs, err := s.deps.Store.ListRuns(c.Request().Context(), f)
-	if err != nil {
-		return err
-	}
-	return s.render(c, http.StatusOK, runsPage(s.viewer(c), runs, f))
-}
-
-func (s *Server) pageRun(c *echo.Context) error {
-	ctx := c.Request().Context()
-	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
-	if err != nil {
-		return err
-	}
-	after, err := int64Param(c, "after", 0)
-	if err != nil {
-		return err
-	}
-	job, ok := pickJob(run, c.QueryParam("job"))
-	if !ok && c.QueryParam("job") != "" {
-		return echo.NewHTTPError(http.StatusNotFound, "no such job")
-	}
-	var lines []LogLine
-	more := false
-	if ok {
-		lines, err = s.deps.Store.ReadLogs(ctx, job.ID, after, pageLogLines+1)
-		if err != nil {
-			return err
-		}
-		if len(lines) > pageLogLines {
-			lines, more = lines[:pageLogLines], true
-		}
-	}
-	return s.render(c, http.StatusOK, runPage(s.viewer(c), run, job, lines, after, more))
-}
-
-func (s *Server) formSync(c *echo.Context) error {
-	s.trig.request()
-	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
-}
-
 // Template helpers.
 
 func short(rev string) string {

@@ -211,20 +211,10 @@ func (s *Server) routes() *echo.Echo {
 	open.POST("/logout", s.logout)
 
 	api := e.Group("/api/v1", s.authenticate(false), echo.WrapMiddleware(cop.Handler), s.csrf)
-	api.GET("/runs", s.apiListRuns)
-	api.GET("/runs/:name", s.apiGetRun)
-	api.GET("/runs/:name/logs", s.apiRunLogs)
-	api.GET("/sync", s.apiSyncStatus)
-	api.POST("/sync", s.apiSync, s.requireAct)
-	api.GET("/events", s.apiListEvents)
-	api.GET("/whoami", s.apiWhoami)
+	s.apiRoutes(api)
 
 	pages := e.Group("", s.authenticate(true), echo.WrapMiddleware(cop.Handler), s.csrf)
-	pages.GET("/", s.pageOverview)
-	pages.GET("/runs", s.pageRuns)
-	pages.GET("/runs/:name", s.pageRun)
-	pages.GET("/runs/:name/logs/stream", s.pageLogStream)
-	pages.POST("/sync", s.formSync, s.requireAct)
+	s.pageRoutes(pages)
 	return e
 }
 

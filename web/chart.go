@@ -1,0 +1,182 @@
+package web
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Server-side SVG charts: geometry is computed here, templ draws it.
+
+const (
+	chartWidth  = 900
+	chartLabelW = 170
+	chartRowH   = 22
+	chartAxisH  = 22
+)
+
+type timelineChart struct {
+	Width, Height int
+	Rows          []tlRow
+	Ticks         []tick
+	Empty         bool
+}
+
+type tlRow struct {
+	Label string
+	Y     int
+	Segs  []tlSeg
+}
+
+type tlSeg struct {
+	X, W  int
+	Class string
+	Title string
+}
+
+type tick struct {
+	X     int
+	Label string
+}
+
+// runTimeline lays out a Gantt of the run's submissions, oldest at the top:
+// a provisioning segment (submitted → started) and a running segment
+// (started → finished, or now) coloured by the final status.
+func runTimeline(r Run, now time.Time) timelineChart {
+	jobs := make([]Job, len(r.Jobs))
+	for i, j := range r.Jobs { // oldest first
+		jobs[len(r.Jobs)-1-i] = j
+	}
+	ch := timelineChart{Width: chartWidth}
+	if len(jobs) == 0 {
+		ch.Empty = true
+		ch.Height = chartAxisH
+		return ch
+	}
+	start, end := jobs[0].SubmittedAt, now
+	for _, j := range jobs {
+		if j.SubmittedAt.Before(start) {
+			start = j.SubmittedAt
+		}
+	}
+	allDone := true
+	var last time.Time
+	for _, j := range jobs {
+		if j.FinishedAt == nil {
+			allDone = false
+		} else if j.FinishedAt.After(last) {
+			last = *j.FinishedAt
+		}
+	}
+	if allDone && !last.IsZero() {
+		end = last
+	}
+	if !end.After(start) {
+		end = start.Add(time.Minute)
+	}
+	span := end.Sub(start)
+	plotW := chartWidth - chartLabelW - 10
+	x := func(t time.Time) int {
+		return chartLabelW + int(math.Round(float64(plotW)*float64(t.Sub(start))/float64(span)))
+	}
+	for i, j := range jobs {
+		row := tlRow{Label: fmt.Sprintf("#%d %s", j.SubmissionNum, short(j.SubmissionID)), Y: chartAxisH + i*chartRowH}
+		if j.Revision != "" {
+			row.Label += " @" + short(j.Revision)[:min(7, len(short(j.Revision)))]
+		}
+		stop := now
+		if j.FinishedAt != nil {
+			stop = *j.FinishedAt
+		}
+		started := stop
+		if j.StartedAt != nil {
+			started = *j.StartedAt
+		}
+		if len(j.Transitions) > 0 {
+			for k, tr := range j.Transitions {
+				to := stop
+				if k+1 < len(j.Transitions) {
+					to = j.Transitions[k+1].At
+				}
+				row.Segs = append(row.Segs, seg(x(tr.At), x(to), "seg-"+tr.Status, tr.Status, tr.At, to))
+			}
+		} else {
+			if started.After(j.SubmittedAt) {
+				row.Segs = append(row.Segs, seg(x(j.SubmittedAt), x(started), "seg-provisioning", "provisioning", j.SubmittedAt, started))
+			}
+			if stop.After(started) || j.StartedAt != nil {
+				row.Segs = append(row.Segs, seg(x(started), x(stop), "seg-"+j.Status, j.Status, started, stop))
+			}
+		}
+		ch.Rows = append(ch.Rows, row)
+	}
+	ch.Height = chartAxisH + len(jobs)*chartRowH + 4
+	for k := 0; k <= 4; k++ {
+		t := start.Add(span * time.Duration(k) / 4)
+		ch.Ticks = append(ch.Ticks, tick{X: x(t), Label: t.UTC().Format("15:04")})
+	}
+	return ch
+}
+
+func seg(x0, x1 int, class, status string, from, to time.Time) tlSeg {
+	w := x1 - x0
+	if w < 2 {
+		w = 2
+	}
+	return tlSeg{X: x0, W: w, Class: class,
+		Title: fmt.Sprintf("%s %s → %s (%s)", status, from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), humanDuration(to.Sub(from)))}
+}
+
+type spendChart struct {
+	Width, Height int
+	Bars          []spendBar
+	Ticks         []tick
+	YLabels       []yLabel
+	Total         float64
+}
+
+type spendBar struct {
+	X, Y, W, H int
+	Title      string
+}
+
+type yLabel struct {
+	Y     int
+	Label string
+}
+
+// spendBars lays out a bar chart of spend per bucket.
+func spendBars(pts []SpendPoint) spendChart {
+	const h, top, bottom, left = 180, 10, 22, 60
+	ch := spendChart{Width: chartWidth, Height: h}
+	maxC := 0.0
+	for _, p := range pts {
+		maxC = math.Max(maxC, p.Cost)
+		ch.Total += p.Cost
+	}
+	if maxC == 0 {
+		maxC = 1
+	}
+	plotH := h - top - bottom
+	plotW := chartWidth - left - 10
+	if len(pts) == 0 {
+		return ch
+	}
+	bw := plotW / len(pts)
+	for i, p := range pts {
+		bh := int(math.Round(float64(plotH) * p.Cost / maxC))
+		ch.Bars = append(ch.Bars, spendBar{X: left + i*bw + 1, Y: top + plotH - bh, W: max(bw-2, 1), H: bh,
+			Title: fmt.Sprintf("%s–%s: $%.2f", p.Start.UTC().Format("Jan 2 15:04"), p.End.UTC().Format("15:04"), p.Cost)})
+		if i%max(len(pts)/6, 1) == 0 {
+			ch.Ticks = append(ch.Ticks, tick{X: left + i*bw, Label: p.Start.UTC().Format("Jan 2 15:04")})
+		}
+	}
+	for k := 0; k <= 2; k++ {
+		v := maxC * float64(k) / 2
+		ch.YLabels = append(ch.YLabels, yLabel{Y: top + plotH - int(float64(plotH)*float64(k)/2), Label: "$" + strconv.FormatFloat(v, 'f', 2, 64)})
+	}
+	return ch
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

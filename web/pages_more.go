@@ -1,0 +1,298 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"hoist/backends/offers"
+)
+
+func (s *Server) pageRoutes(pages *echo.Group) {
+	pages.GET("/", s.pageOverview)
+	pages.GET("/runs", s.pageRuns)
+	pages.GET("/runs/:name", s.pageRun)
+	pages.GET("/runs/:name/logs/stream", s.pageLogStream)
+	pages.POST("/runs/:name/:action", s.formRunAction, s.requireAct)
+	pages.GET("/fleets", s.pageFleets)
+	pages.GET("/volumes", s.pageVolumes)
+	pages.GET("/gateways", s.pageGateways)
+	pages.GET("/offers", s.pageOffers)
+	pages.GET("/history", s.pageHistory)
+	pages.GET("/history/diff", s.pageDiff)
+	pages.GET("/history/:sha", s.pageRevision)
+	pages.POST("/history/:sha/apply", s.formApply, s.requireAct)
+	pages.POST("/sync", s.formSync, s.requireAct)
+	pages.POST("/sync/suspend", s.formAutoSync(false), s.requireAct)
+	pages.POST("/sync/resume", s.formAutoSync(true), s.requireAct)
+}
+
+func (s *Server) pageOverview(c *echo.Context) error {
+	ctx := c.Request().Context()
+	st, err := s.deps.Syncer.SyncStatus(ctx)
+	if err != nil {
+		return err
+	}
+	d := overviewData{Sync: st, Controls: s.deps.Controller != nil}
+	if st.Errors == nil {
+		d.Sync.Errors = []string{}
+	}
+	for _, sha := range []string{st.Revision, st.LatestRevision} {
+		if sha == "" {
+			continue
+		}
+		if r, err := s.deps.Store.GetRevision(ctx, sha); err == nil {
+			if sha == st.Revision {
+				d.Applied = &r
+			}
+			if sha == st.LatestRevision {
+				rr := r
+				d.Latest = &rr
+			}
+		}
+	}
+	all, err := s.deps.Store.ListRuns(ctx, RunFilter{})
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	for _, r := range all {
+		counts[r.Status]++
+		d.SpendPerHour += r.CostPerHour
+	}
+	for _, stName := range runStatuses {
+		if counts[stName] > 0 {
+			d.Counts = append(d.Counts, statusCount{stName, counts[stName]})
+		}
+	}
+	if len(all) > 10 {
+		all = all[:10]
+	}
+	d.Runs = all
+	pts, err := s.spend(ctx, 24*time.Hour, time.Hour)
+	if err != nil {
+		return err
+	}
+	d.Spend = spendBars(pts)
+	return s.render(c, http.StatusOK, overviewPage(s.viewer(c), d))
+}
+
+func (s *Server) pageRuns(c *echo.Context) error {
+	f, err := runFilter(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	runs, err := s.deps.Store.ListRuns(ctx, f)
+	if err != nil {
+		return err
+	}
+	var fleets []string
+	if s.deps.Inventory != nil {
+		if fl, err := s.deps.Inventory.ListFleets(ctx); err == nil {
+			for _, x := range fl {
+				fleets = append(fleets, x.Name)
+			}
+		}
+	}
+	return s.render(c, http.StatusOK, runsPage(s.viewer(c), runs, f, fleets))
+}
+
+func (s *Server) pageRun(c *echo.Context) error {
+	ctx := c.Request().Context()
+	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	after, err := int64Param(c, "after", 0)
+	if err != nil {
+		return err
+	}
+	job, ok := pickJob(run, c.QueryParam("job"))
+	if !ok && c.QueryParam("job") != "" {
+		return echo.NewHTTPError(http.StatusNotFound, "no such job")
+	}
+	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
+		Timeline: runTimeline(run, s.now())}
+	if ok {
+		d.Lines, err = s.deps.Store.ReadLogs(ctx, job.ID, after, pageLogLines+1)
+		if err != nil {
+			return err
+		}
+		if len(d.Lines) > pageLogLines {
+			d.Lines, d.More = d.Lines[:pageLogLines], true
+		}
+	}
+	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, runPage(s.viewer(c), d))
+}
+
+func (s *Server) formRunAction(c *echo.Context) error {
+	action := c.Param("action")
+	switch action {
+	case "stop", "rerun", "suspend", "resume":
+	default:
+		return echo.NewHTTPError(http.StatusNotFound, "no such action")
+	}
+	name := c.Param("name")
+	if err := s.runAction(c, action, name); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+name)
+}
+
+func (s *Server) pageFleets(c *echo.Context) error {
+	if s.deps.Inventory == nil {
+		return s.render(c, http.StatusOK, fleetsPage(s.viewer(c), nil, nil, false))
+	}
+	ctx := c.Request().Context()
+	fl, err := s.deps.Inventory.ListFleets(ctx)
+	if err != nil {
+		return err
+	}
+	is, err := s.deps.Inventory.ListInstances(ctx, "")
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, fleetsPage(s.viewer(c), fl, is, true))
+}
+
+func (s *Server) pageVolumes(c *echo.Context) error {
+	if s.deps.Inventory == nil {
+		return s.render(c, http.StatusOK, volumesPage(s.viewer(c), nil, false))
+	}
+	vs, err := s.deps.Inventory.ListVolumes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, volumesPage(s.viewer(c), vs, true))
+}
+
+func (s *Server) pageGateways(c *echo.Context) error {
+	if s.deps.Inventory == nil {
+		return s.render(c, http.StatusOK, gatewaysPage(s.viewer(c), nil, false))
+	}
+	gs, err := s.deps.Inventory.ListGateways(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, gatewaysPage(s.viewer(c), gs, true))
+}
+
+// offersPageLimit bounds the ungrouped offers table.
+const offersPageLimit = 200
+
+func (s *Server) pageOffers(c *echo.Context) error {
+	d := offersData{OK: s.deps.Offers != nil}
+	if !d.OK {
+		return s.render(c, http.StatusOK, offersPage(s.viewer(c), d))
+	}
+	form, err := parseOfferForm(c.QueryParams())
+	d.Form = form
+	status := http.StatusOK
+	if err != nil {
+		d.Problem = err.Error()
+		status = http.StatusBadRequest
+		return s.render(c, status, offersPage(s.viewer(c), d))
+	}
+	q := form.Query
+	if len(form.GroupBy) == 0 && (q.Limit == 0 || q.Limit > offersPageLimit) {
+		q.Limit = offersPageLimit + 1
+	}
+	ans := s.deps.Offers.Query(c.Request().Context(), q)
+	d.Snapshot = ans.Snapshot
+	for name := range ans.Failed {
+		d.Failed = append(d.Failed, name)
+	}
+	sort.Strings(d.Failed)
+	if len(form.GroupBy) > 0 {
+		d.Groups = offers.GroupBy(ans.Offers, form.GroupBy)
+	} else {
+		os := ans.Offers
+		if len(os) > offersPageLimit {
+			os, d.Limited = os[:offersPageLimit], true
+		}
+		d.Offers = offerViews(os)
+	}
+	return s.render(c, status, offersPage(s.viewer(c), d))
+}
+
+func (s *Server) pageHistory(c *echo.Context) error {
+	ctx := c.Request().Context()
+	st, err := s.deps.Syncer.SyncStatus(ctx)
+	if err != nil {
+		return err
+	}
+	revs, err := s.deps.Store.ListRevisions(ctx, 200)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, historyPage(s.viewer(c), historyData{Sync: st, Revisions: revs, Pulls: s.prs.list(), Controls: s.deps.Controller != nil}))
+}
+
+func (s *Server) pageRevision(c *echo.Context) error {
+	ctx := c.Request().Context()
+	rev, err := s.deps.Store.GetRevision(ctx, c.Param("sha"))
+	if err != nil {
+		return err
+	}
+	st, err := s.deps.Syncer.SyncStatus(ctx)
+	if err != nil {
+		return err
+	}
+	evs, err := s.deps.Store.ListEvents(ctx, EventFilter{Revision: rev.SHA, Limit: 500})
+	if err != nil {
+		return err
+	}
+	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.deps.Controller != nil}
+	if revs, err := s.deps.Store.ListRevisions(ctx, 500); err == nil {
+		for i, r := range revs {
+			if r.SHA == rev.SHA {
+				d.Previous = previousValid(revs, i)
+			}
+		}
+	}
+	return s.render(c, http.StatusOK, revisionPage(s.viewer(c), d))
+}
+
+func (s *Server) pageDiff(c *echo.Context) error {
+	d, err := s.diff(c, c.QueryParam("from"), c.QueryParam("to"))
+	if err != nil {
+		if errors.Is(err, errUnavailable) {
+			return echo.NewHTTPError(http.StatusNotImplemented, "spec diffs need the planner, which this hoist lacks")
+		}
+		return err
+	}
+	return s.render(c, http.StatusOK, diffPage(s.viewer(c), d))
+}
+
+func (s *Server) formApply(c *echo.Context) error {
+	sha := c.Param("sha")
+	if err := s.applyRevision(c, sha); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/history/"+sha)
+}
+
+func (s *Server) formAutoSync(enabled bool) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if s.deps.Controller == nil {
+			return errUnavailable
+		}
+		if err := s.deps.Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
+			return actionError(err)
+		}
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+}
+
+func (s *Server) formSync(c *echo.Context) error {
+	s.trig.request()
+	return c.Redirect(http.StatusSeeOther, "/")
+}
