@@ -1,11 +1,17 @@
 package runner
 
 import (
+	"bytes"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
 
 // reaper collects the exit status of every child of the process, so that a
 // runner running as PID 1 leaves no zombies behind. Processes the runner
@@ -19,6 +25,9 @@ type reaper struct {
 
 func newReaper() *reaper {
 	r := &reaper{waiting: map[int]chan syscall.WaitStatus{}, stop: make(chan struct{})}
+	// Orphans of the job become the runner's children (as they are anyway
+	// when it is PID 1), so that they are reaped at once.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	go func() {
@@ -103,4 +112,35 @@ func (r *reaper) run(name string, args ...string) ([]byte, error) {
 		return out, &exitError{code: ws.ExitStatus()}
 	}
 	return out, nil
+}
+
+// groupAlive reports whether process group pgid has a live (not zombie) member.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return syscall.Kill(-pgid, 0) == nil
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid && pid != 0 {
+			return true
+		}
+	}
+	return false
 }

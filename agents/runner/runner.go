@@ -69,6 +69,7 @@ type Runner struct {
 	stopReason  string
 	stopMessage string
 	killTimer   *time.Timer
+	killAt      time.Time // when killTimer fires
 	maxTimer    *time.Timer
 	logs        *logStore
 }
@@ -287,6 +288,16 @@ func (r *Runner) startLocked() error {
 	go func() {
 		ws := <-exited
 		_ = proc.Release()
+		r.mu.Lock()
+		stopping, killAt := r.stopReason != "", r.killAt
+		r.mu.Unlock()
+		if stopping {
+			// The shell died of SIGTERM, its children may still be
+			// cleaning up: give them the rest of the grace period.
+			for groupAlive(proc.Pid) && time.Now().Before(killAt) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 		// Whatever the shell left behind in its group goes with it.
 		_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
 		drained := make(chan struct{})
@@ -429,6 +440,7 @@ func (r *Runner) Stop(grace time.Duration, reason, message string) <-chan struct
 	}
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
 	if r.killTimer == nil {
+		r.killAt = time.Now().Add(grace)
 		r.killTimer = time.AfterFunc(grace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 	}
 	return r.done
