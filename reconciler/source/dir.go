@@ -190,7 +190,7 @@ func (s *dirSource) CheckoutAt(ctx context.Context, id string) (*Snapshot, error
 	m, ok := s.cache[id]
 	s.mu.Unlock()
 	if ok {
-		return &Snapshot{Revision: Revision{ID: id, Time: m.modTime}, FS: m}, nil
+		return &Snapshot{Revision: Revision{ID: id, Time: m.root.modTime}, FS: m}, nil
 	}
 	rev, m, err := s.read()
 	if err != nil {

@@ -33,6 +33,8 @@ func gitEnv() []string {
 	}
 	return append(env,
 		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		// No background auto-gc racing with a test's own gc.
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
 		"GIT_AUTHOR_NAME=Ada CLI", "GIT_AUTHOR_EMAIL=ada@example.com",
 		"GIT_COMMITTER_NAME=Ada CLI", "GIT_COMMITTER_EMAIL=ada@example.com",
 	)

@@ -24,8 +24,9 @@ type localGit struct {
 	commonDir string // where refs and objects live (differs in linked work trees)
 	branch    plumbing.ReferenceName
 
-	mu   sync.Mutex // guards repo; go-git repositories are not safe for concurrent use
-	repo *git.Repository
+	mu    sync.Mutex // guards repo and trees; go-git repositories are not safe for concurrent use
+	repo  *git.Repository
+	trees treeReader
 }
 
 var _ Source = (*localGit)(nil)
@@ -194,7 +195,7 @@ func (s *localGit) CheckoutAt(ctx context.Context, id string) (*Snapshot, error)
 		if err != nil {
 			return fmt.Errorf("read commit %s in %s: %w", h, s.dir, err)
 		}
-		m, err := treeSnapshot(c, s.cfg.Path, s.cfg.MaxSnapshotBytes)
+		m, err := s.trees.snapshot(repo.Storer, c, s.cfg.Path, s.cfg.MaxSnapshotBytes)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -215,5 +216,89 @@ func TestLocalGitLinkedWorktreeAndBareRepository(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLocalGitSnapshotsStayCorrectAcrossTreeReuse(t *testing.T) {
+	g := newGoGitRepo(t, "main")
+	want := map[string]string{}
+	apply := func(files map[string]string) {
+		for k, v := range files {
+			if v == "" {
+				delete(want, k)
+			} else {
+				want[k] = v
+			}
+		}
+	}
+	steps := []struct {
+		name  string
+		files map[string]string
+	}{
+		{"initial", map[string]string{"specs/a/x.yml": "ax", "specs/a/y.yml": "ay", "specs/b/x.yml": "bx", "specs/top.yml": "t"}},
+		{"one file changes", map[string]string{"specs/a/x.yml": "ax2"}},
+		{"a copy of a directory (same tree hash twice)", map[string]string{"specs/c/x.yml": "ax2", "specs/c/y.yml": "ay"}},
+		{"the original of the copy goes", map[string]string{"specs/a/x.yml": "", "specs/a/y.yml": ""}},
+		{"a file moves between directories", map[string]string{"specs/b/x.yml": "", "specs/c/z.yml": "bx"}},
+		{"a new nested directory", map[string]string{"specs/d/e/f.yml": "f"}},
+		{"everything but one file goes", map[string]string{"specs/c/x.yml": "", "specs/c/y.yml": "", "specs/c/z.yml": "", "specs/d/e/f.yml": ""}},
+	}
+	var src Source // opened after the first commit
+	var revs []Revision
+	var wants []map[string]string
+	for i, step := range steps {
+		g.commit(t, step.name, step.files)
+		apply(step.files)
+		if i == 0 {
+			src = open(t, Config{Repo: g.dir, Path: "specs"})
+		}
+		rev := latest(t, src)
+		snap, err := src.Checkout(context.Background(), rev)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got := snapshotFiles(t, snap)
+		expect := map[string]string{}
+		for k, v := range want {
+			expect[strings.TrimPrefix(k, "specs/")] = v
+		}
+		if diff := cmp.Diff(expect, got); diff != "" {
+			t.Fatalf("%s: files (-want +got):\n%s", step.name, diff)
+		}
+		var names []string
+		for k := range got {
+			names = append(names, k)
+		}
+		if err := fstest.TestFS(snap.FS, names...); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		revs, wants = append(revs, rev), append(wants, expect)
+	}
+	// Going back to older revisions reuses in the other direction.
+	for i := len(revs) - 1; i >= 0; i-- {
+		snap, err := src.CheckoutAt(context.Background(), revs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wants[i], snapshotFiles(t, snap)); diff != "" {
+			t.Fatalf("back to %q: files (-want +got):\n%s", steps[i].name, diff)
+		}
+	}
+}
+
+func TestSnapshotSizeLimit(t *testing.T) {
+	g := newGoGitRepo(t, "main")
+	g.commit(t, "big", map[string]string{"a.yml": strings.Repeat("x", 100)})
+	plain := t.TempDir()
+	writeFiles(t, plain, map[string]string{"a.yml": strings.Repeat("x", 100)})
+	for _, repo := range []string{g.dir, plain} {
+		src := open(t, Config{Repo: repo, MaxSnapshotBytes: 99})
+		rev, err := src.Latest(context.Background())
+		if err == nil {
+			_, err = src.Checkout(context.Background(), rev)
+		}
+		if !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%s: error = %v, want ErrTooLarge", src.Describe(), err)
+		}
 	}
 }

@@ -173,3 +173,44 @@ func BenchmarkRemoteCheckout(b *testing.B) {
 		snap.Close()
 	}
 }
+
+// BenchmarkLocalGitCheckout10k measures reading a 10,000-spec revision of a
+// local repository into memory, the first time and after a one-file commit.
+func BenchmarkLocalGitCheckout10k(b *testing.B) {
+	requireGit(b)
+	dir := b.TempDir()
+	gitCmd(b, dir, "init", "-q", "-b", "main")
+	for i := range 10000 {
+		writeFiles(b, dir, map[string]string{
+			fmt.Sprintf("specs/team%02d/s%05d.dstack.yml", i%100, i): fmt.Sprintf("type: task\nname: t%d\ncommands: [echo %d]\n", i, i),
+		})
+	}
+	gitCmd(b, dir, "add", "-A")
+	gitCmd(b, dir, "commit", "-q", "-m", "init")
+	gitCmd(b, dir, "gc", "-q")
+	src := open(b, Config{Repo: dir, Path: "specs"})
+	rev := latest(b, src)
+	b.Run("full", func(b *testing.B) {
+		for b.Loop() {
+			src.(*localGit).trees = treeReader{} // nothing to reuse
+			snap, err := src.CheckoutAt(context.Background(), rev.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			snap.Close()
+		}
+	})
+	b.Run("after-one-file-commit", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			writeFiles(b, dir, map[string]string{"specs/team00/s00000.dstack.yml": fmt.Sprintf("type: task\nname: t%d\n", i)})
+			gitCmd(b, dir, "commit", "-q", "-am", "one")
+			b.StartTimer()
+			snap, err := src.Checkout(context.Background(), latest(b, src))
+			if err != nil {
+				b.Fatal(err)
+			}
+			snap.Close()
+		}
+	})
+}

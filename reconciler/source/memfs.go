@@ -8,50 +8,109 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // memFS is an immutable in-memory file tree: the FS of every Snapshot.
-// Build it with newMemFS, add files in any order, then call seal.
+// Directories are shared between snapshots when their Git tree is
+// unchanged, so nothing may be modified once a memDir is sealed.
 type memFS struct {
-	files   map[string]*memFile
-	dirs    map[string][]fs.DirEntry // dir path ("." for the root) → sorted entries
+	root *memDir
+}
+
+// memDir is one directory; entries is the sorted listing of files and dirs.
+type memDir struct {
+	hash    plumbing.Hash // Git tree hash; zero in dev mode
+	name    string
 	modTime time.Time
-	size    int64
+	files   map[string]*memFile
+	dirs    map[string]*memDir
+	entries []fs.DirEntry
+	size    int64 // total bytes of the files below
 }
 
 type memFile struct {
-	name    string // base name
+	hash    plumbing.Hash // Git blob hash; zero in dev mode
+	name    string        // base name
 	data    []byte
 	mode    fs.FileMode
 	modTime time.Time
 }
 
-func newMemFS(modTime time.Time) *memFS {
-	return &memFS{files: map[string]*memFile{}, dirs: map[string][]fs.DirEntry{".": nil}, modTime: modTime}
+func newMemDir(name string, modTime time.Time) *memDir {
+	return &memDir{name: name, modTime: modTime, files: map[string]*memFile{}, dirs: map[string]*memDir{}}
 }
 
-// add records a file at the clean slash path name; parents are implied.
+// newMemFS starts an empty tree; add files, then seal it.
+func newMemFS(modTime time.Time) *memFS { return &memFS{root: newMemDir(".", modTime)} }
+
+// add records a file at the clean slash path name, creating parents.
 func (m *memFS) add(name string, data []byte, mode fs.FileMode, modTime time.Time) {
-	f := &memFile{name: path.Base(name), data: data, mode: mode.Perm(), modTime: modTime}
-	m.files[name] = f
-	m.size += int64(len(data))
-	child := fs.DirEntry(fileEntry{f})
-	for dir := path.Dir(name); ; dir = path.Dir(dir) {
-		_, seen := m.dirs[dir]
-		m.dirs[dir] = append(m.dirs[dir], child)
-		if seen || dir == "." {
-			return
+	d := m.root
+	dir, base := path.Split(name)
+	if dir != "" {
+		for part := range strings.SplitSeq(strings.TrimSuffix(dir, "/"), "/") {
+			child, ok := d.dirs[part]
+			if !ok {
+				child = newMemDir(part, m.root.modTime)
+				d.dirs[part] = child
+			}
+			d = child
 		}
-		child = dirEntry{name: path.Base(dir), modTime: m.modTime}
+	}
+	d.files[base] = &memFile{name: base, data: data, mode: mode.Perm(), modTime: modTime}
+}
+
+// seal computes listings and sizes of the whole tree; call it once, last.
+func (m *memFS) seal() *memFS {
+	m.root.seal()
+	return m
+}
+
+// seal computes the listing and size of d and of every directory below.
+func (d *memDir) seal() {
+	d.entries = d.entries[:0]
+	d.size = 0
+	for _, f := range d.files {
+		d.entries = append(d.entries, fileEntry{f})
+		d.size += int64(len(f.data))
+	}
+	for _, sub := range d.dirs {
+		if sub.entries == nil { // not sealed yet: a reused directory is
+			sub.seal()
+		}
+		d.entries = append(d.entries, dirInfo{sub})
+		d.size += sub.size
+	}
+	slices.SortFunc(d.entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	if d.entries == nil {
+		d.entries = []fs.DirEntry{}
 	}
 }
 
-// seal sorts the directory listings; call it once after the last add.
-func (m *memFS) seal() *memFS {
-	for _, entries := range m.dirs {
-		slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+// size is the total number of bytes of the files in the tree.
+func (m *memFS) size() int64 { return m.root.size }
+
+// lookup finds the file or directory at a valid fs path.
+func (m *memFS) lookup(name string) (*memFile, *memDir) {
+	if name == "." {
+		return nil, m.root
 	}
-	return m
+	d := m.root
+	for {
+		part, rest, more := strings.Cut(name, "/")
+		if !more {
+			if f, ok := d.files[part]; ok {
+				return f, nil
+			}
+			return nil, d.dirs[part]
+		}
+		if d = d.dirs[part]; d == nil {
+			return nil, nil
+		}
+		name = rest
+	}
 }
 
 // Open implements fs.FS.
@@ -59,11 +118,12 @@ func (m *memFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	if f, ok := m.files[name]; ok {
+	f, d := m.lookup(name)
+	switch {
+	case f != nil:
 		return &openFile{memFile: f, r: bytes.NewReader(f.data)}, nil
-	}
-	if entries, ok := m.dirs[name]; ok {
-		return &openDirFile{info: dirEntry{name: path.Base(name), modTime: m.modTime}, entries: entries}, nil
+	case d != nil:
+		return &openDirFile{d: d}, nil
 	}
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }
@@ -73,8 +133,11 @@ func (m *memFS) ReadFile(name string) ([]byte, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrInvalid}
 	}
-	f, ok := m.files[name]
-	if !ok {
+	f, d := m.lookup(name)
+	if d != nil {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrInvalid}
+	}
+	if f == nil {
 		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrNotExist}
 	}
 	return bytes.Clone(f.data), nil
@@ -85,11 +148,14 @@ func (m *memFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
-	entries, ok := m.dirs[name]
-	if !ok {
+	f, d := m.lookup(name)
+	if f != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	if d == nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
 	}
-	return slices.Clone(entries), nil
+	return slices.Clone(d.entries), nil
 }
 
 // Stat implements fs.StatFS.
@@ -97,11 +163,12 @@ func (m *memFS) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
 	}
-	if f, ok := m.files[name]; ok {
+	f, d := m.lookup(name)
+	switch {
+	case f != nil:
 		return fileEntry{f}, nil
-	}
-	if _, ok := m.dirs[name]; ok {
-		return dirEntry{name: path.Base(name), modTime: m.modTime}, nil
+	case d != nil:
+		return dirInfo{d}, nil
 	}
 	return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
 }
@@ -118,20 +185,17 @@ func (e fileEntry) Sys() any                   { return nil }
 func (e fileEntry) Type() fs.FileMode          { return 0 }
 func (e fileEntry) Info() (fs.FileInfo, error) { return e, nil }
 
-// dirEntry is both the fs.FileInfo and the fs.DirEntry of a directory.
-type dirEntry struct {
-	name    string
-	modTime time.Time
-}
+// dirInfo is both the fs.FileInfo and the fs.DirEntry of a memDir.
+type dirInfo struct{ d *memDir }
 
-func (e dirEntry) Name() string               { return e.name }
-func (e dirEntry) Size() int64                { return 0 }
-func (e dirEntry) Mode() fs.FileMode          { return fs.ModeDir | 0o555 }
-func (e dirEntry) ModTime() time.Time         { return e.modTime }
-func (e dirEntry) IsDir() bool                { return true }
-func (e dirEntry) Sys() any                   { return nil }
-func (e dirEntry) Type() fs.FileMode          { return fs.ModeDir }
-func (e dirEntry) Info() (fs.FileInfo, error) { return e, nil }
+func (e dirInfo) Name() string               { return e.d.name }
+func (e dirInfo) Size() int64                { return 0 }
+func (e dirInfo) Mode() fs.FileMode          { return fs.ModeDir | 0o555 }
+func (e dirInfo) ModTime() time.Time         { return e.d.modTime }
+func (e dirInfo) IsDir() bool                { return true }
+func (e dirInfo) Sys() any                   { return nil }
+func (e dirInfo) Type() fs.FileMode          { return fs.ModeDir }
+func (e dirInfo) Info() (fs.FileInfo, error) { return e, nil }
 
 type openFile struct {
 	*memFile
@@ -147,28 +211,27 @@ func (f *openFile) ReadAt(p []byte, off int64) (int, error) { return f.r.ReadAt(
 func (f *openFile) Close() error                            { return nil }
 
 type openDirFile struct {
-	info    dirEntry
-	entries []fs.DirEntry
-	off     int
+	d   *memDir
+	off int
 }
 
-func (d *openDirFile) Stat() (fs.FileInfo, error) { return d.info, nil }
-func (d *openDirFile) Read([]byte) (int, error) {
-	return 0, &fs.PathError{Op: "read", Path: d.info.name, Err: fs.ErrInvalid}
+func (o *openDirFile) Stat() (fs.FileInfo, error) { return dirInfo{o.d}, nil }
+func (o *openDirFile) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: o.d.name, Err: fs.ErrInvalid}
 }
-func (d *openDirFile) Close() error { return nil }
+func (o *openDirFile) Close() error { return nil }
 
 // ReadDir implements fs.ReadDirFile.
-func (d *openDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
-	rest := d.entries[d.off:]
+func (o *openDirFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	rest := o.d.entries[o.off:]
 	if n <= 0 {
-		d.off = len(d.entries)
+		o.off = len(o.d.entries)
 		return slices.Clone(rest), nil
 	}
 	if len(rest) == 0 {
 		return nil, io.EOF
 	}
 	n = min(n, len(rest))
-	d.off += n
+	o.off += n
 	return slices.Clone(rest[:n]), nil
 }

@@ -37,7 +37,8 @@ type remoteGit struct {
 	remote *remoteURL
 	branch plumbing.ReferenceName
 
-	fetchMu sync.Mutex // one fetch at a time
+	fetchMu sync.Mutex // one fetch at a time; guards trees
+	trees   treeReader
 
 	mu    sync.Mutex
 	cache map[string]cachedRev
@@ -275,7 +276,7 @@ func (s *remoteGit) fetchCommit(ctx context.Context, specs []config.RefSpec, dep
 	if err != nil {
 		return cachedRev{}, fmt.Errorf("fetch %s: commit %s: %w", s.remote.clean, h, err)
 	}
-	m, err := treeSnapshot(commit, s.cfg.Path, s.cfg.MaxSnapshotBytes)
+	m, err := s.trees.snapshot(repo.Storer, commit, s.cfg.Path, s.cfg.MaxSnapshotBytes)
 	if err != nil {
 		return cachedRev{}, err
 	}
