@@ -138,7 +138,7 @@ func (c *agentClient) health(ctx context.Context) (Health, error) {
 	if h.APIVersion != c.want {
 		return h, &IncompatibleError{Service: c.service, Want: c.want, Got: h.APIVersion}
 	}
-	return h, nil
+	return h, c.checkVersion(resp)
 }
 
 func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,43 @@
+package api_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencies_followTheLayoutRules checks the import rules of the
+// agents: api imports nothing of hoist, and the agents never import the
+// server's packages (they ship to hosts).
+func TestDependencies_followTheLayoutRules(t *testing.T) {
+	tests := []struct {
+		pkg     string
+		allowed []string
+	}{
+		{"hoist/agents/api", nil},
+		{"hoist/agents/runner", []string{"hoist/agents/api"}},
+		{"hoist/agents/shim", []string{"hoist/agents/api"}},
+		{"hoist/cmd/hoist-runner", []string{"hoist/agents/api", "hoist/agents/runner"}},
+		{"hoist/cmd/hoist-shim", []string{"hoist/agents/api", "hoist/agents/shim"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tt.pkg).Output()
+			if err != nil {
+				t.Fatalf("go list %s: %v", tt.pkg, err)
+			}
+			for _, dep := range strings.Fields(string(out)) {
+				if dep == tt.pkg || !strings.HasPrefix(dep, "hoist/") {
+					continue
+				}
+				ok := false
+				for _, a := range tt.allowed {
+					ok = ok || dep == a
+				}
+				if !ok {
+					t.Errorf("%s imports %s", tt.pkg, dep)
+				}
+			}
+		})
+	}
+}
