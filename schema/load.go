@@ -96,7 +96,8 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v := newValidator()
+			v := validators.Get().(*validator)
+			defer validators.Put(v)
 			for i := range next {
 				res, errs := v.loadFile(fsys, files[i])
 				results[i] = result{res, errs}
@@ -129,6 +130,10 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 	})
 	return &Desired{Resources: all}, nil
 }
+
+// validators caches validators (each with a compiled schema) across
+// loads; a validator is used by one goroutine at a time.
+var validators = sync.Pool{New: func() any { return newValidator() }}
 
 // checkIdentities reports invalid names and two resources sharing one
 // identity, naming both files.

@@ -1476,7 +1476,15 @@ func (d *dec) service(n *node) *Service {
 				s.Port = PortMapping{LocalPort: &lp, ContainerPort: pn}
 			}
 		case nString:
-			if !regexp.MustCompile(`^[0-9]+:[0-9]+$`).MatchString(v.str) {
+			if isDigits(v.str) {
+				// pydantic's lax mode reads "8000" as the int 8000.
+				if x, err := parseInt(v.str); err == nil && x >= 1 && x <= 65535 {
+					lp := 80
+					s.Port = PortMapping{LocalPort: &lp, ContainerPort: int(x)}
+				} else {
+					d.errf(v, "port", "invalid port %s: must be between 1 and 65535", v.str)
+				}
+			} else if !regexp.MustCompile(`^[0-9]+:[0-9]+$`).MatchString(v.str) {
 				d.errf(v, "port", "invalid port %q: expected a port number or \"local:container\"", v.str)
 			} else if pm, ok := d.port(v, "port"); ok {
 				s.Port = pm
@@ -1774,8 +1782,51 @@ func (d *dec) fleet(n *node) *Fleet {
 	}
 	if !n.get("ssh_config").isNull() && !n.get("nodes").isNull() {
 		d.errf(n.get("nodes"), "nodes", "`nodes` and `ssh_config` are mutually exclusive")
+	} else if !n.get("ssh_config").isNull() {
+		// An SSH fleet does not support the backend fleet fields.
+		for _, k := range []string{"reservation", "resources", "backends", "regions", "availability_zones",
+			"instance_types", "spot_policy", "retry", "max_price", "idle_duration", "tags", "backend_options"} {
+			if v := n.get(k); !v.isNull() && !(k == "retry" && v.kind == nBool && !v.b) {
+				d.errf(n.keyNode(k), k, "SSH fleet configuration does not support `%s`", k)
+			}
+		}
+		if f.SSHConfig != nil {
+			d.checkSSHHosts(n.get("ssh_config"), f.SSHConfig)
+		}
+	} else if !n.get("nodes").isNull() {
+		if v := n.get("env"); v != nil && len(f.Env) > 0 {
+			d.errf(n.keyNode("env"), "env", "backend fleet configuration does not support `env`")
+		}
 	}
 	return f
+}
+
+// checkSSHHosts applies dstack's server-side SSH fleet rules: every host
+// needs a user and a key, internal_ip is set on all hosts or none and
+// excludes network.
+func (d *dec) checkSSHHosts(n *node, c *SSHConfig) {
+	hostsN := n.get("hosts")
+	withIP := 0
+	for i, h := range c.Hosts {
+		hn := hostsN.items[min(i, len(hostsN.items)-1)]
+		p := idx("ssh_config.hosts", i)
+		hasKey := c.IdentityFile != "" || !n.get("ssh_key").isNull() || h.IdentityFile != "" || !hn.get("ssh_key").isNull()
+		if !hasKey {
+			d.errf(hn, p, "no ssh key specified for host %s: set `identity_file`", h.Hostname)
+		}
+		if c.User == "" && h.User == "" {
+			d.errf(hn, p, "no ssh user specified for host %s: set `user`", h.Hostname)
+		}
+		if h.InternalIP != "" {
+			withIP++
+		}
+	}
+	if withIP != 0 && withIP != len(c.Hosts) {
+		d.errf(hostsN, "ssh_config.hosts", "internal_ip must be specified for all hosts")
+	}
+	if withIP > 0 && c.Network != "" {
+		d.errf(n.get("network"), "ssh_config.network", "internal_ip is mutually exclusive with network")
+	}
 }
 
 func (d *dec) blocks(n *node, path string, def int) int {
@@ -2054,6 +2105,9 @@ func (d *dec) volume(n *node) *Volume {
 		if v.VolumeID == "" && v.Size == nil {
 			d.errf(n, "", "either `size` or `volume_id` must be set")
 		}
+		if v.VolumeID != "" && v.AutoCleanupDuration > 0 {
+			d.errf(n.get("auto_cleanup_duration"), "auto_cleanup_duration", "external volumes do not support auto_cleanup_duration")
+		}
 	case "kubernetes":
 		v.ClaimName = d.optStr(n.get("claim_name"), "claim_name")
 		v.StorageClassName = d.optStr(n.get("storage_class_name"), "storage_class_name")
@@ -2067,6 +2121,9 @@ func (d *dec) volume(n *node) *Volume {
 		}
 		if v.ClaimName != "" {
 			v.StorageClassName, v.AccessModes = "", nil
+			if v.AutoCleanupDuration > 0 {
+				d.errf(n.get("auto_cleanup_duration"), "auto_cleanup_duration", "external volumes do not support auto_cleanup_duration")
+			}
 		}
 	}
 	return v
