@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"math"
+	mathbits "math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,10 +104,10 @@ func New(snapshot string, tables ...*Table) *Catalog {
 	}
 	c := &Catalog{
 		tables:   slices.Clone(tables),
-		offers:   make([]Offer, 0, n),
 		snapshot: snapshot,
 		unknown:  map[string]int{},
 	}
+	all := make([]Offer, 0, n)
 	for _, t := range tables {
 		c.sources = append(c.sources, Source{
 			Provider: t.Provider, Backend: BackendName(t.Provider), Version: t.Version,
@@ -119,10 +120,19 @@ func New(snapshot string, tables ...*Table) *Catalog {
 			if !NormalizeOffer(&o) {
 				c.unknown[o.GPUName]++
 			}
-			c.offers = append(c.offers, o)
+			all = append(all, o)
 		}
 	}
-	slices.SortStableFunc(c.offers, func(a, b Offer) int { return less(&a, &b) })
+	// Sort a permutation rather than the 200-byte offers themselves.
+	perm := make([]int32, len(all))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortFunc(perm, func(a, b int32) int { return less(&all[a], &all[b]) })
+	c.offers = make([]Offer, len(all))
+	for i, p := range perm {
+		c.offers[i] = all[p]
+	}
 	c.index()
 	return c
 }
@@ -361,39 +371,18 @@ func versionDate(v string) string {
 
 // Query returns the offers matching q, strictly cheapest first (ties in a
 // fixed order: backend, region, instance type, on-demand before spot). It
-// picks the most selective index for q, walks only those candidates, and
-// stops at q.Limit.
+// picks the cheapest way to visit candidates (one index, a union of index
+// lists, or the price-ordered rows), and stops at q.Limit.
 func (c *Catalog) Query(q Query) []Offer {
 	rm := c.compile(q)
 	if rm.none {
 		return nil
 	}
-	end := len(c.rows)
-	if q.MaxPrice > 0 {
-		end = sort.SearchFloat64s(c.prices, nextUp(q.MaxPrice))
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = end
-	}
-	ids := make([]int32, 0, min(limit, 256))
-	cands := c.candidates(rm, end)
-	if cands == nil {
-		for i := 0; i < end && len(ids) < limit; i++ {
-			if rm.match(&c.rows[i], c, i) {
-				ids = append(ids, int32(i))
-			}
-		}
-	} else {
-		for _, i := range cands {
-			if int(i) >= end || len(ids) >= limit {
-				break
-			}
-			if rm.match(&c.rows[i], c, int(i)) {
-				ids = append(ids, i)
-			}
-		}
-	}
+	var ids []int32
+	c.walk(rm, q.Limit, func(i int32) bool {
+		ids = append(ids, i)
+		return q.Limit <= 0 || len(ids) < q.Limit
+	})
 	if len(ids) == 0 {
 		return nil
 	}
@@ -406,27 +395,122 @@ func (c *Catalog) Query(q Query) []Offer {
 
 // Count returns how many offers match q (ignoring q.Limit) without copying them.
 func (c *Catalog) Count(q Query) int {
-	q.Limit = 0
 	rm := c.compile(q)
 	if rm.none {
 		return 0
 	}
 	n := 0
-	cands := c.candidates(rm, len(c.rows))
-	if cands == nil {
-		for i := range c.rows {
-			if rm.match(&c.rows[i], c, i) {
-				n++
+	c.walk(rm, 0, func(int32) bool { n++; return true })
+	return n
+}
+
+// walk calls fn with the id of every matching row in ascending order (so
+// cheapest first) until fn returns false. limit (0 = none) only informs
+// the choice of access path.
+func (c *Catalog) walk(rm *rowMatcher, limit int, fn func(int32) bool) {
+	end := len(c.rows)
+	if rm.m.q.MaxPrice > 0 {
+		end = sort.SearchFloat64s(c.prices, nextUp(rm.m.q.MaxPrice))
+	}
+	visit := func(i int32) bool {
+		if rm.match(&c.rows[i], c, int(i)) {
+			return fn(i)
+		}
+		return true
+	}
+	lists, size := c.plan(rm, end, limit)
+	switch {
+	case lists == nil:
+		for i := range int32(end) {
+			if !visit(i) {
+				return
 			}
 		}
-		return n
-	}
-	for _, i := range cands {
-		if rm.match(&c.rows[i], c, int(i)) {
-			n++
+	case len(lists) == 1:
+		for _, i := range lists[0] {
+			if int(i) >= end || !visit(i) {
+				return
+			}
+		}
+	case size < end/64:
+		ids := make([]int32, 0, size)
+		for _, p := range lists {
+			for _, i := range p {
+				if int(i) >= end {
+					break
+				}
+				ids = append(ids, i)
+			}
+		}
+		slices.Sort(ids)
+		for _, i := range ids {
+			if !visit(i) {
+				return
+			}
+		}
+	default:
+		// Union through a bitset: no sort, one pass over end/64 words.
+		bits := make([]uint64, (end+63)/64)
+		for _, p := range lists {
+			for _, i := range p {
+				if int(i) >= end {
+					break
+				}
+				bits[i>>6] |= 1 << (i & 63)
+			}
+		}
+		for w, word := range bits {
+			for word != 0 {
+				b := int32(mathbits.TrailingZeros64(word))
+				word &= word - 1
+				if !visit(int32(w)<<6 | b) {
+					return
+				}
+			}
 		}
 	}
-	return n
+}
+
+// plan picks the access path: nil to scan rows [0,end), or the posting
+// lists of the cheapest index dimension (their union is a superset of the
+// answer) with their total size. Costs are in rows visited, assuming the
+// matches (at most the smallest dimension's size) are spread evenly.
+func (c *Catalog) plan(rm *rowMatcher, end, limit int) ([][]int32, int) {
+	sizes := make([]int, len(rm.cand))
+	matches := end // upper bound on the number of matches
+	for d, lists := range rm.cand {
+		for _, p := range lists {
+			sizes[d] += sort.Search(len(p), func(i int) bool { return int(p[i]) >= end })
+		}
+		matches = min(matches, sizes[d])
+	}
+	// With a limit, a walk over n rows holding the matches stops after
+	// about limit×n/matches of them.
+	walked := func(n int) int {
+		if limit <= 0 || matches == 0 {
+			return n
+		}
+		return min(n, limit*n/matches+1)
+	}
+	scanCost := walked(end)
+	var best [][]int32
+	bestSize, bestCost := 0, math.MaxInt
+	for d, lists := range rm.cand {
+		cost := 2 * walked(sizes[d]) // random access costs about twice a sequential step
+		if len(lists) > 1 {
+			cost = 2*sizes[d] + end/64 // a union is built whole
+		}
+		if cost < bestCost {
+			best, bestSize, bestCost = lists, sizes[d], cost
+		}
+	}
+	if best == nil || bestCost >= scanCost {
+		return nil, 0
+	}
+	if bestSize == 0 {
+		return [][]int32{nil}, 0
+	}
+	return best, bestSize
 }
 
 // rowMatcher is a Query compiled against one catalog's dictionaries.
@@ -542,42 +626,6 @@ func (c *Catalog) compile(q Query) *rowMatcher {
 		rm.cand = append(rm.cand, [][]int32{c.bySpot[0]})
 	}
 	return rm
-}
-
-// candidates returns the ids (ascending, so cheapest first) of the most
-// selective index dimension, or nil when scanning rows [0,end) is cheaper.
-func (c *Catalog) candidates(rm *rowMatcher, end int) []int32 {
-	best, bestSize := -1, end/4
-	for d, lists := range rm.cand {
-		size := 0
-		for _, p := range lists {
-			size += sort.Search(len(p), func(i int) bool { return int(p[i]) >= end })
-		}
-		if size < bestSize || (best < 0 && size == 0) {
-			best, bestSize = d, size
-		}
-	}
-	if best < 0 {
-		return nil
-	}
-	lists := rm.cand[best]
-	switch len(lists) {
-	case 0:
-		return []int32{}
-	case 1:
-		return lists[0]
-	}
-	out := make([]int32, 0, bestSize)
-	for _, p := range lists {
-		for _, i := range p {
-			if int(i) >= end {
-				break
-			}
-			out = append(out, i)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // match is matcher.match over a compact row; i indexes c.offers for the

@@ -232,7 +232,16 @@ func less(a, b *Offer) int {
 	if c := cmpFloat(a.DiskGB, b.DiskGB); c != 0 {
 		return c
 	}
-	return strings.Compare(a.Availability, b.Availability)
+	if c := strings.Compare(a.Availability, b.Availability); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.CPUArch, b.CPUArch); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.GPUVendor, b.GPUVendor); c != 0 {
+		return c
+	}
+	return slices.Compare(a.Flags, b.Flags)
 }
 
 func cmpFloat(a, b float64) int {
@@ -245,9 +254,10 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// SortOffers sorts offers strictly cheapest first with hoist's tie-breaks.
+// SortOffers sorts offers strictly cheapest first with hoist's tie-breaks
+// (a total order: offers comparing equal are identical).
 func SortOffers(offers []Offer) {
-	slices.SortStableFunc(offers, func(a, b Offer) int { return less(&a, &b) })
+	slices.SortFunc(offers, func(a, b Offer) int { return less(&a, &b) })
 }
 
 // Filter returns the offers matching q, cheapest first. It is the

@@ -1,0 +1,92 @@
+package offers
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// bigTables replicates the embedded snapshot's real rows across synthetic
+// regions until there are at least 200,000 rows.
+var bigTables = sync.OnceValue(func() []*Table {
+	c, err := Embedded()
+	if err != nil {
+		panic(err)
+	}
+	var out []*Table
+	total := 0
+	for rep := 0; total < 200_000; rep++ {
+		for _, t := range c.Tables() {
+			cp := *t
+			cp.Offers = make([]Offer, len(t.Offers))
+			for i, o := range t.Offers {
+				if rep > 0 {
+					o.Region = fmt.Sprintf("%s-syn%02d", o.Region, rep)
+				}
+				cp.Offers[i] = o
+			}
+			cp.ProviderData = nil
+			total += len(cp.Offers)
+			out = append(out, &cp)
+		}
+	}
+	return out
+})
+
+var bigCatalog = sync.OnceValue(func() *Catalog { return New("", bigTables()...) })
+
+// benchQueries are the examples plus broad ones.
+var benchQueries = []struct {
+	name string
+	q    Query
+}{
+	{"A100:80GB:8", Query{GPUNames: []string{"A100"}, GPUMemory: Exactly(80), GPUCount: Exactly(8)}},
+	{"24GB..:2", Query{GPUMemory: AtLeast(24), GPUCount: Exactly(2)}},
+	{"nvidia:1..8", Query{GPUVendor: VendorNVIDIA, GPUCount: Between(1, 8)}},
+	{"MI300X", Query{GPUNames: []string{"MI300X"}, GPUCount: AtLeast(1)}},
+	{"H100:8 spot", Query{GPUNames: []string{"H100"}, GPUCount: Exactly(8), SpotPolicy: SpotPolicySpot}},
+	{"backend lambda region us-east-1", Query{Backends: []string{"lambda"}, Regions: []string{"us-east-1"}}},
+	{"gpu 0 cpu 64.. mem 256GB..", Query{GPUCount: Exactly(0), CPU: AtLeast(64), Memory: AtLeast(256)}},
+	{"gpu 0", Query{GPUCount: Exactly(0)}},
+	{"gpu 0 limit 50", Query{GPUCount: Exactly(0), Limit: 50}},
+	{"gpu 1.. limit 50", Query{GPUCount: AtLeast(1), Limit: 50}},
+	{"everything", Query{SpotPolicy: SpotPolicyAuto}},
+}
+
+// BenchmarkQuery200k compares the indexed query with a plain
+// scan-filter-sort (Filter: match every offer, sort the matches) over the
+// same 200,000+ rows. The two run alternately in each iteration so machine
+// load affects both alike; the index/scan metric is the ratio of their
+// total times (goal: at most 0.1).
+func BenchmarkQuery200k(b *testing.B) {
+	c := bigCatalog()
+	all := c.All()
+	b.Logf("catalog rows: %d", c.Len())
+	for _, bq := range benchQueries {
+		n := len(c.Query(bq.q))
+		b.Run(bq.name, func(b *testing.B) {
+			var ti, ts time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				c.Query(bq.q)
+				t1 := time.Now()
+				Filter(all, bq.q)
+				ti, ts = ti+t1.Sub(t0), ts+time.Since(t1)
+			}
+			b.ReportMetric(float64(n), "offers")
+			b.ReportMetric(float64(ti.Nanoseconds())/float64(b.N), "index-ns/op")
+			b.ReportMetric(float64(ts.Nanoseconds())/float64(b.N), "scan-ns/op")
+			b.ReportMetric(float64(ti)/float64(ts), "index/scan")
+		})
+	}
+}
+
+// BenchmarkBuild200k measures building (sort + index) a 200,000-row catalog
+// from parsed tables: the cost of swapping in a refreshed catalog.
+func BenchmarkBuild200k(b *testing.B) {
+	tables := bigTables()
+	for b.Loop() {
+		New("", tables...)
+	}
+}
