@@ -21,48 +21,66 @@
       pre.appendChild(span);
       if (stick) window.scrollTo(0, document.body.scrollHeight);
     });
+    var first = true;
     es.addEventListener("status", function (ev) {
       pre.setAttribute("data-job-status", ev.data);
       if (status) status.textContent = "following · " + ev.data;
+      if (!first) refreshAll();
+      first = false;
     });
     es.addEventListener("end", function (ev) {
       pre.setAttribute("data-job-status", ev.data);
       pre.setAttribute("data-ended", "true");
       if (status) status.textContent = "ended · " + ev.data;
       es.close();
+      refreshAll();
     });
     es.onerror = function () {
       if (status && es.readyState === EventSource.CONNECTING) status.textContent = "reconnecting…";
     };
   }
 
-  // Regions marked data-refresh="<seconds>" and an id are re-fetched from
-  // the same URL and swapped in place, unless a form inside has focus.
-  function autoRefresh(el) {
-    var secs = parseInt(el.getAttribute("data-refresh"), 10);
-    if (!el.id || !(secs > 0) || !window.fetch || !window.DOMParser) return;
-    setInterval(function () {
-      if (document.hidden) return;
-      if (el.contains(document.activeElement) && document.activeElement !== document.body) return;
-      fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
-        .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (html) {
-          if (!html) return;
-          var doc = new DOMParser().parseFromString(html, "text/html");
+  var regions = [];
+  var inflight = false;
+
+  // refreshAll re-fetches this page once and swaps in every region marked
+  // data-refresh (by id), unless a control inside it has focus.
+  function refreshAll() {
+    if (!regions.length || inflight || !window.fetch || !window.DOMParser) return;
+    inflight = true;
+    fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        inflight = false;
+        if (!html) return;
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        for (var i = 0; i < regions.length; i++) {
+          var el = regions[i];
+          if (el.contains(document.activeElement) && document.activeElement !== document.body) continue;
           var fresh = doc.getElementById(el.id);
-          if (fresh) {
-            el.innerHTML = fresh.innerHTML;
-          }
-        })
-        .catch(function () {});
-    }, secs * 1000);
+          if (fresh && fresh.innerHTML !== el.innerHTML) el.innerHTML = fresh.innerHTML;
+        }
+      })
+      .catch(function () { inflight = false; });
+  }
+
+  // Regions marked data-refresh="<seconds>" refresh at the shortest of
+  // their intervals while the page is visible.
+  function autoRefresh(els) {
+    var secs = 0;
+    for (var i = 0; i < els.length; i++) {
+      var n = parseInt(els[i].getAttribute("data-refresh"), 10);
+      if (!els[i].id || !(n > 0)) continue;
+      regions.push(els[i]);
+      if (!secs || n < secs) secs = n;
+    }
+    if (secs) setInterval(function () { if (!document.hidden) refreshAll(); }, secs * 1000);
   }
 
   function init() {
     var pres = document.querySelectorAll("[data-live-logs]");
     for (var i = 0; i < pres.length; i++) followLogs(pres[i]);
-    var regions = document.querySelectorAll("[data-refresh]");
-    for (var j = 0; j < regions.length; j++) autoRefresh(regions[j]);
+    autoRefresh(document.querySelectorAll("[data-refresh]"));
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
