@@ -1,12 +1,17 @@
 package shim_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +173,54 @@ func output(t testing.TB, rc *api.RunnerClient, stream string) string {
 		t.Fatalf("Follow: %v", err)
 	}
 	return string(b)
+}
+
+// waitFor follows the job's output until it contains want.
+func waitFor(t testing.TB, rc *api.RunnerClient, want string) {
+	t.Helper()
+	var got []byte
+	errSeen := errors.New("seen")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err := rc.Follow(ctx, 0, func(l api.LogLine) error {
+		got = append(got, l.Data...)
+		if strings.Contains(string(got), want) {
+			return errSeen
+		}
+		return nil
+	})
+	if !errors.Is(err, errSeen) {
+		t.Fatalf("waiting for %q in the output: %v (got %q)", want, err, got)
+	}
+}
+
+func hasMount(ms []container.MountPoint, dest string, rw bool) bool {
+	for _, m := range ms {
+		if m.Destination == dest {
+			return m.RW == rw
+		}
+	}
+	return false
+}
+
+func targz(t testing.TB, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -1,7 +1,13 @@
 package shim_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,9 +17,13 @@ import (
 )
 
 func TestShim_echoHello(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	info, rc := e.runTask(t, api.TaskSpec{ID: "echo-hello"})
+	if !strings.HasPrefix(info.RunnerAddr, "127.0.0.1:") {
+		t.Errorf("RunnerAddr = %q, want a loopback address", info.RunnerAddr)
+	}
 	st := runJob(t, rc, api.JobSpec{RunName: "hello", JobID: "j1", Commands: []string{"echo hello"}})
 	if st.State != api.JobDone || st.ExitCode == nil || *st.ExitCode != 0 {
 		t.Fatalf("job state = %+v, want done with exit code 0", st)
@@ -28,6 +38,9 @@ func TestShim_echoHello(t *testing.T) {
 	if term.Status != api.TaskTerminated || term.TerminationReason != api.ReasonDoneByRunner {
 		t.Errorf("terminated task = %s/%s, want terminated/%s", term.Status, term.TerminationReason, api.ReasonDoneByRunner)
 	}
+	if term.Job == nil || term.Job.State != api.JobDone {
+		t.Errorf("terminated task's job = %+v, want the runner's done state", term.Job)
+	}
 	if err := e.client.RemoveTask(ctx, info.ID); err != nil {
 		t.Fatalf("RemoveTask: %v", err)
 	}
@@ -37,4 +50,318 @@ func TestShim_echoHello(t *testing.T) {
 	if _, err := e.client.GetTask(ctx, info.ID); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("GetTask after RemoveTask: err = %v, want ErrNotFound", err)
 	}
+}
+
+func TestShim_jobExitCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tests := []struct {
+		name    string
+		command string
+		state   string
+		code    int
+	}{
+		{"exit 0 is done", "true", api.JobDone, 0},
+		{"exit 3 fails with code 3", "echo failing >&2; exit 3", api.JobFailed, 3},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, rc := e.runTask(t, api.TaskSpec{ID: fmt.Sprintf("exit-%d", i)})
+			st := runJob(t, rc, api.JobSpec{Commands: []string{tt.command}})
+			if st.State != tt.state || st.ExitCode == nil || *st.ExitCode != tt.code {
+				t.Errorf("job state = %+v, want %s with exit code %d", st, tt.state, tt.code)
+			}
+		})
+	}
+}
+
+func TestShim_envWorkingDirAndFilesReachTheJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, rc := e.runTask(t, api.TaskSpec{ID: "env", Env: map[string]string{"FROM_TASK": "task-env"}})
+	ctx := t.Context()
+	job := api.JobSpec{
+		RunName:    "envrun",
+		Commands:   []string{`echo "$FROM_TASK $FROM_JOB $SECRET $HOIST_RUN_NAME"`, "pwd", "cat conf/app.txt"},
+		Env:        map[string]string{"FROM_JOB": "job-env"},
+		Secrets:    map[string]string{"SECRET": "hunter2"},
+		WorkingDir: "/workflow/src",
+	}
+	if err := rc.Submit(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Upload(ctx, bytes.NewReader(targz(t, map[string]string{"conf/app.txt": "uploaded file\n"}))); err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rc.Wait(ctx); err != nil || st.State != api.JobDone {
+		t.Fatalf("Wait = %+v, %v", st, err)
+	}
+	want := "task-env job-env hunter2 envrun\n/workflow/src\nuploaded file\n"
+	if got := output(t, rc, api.StreamStdout); got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+}
+
+func TestShim_terminateStopsTheJobAndItsChildrenWithinGrace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "stop"})
+	// A child that ignores SIGTERM: only SIGKILL after the grace ends it.
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{`sh -c 'trap "" TERM; while :; do sleep 1; done' & echo started; wait`}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, rc, "started\n")
+	grace := time.Second
+	start := time.Now()
+	term, err := e.client.TerminateTask(ctx, info.ID, api.ReasonTerminatedByUser, "stop requested", grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > grace+5*time.Second {
+		t.Errorf("TerminateTask took %s with a grace of %s", took, grace)
+	}
+	if term.Status != api.TaskTerminated || term.TerminationReason != api.ReasonTerminatedByUser || term.TerminationMessage != "stop requested" {
+		t.Errorf("task = %s/%s/%q, want terminated by user with the message", term.Status, term.TerminationReason, term.TerminationMessage)
+	}
+	c, err := e.docker.ContainerInspect(ctx, info.ContainerID)
+	if err != nil || c.State.Running {
+		t.Errorf("container still running after TerminateTask (err %v)", err)
+	}
+}
+
+func TestShim_runnerStopKillsTheWholeProcessGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "rstop"})
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{`sh -c 'trap "" TERM; while :; do sleep 1; done' & sh -c 'trap "" TERM; while :; do sleep 1; done' & echo started; wait`}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, rc, "started\n")
+	st, err := rc.Stop(ctx, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != api.JobTerminated || st.TerminationReason != api.ReasonTerminatedByServer {
+		t.Errorf("job = %+v, want terminated by server", st)
+	}
+	top, err := e.docker.ContainerTop(ctx, info.ContainerID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range top.Processes {
+		if cmd := p[len(p)-1]; !strings.Contains(cmd, "hoist-runner") {
+			t.Errorf("process left in the container after Stop: %q", cmd)
+		}
+	}
+}
+
+func TestShim_maxDurationIsEnforced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, rc := e.runTask(t, api.TaskSpec{ID: "maxdur"})
+	st := runJob(t, rc, api.JobSpec{Commands: []string{"sleep 60"}, MaxDuration: 300 * time.Millisecond})
+	if st.State != api.JobTerminated || st.TerminationReason != api.ReasonMaxDurationExceeded {
+		t.Errorf("job = %+v, want terminated with %s", st, api.ReasonMaxDurationExceeded)
+	}
+}
+
+func TestShim_containerKilledFromOutsideIsReported(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "killed"})
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"sleep 60"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.docker.ContainerKill(ctx, info.ContainerID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got, err := e.client.WaitTask(wctx, info.ID, api.TaskTerminated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != api.TaskTerminated || got.TerminationReason != api.ReasonContainerExitedWithError ||
+		!strings.Contains(got.TerminationMessage, "killed") || got.ExitCode == nil || *got.ExitCode != 137 {
+		t.Errorf("task = %+v, want terminated with %s, a message saying killed, exit code 137", got, api.ReasonContainerExitedWithError)
+	}
+}
+
+func TestShim_hostNetwork(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	info, rc := e.runTask(t, api.TaskSpec{ID: "hostnet", NetworkMode: api.NetworkHost})
+	if !strings.HasPrefix(info.RunnerAddr, "127.0.0.1:") {
+		t.Errorf("RunnerAddr = %q, want a loopback address", info.RunnerAddr)
+	}
+	if st := runJob(t, rc, api.JobSpec{Commands: []string{"echo on host network"}}); st.State != api.JobDone {
+		t.Errorf("job = %+v, want done", st)
+	}
+}
+
+func TestShim_portMappingsArePublishedOnLoopback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "ports", Ports: []api.PortMapping{{Container: 8080}}})
+	if len(info.Ports) != 1 || info.Ports[0].Container != 8080 || info.Ports[0].Host == 0 {
+		t.Fatalf("Ports = %+v, want 8080 on an ephemeral host port", info.Ports)
+	}
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"mkdir -p www && echo served > www/index.html && echo ready && httpd -f -p 8080 -h www"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, rc, "ready\n")
+	url := fmt.Sprintf("http://127.0.0.1:%d/index.html", info.Ports[0].Host)
+	var body []byte
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if string(body) != "served\n" {
+		t.Errorf("GET %s = %q", url, body)
+	}
+}
+
+// Privileged is not checked: this machine's Engine cannot start privileged
+// containers (runc: unable to apply caps).
+func TestShim_containerSettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, _ := e.runTask(t, api.TaskSpec{
+		ID:             "settings",
+		Name:           "hoist-settings-" + e.shim.ID(),
+		User:           "root",
+		CPUs:           1.5,
+		MemoryBytes:    256 << 20,
+		ShmSizeBytes:   64 << 20,
+		Labels:         map[string]string{"hoist.run": "r1"},
+		InstanceMounts: []api.InstanceMount{{InstancePath: t.TempDir(), Path: "/data", ReadOnly: true}},
+	})
+	c, err := e.docker.ContainerInspect(ctx, info.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.HostConfig
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"name", c.Name == "/hoist-settings-"+e.shim.ID()},
+		{"cpus", hc.NanoCPUs == 1_500_000_000},
+		{"memory", hc.Memory == 256<<20},
+		{"shm size", hc.ShmSize == 64<<20},
+		{"user", c.Config.User == "root"},
+		{"task label", c.Config.Labels["hoist.task-id"] == "settings"},
+		{"spec label", c.Config.Labels["hoist.run"] == "r1"},
+		{"config label", c.Config.Labels["hoist.test"] == "shim"},
+		{"read-only instance mount", hasMount(c.Mounts, "/data", false)},
+		{"runner binary mounted read-only", hasMount(c.Mounts, "/hoist/bin/hoist-runner", false)},
+		{"runner port on loopback only", len(hc.PortBindings["10999/tcp"]) == 1 && hc.PortBindings["10999/tcp"][0].HostIP == "127.0.0.1"},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			t.Errorf("container %s is not as specified", ch.what)
+		}
+	}
+}
+
+func TestShim_gpuRequestWithoutGPUDriverFailsToCreate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if _, err := e.client.CreateTask(ctx, api.TaskSpec{ID: "gpu", Image: e.image, GPUCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.client.WaitTask(ctx, "gpu", api.TaskTerminated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.TerminationReason != api.ReasonCreatingContainerError || !strings.Contains(info.TerminationMessage, "device driver") {
+		t.Errorf("task = %s: %s, want %s about the device driver", info.TerminationReason, info.TerminationMessage, api.ReasonCreatingContainerError)
+	}
+}
+
+func TestShim_requestErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if _, err := e.client.CreateTask(ctx, api.TaskSpec{ID: "../bad", Image: e.image}); !isStatus(err, http.StatusBadRequest) {
+		t.Errorf("CreateTask with a bad id: err = %v, want http 400", err)
+	}
+	if _, err := e.client.CreateTask(ctx, api.TaskSpec{ID: "nonet", Image: e.image, NetworkMode: "overlay"}); !isStatus(err, http.StatusBadRequest) {
+		t.Errorf("CreateTask with a bad network mode: err = %v, want http 400", err)
+	}
+	e.runTask(t, api.TaskSpec{ID: "dup"})
+	if _, err := e.client.CreateTask(ctx, api.TaskSpec{ID: "dup", Image: e.image}); !errors.Is(err, api.ErrConflict) {
+		t.Errorf("CreateTask with an existing id: err = %v, want ErrConflict", err)
+	}
+	if err := e.client.RemoveTask(ctx, "dup"); !errors.Is(err, api.ErrConflict) {
+		t.Errorf("RemoveTask of a running task: err = %v, want ErrConflict", err)
+	}
+	if _, err := e.client.TerminateTask(ctx, "nope", "", "", 0); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("TerminateTask of an unknown task: err = %v, want ErrNotFound", err)
+	}
+	tasks, err := e.client.ListTasks(ctx)
+	if err != nil || len(tasks) != 1 || tasks[0].ID != "dup" {
+		t.Errorf("ListTasks = %+v, %v; want the one task", tasks, err)
+	}
+}
+
+func TestShim_health(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := e.client.Health(t.Context())
+	if err != nil || h.Service != api.ShimService || h.APIVersion != api.ShimAPIVersion || h.Version != "test" {
+		t.Errorf("Health = %+v, %v", h, err)
+	}
+}
+
+func TestShim_hostInfo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	h, err := e.client.HostInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.CPUs < 1 || h.MemoryBytes <= 0 || h.DiskBytes <= 0 || h.DiskFreeBytes <= 0 || h.DockerVersion == "" || h.OS != "linux" {
+		t.Errorf("HostInfo = %+v, want CPUs, memory, disk and Docker version", h)
+	}
+	if h.GPUs == nil {
+		t.Errorf("HostInfo.GPUs is nil, want a list")
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.Status == status
 }
