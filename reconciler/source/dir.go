@@ -32,7 +32,24 @@ type dirSource struct {
 	mu    sync.Mutex
 	cache map[string]*memFS
 	order []string // cache keys, oldest first
+
+	readMu sync.Mutex           // serializes read; guards stats
+	stats  map[string]statEntry // by slash path: what the last read found
 }
+
+// statEntry lets read skip a file whose size, modification time and mode
+// are unchanged since the last read. A file modified within statTrustAge
+// of a read is always read again: a second write in the same clock tick
+// with the same size would otherwise go unseen (git's "racily clean").
+type statEntry struct {
+	size    int64
+	mtime   time.Time
+	mode    fs.FileMode
+	data    []byte
+	trusted bool
+}
+
+const statTrustAge = 2 * time.Second
 
 var _ Source = (*dirSource)(nil)
 
@@ -72,6 +89,10 @@ func skipDirName(name string) bool {
 // read copies the directory into memory and names it by content. The hash
 // covers each file's slash path, executable bit and content, in path order.
 func (s *dirSource) read() (Revision, *memFS, error) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	scanStart := time.Now()
+	stats := make(map[string]statEntry, len(s.stats))
 	type entry struct {
 		name string
 		data []byte
@@ -107,19 +128,27 @@ func (s *dirSource) read() (Revision, *memFS, error) {
 		if total > s.cfg.MaxSnapshotBytes {
 			return fmt.Errorf("%s: more than %d bytes: %w", s.spec, s.cfg.MaxSnapshotBytes, ErrTooLarge)
 		}
-		data, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
 		rel, _ := filepath.Rel(s.spec, p)
+		rel = filepath.ToSlash(rel)
 		mode := fs.FileMode(0o444)
 		if info.Mode()&0o111 != 0 {
 			mode = 0o555
 		}
-		files = append(files, entry{filepath.ToSlash(rel), data, mode, info.ModTime()})
+		var data []byte
+		if c, ok := s.stats[rel]; ok && c.trusted && c.size == info.Size() && c.mtime.Equal(info.ModTime()) && c.mode == mode {
+			data = c.data
+		} else {
+			data, err = os.ReadFile(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		stats[rel] = statEntry{size: int64(len(data)), mtime: info.ModTime(), mode: mode, data: data,
+			trusted: info.ModTime().Before(scanStart.Add(-statTrustAge))}
+		files = append(files, entry{rel, data, mode, info.ModTime()})
 		if info.ModTime().After(newest) {
 			newest = info.ModTime()
 		}
@@ -131,6 +160,7 @@ func (s *dirSource) read() (Revision, *memFS, error) {
 	if err != nil {
 		return Revision{}, nil, fmt.Errorf("read directory: %w", err)
 	}
+	s.stats = stats
 	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
 	h := sha256.New()
 	m := newMemFS(newest)

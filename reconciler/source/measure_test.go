@@ -3,6 +3,9 @@ package source
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"os/exec"
 	"sort"
 	"testing"
@@ -213,4 +216,22 @@ func BenchmarkLocalGitCheckout10k(b *testing.B) {
 			snap.Close()
 		}
 	})
+}
+
+// BenchmarkDirLatest10k measures hashing a 10,000-spec directory in dev
+// mode, which every nudge costs.
+func BenchmarkDirLatest10k(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 10000 {
+		writeFiles(b, dir, map[string]string{
+			fmt.Sprintf("team%02d/s%05d.dstack.yml", i%100, i): fmt.Sprintf("type: task\nname: t%d\ncommands: [echo %d]\n", i, i),
+		})
+	}
+	// Files last edited a while ago, as in a real working copy.
+	past := time.Now().Add(-time.Hour)
+	filepath.WalkDir(dir, func(p string, _ fs.DirEntry, _ error) error { return os.Chtimes(p, past, past) })
+	src := open(b, Config{Repo: dir})
+	for b.Loop() {
+		latest(b, src)
+	}
 }
