@@ -173,3 +173,22 @@ loop:
 		t.Errorf("snapshot has %d files, want 50", got)
 	}
 }
+
+func TestDirSeesAnEditInTheSameClockTick(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.yml")
+	tick := time.Now().Truncate(time.Second)
+	writeFiles(t, dir, map[string]string{"a.yml": "v1"})
+	os.Chtimes(p, tick, tick)
+	src := open(t, Config{Repo: dir})
+	first := latest(t, src)
+	// Same size, same modification time: only the content differs.
+	writeFiles(t, dir, map[string]string{"a.yml": "v2"})
+	os.Chtimes(p, tick, tick)
+	if second := latest(t, src); second.ID == first.ID {
+		t.Fatal("an edit with unchanged size and mtime was missed")
+	}
+	if got := checkout(t, src, latest(t, src))["a.yml"]; got != "v2" {
+		t.Errorf("a.yml = %q, want v2", got)
+	}
+}
