@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // bucket is a fake of gpuhunt's published layout:
@@ -220,5 +221,36 @@ func TestNewRemote_rejectsNonHTTPURL(t *testing.T) {
 		if _, err := NewRemote(RemoteConfig{URL: u}); err == nil {
 			t.Errorf("NewRemote(%q) succeeded", u)
 		}
+	}
+}
+
+func TestOpen_catalogDirThenRemoteInBackground(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "mycloud.csv", strings.Join(CSVColumns, ",")+"\nbox,r1,0.5,2,8.0,0,,,False,,,,x86,{}\n")
+	b := newBucket()
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	b.publish(t, "verda", "20261122-1", `1H100.80S.22V,FIN-01,2.19,22,80.0,1,H100,80.0,False,,nvidia,,x86,{}`)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	m, err := Open(ctx, Sources{CatalogDir: dir, CatalogURL: srv.URL + "/v3", Client: srv.Client(),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.Query(t.Context(), Query{}).Offers); n < 1 {
+		t.Fatal("catalog dir not served right after Open")
+	}
+	for m.Catalog().Len() != 2 {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("remote catalog never arrived")
+		default:
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if ans := m.Query(t.Context(), Query{Backends: []string{"verda"}, GPUCount: AtLeast(1)}); len(ans.Offers) != 1 {
+		t.Errorf("verda offers after refresh: %d", len(ans.Offers))
 	}
 }
