@@ -302,3 +302,36 @@ func TestSnapshotSizeLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalBareRepositorySeesPushesThatArriveAsPacks(t *testing.T) {
+	requireGit(t)
+	work := newGoGitRepo(t, "main")
+	work.commit(t, "first", map[string]string{"specs/a.yml": "v1"})
+	bare := newBareRemote(t, t.TempDir(), "specs", work.dir)
+	gitCmd(t, bare, "gc", "-q") // a pack from the start: go-git caches its index
+	src := open(t, Config{Repo: bare, Path: "specs", PollInterval: time.Hour})
+	runSource(t, src)
+	checkout(t, src, latest(t, src))
+
+	// More objects than receive.unpackLimit (100): the push lands as a new
+	// pack file instead of loose objects.
+	files := map[string]string{}
+	for i := range 150 {
+		files[fmt.Sprintf("specs/many/s%03d.yml", i)] = fmt.Sprintf("n: %d\n", i)
+	}
+	sha := work.commit(t, "many", files)
+	push(t, work.dir, bare, "main")
+	if !waitNudge(src, 5*time.Second) {
+		t.Fatal("no nudge for a push into the bare repository")
+	}
+	rev := latest(t, src)
+	if rev.ID != sha {
+		t.Fatalf("Latest().ID = %s, want %s", rev.ID, sha)
+	}
+	if got := len(checkout(t, src, rev)); got != 151 {
+		t.Errorf("snapshot has %d files, want 151", got)
+	}
+	if packs := gitCmd(t, bare, "count-objects", "-v"); !strings.Contains(packs, "packs: 2") {
+		t.Fatalf("precondition: the push did not arrive as a second pack:\n%s", packs)
+	}
+}
