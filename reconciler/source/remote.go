@@ -147,7 +147,8 @@ func (s *remoteGit) snapshot(c cachedRev, branch string) *Snapshot {
 }
 
 // Checkout implements Source: a depth-1 fetch of the branch. If the branch
-// moved on since Latest, the exact commit is fetched instead.
+// moved on since Latest, or rev is not from the tracked branch (its Branch
+// differs), the exact commit is fetched as CheckoutAt does.
 func (s *remoteGit) Checkout(ctx context.Context, rev Revision) (*Snapshot, error) {
 	if c, ok := s.cached(rev.ID); ok {
 		return s.snapshot(c, rev.Branch), nil
@@ -156,6 +157,16 @@ func (s *remoteGit) Checkout(ctx context.Context, rev Revision) (*Snapshot, erro
 	defer s.fetchMu.Unlock()
 	if c, ok := s.cached(rev.ID); ok {
 		return s.snapshot(c, rev.Branch), nil
+	}
+	if rev.Branch != s.branch.Short() {
+		// Not a revision of the tracked branch from Latest: the branch tip
+		// would not be it.
+		snap, err := s.checkoutExact(ctx, rev.ID)
+		if err != nil {
+			return nil, err
+		}
+		snap.Revision.Branch = rev.Branch
+		return snap, nil
 	}
 	tip := plumbing.ReferenceName("refs/hoist/tip")
 	spec := config.RefSpec("+" + s.branch.String() + ":" + tip.String())

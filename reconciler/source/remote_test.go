@@ -244,3 +244,14 @@ func TestRemoteBasicAuth(t *testing.T) {
 		t.Errorf("logs leak the password:\n%s", logs.String())
 	}
 }
+
+func TestRemoteCheckoutOfARevisionWithoutBranch(t *testing.T) {
+	f := newRemoteFixture(t, nil)
+	first := gitCmd(t, f.bare, "rev-parse", "main")
+	f.commitAndPush(t, "second", map[string]string{"specs/a.yml": "v2"})
+	src := open(t, Config{Repo: f.url, Path: "specs"})
+	// What a caller holding only a SHA passes (a pull request plan).
+	if got := checkout(t, src, Revision{ID: first})["a.yml"]; got != "v1" {
+		t.Errorf("a.yml = %q, want v1", got)
+	}
+}
