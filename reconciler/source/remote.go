@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,7 @@ func openRemote(ctx context.Context, cfg Config) (*remoteGit, error) {
 		return nil, fmt.Errorf("open remote: %w", err)
 	}
 	s := &remoteGit{nudger: newNudger(), cfg: cfg, remote: r, cache: map[string]cachedRev{}}
+	s.removeStaleFetches()
 	refs, err := s.listRefs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
@@ -75,6 +77,23 @@ func openRemote(ctx context.Context, cfg Config) (*remoteGit, error) {
 	}
 	s.branch = head.Target()
 	return s, nil
+}
+
+// removeStaleFetches deletes temporary fetch directories that a killed
+// process left in CacheDir. Ones younger than twice the fetch timeout may
+// belong to another live process and are kept.
+func (s *remoteGit) removeStaleFetches() {
+	if s.cfg.CacheDir == "" {
+		return
+	}
+	stale, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, "fetch-*"))
+	for _, p := range stale {
+		if info, err := os.Stat(p); err == nil && time.Since(info.ModTime()) > 2*fetchTimeout {
+			if err := os.RemoveAll(p); err == nil {
+				s.cfg.Logger.Info("source_stale_fetch_removed", "dir", p)
+			}
+		}
+	}
 }
 
 // Describe implements Source.

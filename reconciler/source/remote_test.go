@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -166,8 +169,19 @@ func TestRemoteOverFileURLWithCacheDir(t *testing.T) {
 	sha := work.commit(t, "first", map[string]string{"a.yml": "v1"})
 	bare := newBareRemote(t, t.TempDir(), "specs", work.dir)
 	cache := t.TempDir()
+	// Left behind by a killed process: one long ago, one maybe still in use.
+	long := time.Now().Add(-time.Hour)
+	writeFiles(t, cache, map[string]string{"fetch-old/HEAD": "x", "fetch-new/HEAD": "x"})
+	os.Chtimes(filepath.Join(cache, "fetch-old"), long, long)
 
 	src := open(t, Config{Repo: "file://" + bare, CacheDir: cache})
+	if _, err := os.Stat(filepath.Join(cache, "fetch-old")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a stale fetch directory survived Open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "fetch-new")); err != nil {
+		t.Errorf("a recent fetch directory was removed: %v", err)
+	}
+	os.RemoveAll(filepath.Join(cache, "fetch-new"))
 	rev := latest(t, src)
 	if rev.ID != sha || rev.Branch != "trunk" {
 		t.Fatalf("Latest() = %s@%s, want %s@trunk (the remote HEAD)", rev.ID, rev.Branch, sha)
