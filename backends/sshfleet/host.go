@@ -137,7 +137,9 @@ func (f hostFacts) offer(name string) offers.Offer {
 
 // supervisorScript keeps the shim running in dir and survives the SSH
 // connection that started it (it runs under setsid). Touching dir/stop and
-// sending SIGTERM stops it and the shim.
+// sending SIGTERM stops it and the shim. Each run of the shim logs to
+// shim.cur.log (appended to shim.log when it ends); the supervisor writes the
+// address the shim listens on to shim.addr.
 func supervisorScript(shimArgs string) string {
 	return `#!/bin/sh
 # hoist shim supervisor, written by hoist (backends/sshfleet). Keeps
@@ -148,18 +150,27 @@ echo $$ > supervisor.pid
 child=
 stop() {
   [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
-  rm -f supervisor.pid shim.pid
+  rm -f supervisor.pid shim.pid shim.addr
   exit 0
 }
 trap stop TERM INT HUP
 while [ ! -f stop ]; do
   if [ -f shim.log ] && [ "$(wc -c < shim.log)" -gt 10485760 ]; then mv -f shim.log shim.log.1; fi
   rm -f shim.addr
-  ./bin/hoist-shim ` + shimArgs + ` >> shim.log 2>&1 &
+  ./bin/hoist-shim ` + shimArgs + ` > shim.cur.log 2>&1 &
   child=$!
   echo "$child" > shim.pid
+  i=0
+  while [ $i -lt 600 ] && kill -0 "$child" 2>/dev/null; do
+    a=$(sed -n 's/.*msg=shim_listening addr=\([^ ]*\).*/\1/p' shim.cur.log | tail -n 1)
+    if [ -n "$a" ]; then echo "$a" > shim.addr.tmp && mv -f shim.addr.tmp shim.addr; break; fi
+    sleep 0.05
+    i=$((i+1))
+  done
   wait "$child"
   child=
+  rm -f shim.addr
+  cat shim.cur.log >> shim.log
   [ -f stop ] || sleep 1
 done
 rm -f supervisor.pid shim.pid

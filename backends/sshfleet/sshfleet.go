@@ -330,9 +330,19 @@ func (b *Backend) remoteDir(home, id string) string {
 }
 
 // shimArgs are the hoist-shim flags the supervisor passes: loopback only, on
-// a port the shim picks and writes to shim.addr.
-func shimArgs() string {
-	return `--listen 127.0.0.1:0 --addr-file "$DIR/shim.addr" --runner-binary "$DIR/bin/hoist-runner" --state-dir "$DIR/state"`
+// a port the shim picks (the supervisor finds it in the shim's log), the
+// instance's tags as container labels.
+func shimArgs(r *record) string {
+	args := []string{`--listen 127.0.0.1:0`, `--state-dir "$DIR/state"`, `--runner-binary "$DIR/bin/hoist-runner"`}
+	keys := make([]string, 0, len(r.Tags))
+	for k := range r.Tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		args = append(args, "--label "+tunnel.Quote(k+"="+r.Tags[k]))
+	}
+	return strings.Join(args, " ")
 }
 
 // deploy uploads the agents and the supervisor script and starts the
@@ -353,7 +363,7 @@ func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record) error
 	if err != nil {
 		return err
 	}
-	if err := c.Upload(ctx, r.Dir+"/supervise.sh", 0o755, strings.NewReader(supervisorScript(shimArgs()))); err != nil {
+	if err := c.Upload(ctx, r.Dir+"/supervise.sh", 0o755, strings.NewReader(supervisorScript(shimArgs(r)))); err != nil {
 		return err
 	}
 	restart := ""

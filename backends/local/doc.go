@@ -1,0 +1,16 @@
+// Package local is the backend for this host: the machine the server runs on
+// is a fleet (named "local" by default) whose instances are slices of the
+// host, sized by the query their offer answered (the whole host when the
+// query sets no minimum) and admitted while they fit in its CPUs, memory and
+// GPUs.
+//
+// Each instance gets its own shim, run in-process (agents/shim on a
+// 127.0.0.1:0 listener, Recover on start) with its own state directory, so
+// terminating one instance drains only its containers. Jobs run in real
+// Docker containers on this host's Engine. The instance's size is enforced as
+// Docker limits: the connection the server gets (Connect) fills in the CPU
+// and memory limits of every task it creates that asks for none.
+//
+// cmd/hoist imports it (local.New or the "local" Factory); tests of other
+// packages may, to run against real Docker.
+package local

@@ -1,0 +1,502 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/agents/shim"
+	"hoist/backends"
+	"hoist/backends/offers"
+)
+
+// Region is the region of local offers and instances.
+const Region = "local"
+
+// Compile-time guards.
+var (
+	_ backends.Backend   = (*Backend)(nil)
+	_ backends.Connector = (*Backend)(nil)
+)
+
+// Config configures the local backend.
+type Config struct {
+	// Name is the backend's name; "local" when empty.
+	Name string
+	// RunnerBinary is the path of the hoist-runner binary for this host
+	// (required); the shims bind-mount it into every job container.
+	RunnerBinary string
+	// StateDir keeps the instance records and the shims' state (required).
+	StateDir string
+	// Labels are added to every container the shims create.
+	Labels map[string]string
+	// Logger receives the backend's and the shims' events; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Options are the settings of a "local" entry in the server's config file.
+type Options struct {
+	// RunnerBinary overrides the runner binary cmd/hoist resolved.
+	RunnerBinary string `json:"runner_binary"`
+}
+
+// Factory builds the backend from a config entry; use it in cmd/hoist's
+// Registry as "local". The runner binary comes from deps.Agents for this
+// host's architecture unless the options name one.
+func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) {
+	var o Options
+	if err := cfg.Decode(&o); err != nil {
+		return nil, err
+	}
+	if o.RunnerBinary == "" && deps.Agents != nil {
+		_, runner, err := deps.Agents(goarch())
+		if err != nil {
+			return nil, fmt.Errorf("runner binary: %w", err)
+		}
+		o.RunnerBinary = runner
+	}
+	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, StateDir: deps.StateDir, Logger: deps.Logger, Now: deps.Now})
+}
+
+// Backend is the local backend. Use New; Close it on shutdown (the shims
+// stop serving, their containers keep running and are recovered by the next
+// New on the same StateDir).
+type Backend struct {
+	cfg  Config
+	log  *slog.Logger
+	host hostResources
+
+	mu     sync.Mutex
+	insts  map[string]*instance
+	closed bool
+}
+
+// errClosed is returned by every call after Close.
+var errClosed = errors.New("local backend: closed")
+
+// instance is one local instance: its record and its running shim.
+type instance struct {
+	rec  record
+	shim *shim.Shim
+	srv  *http.Server
+	url  string
+}
+
+// record is what the backend keeps of an instance, in
+// <StateDir>/instances/<id>/instance.json.
+type record struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name,omitempty"`
+	Offer     offers.Offer      `json:"offer"`
+	Tags      map[string]string `json:"tags"`
+	CreatedAt time.Time         `json:"created_at"`
+}
+
+// New returns the local backend. It restarts the shim of every instance
+// recorded in cfg.StateDir, re-attaching to their containers (Recover).
+func New(cfg Config) (*Backend, error) {
+	if cfg.Name == "" {
+		cfg.Name = "local"
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("local backend: state dir is required")
+	}
+	if cfg.RunnerBinary == "" {
+		return nil, errors.New("local backend: runner binary is required")
+	}
+	if _, err := os.Stat(cfg.RunnerBinary); err != nil {
+		return nil, fmt.Errorf("local backend: runner binary: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	dir := filepath.Join(cfg.StateDir, "instances")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), insts: map[string]*instance{}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b.host = probeHost(ctx, cfg.StateDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	for _, e := range ents {
+		raw, err := os.ReadFile(filepath.Join(dir, e.Name(), "instance.json"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a Create that died before recording; nothing runs there
+		}
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("local backend: %w", err)
+		}
+		var r record
+		if err := json.Unmarshal(raw, &r); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("local backend: instance record %s: %w", e.Name(), err)
+		}
+		in, err := b.start(ctx, r)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.insts[r.ID] = in
+	}
+	return b, nil
+}
+
+func goarch() string { return runtime.GOARCH }
+
+// Name returns the backend's name.
+func (b *Backend) Name() string { return b.cfg.Name }
+
+// Close stops every shim's HTTP server and watchers. Containers keep running.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, in := range b.insts {
+		in.stop()
+		delete(b.insts, id)
+	}
+	b.closed = true
+	return nil
+}
+
+func (in *instance) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = in.srv.Shutdown(ctx)
+	_ = in.shim.Close()
+}
+
+func (b *Backend) instDir(id string) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, id)
+	return filepath.Join(b.cfg.StateDir, "instances", name)
+}
+
+// start runs the shim of r on a loopback listener and recovers its tasks.
+func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
+	labels := backends.CopyTags(b.cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range r.Tags {
+		labels[k] = v
+	}
+	s, err := shim.New(shim.Config{
+		RunnerBinary: b.cfg.RunnerBinary,
+		StateDir:     filepath.Join(b.instDir(r.ID), "shim"),
+		Labels:       labels,
+		Logger:       b.cfg.Logger.With("instance", r.ID),
+		Now:          b.cfg.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local backend: instance %s: %w", r.ID, err)
+	}
+	if err := s.Recover(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("local backend: instance %s: recover: %w", r.ID, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("local backend: instance %s: %w", r.ID, err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	b.log.Info("shim_started", "instance", r.ID, "addr", ln.Addr().String())
+	return &instance{rec: r, shim: s, srv: srv, url: "http://" + ln.Addr().String()}, nil
+}
+
+func (b *Backend) toInstance(in *instance) backends.Instance {
+	return backends.Instance{
+		ID: in.rec.ID, Backend: b.cfg.Name, Region: Region, Hostname: "127.0.0.1",
+		Status: backends.StatusRunning, Runtime: backends.RuntimeShim, Offer: in.rec.Offer,
+		Arch: goarch(), Tags: backends.CopyTags(in.rec.Tags), CreatedAt: in.rec.CreatedAt,
+	}
+}
+
+// used sums the resources of the instances, except skip.
+func (b *Backend) usedLocked(skip string) (cpus int, mem float64, gpus int) {
+	for id, in := range b.insts {
+		if id != skip {
+			cpus += in.rec.Offer.CPUs
+			mem += in.rec.Offer.MemoryGB
+			gpus += in.rec.Offer.GPUCount
+		}
+	}
+	return
+}
+
+// sized returns the offer for q: the query's minimums where it sets them,
+// else the whole host; false when the host is too small for q.
+func (b *Backend) sized(q offers.Query) (offers.Offer, bool) {
+	h := b.host
+	o := offers.Offer{
+		Backend: b.cfg.Name, Instance: h.Hostname, Region: Region, CPUs: h.CPUs, MemoryGB: h.MemoryGB,
+		DiskGB: h.DiskGB, CPUArch: h.Arch, Availability: offers.AvailabilityAvailable,
+		GPUVendor: h.GPUVendor, GPUName: h.GPUName, GPUCount: h.GPUCount, GPUMemoryGB: h.GPUMemGB,
+	}
+	if o.Instance == "" {
+		o.Instance = "localhost"
+	}
+	if q.CPU.HasMin {
+		o.CPUs = max(1, int(math.Ceil(q.CPU.Min)))
+	}
+	if q.Memory.HasMin && q.Memory.Min > 0 {
+		o.MemoryGB = q.Memory.Min
+	}
+	if q.Disk.HasMin && q.Disk.Min > 0 {
+		o.DiskGB = q.Disk.Min
+	}
+	if q.GPUCount.HasMin && h.GPUCount > 0 {
+		o.GPUCount = int(math.Ceil(q.GPUCount.Min))
+	}
+	if o.GPUCount == 0 {
+		o.GPUVendor, o.GPUName, o.GPUMemoryGB = "", "", 0
+	}
+	if o.CPUs > h.CPUs || o.MemoryGB > h.MemoryGB || o.DiskGB > h.DiskGB || o.GPUCount > h.GPUCount {
+		return offers.Offer{}, false
+	}
+	return o, true
+}
+
+func (b *Backend) fitsLocked(o offers.Offer, skip string) bool {
+	cpus, mem, gpus := b.usedLocked(skip)
+	const eps = 1e-9
+	return cpus+o.CPUs <= b.host.CPUs && mem+o.MemoryGB <= b.host.MemoryGB+eps && gpus+o.GPUCount <= b.host.GPUCount
+}
+
+// Offers returns this host sized for q (whole host where q sets no
+// minimum), available when it fits next to the existing instances and busy
+// otherwise; none when the host is too small or q excludes it.
+func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, error) {
+	o, ok := b.sized(q)
+	if !ok {
+		return nil, nil
+	}
+	b.mu.Lock()
+	if !b.fitsLocked(o, "") {
+		o.Availability = offers.AvailabilityBusy
+	}
+	b.mu.Unlock()
+	return offers.Filter([]offers.Offer{o}, q), nil
+}
+
+// Create starts a local instance of spec.Offer's size (the whole host when
+// the offer is zero) with its own shim. It is idempotent on spec.ID; an
+// instance that does not fit next to the existing ones fails with
+// backends.ErrNoCapacity.
+func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backends.Instance, error) {
+	if spec.ID == "" {
+		return backends.Instance{}, backends.Stalled(errors.New("local backend: instance id is required"))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return backends.Instance{}, errClosed
+	}
+	if in, ok := b.insts[spec.ID]; ok {
+		return b.toInstance(in), nil
+	}
+	o := spec.Offer
+	if o.CPUs == 0 {
+		o, _ = b.sized(offers.Query{})
+	}
+	o.Backend, o.Region, o.Availability, o.Price = b.cfg.Name, Region, offers.AvailabilityBusy, 0
+	if o.Instance == "" {
+		o.Instance = b.host.Hostname
+	}
+	if o.CPUs > b.host.CPUs || o.MemoryGB > b.host.MemoryGB || !b.fitsLocked(o, "") {
+		return backends.Instance{}, backends.Transient(fmt.Errorf("local backend: instance %s (%d cpus, %.1f GB): %w", spec.ID, o.CPUs, o.MemoryGB, backends.ErrNoCapacity))
+	}
+	r := record{ID: spec.ID, Name: spec.Name, Offer: o, Tags: backends.CopyTags(spec.Tags), CreatedAt: b.cfg.Now()}
+	dir := b.instDir(spec.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return backends.Instance{}, fmt.Errorf("local backend: %w", err)
+	}
+	raw, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "instance.json"), raw, 0o600); err != nil {
+		return backends.Instance{}, fmt.Errorf("local backend: %w", err)
+	}
+	in, err := b.start(ctx, r)
+	if err != nil {
+		return backends.Instance{}, err
+	}
+	b.insts[spec.ID] = in
+	b.log.Info("instance_created", "instance", spec.ID, "cpus", o.CPUs, "memory_gb", o.MemoryGB)
+	return b.toInstance(in), nil
+}
+
+// Describe returns the instance, running while its shim answers.
+func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, error) {
+	b.mu.Lock()
+	in, ok := b.insts[id]
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return backends.Instance{}, errClosed
+	}
+	if !ok {
+		return backends.Instance{}, fmt.Errorf("local backend: instance %s: %w", id, backends.ErrNotFound)
+	}
+	inst := b.toInstance(in)
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := api.NewShimClient(in.url, nil).Health(hctx); err != nil {
+		inst.Status, inst.Message = backends.StatusProvisioning, fmt.Sprintf("shim not answering: %v", err)
+	}
+	return inst, nil
+}
+
+// List returns the instances whose tags match.
+func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.Instance, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []backends.Instance
+	for _, in := range b.insts {
+		if backends.MatchTags(in.rec.Tags, tags) {
+			out = append(out, b.toInstance(in))
+		}
+	}
+	slices.SortFunc(out, func(a, b backends.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// DrainGrace is how long a job container gets to stop when its instance is
+// terminated.
+const DrainGrace = 10 * time.Second
+
+// Terminate drains the instance (terminates and removes its shim's tasks),
+// stops its shim and deletes its state. Gone is success.
+func (b *Backend) Terminate(ctx context.Context, id string) error {
+	b.mu.Lock()
+	in, ok := b.insts[id]
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	if !ok {
+		return nil
+	}
+	for _, t := range in.shim.ListTasks().Tasks {
+		if !t.Terminated() {
+			if _, err := in.shim.TerminateTask(ctx, t.ID, api.ReasonTerminatedByServer, "instance terminated", DrainGrace); err != nil {
+				return fmt.Errorf("local backend: terminate %s: task %s: %w", id, t.ID, err)
+			}
+		}
+		if err := in.shim.RemoveTask(ctx, t.ID); err != nil {
+			return fmt.Errorf("local backend: terminate %s: remove task %s: %w", id, t.ID, err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.insts[id]; !ok || cur != in {
+		return nil
+	}
+	in.stop()
+	delete(b.insts, id)
+	if err := os.RemoveAll(b.instDir(id)); err != nil {
+		return fmt.Errorf("local backend: terminate %s: %w", id, err)
+	}
+	b.log.Info("instance_terminated", "instance", id)
+	return nil
+}
+
+// Connect returns a plain loopback connection to the instance's shim. Task
+// creations through it get the instance's size as Docker limits when they
+// set none.
+func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.Conn, error) {
+	b.mu.Lock()
+	in, ok := b.insts[inst.ID]
+	b.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("local backend: instance %s: %w", inst.ID, backends.ErrNotFound)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+	return &conn{
+		hc:  &http.Client{Transport: &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, host: b.host}},
+		tr:  tr,
+		url: in.url,
+	}, nil
+}
+
+type conn struct {
+	hc  *http.Client
+	tr  *http.Transport
+	url string
+}
+
+func (c *conn) HTTPClient() *http.Client { return c.hc }
+func (c *conn) ShimURL() string          { return c.url }
+func (c *conn) Close() error {
+	c.tr.CloseIdleConnections()
+	return nil
+}
+
+// limits is the RoundTripper that applies an instance's size to the tasks
+// created on its shim: CPUs and memory as Docker limits, unless the task
+// sets its own; nothing when the instance is the whole host.
+type limits struct {
+	base    http.RoundTripper
+	shimURL string
+	offer   offers.Offer
+	host    hostResources
+}
+
+func (l *limits) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.Path != "/api/v1/tasks" || req.Body == nil ||
+		!strings.HasPrefix(l.shimURL, req.URL.Scheme+"://"+req.URL.Host) {
+		return l.base.RoundTrip(req)
+	}
+	raw, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var spec api.TaskSpec
+	if err := json.Unmarshal(raw, &spec); err == nil {
+		if spec.CPUs == 0 && l.offer.CPUs > 0 && l.offer.CPUs < l.host.CPUs {
+			spec.CPUs = float64(l.offer.CPUs)
+		}
+		if spec.MemoryBytes == 0 && l.offer.MemoryGB > 0 && l.offer.MemoryGB < l.host.MemoryGB {
+			spec.MemoryBytes = int64(l.offer.MemoryGB * (1 << 30))
+		}
+		if b, err := json.Marshal(spec); err == nil {
+			raw = b
+		}
+	}
+	r2 := req.Clone(req.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(raw))
+	r2.ContentLength = int64(len(raw))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	return l.base.RoundTrip(r2)
+}

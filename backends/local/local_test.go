@@ -1,0 +1,186 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/conformance"
+	"hoist/backends/internal/agentbin"
+	"hoist/backends/local"
+	"hoist/backends/offers"
+	"hoist/e2e/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	agentbin.Cleanup()
+	os.Exit(code)
+}
+
+const testLabel = "hoist.test"
+
+func newBackend(t *testing.T, stateDir string) *local.Backend {
+	t.Helper()
+	_, runner := agentbin.Build(t, runtime.GOARCH)
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: stateDir, Labels: map[string]string{testLabel: "backends-local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// removeContainers removes every container this package's tests created,
+// also when a test failed half-way.
+func removeContainers(t *testing.T) {
+	t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+testLabel+"=backends-local").Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+		}
+	})
+}
+
+func TestConformance(t *testing.T) {
+	testenv.Docker(t)
+	removeContainers(t)
+	b := newBackend(t, t.TempDir())
+	conformance.Run(t, conformance.Options{
+		Backend: b,
+		// Two small slices of this host fit next to each other.
+		Spec: func(int) backends.InstanceSpec {
+			os, err := b.Offers(t.Context(), offers.Query{CPU: offers.AtLeast(1), Memory: offers.AtLeast(0.25)})
+			if err != nil || len(os) == 0 {
+				t.Fatalf("no small offer: %v", err)
+			}
+			return backends.InstanceSpec{Offer: os[0]}
+		},
+		Timeout: 30 * time.Second,
+	})
+}
+
+func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	ctx := t.Context()
+	whole, err := b.Offers(ctx, offers.Query{})
+	if err != nil || len(whole) != 1 {
+		t.Fatalf("Offers(zero) = %v, %v", whole, err)
+	}
+	if whole[0].CPUs != runtime.NumCPU() || whole[0].MemoryGB < 0.5 || whole[0].DiskGB <= 0 {
+		t.Errorf("whole-host offer does not describe this host: %+v", whole[0])
+	}
+	small, _ := b.Offers(ctx, offers.Query{CPU: offers.AtLeast(1), Memory: offers.AtLeast(0.5)})
+	if len(small) != 1 || small[0].CPUs != 1 || small[0].MemoryGB != 0.5 {
+		t.Fatalf("sized offer = %+v", small)
+	}
+	if got, _ := b.Offers(ctx, offers.Query{CPU: offers.AtLeast(float64(runtime.NumCPU() + 1))}); len(got) != 0 {
+		t.Errorf("offer larger than the host: %+v", got)
+	}
+	if got, _ := b.Offers(ctx, offers.Query{GPUCount: offers.AtLeast(1)}); len(got) != 0 && whole[0].GPUCount == 0 {
+		t.Errorf("GPU offer on a host without GPUs: %+v", got)
+	}
+
+	// The whole host taken, nothing else fits.
+	if _, err := b.Create(ctx, backends.InstanceSpec{ID: "whole", Offer: whole[0]}); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Terminate(context.Background(), "whole")
+	_, err = b.Create(ctx, backends.InstanceSpec{ID: "extra", Offer: small[0]})
+	if !errors.Is(err, backends.ErrNoCapacity) || backends.KindOf(err) != backends.KindTransient {
+		t.Errorf("Create beyond capacity = %v, want transient ErrNoCapacity", err)
+	}
+	if got, _ := b.Offers(ctx, offers.Query{CPU: offers.AtLeast(1)}); len(got) != 1 || got[0].Availability != offers.AvailabilityBusy {
+		t.Errorf("offer on a full host = %+v, want busy", got)
+	}
+}
+
+// TestTask_runsWithLimitsAndSurvivesRestart runs a job through the
+// instance's shim, checks that the instance's size became Docker limits,
+// and that a new backend on the same state dir recovers the instance.
+func TestTask_runsWithLimitsAndSurvivesRestart(t *testing.T) {
+	image := testenv.Docker(t)
+	removeContainers(t)
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	ctx := t.Context()
+	os1, _ := b.Offers(ctx, offers.Query{CPU: offers.AtLeast(1), Memory: offers.AtLeast(0.5)})
+	inst, err := b.Create(ctx, backends.InstanceSpec{ID: "job-host", Offer: os1[0], Tags: map[string]string{backends.TagProject: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Terminate(context.Background(), inst.ID) })
+
+	conn, err := b.Connect(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sc := api.NewShimClient(conn.ShimURL(), conn.HTTPClient())
+	if _, err := sc.CreateTask(ctx, api.TaskSpec{ID: "t1", Image: image}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := sc.WaitTask(ctx, "t1", api.TaskRunning)
+	if err != nil || info.Status != api.TaskRunning {
+		t.Fatalf("task not running: %+v, %v", info, err)
+	}
+	out, err := exec.Command("docker", "inspect", "--format", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{index .Config.Labels \"hoist.project\"}}", info.ContainerID).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(out)), "1000000000 536870912 p"; got != want {
+		t.Errorf("container limits and labels = %q, want %q", got, want)
+	}
+	rc := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"echo hello from local"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rc.Wait(ctx)
+	if err != nil || !st.Finished() {
+		t.Fatalf("job: %+v, %v", st, err)
+	}
+	lines, err := rc.Logs(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, l := range lines {
+		text.Write(l.Data)
+	}
+	if !strings.Contains(text.String(), "hello from local") {
+		t.Errorf("logs = %q", text.String())
+	}
+
+	// A server restart: a new backend on the same state dir knows the
+	// instance and its task.
+	b.Close()
+	b2 := newBackend(t, dir)
+	got, err := b2.Describe(ctx, inst.ID)
+	if err != nil || got.Status != backends.StatusRunning || got.Tags[backends.TagProject] != "p" {
+		t.Fatalf("after restart: %+v, %v", got, err)
+	}
+	conn2, err := b2.Connect(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	if _, err := api.NewShimClient(conn2.ShimURL(), conn2.HTTPClient()).GetTask(ctx, "t1"); err != nil {
+		t.Errorf("task lost across restart: %v", err)
+	}
+	if err := b2.Terminate(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+info.ContainerID).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("container %s left after terminate", info.ContainerID)
+	}
+}
