@@ -1,11 +1,13 @@
 package schema
 
 import (
+	"crypto/sha256"
 	_ "embed"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -48,6 +50,7 @@ type cueChecker struct {
 	ctx    *cue.Context
 	schema cue.Value
 	defs   map[string]cue.Value
+	infos  map[string]*defInfo
 	uses   int
 }
 
@@ -71,6 +74,7 @@ func (c *cueChecker) reset() {
 		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
 	}
 	c.defs = map[string]cue.Value{}
+	c.infos = map[string]*defInfo{}
 	c.uses = 0
 }
 
@@ -83,8 +87,80 @@ func (c *cueChecker) def(name string) cue.Value {
 	return v
 }
 
-// check unifies doc with the definition of kind and returns the errors at
-// the positions of the offending values in doc.
+// defInfo describes one definition's top-level fields.
+type defInfo struct {
+	fields   map[string]cue.Value
+	names    []string
+	required []string
+}
+
+func (c *cueChecker) info(defName string) *defInfo {
+	if in, ok := c.infos[defName]; ok {
+		return in
+	}
+	def := c.def(defName)
+	in := &defInfo{fields: map[string]cue.Value{}}
+	it, err := def.Fields(cue.Optional(true))
+	if err != nil {
+		panic(fmt.Sprintf("schema: %s: %v", defName, err))
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		in.fields[name] = it.Value()
+		in.names = append(in.names, name)
+		if !it.IsOptional() {
+			in.required = append(in.required, name)
+		}
+	}
+	sort.Strings(in.names)
+	c.infos[defName] = in
+	return in
+}
+
+// relErr is a schema error relative to one top-level field's value.
+type relErr struct {
+	path []string // below the field
+	msg  string   // final message, without position or path prefix
+	loc  errLoc
+}
+
+type errLoc int
+
+const (
+	locValue  errLoc = iota // at the value at path
+	locKey                  // at the key of the last path element
+	locParent               // at the parent of the last path element (missing field)
+)
+
+// fieldCache memoizes the schema check of one top-level field value: the
+// definitions hold no cross-field constraints (those live in the decoder),
+// so a field's verdict depends only on the definition, the field and its
+// value. Repositories repeat values (images, resources, profiles) a lot.
+var fieldCache struct {
+	sync.Mutex
+	m map[[32]byte][]relErr
+}
+
+const fieldCacheMax = 200_000
+
+func cacheGet(k [32]byte) ([]relErr, bool) {
+	fieldCache.Lock()
+	defer fieldCache.Unlock()
+	v, ok := fieldCache.m[k]
+	return v, ok
+}
+
+func cachePut(k [32]byte, v []relErr) {
+	fieldCache.Lock()
+	defer fieldCache.Unlock()
+	if fieldCache.m == nil || len(fieldCache.m) >= fieldCacheMax {
+		fieldCache.m = make(map[[32]byte][]relErr)
+	}
+	fieldCache.m[k] = v
+}
+
+// check validates doc against the definition of kind, field by field, and
+// returns the errors at the positions of the offending values in doc.
 func (c *cueChecker) check(kind Kind, doc *node) Errors {
 	defName := defNames[kind]
 	if kind == KindVolume {
@@ -94,60 +170,151 @@ func (c *cueChecker) check(kind Kind, doc *node) Errors {
 		}
 		defName = volumeDefs[b.str]
 	}
-	c.uses++
-	if c.uses > 2000 {
-		c.reset()
+	if c.uses > 5000 {
+		c.reset() // a CUE context only grows
 	}
-	def := c.def(defName)
-	data := c.ctx.BuildExpr(toAST(doc))
-	v := def.Unify(data)
+	in := c.info(defName)
+	var out Errors
+	for _, r := range in.required {
+		if !doc.has(r) {
+			out = append(out, newError(doc.pos, "", "field %q is required", r))
+		}
+	}
+	var kb []byte
+	for i, k := range doc.keys {
+		fv, ok := in.fields[k.str]
+		if !ok {
+			out = append(out, unknownField(k, "", k.str, in.names))
+			continue
+		}
+		kb = append(kb[:0], defName...)
+		kb = append(kb, 0)
+		kb = append(kb, k.str...)
+		kb = append(kb, 0)
+		kb = appendNodeKey(kb, doc.vals[i])
+		key := sha256.Sum256(kb)
+		rel, hit := cacheGet(key)
+		if !hit {
+			rel = c.checkField(fv, doc.vals[i], k.str)
+			cachePut(key, rel)
+		}
+		for _, re := range rel {
+			out = append(out, placeError(doc, k.str, re))
+		}
+	}
+	return dedupeByPos(out)
+}
+
+// checkField unifies one field value with its constraint.
+func (c *cueChecker) checkField(fv cue.Value, val *node, field string) []relErr {
+	c.uses++
+	v := fv.Unify(c.ctx.BuildExpr(toAST(val)))
 	err := v.Validate(cue.Concrete(true))
 	if err == nil {
 		return nil
 	}
-	return c.mapErrors(err, defName, doc, v)
-}
-
-func (c *cueChecker) mapErrors(err error, defName string, doc *node, v cue.Value) Errors {
-	var out Errors
-	seen := map[string]bool{}
+	var out []relErr
 	for _, e := range cueerrors.Errors(err) {
 		path := e.Path()
-		if len(path) > 0 && strings.HasPrefix(path[0], "#") {
+		// Paths start with the definition and the field: drop both.
+		for len(path) > 0 && path[0] != field {
+			path = path[1:]
+		}
+		if len(path) > 0 {
 			path = path[1:]
 		}
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
-		target, parent, key := locate(doc, path)
-		dotted := dottedPath(path)
-		var ee *Error
+		full := append([]string{field}, path...)
+		wrap := &node{kind: nMap, keys: []*node{{kind: nString, str: field}}, vals: []*node{val}}
+		target, parent, key := locate(wrap, full)
 		switch {
-		case strings.Contains(msg, "field not allowed") && parent != nil:
-			k := parent.keyNode(key)
-			if k == nil {
-				k = parent
+		case strings.Contains(msg, "field not allowed") && parent != nil && len(path) > 0:
+			allowed := c.allowedFields(v, path[:len(path)-1], key)
+			m := fmt.Sprintf("field %q not allowed", key)
+			if s := suggest(key, allowed); s != "" {
+				m += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			ee = unknownField(k, dottedPath(path[:len(path)-1]), key, c.allowedFields(v, path[:len(path)-1], key))
+			out = append(out, relErr{path: path, msg: m, loc: locKey})
 		case target == nil && parent != nil:
 			if strings.Contains(msg, "incomplete") || strings.Contains(msg, "required") || strings.Contains(msg, "non-concrete") {
-				ee = newError(parent.pos, dottedPath(path[:len(path)-1]), "field %q is required", key)
+				out = append(out, relErr{path: path, msg: fmt.Sprintf("field %q is required", key), loc: locParent})
 			} else {
-				ee = newError(parent.pos, dotted, "%s", cleanMsg(msg))
+				out = append(out, relErr{path: path, msg: cleanMsg(msg), loc: locParent})
 			}
 		case target != nil:
-			ee = newError(target.pos, dotted, "%s", c.describeConflict(msg, target))
+			out = append(out, relErr{path: path, msg: c.describeConflict(msg, target), loc: locValue})
 		default:
-			ee = newError(doc.pos, dotted, "%s", cleanMsg(msg))
-		}
-		k := ee.Error()
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, ee)
+			out = append(out, relErr{path: path, msg: cleanMsg(msg), loc: locValue})
 		}
 	}
-	// Report one error per value: the most specific message wins.
-	out = dedupeByPos(out)
 	return out
+}
+
+// placeError turns a field-relative error into a positioned one.
+func placeError(doc *node, field string, re relErr) *Error {
+	full := append([]string{field}, re.path...)
+	target, parent, key := locate(doc, full)
+	switch re.loc {
+	case locKey:
+		at := parent
+		if parent != nil {
+			if k := parent.keyNode(key); k != nil {
+				at = k
+			}
+		}
+		if at == nil {
+			at = doc
+		}
+		return newError(at.pos, dottedPath(full), "%s", re.msg)
+	case locParent:
+		at := parent
+		if at == nil {
+			at = doc
+		}
+		return newError(at.pos, dottedPath(full[:len(full)-1]), "%s", re.msg)
+	}
+	if target == nil {
+		target = doc
+	}
+	return newError(target.pos, dottedPath(full), "%s", re.msg)
+}
+
+// appendNodeKey serializes n unambiguously for cache keys.
+func appendNodeKey(b []byte, n *node) []byte {
+	b = append(b, byte('0'+n.kind))
+	switch n.kind {
+	case nBool:
+		if n.b {
+			b = append(b, '1')
+		} else {
+			b = append(b, '0')
+		}
+	case nInt:
+		b = strconv.AppendInt(b, n.i, 10)
+	case nFloat:
+		b = strconv.AppendFloat(b, n.f, 'g', -1, 64)
+	case nString:
+		b = strconv.AppendInt(b, int64(len(n.str)), 10)
+		b = append(b, ':')
+		b = append(b, n.str...)
+	case nList:
+		b = strconv.AppendInt(b, int64(len(n.items)), 10)
+		b = append(b, '[')
+		for _, it := range n.items {
+			b = appendNodeKey(b, it)
+		}
+	case nMap:
+		b = strconv.AppendInt(b, int64(len(n.keys)), 10)
+		b = append(b, '{')
+		for i, k := range n.keys {
+			b = strconv.AppendInt(b, int64(len(k.str)), 10)
+			b = append(b, ':')
+			b = append(b, k.str...)
+			b = appendNodeKey(b, n.vals[i])
+		}
+	}
+	return b
 }
 
 // dedupeByPos keeps one error per position and path, preferring messages

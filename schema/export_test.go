@@ -7,3 +7,11 @@ import "sync"
 func DropCachedValidators() {
 	validators = sync.Pool{New: func() any { return newValidator() }}
 }
+
+// DropFieldCache forgets memoized schema verdicts so the next load
+// evaluates every field value with CUE.
+func DropFieldCache() {
+	fieldCache.Lock()
+	fieldCache.m = nil
+	fieldCache.Unlock()
+}
