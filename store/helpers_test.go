@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -38,12 +39,12 @@ var testKey = []byte("0123456789abcdef0123456789abcdef")
 // dbCase is one database a test runs against.
 type dbCase struct {
 	name string
-	dsn  func(t *testing.T) string
+	dsn  func(t testing.TB) string
 }
 
 var dbCases = []dbCase{
-	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "hoist.db") }},
-	{"postgres", func(t *testing.T) string { return testenv.Postgres(t) }},
+	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "hoist.db") }},
+	{"postgres", func(t testing.TB) string { return testenv.Postgres(t) }},
 }
 
 // forEachDB runs fn once against a fresh SQLite file and once against a fresh
@@ -80,3 +81,5 @@ func openTest(t testing.TB, dsn string, opts Options) *Store {
 	})
 	return s
 }
+
+func modelType(m any) reflect.Type { return reflect.TypeOf(m).Elem() }

@@ -178,3 +178,23 @@ func (s *Store) WithLease(ctx context.Context, l Lease, fn func(ctx context.Cont
 		return fn(ctx, tx)
 	})
 }
+
+// Complete is the last step of processing a leased row: in one transaction it
+// releases l (as Release does) and runs fn, so the worker's final writes and
+// the release commit together or not at all. It returns ErrLeaseLost (and
+// never calls fn) when another worker has taken the row. fn may be nil.
+func (s *Store) Complete(ctx context.Context, l Lease, fn func(ctx context.Context, tx bun.Tx) error) error {
+	if !slices.Contains(LeaseTables, l.Table) {
+		return fmt.Errorf("complete: table %q has no lease columns", l.Table)
+	}
+	now := s.Now()
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := release(ctx, tx, now, l); err != nil {
+			return err
+		}
+		if fn == nil {
+			return nil
+		}
+		return fn(ctx, tx)
+	})
+}

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/uptrace/bun"
 )
 
@@ -20,14 +23,22 @@ type LogLine struct {
 	Data []byte
 }
 
-type logRow struct {
-	bun.BaseModel `bun:"table:job_logs"`
+// logChunk stores consecutive lines of one job (first_seq..last_seq) in one
+// row: writing and reading a row per line is far too slow for busy jobs. Data
+// is one format byte (chunkRaw or chunkS2) and then, raw or S2-compressed, a
+// sequence of records, each: varint unix-nanosecond time, uvarint stream
+// length, stream, uvarint data length, data.
+type logChunk struct {
+	bun.BaseModel `bun:"table:job_log_chunks"`
 
-	JobID  string    `bun:"job_id,pk"`
-	Seq    int64     `bun:"seq,pk"`
-	Time   time.Time `bun:"time,notnull"`
-	Stream string    `bun:"stream,notnull"`
-	Data   []byte    `bun:"data,notnull"`
+	JobID     string    `bun:"job_id,pk"`
+	FirstSeq  int64     `bun:"first_seq,pk"`
+	LastSeq   int64     `bun:"last_seq,notnull"`
+	Lines     int       `bun:"lines,notnull"`
+	Bytes     int64     `bun:"bytes,notnull"`
+	FirstTime time.Time `bun:"first_time,notnull"`
+	LastTime  time.Time `bun:"last_time,notnull"`
+	Data      []byte    `bun:"data,notnull"`
 }
 
 type logState struct {
@@ -36,22 +47,65 @@ type logState struct {
 	JobID   string `bun:"job_id,pk"`
 	LastSeq int64  `bun:"last_seq,notnull"`
 	Bytes   int64  `bun:"bytes,notnull"`
+	// QuotaExceeded stays set once a line was dropped: later lines are
+	// refused too, so the stored log never has holes.
+	QuotaExceeded bool `bun:"quota_exceeded,notnull"`
 }
 
-// logChunkBytes bounds one INSERT statement of log rows.
-const logChunkBytes = 512 << 10
+// logChunkBytes bounds the encoded (uncompressed) size of one chunk row.
+const logChunkBytes = 256 << 10
+
+// Chunk data formats (the first byte of logChunk.Data).
+const (
+	chunkRaw byte = 0
+	chunkS2  byte = 1
+)
+
+// sealChunk compresses a chunk's records when that saves space; logs usually
+// shrink several times, which is what makes bulk writes fast on Postgres.
+func sealChunk(records []byte) []byte {
+	out := make([]byte, 1, 1+s2.MaxEncodedLen(len(records)))
+	out[0] = chunkS2
+	out = append(out, s2.Encode(out[1:cap(out)], records)...)
+	if len(out) >= len(records)+1 {
+		return append([]byte{chunkRaw}, records...)
+	}
+	return out
+}
+
+func openChunk(data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, errCorruptLog
+	}
+	switch data[0] {
+	case chunkRaw:
+		return data[1:], nil
+	case chunkS2:
+		b, err := s2.Decode(nil, data[1:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errCorruptLog, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("%w: unknown format %d", errCorruptLog, data[0])
+}
 
 // AppendLogs appends lines to a job's log in one transaction, numbering them
-// after the job's last line. The lines that fit in the job's byte quota are
-// written; if any did not fit it returns ErrLogQuota (with the count written).
-// It returns the sequence number of the last line written.
+// after the job's last line (a zero Time becomes now). The lines that fit in
+// the job's byte quota (Options.LogQuota, counting Data bytes) are written; if
+// any did not fit it returns ErrLogQuota along with the last Seq written, and
+// every later append to the job returns ErrLogQuota without writing.
+// It returns the Seq of the last line written.
 func (s *Store) AppendLogs(ctx context.Context, jobID string, lines []LogLine) (int64, error) {
 	if len(lines) == 0 {
-		return 0, nil
+		_, last, err := s.LogSize(ctx, jobID)
+		return last, err
 	}
+	now := s.Now()
 	var last int64
 	var dropped int
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		dropped = 0
 		st := logState{JobID: jobID}
 		if _, err := tx.NewInsert().Model(&st).On("CONFLICT (job_id) DO NOTHING").Exec(ctx); err != nil {
 			return err
@@ -63,44 +117,48 @@ func (s *Store) AppendLogs(ctx context.Context, jobID string, lines []LogLine) (
 		if err := q.Scan(ctx); err != nil {
 			return err
 		}
-		rows := make([]logRow, 0, min(len(lines), 4096))
-		seq, bytes := st.LastSeq, st.Bytes
-		chunk := 0
-		flush := func() error {
-			if len(rows) == 0 {
-				return nil
-			}
-			_, err := tx.NewInsert().Model(&rows).Exec(ctx)
-			rows, chunk = rows[:0], 0
-			return err
-		}
+		var chunks []logChunk
+		var cur *logChunk
+		seq, total := st.LastSeq, st.Bytes
 		for i, l := range lines {
-			if bytes+int64(len(l.Data)) > s.logQuota {
+			if st.QuotaExceeded || total+int64(len(l.Data)) > s.logQuota {
 				dropped = len(lines) - i
 				break
 			}
-			seq++
-			bytes += int64(len(l.Data))
 			t := l.Time
 			if t.IsZero() {
-				t = s.Now()
+				t = now
 			}
-			rows = append(rows, logRow{JobID: jobID, Seq: seq, Time: t.UTC(), Stream: l.Stream, Data: nonNil(l.Data)})
-			chunk += len(l.Data) + 64
-			if chunk >= logChunkBytes || len(rows) >= 4096 {
-				if err := flush(); err != nil {
+			t = t.UTC()
+			if cur == nil || len(cur.Data) >= logChunkBytes {
+				chunks = append(chunks, logChunk{JobID: jobID, FirstSeq: seq + 1, FirstTime: t,
+					Data: make([]byte, 0, min(logChunkBytes+1024, 64+len(lines)*(24+len(l.Data))))})
+				cur = &chunks[len(chunks)-1]
+			}
+			seq++
+			total += int64(len(l.Data))
+			cur.Data = appendLogRecord(cur.Data, t, l.Stream, l.Data)
+			cur.LastSeq, cur.LastTime = seq, t
+			cur.Lines++
+			cur.Bytes += int64(len(l.Data))
+		}
+		if len(chunks) > 0 || (dropped > 0 && !st.QuotaExceeded) {
+			for i := range chunks {
+				chunks[i].Data = sealChunk(chunks[i].Data)
+			}
+			if len(chunks) > 0 {
+				if _, err := tx.NewInsert().Model(&chunks).Exec(ctx); err != nil {
 					return err
 				}
 			}
-		}
-		if err := flush(); err != nil {
-			return err
+			if _, err := tx.NewUpdate().Model((*logState)(nil)).
+				Set("last_seq = ?", seq).Set("bytes = ?", total).Set("quota_exceeded = ?", dropped > 0).
+				Where("job_id = ?", jobID).Exec(ctx); err != nil {
+				return err
+			}
 		}
 		last = seq
-		_, err := tx.NewUpdate().Model((*logState)(nil)).
-			Set("last_seq = ?", seq).Set("bytes = ?", bytes).
-			Where("job_id = ?", jobID).Exec(ctx)
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("append logs of job %s: %w", jobID, err)
@@ -112,38 +170,102 @@ func (s *Store) AppendLogs(ctx context.Context, jobID string, lines []LogLine) (
 	return last, nil
 }
 
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+func appendLogRecord(b []byte, t time.Time, stream string, data []byte) []byte {
+	b = binary.AppendVarint(b, t.UnixNano())
+	b = binary.AppendUvarint(b, uint64(len(stream)))
+	b = append(b, stream...)
+	b = binary.AppendUvarint(b, uint64(len(data)))
+	return append(b, data...)
+}
+
+var errCorruptLog = errors.New("corrupt log chunk")
+
+// decodeLogChunk appends the lines of c with Seq > after to out, stopping at
+// limit lines in out.
+func decodeLogChunk(out []LogLine, c logChunk, after int64, limit int) ([]LogLine, error) {
+	b, err := openChunk(c.Data)
+	if err != nil {
+		return out, err
 	}
-	return b
+	streams := map[string]string{}
+	for seq := c.FirstSeq; seq <= c.LastSeq; seq++ {
+		ns, n := binary.Varint(b)
+		if n <= 0 {
+			return out, errCorruptLog
+		}
+		b = b[n:]
+		sl, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < sl {
+			return out, errCorruptLog
+		}
+		sb := b[n : n+int(sl)]
+		b = b[n+int(sl):]
+		dl, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < dl {
+			return out, errCorruptLog
+		}
+		data := b[n : n+int(dl) : n+int(dl)]
+		b = b[n+int(dl):]
+		if seq <= after {
+			continue
+		}
+		stream, ok := streams[string(sb)]
+		if !ok {
+			stream = string(sb)
+			streams[stream] = stream
+		}
+		out = append(out, LogLine{Seq: seq, Time: time.Unix(0, ns).UTC(), Stream: stream, Data: data})
+		if len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
 }
 
 // ReadLogs returns up to limit lines of a job's log with Seq > afterSeq, in
 // order (1000 lines when limit is zero). Pass the last Seq read to continue.
 func (s *Store) ReadLogs(ctx context.Context, jobID string, afterSeq int64, limit int) ([]LogLine, error) {
-	var rows []logRow
-	err := s.db.NewSelect().Model(&rows).
-		Where("job_id = ? AND seq > ?", jobID, afterSeq).
-		OrderExpr("seq").Limit(limitOr(limit, 1000)).Scan(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read logs of job %s: %w", jobID, err)
+	if limit <= 0 {
+		limit = 1000
 	}
-	lines := make([]LogLine, len(rows))
-	for i, r := range rows {
-		lines[i] = LogLine{Seq: r.Seq, Time: r.Time.UTC(), Stream: r.Stream, Data: r.Data}
+	var out []LogLine
+	after := afterSeq
+	for len(out) < limit {
+		var chunks []logChunk
+		err := s.db.NewSelect().Model(&chunks).
+			Where("job_id = ? AND last_seq > ?", jobID, after).
+			OrderExpr("first_seq").Limit(8).Scan(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read logs of job %s: %w", jobID, err)
+		}
+		if len(chunks) == 0 {
+			break
+		}
+		if out == nil {
+			out = make([]LogLine, 0, min(limit, 8*chunks[0].Lines+16))
+		}
+		for _, c := range chunks {
+			if out, err = decodeLogChunk(out, c, after, limit); err != nil {
+				return nil, fmt.Errorf("read logs of job %s (seq %d-%d): %w", jobID, c.FirstSeq, c.LastSeq, err)
+			}
+			if len(out) >= limit {
+				break
+			}
+			after = c.LastSeq
+		}
 	}
-	return lines, nil
+	return out, nil
 }
 
-// LogSize returns the number of bytes stored for a job's log and its last Seq.
+// LogSize returns the number of Data bytes stored for a job's log and its
+// last Seq (zeros for a job without logs).
 func (s *Store) LogSize(ctx context.Context, jobID string) (bytes, lastSeq int64, err error) {
 	var st logState
 	err = s.db.NewSelect().Model(&st).Where("job_id = ?", jobID).Scan(ctx)
+	if isNoRows(err) {
+		return 0, 0, nil
+	}
 	if err != nil {
-		if e := notFound(err, ""); isNotFound(e) {
-			return 0, 0, nil
-		}
 		return 0, 0, fmt.Errorf("log size of job %s: %w", jobID, err)
 	}
 	return st.Bytes, st.LastSeq, nil
@@ -152,7 +274,7 @@ func (s *Store) LogSize(ctx context.Context, jobID string) (bytes, lastSeq int64
 // DeleteLogs removes a job's log.
 func (s *Store) DeleteLogs(ctx context.Context, jobID string) error {
 	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewDelete().Model((*logRow)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {
+		if _, err := tx.NewDelete().Model((*logChunk)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {
 			return fmt.Errorf("delete logs of job %s: %w", jobID, err)
 		}
 		if _, err := tx.NewDelete().Model((*logState)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {
