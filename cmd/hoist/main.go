@@ -28,6 +28,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	// Subcommands: one line each.
+	root.AddCommand(newServeCmd())
 	root.AddCommand(newOffersCmd())
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())

@@ -30,6 +30,11 @@ const (
 	Noop Action = "no-op"
 )
 
+// MassDeleteMin is the fewest live resources whose deletion can make a
+// mass deletion: a revision deleting at least this many, and more than half
+// of the live resources (or all of them), is held for confirmation.
+const MassDeleteMin = 2
+
 // Current is what the store knows about one managed resource: the spec it
 // was last applied with and how it is doing.
 type Current struct {
@@ -204,11 +209,23 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 			}
 		}
 	}
-	deletes := p.Count(Delete)
-	total := len(observed.Resources)
-	if deletes > 0 && !opts.Confirmed && (deletes == total || deletes*2 > total) {
+	// Mass deletion: only live resources count (a finished run whose spec
+	// leaves Git loses nothing), and one resource alone is never a mass.
+	deletes, total := 0, 0
+	for _, c := range observed.Resources {
+		if c.Kind.IsRun() && c.Finished {
+			continue
+		}
+		total++
+	}
+	for _, s := range p.Steps {
+		if s.Action == Delete && !(s.Current.Kind.IsRun() && s.Current.Finished) {
+			deletes++
+		}
+	}
+	if deletes >= MassDeleteMin && !opts.Confirmed && (deletes == total || deletes*2 > total) {
 		p.Held = true
-		p.HoldReason = fmt.Sprintf("the revision deletes %d of %d managed resources; confirm to apply", deletes, total)
+		p.HoldReason = fmt.Sprintf("the revision deletes %d of %d live resources; confirm to apply", deletes, total)
 	}
 	return p
 }

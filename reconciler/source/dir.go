@@ -60,6 +60,10 @@ func openDir(cfg Config) (*dirSource, error) {
 	}
 	spec := filepath.Join(root, filepath.FromSlash(cfg.Path))
 	info, err := os.Stat(spec)
+	if err == nil {
+		// A symbolic link as the root would be walked as a single entry.
+		_ = 0
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("open directory %s: %s: %w", root, cfg.Path, ErrPathNotFound)
 	}

@@ -192,3 +192,18 @@ func TestDirSeesAnEditInTheSameClockTick(t *testing.T) {
 		t.Errorf("a.yml = %q, want v2", got)
 	}
 }
+
+func TestDirThroughASymbolicLink(t *testing.T) {
+	real := t.TempDir()
+	writeFiles(t, real, map[string]string{"specs/a.yml": "v1"})
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []Config{{Repo: link, Path: "specs"}, {Repo: filepath.Join(link, "specs")}} {
+		src := open(t, cfg)
+		if got := checkout(t, src, latest(t, src)); got["a.yml"] != "v1" {
+			t.Errorf("%s: files = %v, want a.yml", src.Describe(), got)
+		}
+	}
+}

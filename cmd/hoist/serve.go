@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
+
+	"hoist/backends"
+	"hoist/backends/local"
+	"hoist/backends/offers"
+	"hoist/backends/sshfleet"
+	"hoist/reconciler"
+	"hoist/reconciler/source"
+	"hoist/store"
+	"hoist/web"
+	"hoist/web/storeview"
+)
+
+// registry lists every backend type hoist can drive. Adding a backend is
+// one line here.
+func registry() backends.Registry {
+	return backends.Registry{
+		"local": local.Factory,
+		"ssh":   sshfleet.Factory,
+	}
+}
+
+type serveOptions struct {
+	repo, branch, path, listen, dataDir, db string
+	pollInterval, resync                    time.Duration
+	config, catalogDir, agentsDir           string
+	webhookSecretFile, defaultImage         string
+	logLevel, externalURL                   string
+}
+
+func newServeCmd() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: sync specs from Git, reconcile, serve the dashboard and API",
+		Long: `Run the daemon: sync specs from Git, reconcile, serve the dashboard and API.
+
+Every flag can also be set by an environment variable HOIST_<FLAG>, e.g.
+HOIST_REPO, HOIST_DATA_DIR. The admin token is HOIST_ADMIN_TOKEN if set,
+otherwise it is generated on first start into <data-dir>/admin-token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.repo, "repo", "", "spec repository: a local Git repository, a plain directory (dev mode) or a URL (https://, file://)")
+	f.StringVar(&o.branch, "branch", "", "branch to track (default: the remote HEAD or the current branch)")
+	f.StringVar(&o.path, "path", "", "subdirectory of the repository holding the specs (default: the root)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the dashboard and API")
+	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where hoist keeps its state")
+	f.StringVar(&o.db, "db", "", "database: a SQLite file (default <data-dir>/hoist.db) or a postgres:// DSN")
+	f.DurationVar(&o.pollInterval, "poll-interval", time.Minute, "how often the repository is polled besides watching and webhooks")
+	f.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often every active object is re-checked (with jitter)")
+	f.StringVar(&o.config, "config", "", "server config file (YAML) with backends and their credentials")
+	f.StringVar(&o.catalogDir, "catalog-dir", "", "directory of offer catalogs (PROVIDER.csv) replacing the embedded snapshot")
+	f.StringVar(&o.agentsDir, "agents-dir", "", "directory holding the hoist-shim and hoist-runner binaries (default: next to hoist)")
+	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (or HOIST_WEBHOOK_SECRET)")
+	f.StringVar(&o.defaultImage, "default-image", "", "image for specs that name none")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users reach it (links posted to GitHub)")
+	_ = cmd.MarkFlagRequired("repo")
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from
+// HOIST_<FLAG> (dashes become underscores).
+func applyEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "HOIST_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", name, e)
+			}
+		}
+	})
+	return err
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "hoist")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".hoist"
+	}
+	return filepath.Join(home, ".local", "state", "hoist")
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serve(ctx context.Context, o serveOptions) error {
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	token, err := adminToken(o.dataDir)
+	if err != nil {
+		return err
+	}
+	webhookSecret, err := readSecret(o.webhookSecretFile, "HOIST_WEBHOOK_SECRET")
+	if err != nil {
+		return err
+	}
+	key, err := store.LoadSecretKey(o.dataDir)
+	if err != nil {
+		return err
+	}
+	dsn := o.db
+	if dsn == "" {
+		dsn = filepath.Join(o.dataDir, "hoist.db")
+	}
+	st, err := store.Open(ctx, dsn, store.Options{Logger: log, SecretKey: key})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	cfg, err := loadServerConfig(o.config)
+	if err != nil {
+		return err
+	}
+	agents := agentLocator(o.agentsDir, o.dataDir)
+	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer closeBackends(bes)
+
+	src, err := source.Open(ctx, source.Config{
+		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
+		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
+	})
+	if err != nil {
+		return err
+	}
+
+	market, err := openMarket(o.catalogDir, log)
+	if err != nil {
+		return err
+	}
+	obs := &metricsObserver{}
+	ctrl, err := reconciler.New(reconciler.Config{
+		ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
+	if err != nil {
+		return err
+	}
+	view := storeview.New(st, "")
+	srv, err := web.New(web.Config{
+		Listen: o.listen, AdminToken: token, WebhookSecret: webhookSecret, Branch: o.branch,
+		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
+		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
+	}, web.Deps{
+		Store: view, Syncer: syncer{ctrl}, Tokens: view, Inventory: view,
+		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	obs.m = srv.Metrics()
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info("hoist serving", "listen", ln.Addr().String(), "source", src.Describe(), "db", st.Dialect(),
+		"backends", strings.Join(backendNames(bes), ","))
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ctrl.Run(gctx) })
+	g.Go(func() error {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return hs.Shutdown(sctx)
+	})
+	err = g.Wait()
+	log.Info("hoist stopped")
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// adminToken returns HOIST_ADMIN_TOKEN, or the token in
+// <data-dir>/admin-token, generating and printing it once on first start.
+func adminToken(dataDir string) (string, error) {
+	if t := strings.TrimSpace(os.Getenv("HOIST_ADMIN_TOKEN")); t != "" {
+		return t, nil
+	}
+	path := filepath.Join(dataDir, "admin-token")
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	buf := make([]byte, 24)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "hoist: generated the admin token (kept in %s):\n\n    %s\n\n", path, t)
+	return t, nil
+}
+
+func readSecret(file, env string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("webhook secret: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return os.Getenv(env), nil
+}
+
+func openMarket(dir string, log *slog.Logger) (*offers.Market, error) {
+	var cat *offers.Catalog
+	var err error
+	if dir != "" {
+		cat, err = offers.LoadDir(dir)
+	} else {
+		cat, err = offers.Embedded()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("offers catalog: %w", err)
+	}
+	return offers.NewMarket(offers.MarketConfig{Catalog: cat, Logger: log.With("component", "offers")}), nil
+}
+
+func backendNames(bes map[string]backends.Backend) []string {
+	var out []string
+	for n := range bes {
+		out = append(out, n)
+	}
+	return out
+}

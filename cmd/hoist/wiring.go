@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing/fstest"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"hoist/backends"
+	"hoist/backends/offers"
+	"hoist/reconciler"
+	"hoist/reconciler/plan"
+	"hoist/reconciler/source"
+	"hoist/schema"
+	"hoist/store"
+	"hoist/web"
+)
+
+// serverConfig is the server's config file: backends and their
+// credentials, never kept in the spec repository.
+type serverConfig struct {
+	Backends []backendEntry `yaml:"backends"`
+}
+
+type backendEntry struct {
+	Name    string         `yaml:"name"`
+	Type    string         `yaml:"type"`
+	Options map[string]any `yaml:"options"`
+}
+
+// loadServerConfig reads the config file; no file means the default
+// backends (this host through Docker, and SSH fleets).
+func loadServerConfig(path string) (serverConfig, error) {
+	if path == "" {
+		return serverConfig{Backends: []backendEntry{{Name: "local", Type: "local"}, {Name: "ssh", Type: "ssh"}}}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return serverConfig{}, fmt.Errorf("config: %w", err)
+	}
+	var cfg serverConfig
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	seen := map[string]bool{}
+	for i, e := range cfg.Backends {
+		if e.Type == "" {
+			return serverConfig{}, fmt.Errorf("config %s: backends[%d]: type is required", path, i)
+		}
+		name := e.Name
+		if name == "" {
+			name = e.Type
+		}
+		if seen[name] {
+			return serverConfig{}, fmt.Errorf("config %s: backends[%d]: backend %q is configured twice", path, i, name)
+		}
+		seen[name] = true
+	}
+	return cfg, nil
+}
+
+// openBackends opens every configured backend. With the default config a
+// backend that cannot start (no Docker Engine here) is skipped with a
+// warning; one the user configured fails the start.
+func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, log *slog.Logger) (map[string]backends.Backend, error) {
+	reg := registry()
+	out := map[string]backends.Backend{}
+	for _, e := range cfg.Backends {
+		opts, err := json.Marshal(e.Options)
+		if err != nil {
+			return nil, err
+		}
+		name := e.Name
+		if name == "" {
+			name = e.Type
+		}
+		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
+			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Agents: agents,
+		})
+		if err != nil {
+			if explicit {
+				closeBackends(out)
+				return nil, err
+			}
+			log.Warn("backend not started", "backend", name, "error", err)
+			continue
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+func closeBackends(bes map[string]backends.Backend) {
+	for _, b := range bes {
+		if c, ok := b.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+// agentLocator finds the agent binaries for a Linux architecture: in
+// --agents-dir, next to the hoist executable, or in <data-dir>/agents;
+// hoist-shim-linux-<arch> and hoist-runner-linux-<arch>, or plain hoist-shim
+// and hoist-runner for this machine's architecture.
+func agentLocator(dir, dataDir string) backends.AgentBinaries {
+	var dirs []string
+	if dir != "" {
+		dirs = append(dirs, dir)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	dirs = append(dirs, filepath.Join(dataDir, "agents"))
+	return func(arch string) (string, string, error) {
+		find := func(agent string) (string, error) {
+			names := []string{fmt.Sprintf("hoist-%s-linux-%s", agent, arch)}
+			if arch == runtime.GOARCH {
+				names = append(names, "hoist-"+agent)
+			}
+			for _, d := range dirs {
+				for _, n := range names {
+					p := filepath.Join(d, n)
+					if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+						return p, nil
+					}
+				}
+			}
+			return "", fmt.Errorf("no %s binary for linux/%s in %s (build it with `go tool task build`)", names[0], arch, strings.Join(dirs, ", "))
+		}
+		shim, err := find("shim")
+		if err != nil {
+			return "", "", err
+		}
+		runner, err := find("runner")
+		if err != nil {
+			return "", "", err
+		}
+		return shim, runner, nil
+	}
+}
+
+// estimator prices a desired resource from the offers: the cheapest offer
+// matching its resources and profile.
+func estimator(m *offers.Market) func(r *schema.Resource) (float64, bool) {
+	return func(r *schema.Resource) (float64, bool) {
+		var res *schema.Resources
+		var prof schema.Profile
+		switch s := r.Spec.(type) {
+		case *schema.Task:
+			res, prof = &s.Resources, s.Profile
+		case *schema.Service:
+			res, prof = &s.Resources, s.Profile
+		case *schema.DevEnvironment:
+			res, prof = &s.Resources, s.Profile
+		default:
+			return 0, false
+		}
+		if len(prof.Backends) == 0 && res.GPU.Count.Min == nil {
+			return 0, false
+		}
+		if res.GPU.Count.Min != nil && *res.GPU.Count.Min == 0 {
+			return 0, false
+		}
+		q := offers.Query{Backends: prof.Backends, Regions: prof.Regions, SpotPolicy: prof.SpotPolicy, Limit: 1}
+		q.GPUVendor, q.GPUNames = res.GPU.Vendor, res.GPU.Names
+		q.GPUCount = toRange(res.GPU.Count)
+		if res.GPU.Memory != nil {
+			q.GPUMemory = toRange(*res.GPU.Memory)
+		}
+		q.CPU, q.Memory = toRange(res.CPU.Count), toRange(res.Memory)
+		ans := m.Catalog().Query(q)
+		if len(ans) == 0 {
+			return 0, false
+		}
+		return ans[0].Price, true
+	}
+}
+
+func toRange(r schema.Range) offers.Range {
+	var o offers.Range
+	if r.Min != nil {
+		o.Min, o.HasMin = *r.Min, true
+	}
+	if r.Max != nil {
+		o.Max, o.HasMax = *r.Max, true
+	}
+	return o
+}
+
+// metricsObserver feeds the reconciler's outcomes into the web's metrics.
+type metricsObserver struct{ m *web.Metrics }
+
+func (o *metricsObserver) Reconciled(kind string, d time.Duration, err error) {
+	if o.m == nil {
+		return
+	}
+	result := "success"
+	switch {
+	case err == nil:
+	case backends.KindOf(err) == backends.KindStalled:
+		result = "stalled"
+	case backends.KindOf(err) == backends.KindWait:
+		result = "wait"
+	default:
+		result = "error"
+	}
+	o.m.ObserveReconcile(kind, result, d)
+}
+
+func (o *metricsObserver) Synced(result string, d time.Duration) {
+	if o.m != nil {
+		o.m.ObserveReconcile("revision", result, d)
+	}
+}
+
+func (o *metricsObserver) QueueDepth(_ string, n int) {
+	if o.m != nil {
+		o.m.SetQueueDepth(n)
+	}
+}
+
+// syncer is the reconciler as the web's Syncer.
+type syncer struct{ c *reconciler.Controller }
+
+func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
+	st, err := s.c.Status(ctx)
+	if err != nil {
+		return web.SyncStatus{}, err
+	}
+	out := web.SyncStatus{
+		Status: st.Status, Revision: st.Revision, LatestRevision: st.LatestRevision, Errors: st.Errors,
+		Repo: st.Source, AutoSync: !st.Suspended,
+	}
+	if !st.LastSyncedAt.IsZero() {
+		t := st.LastSyncedAt
+		out.LastSyncAt = &t
+	}
+	return out, nil
+}
+
+func (s syncer) Sync(ctx context.Context) error { return s.c.SyncNow(ctx) }
+
+// planner is the reconciler as the web's Planner.
+type planner struct {
+	ctrl *reconciler.Controller
+	src  source.Source
+}
+
+func (p planner) PlanFiles(ctx context.Context, files map[string][]byte) (web.Plan, error) {
+	fsys := fstest.MapFS{}
+	for name, b := range files {
+		fsys[strings.TrimPrefix(filepath.ToSlash(name), "/")] = &fstest.MapFile{Data: b}
+	}
+	pl, err := p.ctrl.PlanFS(ctx, fsys)
+	return webPlan("", pl, err)
+}
+
+func (p planner) PlanRevision(ctx context.Context, _, sha string) (web.Plan, error) {
+	pl, err := p.ctrl.PlanRevision(ctx, source.Revision{ID: sha})
+	return webPlan(sha, pl, err)
+}
+
+func (p planner) SpecsAt(ctx context.Context, sha string) (map[string]json.RawMessage, error) {
+	snap, err := p.src.CheckoutAt(ctx, sha)
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Close()
+	d, err := schema.Load(snap.FS)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	for _, r := range d.Resources {
+		out[string(r.Kind)+"/"+r.Name] = r.JSON
+	}
+	return out, nil
+}
+
+// webPlan turns a plan (or the load errors of its specs) into the web's view.
+func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
+	out := web.Plan{Revision: rev, Errors: []string{}, Changes: []web.Change{}}
+	if err != nil {
+		var es schema.Errors
+		if !errors.As(err, &es) {
+			return out, err
+		}
+		for _, e := range es {
+			out.Errors = append(out.Errors, e.Error())
+		}
+		return out, nil
+	}
+	out.Valid = true
+	if pl.Held {
+		out.Errors = append(out.Errors, reconciler.HeldPrefix+pl.HoldReason)
+	}
+	for _, s := range pl.Steps {
+		action := string(s.Action)
+		if s.Action == plan.Noop {
+			action = "none"
+		}
+		detail := s.Reason
+		if len(s.Changed) > 0 {
+			detail += " (" + strings.Join(s.Changed, ", ") + ")"
+		}
+		out.Changes = append(out.Changes, web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail})
+	}
+	return out, nil
+}
+
+// controller is the reconciler as the web's Controller.
+type controller struct {
+	ctrl *reconciler.Controller
+	st   *store.Store
+}
+
+func (c controller) StopRun(ctx context.Context, name string) error {
+	return mapNotFound(c.ctrl.StopRun(ctx, name, false))
+}
+
+func (c controller) RerunRun(ctx context.Context, name string) error {
+	return mapNotFound(c.ctrl.RerunRun(ctx, name))
+}
+
+func (c controller) SetRunSuspended(ctx context.Context, name string, suspended bool) error {
+	run, err := c.st.GetRunByName(ctx, "", name)
+	if err != nil {
+		return mapNotFound(err)
+	}
+	return mapNotFound(c.ctrl.SetRunSuspended(ctx, run.ResourceKind, run.ResourceName, suspended))
+}
+
+func (c controller) SetAutoSync(ctx context.Context, enabled bool) error {
+	return c.ctrl.SetSuspended(ctx, !enabled)
+}
+
+func (c controller) ApplyRevision(ctx context.Context, sha string) error {
+	return mapNotFound(c.ctrl.ApplyRevision(ctx, sha))
+}
+
+func mapNotFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %v", web.ErrNotFound, err)
+	}
+	return err
+}

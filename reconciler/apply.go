@@ -1,0 +1,217 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"hoist/reconciler/plan"
+	"hoist/reconciler/source"
+	"hoist/schema"
+	"hoist/store"
+)
+
+// apply carries out a plan's steps in order against the store's
+// desired-state rows and wakes the workers that converge them. Held steps
+// are skipped.
+func (c *Controller) apply(ctx context.Context, rev source.Revision, p plan.Plan) error {
+	for _, s := range p.Steps {
+		if s.Held {
+			continue
+		}
+		var err error
+		switch {
+		case s.Kind.IsRun():
+			err = c.applyRun(ctx, rev, s)
+		default:
+			err = c.applyInfra(ctx, rev, s)
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s %s (%s): %w", s.Kind, s.Name, s.Action, err)
+		}
+	}
+	return nil
+}
+
+// upsert records a step's desired spec as the resource's applied spec.
+func (c *Controller) upsert(ctx context.Context, rev source.Revision, s plan.Step) (store.Resource, error) {
+	r, err := c.st.UpsertResource(ctx, store.Resource{
+		Project: c.cfg.Project, Kind: string(s.Kind), Name: s.Name,
+		Spec: s.Desired.JSON, SpecHash: specHash(s.Desired.JSON), File: s.Desired.File, Revision: rev.ID,
+	})
+	if err != nil {
+		return r, err
+	}
+	if r.AppliedRevision != rev.ID {
+		r.AppliedRevision = rev.ID
+		if err := c.st.UpdateResource(ctx, &r); err != nil && !errors.Is(err, store.ErrConflict) {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func (c *Controller) applyRun(ctx context.Context, rev source.Revision, s plan.Step) error {
+	switch s.Action {
+	case plan.Noop:
+		if s.Desired != nil && s.Current != nil && s.Current.File != s.Desired.File {
+			_, err := c.upsert(ctx, rev, s)
+			return err
+		}
+		return nil
+	case plan.Create:
+		if _, err := c.upsert(ctx, rev, s); err != nil {
+			return err
+		}
+		return c.submitRun(ctx, rev, s.Desired, "spec added in "+short(rev.ID))
+	case plan.Replace:
+		if _, err := c.upsert(ctx, rev, s); err != nil {
+			return err
+		}
+		if err := c.stopRunByName(ctx, s.Name, reasonTerminatedByServer,
+			fmt.Sprintf("spec changed in %s (%s)", short(rev.ID), strings.Join(s.Changed, ", ")), rev.ID, false); err != nil {
+			return err
+		}
+		return c.submitRun(ctx, rev, s.Desired, fmt.Sprintf("spec changed in %s: %s", short(rev.ID), strings.Join(s.Changed, ", ")))
+	case plan.Update:
+		if _, err := c.upsert(ctx, rev, s); err != nil {
+			return err
+		}
+		run, err := c.st.GetRunByName(ctx, c.cfg.Project, s.Name)
+		if err != nil {
+			return err
+		}
+		run.Spec, run.SpecHash, run.Revision = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID
+		run.DeploymentNum++
+		if err := c.st.UpdateRun(ctx, &run); err != nil {
+			return err
+		}
+		c.event(ctx, "run", run.Name, run.ID, "updated", rev.ID,
+			fmt.Sprintf("run updated in place; deployment %d; changed fields: %s", run.DeploymentNum, strings.Join(s.Changed, ", ")))
+		c.runs.Add(run.ID)
+		return nil
+	case plan.Delete:
+		if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Current.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return c.stopRunByName(ctx, s.Name, reasonTerminatedByServer, "spec removed from Git in "+short(rev.ID), rev.ID, true)
+	}
+	return nil
+}
+
+// submitRun creates a run and its first job submissions for a desired run
+// spec, unless an identical submission of this revision already exists
+// (level-triggered: re-applying a revision never duplicates runs).
+func (c *Controller) submitRun(ctx context.Context, rev source.Revision, d *schema.Resource, why string) error {
+	hash := specHash(d.JSON)
+	if prev, err := c.st.GetRunByName(ctx, c.cfg.Project, d.Name); err == nil && prev.SpecHash == hash && prev.Revision == rev.ID {
+		return nil
+	}
+	spec, err := decodeRunSpec(d.JSON)
+	if err != nil {
+		return err
+	}
+	run := store.Run{
+		Project: c.cfg.Project, Name: d.Name, Type: string(d.Kind),
+		ResourceKind: string(d.Kind), ResourceName: d.Name,
+		Spec: d.JSON, SpecHash: hash, Revision: rev.ID,
+		Status: store.RunSubmitted, Priority: spec.Priority,
+	}
+	if spec.Schedule != nil && len(spec.Schedule.Cron) > 0 {
+		next, err := nextCron(spec.Schedule.Cron, c.now())
+		if err != nil {
+			return err
+		}
+		run.Status, run.NextTriggeredAt = store.RunPending, next
+		run.StatusMessage = "scheduled"
+	}
+	if err := c.st.CreateRun(ctx, &run); err != nil {
+		return err
+	}
+	c.event(ctx, "run", run.Name, run.ID, "submitted", rev.ID, "run submitted: "+why)
+	if run.Status == store.RunSubmitted {
+		if err := c.createJobs(ctx, &run, spec, 0); err != nil {
+			return err
+		}
+	}
+	c.runs.Add(run.ID)
+	return nil
+}
+
+// createJobs creates one new submission per job of the run: one per node
+// for tasks, replicas.min for services, one for dev environments.
+func (c *Controller) createJobs(ctx context.Context, run *store.Run, spec runSpec, submission int) error {
+	for _, jn := range spec.jobNums() {
+		j := store.Job{
+			RunID: run.ID, RunName: run.Name, JobNum: jn.job, ReplicaNum: jn.replica,
+			JobName:       fmt.Sprintf("%s-%d-%d", run.Name, jn.job, jn.replica),
+			SubmissionNum: submission, DeploymentNum: run.DeploymentNum,
+			Spec: run.Spec, Status: store.JobSubmitted,
+		}
+		if err := c.st.CreateJob(ctx, &j); err != nil {
+			return err
+		}
+		c.jobs.Add(j.ID)
+	}
+	return nil
+}
+
+// stopRunByName stops the latest run named name (if active) with reason;
+// removed marks it removed from Git.
+func (c *Controller) stopRunByName(ctx context.Context, name, reason, msg, rev string, removed bool) error {
+	run, err := c.st.GetRunByName(ctx, c.cfg.Project, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.stopRun(ctx, &run, reason, msg, rev, removed)
+}
+
+func (c *Controller) stopRun(ctx context.Context, run *store.Run, reason, msg, rev string, removed bool) error {
+	for attempt := 0; ; attempt++ {
+		changed := false
+		if removed && !run.RemovedFromGit {
+			run.RemovedFromGit, changed = true, true
+		}
+		active := !store.IsRunFinished(run.Status)
+		if active && run.Status != store.RunTerminating {
+			run.Status, run.TerminationReason, run.StatusMessage = store.RunTerminating, reason, "stopping"
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		err := c.st.UpdateRun(ctx, run)
+		if errors.Is(err, store.ErrConflict) && attempt < 5 {
+			if *run, err = c.st.GetRun(ctx, run.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if active {
+			c.event(ctx, "run", run.Name, run.ID, "stopping", rev, msg)
+		} else {
+			c.event(ctx, "run", run.Name, run.ID, "removed", rev, msg)
+		}
+		c.runs.Add(run.ID)
+		return nil
+	}
+}
+
+// pruneOptIn reports whether a volume or gateway spec opted in to being
+// deleted when its spec leaves Git (`hoist: {prune: true}`).
+func pruneOptIn(spec []byte) bool {
+	var v struct {
+		Hoist struct {
+			Prune bool `json:"prune"`
+		} `json:"hoist"`
+	}
+	return json.Unmarshal(spec, &v) == nil && v.Hoist.Prune
+}

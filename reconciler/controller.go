@@ -1,0 +1,309 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"hoist/backends"
+	"hoist/reconciler/queue"
+	"hoist/reconciler/source"
+	"hoist/schema"
+	"hoist/store"
+)
+
+// Config tunes a Controller.
+type Config struct {
+	// Project is the store project rows belong to ("main" when empty).
+	Project string
+	// Installation names this hoist installation in ownership tags.
+	Installation string
+	// Owner names this server in leases ("<hostname>-<pid>" when empty).
+	Owner string
+	// ResyncInterval is how often every active row is re-queued and the
+	// applied revision re-planned, with ±20% jitter (30 s when zero).
+	ResyncInterval time.Duration
+	// LeaseFor is how long a claimed row stays this server's before another
+	// server may take it (30 s when zero); held leases are extended.
+	LeaseFor time.Duration
+	// DefaultImage runs specs that name no image (dstack uses its base image).
+	DefaultImage string
+	// LocalFleet is the name of the fleet of this host, created by default
+	// when a backend named LocalBackend is configured ("local" when empty).
+	LocalFleet string
+	// LocalBackend is the name of the local backend ("local" when empty).
+	LocalBackend string
+	// Logger receives the controller's events; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Deps are what a Controller works with.
+type Deps struct {
+	// Store keeps desired and observed state.
+	Store *store.Store
+	// Source yields revisions of the spec repository.
+	Source source.Source
+	// Backends are the configured backends by name.
+	Backends map[string]backends.Backend
+	// Estimate prices a desired resource from the offers catalog (optional).
+	Estimate func(r *schema.Resource) (float64, bool)
+	// Observer is told about reconcile outcomes (metrics); optional.
+	Observer Observer
+}
+
+// Observer receives reconcile outcomes, e.g. to export metrics.
+type Observer interface {
+	// Reconciled is called after each processing of one key of a kind.
+	Reconciled(kind string, d time.Duration, err error)
+	// Synced is called after each revision sync with its result
+	// ("synced", "invalid", "held", "error", "unchanged").
+	Synced(result string, d time.Duration)
+	// QueueDepth reports the number of keys waiting in kind's queue.
+	QueueDepth(kind string, n int)
+}
+
+// Controller reconciles desired state from Git with what is provisioned.
+type Controller struct {
+	cfg  Config
+	st   *store.Store
+	src  source.Source
+	bes  map[string]backends.Backend
+	est  func(r *schema.Resource) (float64, bool)
+	obs  Observer
+	log  *slog.Logger
+	now  func() time.Time
+	sync chan syncRequest
+
+	runs  *queue.Queue[string]
+	jobs  *queue.Queue[string]
+	insts *queue.Queue[string]
+
+	connsMu sync.Mutex
+	conns   map[string]backends.Conn // by instance id
+
+	pumpsMu sync.Mutex
+	pumps   map[string]context.CancelFunc // running jobs whose output is being copied
+
+	mu        sync.Mutex
+	confirmed map[string]bool // revisions whose held plan a user confirmed
+}
+
+type syncRequest struct {
+	force bool
+	done  chan error
+}
+
+// New returns a Controller; Run starts it.
+func New(cfg Config, deps Deps) (*Controller, error) {
+	if deps.Store == nil || deps.Source == nil {
+		return nil, errors.New("reconciler: store and source are required")
+	}
+	if cfg.Project == "" {
+		cfg.Project = store.DefaultProject
+	}
+	if cfg.Installation == "" {
+		cfg.Installation = "hoist"
+	}
+	if cfg.Owner == "" {
+		h, _ := os.Hostname()
+		cfg.Owner = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = 30 * time.Second
+	}
+	if cfg.LeaseFor <= 0 {
+		cfg.LeaseFor = 30 * time.Second
+	}
+	if cfg.LocalFleet == "" {
+		cfg.LocalFleet = "local"
+	}
+	if cfg.LocalBackend == "" {
+		cfg.LocalBackend = "local"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	obs := deps.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	now := cfg.Now
+	return &Controller{
+		cfg:       cfg,
+		st:        deps.Store,
+		src:       deps.Source,
+		bes:       deps.Backends,
+		est:       deps.Estimate,
+		obs:       obs,
+		log:       cfg.Logger,
+		now:       now,
+		sync:      make(chan syncRequest, 16),
+		runs:      queue.New[string](time.Second, time.Minute, now),
+		jobs:      queue.New[string](time.Second, time.Minute, now),
+		insts:     queue.New[string](2*time.Second, 2*time.Minute, now),
+		conns:     map[string]backends.Conn{},
+		pumps:     map[string]context.CancelFunc{},
+		confirmed: map[string]bool{},
+	}, nil
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Reconciled(string, time.Duration, error) {}
+func (nopObserver) Synced(string, time.Duration)            {}
+func (nopObserver) QueueDepth(string, int)                  {}
+
+// Run runs the source watchers, the revision pipeline, the workers and the
+// periodic resync until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.ensureLocalFleet(ctx); err != nil {
+		return fmt.Errorf("local fleet: %w", err)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		err := c.src.Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	})
+	g.Go(func() error { c.syncLoop(ctx); return nil })
+	g.Go(func() error { c.resyncLoop(ctx); return nil })
+	for i := 0; i < 4; i++ {
+		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
+	}
+	for i := 0; i < 8; i++ {
+		g.Go(func() error { c.work(ctx, "jobs", c.jobs, c.reconcileJob); return nil })
+	}
+	for i := 0; i < 4; i++ {
+		g.Go(func() error { c.work(ctx, "instances", c.insts, c.reconcileInstance); return nil })
+	}
+	g.Go(func() error {
+		<-ctx.Done()
+		c.runs.Close()
+		c.jobs.Close()
+		c.insts.Close()
+		c.stopPumps()
+		c.closeConns()
+		return nil
+	})
+	return g.Wait()
+}
+
+// work processes keys of one queue until ctx is done.
+func (c *Controller) work(ctx context.Context, kind string, q *queue.Queue[string], fn func(ctx context.Context, id string) (time.Duration, error)) {
+	for {
+		id, ok := q.Get(ctx)
+		if !ok {
+			return
+		}
+		start := c.now()
+		after, err := fn(ctx, id)
+		c.obs.Reconciled(kind, c.now().Sub(start), err)
+		c.obs.QueueDepth(kind, q.Len())
+		switch {
+		case err == nil:
+			q.Forget(id)
+			if after > 0 {
+				q.AddAfter(id, after)
+			}
+		case ctx.Err() != nil:
+		case backends.KindOf(err) == backends.KindStalled:
+			c.log.Warn("reconcile stalled", "kind", kind, "id", id, "error", err)
+		case backends.KindOf(err) == backends.KindWait:
+			q.AddAfter(id, max(backends.RetryAfter(err), time.Second))
+		default:
+			d := q.AddRateLimited(id)
+			c.log.Warn("reconcile failed", "kind", kind, "id", id, "retry_in", d, "error", err)
+		}
+		q.Done(id)
+	}
+}
+
+// resyncLoop re-queues every active row and re-checks the source on a
+// jittered interval.
+func (c *Controller) resyncLoop(ctx context.Context) {
+	c.resync(ctx)
+	for {
+		j := 0.8 + 0.4*rand.Float64()
+		t := time.NewTimer(time.Duration(float64(c.cfg.ResyncInterval) * j))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		c.resync(ctx)
+		c.requestSync(false)
+	}
+}
+
+func (c *Controller) resync(ctx context.Context) {
+	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Active: true, Limit: 100000})
+	if err != nil {
+		c.log.Warn("resync runs failed", "error", err)
+	}
+	for _, r := range runs {
+		c.runs.Add(r.ID)
+	}
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: activeJobStatuses})
+	if err != nil {
+		c.log.Warn("resync jobs failed", "error", err)
+	}
+	for _, j := range jobs {
+		c.jobs.Add(j.ID)
+	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project})
+	if err != nil {
+		c.log.Warn("resync instances failed", "error", err)
+	}
+	for _, i := range insts {
+		if i.Status != store.InstanceTerminated {
+			c.insts.Add(i.ID)
+		}
+	}
+}
+
+var activeJobStatuses = []string{store.JobSubmitted, store.JobProvisioning, store.JobPulling, store.JobRunning, store.JobTerminating}
+
+// claim leases one row for this server; ok is false when another server
+// holds it (the periodic resync tries again later).
+func (c *Controller) claim(ctx context.Context, table, id string) (store.Lease, bool, error) {
+	ls, err := c.st.Claim(ctx, store.ClaimRequest{
+		Table: table, Owner: c.cfg.Owner, Limit: 1, LeaseFor: c.cfg.LeaseFor,
+		Where: "id = ?", Args: []any{id},
+	})
+	if err != nil || len(ls) == 0 {
+		return store.Lease{}, false, err
+	}
+	return ls[0], true, nil
+}
+
+func (c *Controller) release(l store.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.st.Release(ctx, l); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		c.log.Warn("release lease failed", "table", l.Table, "id", l.ID, "error", err)
+	}
+}
+
+// event records one line of history; failures are logged, never fatal.
+func (c *Controller) event(ctx context.Context, kind, name, id, typ, rev, msg string) {
+	if _, err := c.st.AddEvent(ctx, store.Event{
+		ObjectKind: kind, ObjectName: name, ObjectID: id, Type: typ, Message: msg, Revision: rev,
+	}); err != nil {
+		c.log.Warn("record event failed", "object_kind", kind, "object_name", name, "error", err)
+	}
+}

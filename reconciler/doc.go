@@ -1,0 +1,26 @@
+// Package reconciler turns each Git revision of the spec repository into
+// converged runs, fleets, volumes and gateways, and keeps them converged.
+//
+// The Controller owns three loops:
+//
+//   - the revision pipeline: for each new revision of the tracked branch it
+//     loads and validates every spec (hoist/schema); any error rejects the
+//     whole revision and leaves everything live untouched; a valid revision
+//     is recorded, planned with plan.Compute and applied to the store's
+//     desired-state rows;
+//   - per-kind workers (runs, jobs, fleets, instances) that drive each row
+//     through dstack's lifecycle (reference §2) by calling backends and the
+//     agents; every external call is idempotent and its result is persisted
+//     before the next step, so a crash at any point resumes without
+//     duplicates;
+//   - a periodic resync with jitter that re-queues every active row, so
+//     nothing depends on a nudge having arrived.
+//
+// A commit, webhook or API action wakes the right worker at once through a
+// keyed queue (hoist/reconciler/queue); rows are additionally claimed
+// through the store's leases, so several servers on one PostgreSQL share the
+// work without processing a row twice.
+//
+// Only cmd/hoist imports this package; the web server reaches it through the
+// small interfaces it declares itself.
+package reconciler

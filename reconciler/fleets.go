@@ -1,0 +1,364 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/offers"
+	"hoist/schema"
+	"hoist/store"
+)
+
+var (
+	// errNoFleets means no fleet matches the run (dstack's "no fleets").
+	errNoFleets = errors.New("no fleets")
+	// errNoCapacity means matching fleets exist but none has a free
+	// instance that fits.
+	errNoCapacity = errors.New("no matching instance is free")
+)
+
+// localFleetSpec is the spec of the fleet of this host.
+func (c *Controller) localFleetSpec() []byte {
+	b, _ := json.Marshal(map[string]any{"type": "fleet", "name": c.cfg.LocalFleet, "backends": []string{c.cfg.LocalBackend}})
+	return b
+}
+
+// ensureLocalFleet creates the fleet of this host and its one instance when
+// the local backend is configured, so that runs need no fleet file.
+func (c *Controller) ensureLocalFleet(ctx context.Context) error {
+	if _, ok := c.bes[c.cfg.LocalBackend]; !ok {
+		return nil
+	}
+	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, c.cfg.LocalFleet)
+	if errors.Is(err, store.ErrNotFound) {
+		spec := c.localFleetSpec()
+		f = store.Fleet{Project: c.cfg.Project, Name: c.cfg.LocalFleet, Spec: spec, SpecHash: specHash(spec), Status: store.FleetActive}
+		if err := c.st.CreateFleet(ctx, &f); err != nil {
+			return err
+		}
+		c.event(ctx, "fleet", f.Name, f.ID, "created", "", "fleet of this host created (local backend)")
+	} else if err != nil {
+		return err
+	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return err
+	}
+	for _, i := range insts {
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			c.insts.Add(i.ID)
+			return nil
+		}
+	}
+	inst := store.Instance{
+		Project: c.cfg.Project, Name: c.cfg.LocalFleet + "-0", FleetID: f.ID, Backend: c.cfg.LocalBackend,
+		Status: store.InstancePending, TotalBlocks: 0,
+	}
+	inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, "")
+	if err := c.st.CreateInstance(ctx, &inst); err != nil {
+		return err
+	}
+	c.insts.Add(inst.ID)
+	return c.provisionInstance(ctx, inst.ID)
+}
+
+// tags are the ownership tags of everything created for a resource.
+func (c *Controller) tags(kind schema.Kind, name, instanceID string) map[string]string {
+	t := map[string]string{
+		backends.TagInstallation: c.cfg.Installation,
+		backends.TagProject:      c.cfg.Project,
+		backends.TagResource:     string(kind) + "/" + name,
+	}
+	if instanceID != "" {
+		t[backends.TagInstance] = instanceID
+	}
+	return t
+}
+
+// provisionInstance runs the instance worker once, synchronously.
+func (c *Controller) provisionInstance(ctx context.Context, id string) error {
+	_, err := c.reconcileInstance(ctx, id)
+	return err
+}
+
+// reconcileInstance drives one instance: pending → provisioning → idle/busy
+// → terminating → terminated (reference §2.5), observing it through its
+// backend.
+func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Duration, error) {
+	l, ok, err := c.claim(ctx, "instances", id)
+	if err != nil || !ok {
+		return 0, err
+	}
+	defer c.release(l)
+	inst, err := c.st.GetInstance(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	be, ok := c.bes[inst.Backend]
+	if !ok {
+		if inst.Status != store.InstanceTerminated {
+			inst.StatusMessage = fmt.Sprintf("backend %q is not configured", inst.Backend)
+			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+		}
+		return 0, backends.Stalled(fmt.Errorf("instance %s: backend %q is not configured", inst.Name, inst.Backend))
+	}
+	switch inst.Status {
+	case store.InstancePending, store.InstanceProvisioning:
+		if inst.OwnershipTags == nil {
+			inst.OwnershipTags = c.tags(schema.KindFleet, inst.Name, inst.ID)
+		}
+		tags := inst.OwnershipTags
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		tags[backends.TagInstance] = inst.ID
+		spec := backends.InstanceSpec{ID: inst.ID, Name: inst.Name, Tags: tags}
+		if len(inst.Offer) > 0 {
+			_ = json.Unmarshal(inst.Offer, &spec.Offer)
+		}
+		if len(inst.BackendData) > 0 {
+			var h backends.SSHHost
+			if json.Unmarshal(inst.BackendData, &h) == nil && h.Hostname != "" {
+				if inst.HostKey != "" {
+					h.HostKeys = []string{inst.HostKey}
+				}
+				spec.Host = &h
+			}
+		}
+		bi, err := be.Create(ctx, spec)
+		if err != nil {
+			inst.StatusMessage = err.Error()
+			inst.Unreachable = backends.KindOf(err) != backends.KindWait
+			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+			return 0, err
+		}
+		c.observeInstance(&inst, bi)
+		if bi.Status == backends.StatusRunning {
+			inst.Status, inst.StartedAt = store.InstanceIdle, c.now().UTC()
+		} else {
+			inst.Status = store.InstanceProvisioning
+		}
+		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "instance", inst.Name, inst.ID, inst.Status, "", "instance "+inst.Status+" on "+inst.Backend)
+		if inst.Status == store.InstanceProvisioning {
+			return 2 * time.Second, nil
+		}
+		return 30 * time.Second, nil
+	case store.InstanceIdle, store.InstanceBusy:
+		bi, err := be.Describe(ctx, inst.ID)
+		if errors.Is(err, backends.ErrNotFound) {
+			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "error", "the instance is gone"
+			inst.FinishedAt = c.now().UTC()
+			return 0, c.st.UpdateInstanceLeased(ctx, l, &inst)
+		}
+		was := inst.Unreachable
+		if err != nil {
+			inst.Unreachable, inst.StatusMessage = true, err.Error()
+		} else {
+			c.observeInstance(&inst, bi)
+		}
+		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+			return 0, err
+		}
+		if was != inst.Unreachable {
+			what := "reachable again"
+			if inst.Unreachable {
+				what = "unreachable: " + inst.StatusMessage
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "reachability", "", "instance "+what)
+		}
+		return 30 * time.Second, nil
+	case store.InstanceTerminating:
+		if busy, err := c.instanceBusy(ctx, inst.ID); err != nil {
+			return 0, err
+		} else if busy {
+			return 5 * time.Second, nil
+		}
+		if err := be.Terminate(ctx, inst.ID); err != nil {
+			return 0, err
+		}
+		c.dropConn(inst.ID)
+		inst.Status, inst.FinishedAt = store.InstanceTerminated, c.now().UTC()
+		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "instance terminated: "+inst.TerminationReason)
+	}
+	return 0, nil
+}
+
+func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance) {
+	inst.Unreachable = bi.Unreachable
+	inst.StatusMessage = bi.Message
+	if bi.Hostname != "" {
+		inst.Hostname = bi.Hostname
+	}
+	if bi.Region != "" {
+		inst.Region = bi.Region
+	}
+	if bi.HostKey != "" && inst.HostKey == "" {
+		inst.HostKey = bi.HostKey
+	}
+	if bi.Tags != nil {
+		inst.OwnershipTags = bi.Tags
+	}
+	inst.Price = bi.Price
+	if b, err := json.Marshal(bi.Offer); err == nil {
+		inst.Offer = b
+	}
+	if !bi.Unreachable {
+		inst.LastSeenAt = c.now().UTC()
+	}
+}
+
+func (c *Controller) instanceBusy(ctx context.Context, id string) (bool, error) {
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: activeJobStatuses})
+	return len(jobs) > 0, err
+}
+
+// place picks an instance for a job of run: one of the fleets the spec
+// allows (all when it names none), whose instance fits the resources and
+// profile. The local host is shared; other instances run one job at a time.
+func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (store.Instance, error) {
+	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
+	if err != nil {
+		return store.Instance{}, err
+	}
+	q := instanceQuery(spec)
+	matched := false
+	for _, f := range fleets {
+		if f.Status != store.FleetActive || f.Deleted {
+			continue
+		}
+		if len(spec.Fleets) > 0 && !slices.ContainsFunc(spec.Fleets, func(r schema.EntityRef) bool { return r.Name == f.Name }) {
+			continue
+		}
+		matched = true
+		insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+		if err != nil {
+			return store.Instance{}, err
+		}
+		for _, i := range insts {
+			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
+				continue
+			}
+			var o offers.Offer
+			if len(i.Offer) > 0 {
+				_ = json.Unmarshal(i.Offer, &o)
+			}
+			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
+				continue
+			}
+			if i.Backend != c.cfg.LocalBackend {
+				busy, err := c.instanceBusy(ctx, i.ID)
+				if err != nil {
+					return store.Instance{}, err
+				}
+				if busy {
+					continue
+				}
+			}
+			return i, nil
+		}
+	}
+	if !matched {
+		return store.Instance{}, errNoFleets
+	}
+	return store.Instance{}, fmt.Errorf("%w for the requested resources", errNoCapacity)
+}
+
+// instanceQuery is the offer filter an instance must pass to take a job of
+// spec. Disk is the host's own and not filtered; spot policy is left to
+// fleets (a host is what it is).
+func instanceQuery(spec runSpec) offers.Query {
+	r := spec.Resources
+	q := offers.Query{
+		CPU: rangeOf(r.CPU.Count), CPUArch: r.CPU.Arch, Memory: rangeOf(r.Memory),
+		GPUVendor: r.GPU.Vendor, GPUNames: r.GPU.Names, GPUCount: rangeOf(r.GPU.Count),
+		Regions: spec.Regions, InstanceTypes: spec.InstanceTypes, SpotPolicy: offers.SpotPolicyAuto,
+	}
+	if r.GPU.Memory != nil {
+		q.GPUMemory = rangeOf(*r.GPU.Memory)
+	}
+	if r.GPU.TotalMemory != nil {
+		q.GPUTotalMemory = rangeOf(*r.GPU.TotalMemory)
+	}
+	if spec.MaxPrice != nil {
+		q.MaxPrice = *spec.MaxPrice
+	}
+	return q
+}
+
+func rangeOf(r schema.Range) offers.Range {
+	var o offers.Range
+	if r.Min != nil {
+		o.Min, o.HasMin = *r.Min, true
+	}
+	if r.Max != nil {
+		o.Max, o.HasMax = *r.Max, true
+	}
+	return o
+}
+
+// shimFor returns a client of the shim of an instance, reusing one
+// connection per instance.
+func (c *Controller) shimFor(ctx context.Context, instanceID string) (*api.ShimClient, backends.Conn, error) {
+	c.connsMu.Lock()
+	conn, ok := c.conns[instanceID]
+	c.connsMu.Unlock()
+	if !ok {
+		inst, err := c.st.GetInstance(ctx, instanceID)
+		if err != nil {
+			return nil, nil, err
+		}
+		be, ok := c.bes[inst.Backend]
+		if !ok {
+			return nil, nil, backends.Stalled(fmt.Errorf("backend %q is not configured", inst.Backend))
+		}
+		cn, ok := be.(backends.Connector)
+		if !ok {
+			return nil, nil, backends.Stalled(fmt.Errorf("backend %q runs no shim", inst.Backend))
+		}
+		bi := backends.Instance{ID: inst.ID, Backend: inst.Backend, Hostname: inst.Hostname, HostKey: inst.HostKey, Tags: inst.OwnershipTags}
+		conn, err = cn.Connect(ctx, bi)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to instance %s: %w", inst.Name, err)
+		}
+		c.connsMu.Lock()
+		if prev, ok := c.conns[instanceID]; ok {
+			_ = conn.Close()
+			conn = prev
+		} else {
+			c.conns[instanceID] = conn
+		}
+		c.connsMu.Unlock()
+	}
+	return api.NewShimClient(conn.ShimURL(), conn.HTTPClient()), conn, nil
+}
+
+func (c *Controller) dropConn(instanceID string) {
+	c.connsMu.Lock()
+	conn, ok := c.conns[instanceID]
+	delete(c.conns, instanceID)
+	c.connsMu.Unlock()
+	if ok {
+		_ = conn.Close()
+	}
+}
+
+func (c *Controller) closeConns() {
+	c.connsMu.Lock()
+	defer c.connsMu.Unlock()
+	for id, conn := range c.conns {
+		_ = conn.Close()
+		delete(c.conns, id)
+	}
+}

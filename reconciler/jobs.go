@@ -1,0 +1,343 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/store"
+)
+
+// Timeouts of the job lifecycle (reference §7).
+const (
+	provisioningTimeout = 10 * time.Minute
+	unreachableGrace    = 2 * time.Minute
+	agentCallTimeout    = 9 * time.Second
+)
+
+// reconcileJob drives one job submission: submitted → provisioning →
+// pulling → running → terminating → done, failed, terminated or aborted
+// (reference §2.4). Running jobs are handed to a pump that copies their
+// output into the store and notices when they finish.
+func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration, error) {
+	if c.pumping(id) {
+		return 0, nil
+	}
+	l, ok, err := c.claim(ctx, "jobs", id)
+	if err != nil || !ok {
+		return 0, err
+	}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			c.release(l)
+		}
+	}()
+	job, err := c.st.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if store.IsJobFinished(job.Status) {
+		return 0, nil
+	}
+	run, err := c.st.GetRun(ctx, job.RunID)
+	if err != nil {
+		return 0, err
+	}
+	spec, err := decodeRunSpec(job.Spec)
+	if err != nil {
+		return 0, err
+	}
+	if run.Status == store.RunTerminating && job.Status != store.JobTerminating {
+		return 0, c.setTerminating(ctx, l, &job, jobReasonForRun(run.TerminationReason), "run is terminating")
+	}
+	now := c.now()
+	switch job.Status {
+	case store.JobSubmitted:
+		return c.placeJob(ctx, l, &job, &run, spec)
+	case store.JobProvisioning:
+		if now.Sub(job.SubmittedAt) > provisioningTimeout {
+			return 0, c.setTerminating(ctx, l, &job, reasonWaitingInstance, "provisioning timed out")
+		}
+		return c.createTask(ctx, l, &job, &run, spec)
+	case store.JobPulling:
+		return c.startJob(ctx, l, &job, &run, spec)
+	case store.JobRunning:
+		if c.startPump(ctx, l, job) {
+			handedOff = true
+		}
+		return 0, nil
+	case store.JobTerminating:
+		return c.finishJob(ctx, l, &job, spec)
+	}
+	return 0, nil
+}
+
+// terminateJob moves a job to terminating from outside its worker.
+func (c *Controller) terminateJob(ctx context.Context, id, reason, msg string) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		job, err := c.st.GetJob(ctx, id)
+		if err != nil {
+			return err
+		}
+		if store.IsJobFinished(job.Status) || job.Status == store.JobTerminating {
+			return nil
+		}
+		job.Status, job.TerminationReason, job.TerminationMessage = store.JobTerminating, reason, msg
+		err = c.st.UpdateJob(ctx, &job)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.stopPump(id)
+		c.jobs.Add(id)
+		return nil
+	}
+	return fmt.Errorf("terminate job %s: %w", id, store.ErrConflict)
+}
+
+func (c *Controller) setTerminating(ctx context.Context, l store.Lease, job *store.Job, reason, msg string) error {
+	job.Status, job.TerminationReason, job.TerminationMessage = store.JobTerminating, reason, msg
+	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+		return err
+	}
+	c.event(ctx, "job", job.JobName, job.ID, "terminating", "", fmt.Sprintf("job terminating: %s %s", reason, msg))
+	c.jobs.Add(job.ID)
+	c.runs.Add(job.RunID)
+	return nil
+}
+
+// placeJob assigns the job to an instance of a matching fleet.
+func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
+	// A replaced run's successor waits until its predecessor has finished.
+	if older, err := c.olderActiveRun(ctx, run); err != nil {
+		return 0, err
+	} else if older {
+		return 2 * time.Second, nil
+	}
+	inst, err := c.place(ctx, run, spec)
+	if errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity) {
+		msg := "no fleets"
+		if errors.Is(err, errNoCapacity) {
+			msg = err.Error()
+		}
+		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity, msg)
+	}
+	if err != nil {
+		return 0, err
+	}
+	job.InstanceID, job.Backend, job.Status = inst.ID, inst.Backend, store.JobProvisioning
+	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+		return 0, err
+	}
+	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)
+	c.runs.Add(run.ID)
+	return time.Millisecond, nil
+}
+
+func (c *Controller) olderActiveRun(ctx context.Context, run *store.Run) (bool, error) {
+	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Name: run.Name, Active: true})
+	if err != nil {
+		return false, err
+	}
+	for _, r := range runs {
+		if r.ID != run.ID && r.SubmittedAt.Before(run.SubmittedAt) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// createTask asks the instance's shim for the job's container. The task id
+// is the job id, so asking twice is harmless.
+func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
+	shim, _, err := c.shimFor(ctx, job.InstanceID)
+	if err != nil {
+		return 0, err
+	}
+	image := spec.Image
+	if image == "" {
+		image = c.cfg.DefaultImage
+	}
+	if image == "" {
+		return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, "the spec names no image and no default image is configured")
+	}
+	ts := api.TaskSpec{
+		ID: job.ID, Name: "hoist-" + job.JobName + "-" + strconv.Itoa(job.SubmissionNum),
+		Image: image, User: spec.User, Privileged: spec.Privileged,
+		Labels: map[string]string{"hoist.run": run.Name, "hoist.job": job.ID},
+	}
+	if spec.RegistryAuth != nil {
+		ts.RegistryAuth = &api.RegistryAuth{Username: spec.RegistryAuth.Username, Password: spec.RegistryAuth.Password}
+	}
+	if g := spec.Resources.GPU; g.Count.Min != nil && *g.Count.Min > 0 {
+		ts.GPUCount, ts.GPUVendor = int(*g.Count.Min), g.Vendor
+	}
+	if s := spec.Resources.ShmSize; s != nil {
+		ts.ShmSizeBytes = int64(*s * (1 << 30))
+	}
+	for _, m := range spec.Volumes {
+		if m.InstancePath != "" {
+			ts.InstanceMounts = append(ts.InstanceMounts, api.InstanceMount{InstancePath: m.InstancePath, Path: m.Path})
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	defer cancel()
+	if _, err := shim.CreateTask(cctx, ts); err != nil && !errors.Is(err, api.ErrConflict) {
+		return 0, fmt.Errorf("create task: %w", err)
+	}
+	job.ShimTaskID, job.Status = job.ID, store.JobPulling
+	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+		return 0, err
+	}
+	c.runs.Add(run.ID)
+	return time.Millisecond, nil
+}
+
+// startJob waits for the container's runner and submits the job to it.
+func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
+	shim, conn, err := c.shimFor(ctx, job.InstanceID)
+	if err != nil {
+		return 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	info, err := shim.WaitTask(wctx, job.ShimTaskID, api.TaskRunning)
+	cancel()
+	if errors.Is(err, api.ErrNotFound) {
+		return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, "the shim lost the task")
+	}
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return 100 * time.Millisecond, nil
+		}
+		return 0, fmt.Errorf("wait for task: %w", err)
+	}
+	if info.Terminated() {
+		reason := info.TerminationReason
+		if reason == "" {
+			reason = reasonCreatingContainer
+		}
+		return 0, c.setTerminating(ctx, l, job, reason, info.TerminationMessage)
+	}
+	if info.RunnerAddr == "" {
+		return 100 * time.Millisecond, nil
+	}
+	runner := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	rctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	defer cancel()
+	st, err := runner.State(rctx)
+	if err != nil {
+		return 50 * time.Millisecond, nil // the runner is still starting
+	}
+	if st.State == api.JobPending {
+		js := api.JobSpec{
+			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Env: c.jobEnv(run, job, spec),
+			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
+			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
+		}
+		if err := runner.Submit(rctx, js); err != nil && !errors.Is(err, api.ErrConflict) {
+			return 0, fmt.Errorf("submit job: %w", err)
+		}
+		if _, err := runner.Run(rctx); err != nil && !errors.Is(err, api.ErrConflict) {
+			return 0, fmt.Errorf("run job: %w", err)
+		}
+	}
+	host, port, _ := net.SplitHostPort(info.RunnerAddr)
+	job.RunnerHost = host
+	job.RunnerPort, _ = strconv.Atoi(port)
+	job.Status, job.StartedAt = store.JobRunning, c.now().UTC()
+	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+		return 0, err
+	}
+	c.event(ctx, "job", job.JobName, job.ID, "running", run.Revision, "job running in container "+info.ContainerName)
+	c.runs.Add(run.ID)
+	return time.Millisecond, nil
+}
+
+// jobEnv is the job's environment: the spec's env (secret references
+// resolved from the store) and hoist's own variables.
+func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec) map[string]string {
+	env := map[string]string{
+		"HOIST_RUN_NAME":  run.Name,
+		"HOIST_JOB_ID":    job.ID,
+		"HOIST_NODE_RANK": strconv.Itoa(job.JobNum),
+		"HOIST_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
+		"DSTACK_RUN_NAME": run.Name,
+		"DSTACK_NODE_RANK": strconv.Itoa(job.JobNum),
+		"DSTACK_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
+	}
+	for _, e := range spec.Env {
+		v := e.Value
+		for _, name := range e.Secrets {
+			sec, err := c.st.GetSecret(context.Background(), c.cfg.Project, name)
+			if err == nil {
+				v = strings.ReplaceAll(v, "${{ secrets."+name+" }}", string(sec))
+				v = strings.ReplaceAll(v, "${{secrets."+name+"}}", string(sec))
+			}
+		}
+		env[e.Name] = v
+	}
+	return env
+}
+
+// finishJob stops what is left of a terminating job and records its final
+// status: a graceful stop through the runner, the rest of its output, then
+// the container is terminated and removed.
+func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Job, spec runSpec) (time.Duration, error) {
+	c.stopPump(job.ID)
+	if job.InstanceID != "" && job.ShimTaskID != "" {
+		shim, conn, err := c.shimFor(ctx, job.InstanceID)
+		if err != nil {
+			if c.now().Sub(job.UpdatedAt) < unreachableGrace {
+				return 0, err
+			}
+			c.log.Warn("instance unreachable; finishing job without cleanup", "job", job.JobName, "error", err)
+		} else {
+			if job.RunnerHost != "" {
+				runner := api.NewRunnerClient("http://"+net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort)), conn.HTTPClient())
+				grace := time.Duration(spec.StopDuration) * time.Second
+				if grace <= 0 || grace > 10*time.Second {
+					grace = 10 * time.Second
+				}
+				sctx, cancel := context.WithTimeout(ctx, grace+agentCallTimeout)
+				if st, err := runner.State(sctx); err == nil && !st.Finished() {
+					_, _ = runner.StopWithReason(sctx, grace, job.TerminationReason, job.TerminationMessage)
+				}
+				cancel()
+				c.drainLogs(ctx, job, runner)
+			}
+			tctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+			info, err := shim.TerminateTask(tctx, job.ShimTaskID, job.TerminationReason, job.TerminationMessage, 0)
+			if err == nil && info.ExitCode != nil && job.ExitCode == nil && job.TerminationReason != reasonDoneByRunner {
+				job.ExitCode = info.ExitCode
+			}
+			if err != nil && !errors.Is(err, api.ErrNotFound) {
+				cancel()
+				return 0, fmt.Errorf("terminate task: %w", err)
+			}
+			if err := shim.RemoveTask(tctx, job.ShimTaskID); err != nil && !errors.Is(err, api.ErrNotFound) {
+				c.log.Warn("remove task failed", "job", job.JobName, "error", err)
+			}
+			cancel()
+		}
+	}
+	job.Status = jobFinalStatus(job.TerminationReason)
+	job.StatusMessage = jobStatusMessage(*job)
+	job.FinishedAt = c.now().UTC()
+	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+		return 0, err
+	}
+	c.event(ctx, "job", job.JobName, job.ID, job.Status, "", fmt.Sprintf("job %s: %s", job.Status, job.StatusMessage))
+	c.runs.Add(job.RunID)
+	return 0, nil
+}

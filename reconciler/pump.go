@@ -1,0 +1,258 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/store"
+)
+
+// logFlushInterval bounds how long a job's output waits before it is
+// written to the store (and so reaches the API and the dashboard).
+const logFlushInterval = 25 * time.Millisecond
+
+func (c *Controller) pumping(id string) bool {
+	c.pumpsMu.Lock()
+	defer c.pumpsMu.Unlock()
+	_, ok := c.pumps[id]
+	return ok
+}
+
+// startPump hands a running job to a goroutine that holds its lease, copies
+// its output into the store as it is written, and moves the job to
+// terminating when it finishes. It returns false when a pump already runs.
+func (c *Controller) startPump(ctx context.Context, l store.Lease, job store.Job) bool {
+	c.pumpsMu.Lock()
+	if _, ok := c.pumps[job.ID]; ok {
+		c.pumpsMu.Unlock()
+		return false
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	c.pumps[job.ID] = cancel
+	c.pumpsMu.Unlock()
+	go func() {
+		defer stop()
+		defer func() {
+			c.pumpsMu.Lock()
+			delete(c.pumps, job.ID)
+			c.pumpsMu.Unlock()
+			c.release(l)
+			if ctx.Err() == nil {
+				c.jobs.Add(job.ID)
+			}
+		}()
+		c.pump(pctx, l, job)
+	}()
+	return true
+}
+
+func (c *Controller) stopPump(id string) {
+	c.pumpsMu.Lock()
+	cancel := c.pumps[id]
+	c.pumpsMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (c *Controller) stopPumps() {
+	c.pumpsMu.Lock()
+	defer c.pumpsMu.Unlock()
+	for _, cancel := range c.pumps {
+		cancel()
+	}
+}
+
+// pump follows one running job until it finishes or ctx ends.
+func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) {
+	log := c.log.With("job", job.JobName)
+	hb := time.NewTicker(c.cfg.LeaseFor / 3)
+	defer hb.Stop()
+	var hbErr error
+	var hbMu sync.Mutex
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hb.C:
+				nl, err := c.st.Heartbeat(ctx, l, c.cfg.LeaseFor)
+				hbMu.Lock()
+				if err == nil {
+					l = nl
+				} else if errors.Is(err, store.ErrLeaseLost) {
+					hbErr = err
+				}
+				hbMu.Unlock()
+				if hbErr != nil {
+					log.Warn("job lease lost; another server took over", "error", err)
+					return
+				}
+			}
+		}
+	}()
+	lease := func() store.Lease { hbMu.Lock(); defer hbMu.Unlock(); return l }
+
+	var unreachableSince time.Time
+	for ctx.Err() == nil {
+		_, conn, err := c.shimFor(ctx, job.InstanceID)
+		var runner *api.RunnerClient
+		if err == nil {
+			runner = api.NewRunnerClient("http://"+net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort)), conn.HTTPClient())
+			err = c.follow(ctx, &job, runner)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+			st, serr := runner.State(sctx)
+			cancel()
+			if serr == nil && st.Finished() {
+				c.jobFinished(ctx, lease(), job.ID, st)
+				return
+			}
+			err = serr
+		}
+		if err != nil {
+			if unreachableSince.IsZero() {
+				unreachableSince = c.now()
+			}
+			if c.now().Sub(unreachableSince) > unreachableGrace {
+				if j, gerr := c.st.GetJob(ctx, job.ID); gerr == nil {
+					_ = c.setTerminating(ctx, lease(), &j, reasonInstanceUnreachable, "the runner did not answer for "+unreachableGrace.String())
+				}
+				return
+			}
+			log.Debug("runner unreachable; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		unreachableSince = time.Time{}
+	}
+}
+
+// follow copies the job's output into the store until the job finishes.
+func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.RunnerClient) error {
+	_, after, err := c.st.LogSize(ctx, job.ID)
+	if err != nil {
+		return err
+	}
+	var (
+		mu      sync.Mutex
+		pending []store.LogLine
+		flushed = make(chan struct{})
+	)
+	flush := func() error {
+		mu.Lock()
+		batch := pending
+		pending = nil
+		mu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := c.st.AppendLogs(context.WithoutCancel(ctx), job.ID, batch)
+		if errors.Is(err, store.ErrLogQuota) {
+			return nil // the runner enforces the quota and stops the job
+		}
+		return err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ferr error
+	go func() {
+		defer close(flushed)
+		t := time.NewTicker(logFlushInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-fctx.Done():
+				return
+			case <-t.C:
+				if err := flush(); err != nil {
+					ferr = err
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err = runner.Follow(fctx, after, func(line api.LogLine) error {
+		mu.Lock()
+		pending = append(pending, store.LogLine{Time: line.Time, Stream: line.Stream, Data: line.Data})
+		mu.Unlock()
+		return nil
+	})
+	cancel()
+	<-flushed
+	if ferr != nil {
+		return ferr
+	}
+	if ferr := flush(); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// drainLogs copies whatever output is left on the runner (best effort).
+func (c *Controller) drainLogs(ctx context.Context, job *store.Job, runner *api.RunnerClient) {
+	dctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	defer cancel()
+	_, after, err := c.st.LogSize(dctx, job.ID)
+	if err != nil {
+		return
+	}
+	for {
+		lines, err := runner.Logs(dctx, after, 10000)
+		if err != nil || len(lines) == 0 {
+			return
+		}
+		batch := make([]store.LogLine, 0, len(lines))
+		for _, l := range lines {
+			if l.Seq <= after {
+				continue
+			}
+			batch = append(batch, store.LogLine{Time: l.Time, Stream: l.Stream, Data: l.Data})
+			after = l.Seq
+		}
+		if _, err := c.st.AppendLogs(dctx, job.ID, batch); err != nil {
+			return
+		}
+	}
+}
+
+// jobFinished records the runner's final state and moves the job to
+// terminating, from where finishJob cleans up.
+func (c *Controller) jobFinished(ctx context.Context, l store.Lease, id string, st api.JobState) {
+	job, err := c.st.GetJob(ctx, id)
+	if err != nil || store.IsJobFinished(job.Status) || job.Status == store.JobTerminating {
+		return
+	}
+	reason := st.TerminationReason
+	switch {
+	case st.State == api.JobDone:
+		reason = reasonDoneByRunner
+	case reason == "" && st.State == api.JobFailed:
+		reason = reasonContainerExitedErr
+	case reason == "":
+		reason = reasonTerminatedByServer
+	}
+	job.ExitCode = st.ExitCode
+	job.Status, job.TerminationReason, job.TerminationMessage = store.JobTerminating, reason, st.TerminationMessage
+	job.StatusMessage = jobStatusMessage(job)
+	if err := c.st.UpdateJobLeased(ctx, l, &job); err != nil {
+		c.log.Warn("record finished job failed", "job", job.JobName, "error", err)
+		return
+	}
+	c.runs.Add(job.RunID)
+}

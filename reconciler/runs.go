@@ -1,0 +1,287 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"hoist/store"
+)
+
+// reconcileRun drives one run: pending (scheduled or waiting to retry) →
+// submitted → provisioning → running → terminating → done, failed or
+// terminated, deriving the active statuses from its jobs (reference §2.3).
+func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
+	l, ok, err := c.claim(ctx, "runs", id)
+	if err != nil || !ok {
+		return 0, err
+	}
+	defer c.release(l)
+	run, err := c.st.GetRun(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if store.IsRunFinished(run.Status) {
+		return 0, nil
+	}
+	spec, err := decodeRunSpec(run.Spec)
+	if err != nil {
+		return 0, err
+	}
+	now := c.now()
+	jobs, err := c.st.ListJobs(ctx, run.ID)
+	if err != nil {
+		return 0, err
+	}
+	latest := latestSubmissions(jobs)
+	prev := run.Status
+
+	switch run.Status {
+	case store.RunPending:
+		if run.NextTriggeredAt.After(now) {
+			return run.NextTriggeredAt.Sub(now), nil
+		}
+		if err := c.createJobs(ctx, &run, spec, nextSubmission(jobs)); err != nil {
+			return 0, err
+		}
+		run.Status, run.StatusMessage, run.NextTriggeredAt = store.RunSubmitted, store.RunSubmitted, time.Time{}
+		if err := c.st.UpdateRunLeased(ctx, l, &run); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "run", run.Name, run.ID, "resubmitted", run.Revision,
+			fmt.Sprintf("run resubmitted (attempt %d)", run.ResubmissionAttempt))
+		return 0, nil
+
+	case store.RunTerminating:
+		all := true
+		for _, j := range latest {
+			if store.IsJobFinished(j.Status) {
+				continue
+			}
+			all = false
+			if j.Status != store.JobTerminating {
+				if err := c.terminateJob(ctx, j.ID, jobReasonForRun(run.TerminationReason), "run is terminating"); err != nil {
+					return 0, err
+				}
+			}
+		}
+		// Jobs of older submissions still running (e.g. a replaced replica).
+		for _, j := range jobs {
+			if !store.IsJobFinished(j.Status) {
+				all = false
+			}
+		}
+		if !all {
+			return 5 * time.Second, nil
+		}
+		return 0, c.finishRun(ctx, l, &run, spec, now)
+	}
+
+	status, term := deriveRunStatus(latest)
+	if term == runReasonJobFailed {
+		if failed, ok := firstFailed(latest); ok {
+			ev := retryEvent(failed.TerminationReason)
+			if ev != "" && spec.retryOn(ev, run.SubmittedAt, now) && !run.RemovedFromGit {
+				// Terminate siblings, then resubmit the whole run after the back-off.
+				for _, j := range latest {
+					if !store.IsJobFinished(j.Status) && j.Status != store.JobTerminating {
+						if err := c.terminateJob(ctx, j.ID, reasonTerminatedByServer, "run is retrying"); err != nil {
+							return 0, err
+						}
+					}
+				}
+				wait := backoffFor(run.ResubmissionAttempt)
+				run.Status, run.StatusMessage = store.RunPending, "retrying"
+				run.NextTriggeredAt = now.Add(wait)
+				run.ResubmissionAttempt++
+				if err := c.st.UpdateRunLeased(ctx, l, &run); err != nil {
+					return 0, err
+				}
+				c.event(ctx, "run", run.Name, run.ID, "retrying", run.Revision,
+					fmt.Sprintf("job %s failed (%s); retrying on %s in %s", failed.JobName, failed.TerminationReason, ev, wait))
+				return wait, nil
+			}
+			if ev != "" && spec.Retry != nil && spec.retryOn(ev, run.SubmittedAt, run.SubmittedAt) {
+				term = runReasonRetryExceeded
+			}
+		}
+	}
+	if term != "" {
+		run.Status, run.TerminationReason, run.StatusMessage = store.RunTerminating, term, "terminating"
+		if err := c.st.UpdateRunLeased(ctx, l, &run); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "run", run.Name, run.ID, "terminating", run.Revision, "run terminating: "+term)
+		c.runs.Add(run.ID)
+		return 0, nil
+	}
+	msg := status
+	if allPulling(latest) {
+		msg = "pulling"
+	}
+	if status != prev || msg != run.StatusMessage {
+		run.Status, run.StatusMessage = status, msg
+		if status == store.RunProvisioning {
+			run.ResubmissionAttempt = 0
+		}
+		if err := c.st.UpdateRunLeased(ctx, l, &run); err != nil {
+			return 0, err
+		}
+		if status != prev {
+			c.event(ctx, "run", run.Name, run.ID, status, run.Revision, "run "+status)
+		}
+	}
+	return 0, nil
+}
+
+// finishRun records a terminating run's final status once all its jobs are
+// finished; a scheduled run that was not stopped goes back to pending.
+func (c *Controller) finishRun(ctx context.Context, l store.Lease, run *store.Run, spec runSpec, now time.Time) error {
+	if spec.Schedule != nil && len(spec.Schedule.Cron) > 0 && !run.RemovedFromGit &&
+		run.TerminationReason != runReasonStoppedByUser && run.TerminationReason != runReasonAbortedByUser &&
+		run.TerminationReason != reasonTerminatedByServer {
+		next, err := nextCron(spec.Schedule.Cron, now)
+		if err != nil {
+			return err
+		}
+		run.Status, run.StatusMessage, run.NextTriggeredAt = store.RunPending, "scheduled", next
+		run.TerminationReason, run.ResubmissionAttempt = "", 0
+		if err := c.st.UpdateRunLeased(ctx, l, run); err != nil {
+			return err
+		}
+		c.event(ctx, "run", run.Name, run.ID, "scheduled", run.Revision, "next run at "+next.Format(time.RFC3339))
+		return nil
+	}
+	run.Status = runFinalStatus(run.TerminationReason)
+	run.StatusMessage = run.Status
+	run.FinishedAt = now.UTC()
+	if err := c.st.UpdateRunLeased(ctx, l, run); err != nil {
+		return err
+	}
+	msg := "run " + run.Status
+	if run.TerminationReason != "" {
+		msg += " (" + run.TerminationReason + ")"
+	}
+	c.event(ctx, "run", run.Name, run.ID, run.Status, run.Revision, msg)
+	c.wakeWaitingRuns(ctx, run.Name)
+	return nil
+}
+
+// wakeWaitingRuns wakes the submitted jobs of newer runs of the same name
+// that wait for this one to finish.
+func (c *Controller) wakeWaitingRuns(ctx context.Context, name string) {
+	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Name: name, Active: true})
+	if err != nil {
+		return
+	}
+	for _, r := range runs {
+		jobs, err := c.st.ListJobs(ctx, r.ID)
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			if j.Status == store.JobSubmitted {
+				c.jobs.Add(j.ID)
+			}
+		}
+	}
+}
+
+// StopRun stops the latest run named name on a user's request.
+func (c *Controller) StopRun(ctx context.Context, name string, abort bool) error {
+	reason := runReasonStoppedByUser
+	if abort {
+		reason = runReasonAbortedByUser
+	}
+	return c.stopRunByName(ctx, name, reason, "stopped by user", "", false)
+}
+
+// RerunRun submits the latest spec of run name again (a task that is done
+// stays done until its spec changes or a user asks for this).
+func (c *Controller) RerunRun(ctx context.Context, name string) error {
+	run, err := c.st.GetRunByName(ctx, c.cfg.Project, name)
+	if err != nil {
+		return err
+	}
+	if !store.IsRunFinished(run.Status) {
+		return fmt.Errorf("run %s is %s: stop it before re-running", name, run.Status)
+	}
+	spec, err := decodeRunSpec(run.Spec)
+	if err != nil {
+		return err
+	}
+	nr := store.Run{
+		Project: run.Project, Name: run.Name, Type: run.Type, ResourceKind: run.ResourceKind,
+		ResourceName: run.ResourceName, Spec: run.Spec, SpecHash: run.SpecHash, Revision: run.Revision,
+		Status: store.RunSubmitted, Priority: run.Priority, RemovedFromGit: run.RemovedFromGit,
+	}
+	if err := c.st.CreateRun(ctx, &nr); err != nil {
+		return err
+	}
+	c.event(ctx, "run", nr.Name, nr.ID, "submitted", nr.Revision, "run re-submitted by user")
+	if err := c.createJobs(ctx, &nr, spec, 0); err != nil {
+		return err
+	}
+	c.runs.Add(nr.ID)
+	return nil
+}
+
+// SetRunSuspended suspends or resumes the resource of a run: a suspended
+// resource is left alone by sync.
+func (c *Controller) SetRunSuspended(ctx context.Context, kind, name string, suspended bool) error {
+	r, err := c.st.GetResource(ctx, c.cfg.Project, kind, name)
+	if err != nil {
+		return err
+	}
+	r.Suspended = suspended
+	if err := c.st.UpdateResource(ctx, &r); err != nil {
+		return err
+	}
+	what := "resumed"
+	if suspended {
+		what = "suspended"
+	}
+	c.event(ctx, kind, name, r.ID, what, r.AppliedRevision, kind+" "+what)
+	if !suspended {
+		c.requestSync(true)
+	}
+	return nil
+}
+
+func firstFailed(latest []store.Job) (store.Job, bool) {
+	for _, j := range latest {
+		switch j.Status {
+		case store.JobFailed, store.JobAborted, store.JobTerminated, store.JobTerminating:
+			if j.TerminationReason != reasonDoneByRunner {
+				return j, true
+			}
+		}
+	}
+	return store.Job{}, false
+}
+
+func allPulling(latest []store.Job) bool {
+	if len(latest) == 0 {
+		return false
+	}
+	for _, j := range latest {
+		if j.Status != store.JobPulling {
+			return false
+		}
+	}
+	return true
+}
+
+func nextSubmission(jobs []store.Job) int {
+	n := 0
+	for _, j := range jobs {
+		if j.SubmissionNum+1 > n {
+			n = j.SubmissionNum + 1
+		}
+	}
+	return n
+}

@@ -1,0 +1,121 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"hoist/schema"
+)
+
+// runSpec is the part of a normalized run spec (task, service or dev
+// environment) the workers act on, decoded from its canonical JSON.
+type runSpec struct {
+	Type string `json:"type"`
+	schema.RunConfig
+	Commands []string            `json:"commands"`
+	Ports    []schema.PortMapping `json:"ports"`
+	Nodes    int                 `json:"nodes"`
+	Replicas *schema.Range       `json:"replicas"`
+	Init     []string            `json:"init"`
+}
+
+func decodeRunSpec(b []byte) (runSpec, error) {
+	var s runSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("decode run spec: %w", err)
+	}
+	return s, nil
+}
+
+type jobNum struct{ job, replica int }
+
+// jobNums lists the jobs a new submission of the run has: one per node for
+// tasks, replicas.min (at least one) for services, one for dev environments.
+func (s runSpec) jobNums() []jobNum {
+	switch schema.Kind(s.Type) {
+	case schema.KindTask:
+		n := max(s.Nodes, 1)
+		out := make([]jobNum, n)
+		for i := range out {
+			out[i] = jobNum{job: i}
+		}
+		return out
+	case schema.KindService:
+		n := 1
+		if s.Replicas != nil && s.Replicas.Min != nil {
+			n = int(*s.Replicas.Min)
+		}
+		out := make([]jobNum, n)
+		for i := range out {
+			out[i] = jobNum{replica: i}
+		}
+		return out
+	default:
+		return []jobNum{{}}
+	}
+}
+
+// script returns the commands the job runs: a task's and a service's
+// commands; a dev environment's init followed by a wait forever, so that it
+// stays up for users to attach.
+func (s runSpec) script() []string {
+	if schema.Kind(s.Type) == schema.KindDevEnvironment {
+		return append(append([]string{}, s.Init...), "while true; do sleep 3600; done")
+	}
+	return s.Commands
+}
+
+// keepRunning reports whether the run is kept running (services and dev
+// environments) rather than run once (tasks).
+func (s runSpec) keepRunning() bool {
+	return schema.Kind(s.Type) != schema.KindTask
+}
+
+// retryOn reports whether the retry policy covers event within its
+// duration since submittedAt.
+func (s runSpec) retryOn(event string, submittedAt, now time.Time) bool {
+	if s.Retry == nil {
+		return false
+	}
+	if s.Retry.Duration > 0 && now.Sub(submittedAt) > time.Duration(s.Retry.Duration)*time.Second {
+		return false
+	}
+	for _, e := range s.Retry.OnEvents {
+		if e == event {
+			return true
+		}
+	}
+	return false
+}
+
+// nextCron returns the earliest next fire time of the cron expressions.
+func nextCron(exprs []string, now time.Time) (time.Time, error) {
+	var next time.Time
+	for _, e := range exprs {
+		sch, err := cron.ParseStandard(e)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("schedule %q: %w", e, err)
+		}
+		t := sch.Next(now.UTC())
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next, nil
+}
+
+// retryBackoff is dstack's pending-run resubmission back-off by attempt.
+var retryBackoff = []time.Duration{15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute}
+
+func backoffFor(attempt int) time.Duration {
+	if attempt < 0 {
+		attempt = 0
+	}
+	if attempt >= len(retryBackoff) {
+		return retryBackoff[len(retryBackoff)-1]
+	}
+	return retryBackoff[attempt]
+}

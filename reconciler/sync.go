@@ -1,0 +1,395 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"hoist/reconciler/plan"
+	"hoist/reconciler/source"
+	"hoist/schema"
+	"hoist/store"
+)
+
+// Sync results reported to the Observer.
+const (
+	resultSynced    = "synced"
+	resultInvalid   = "invalid"
+	resultHeld      = "held"
+	resultError     = "error"
+	resultUnchanged = "unchanged"
+)
+
+// HeldPrefix starts the sync error that says a plan waits for confirmation.
+const HeldPrefix = "held: "
+
+// TriggerSync asks for a sync now (webhooks, "sync now"); it returns at once.
+func (c *Controller) TriggerSync() {
+	c.src.Trigger()
+	c.requestSync(true)
+}
+
+// SyncNow syncs and waits for the result.
+func (c *Controller) SyncNow(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case c.sync <- syncRequest{force: true, done: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Controller) requestSync(force bool) {
+	select {
+	case c.sync <- syncRequest{force: force}:
+	default: // a sync is already pending; it will see the newest revision
+	}
+}
+
+// syncLoop runs the revision pipeline whenever the source says something may
+// have changed or a sync is requested; requests that pile up during a sync
+// coalesce into one more sync of the newest revision.
+func (c *Controller) syncLoop(ctx context.Context) {
+	c.runSync(ctx, true, nil)
+	for {
+		var req syncRequest
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.src.Changes():
+		case req = <-c.sync:
+		}
+		waiters := []chan error{}
+		if req.done != nil {
+			waiters = append(waiters, req.done)
+		}
+		force := req.force
+	drain:
+		for {
+			select {
+			case r := <-c.sync:
+				force = force || r.force
+				if r.done != nil {
+					waiters = append(waiters, r.done)
+				}
+			case <-c.src.Changes():
+			default:
+				break drain
+			}
+		}
+		c.runSync(ctx, force, waiters)
+	}
+}
+
+func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan error) {
+	start := c.now()
+	result, err := c.syncOnce(ctx, force)
+	if err != nil {
+		result = resultError
+		if ctx.Err() == nil {
+			c.log.Warn("sync failed", "error", err)
+		}
+	}
+	c.obs.Synced(result, c.now().Sub(start))
+	for _, w := range waiters {
+		w <- err
+	}
+}
+
+// syncOnce runs the revision pipeline once.
+func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
+	rev, err := c.src.Latest(ctx)
+	if err != nil {
+		return "", fmt.Errorf("resolve latest revision: %w", err)
+	}
+	st, err := c.st.GetSyncState(ctx)
+	if err != nil {
+		return "", err
+	}
+	if st.Suspended {
+		if st.LatestSHA != rev.ID {
+			st.LatestSHA = rev.ID
+			if err := c.st.UpdateSyncState(ctx, &st); err != nil {
+				return "", err
+			}
+		}
+		return resultUnchanged, nil
+	}
+	if !force && rev.ID == st.LatestSHA && (st.Status == store.SyncInvalid || rev.ID == st.AppliedSHA) {
+		return resultUnchanged, nil
+	}
+	log := c.log.With("revision", short(rev.ID))
+	snap, err := c.src.Checkout(ctx, rev)
+	if err != nil {
+		return "", fmt.Errorf("checkout %s: %w", short(rev.ID), err)
+	}
+	defer snap.Close()
+	desired, lerr := schema.Load(snap.FS)
+	rec := store.Revision{
+		SHA: rev.ID, SourceID: c.src.Describe(), Author: rev.Author, Message: rev.Message,
+		CommittedAt: rev.Time, Valid: lerr == nil,
+	}
+	var errs []string
+	if lerr != nil {
+		errs = errorLines(lerr)
+		rec.Errors = errs
+	}
+	if err := c.st.RecordRevision(ctx, rec); err != nil {
+		return "", err
+	}
+	if lerr != nil {
+		log.Info("revision rejected", "errors", len(errs))
+		if st.LatestSHA != rev.ID || st.Status != store.SyncInvalid {
+			c.event(ctx, "revision", short(rev.ID), rev.ID, "rejected", rev.ID,
+				fmt.Sprintf("revision rejected with %d errors; %s stays applied", len(errs), orNone(short(st.AppliedSHA))))
+		}
+		st.LatestSHA, st.Status, st.Errors = rev.ID, store.SyncInvalid, errs
+		return resultInvalid, c.st.UpdateSyncState(ctx, &st)
+	}
+	if st.LatestSHA != rev.ID || st.Status != store.SyncSyncing {
+		st.LatestSHA, st.Status, st.Errors = rev.ID, store.SyncSyncing, nil
+		if err := c.st.UpdateSyncState(ctx, &st); err != nil {
+			return "", err
+		}
+	}
+	obs, err := c.observe(ctx)
+	if err != nil {
+		return "", err
+	}
+	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: c.isConfirmed(rev.ID)})
+	if p.Held {
+		log.Info("plan held", "reason", p.HoldReason)
+		if len(st.Errors) == 0 {
+			c.event(ctx, "revision", short(rev.ID), rev.ID, "held", rev.ID, p.HoldReason)
+		}
+		st.Errors = []string{HeldPrefix + p.HoldReason}
+		return resultHeld, c.st.UpdateSyncState(ctx, &st)
+	}
+	if err := c.apply(ctx, rev, p); err != nil {
+		return "", err
+	}
+	if st.AppliedSHA != rev.ID {
+		c.event(ctx, "revision", short(rev.ID), rev.ID, "applied", rev.ID, summarize(p))
+	}
+	st.AppliedSHA, st.Status, st.Errors, st.LastSyncedAt = rev.ID, store.SyncSynced, nil, c.now().UTC()
+	for _, s := range p.Steps {
+		if s.Held {
+			st.Errors = append(st.Errors, fmt.Sprintf("%s%s %s: %s", HeldPrefix, s.Kind, s.Name, s.Reason))
+		}
+	}
+	if err := c.st.UpdateSyncState(ctx, &st); err != nil {
+		return "", err
+	}
+	log.Info("revision applied", "creates", p.Count(plan.Create), "updates", p.Count(plan.Update),
+		"replaces", p.Count(plan.Replace), "deletes", p.Count(plan.Delete))
+	return resultSynced, nil
+}
+
+// Confirm lifts the holds of the plan of revision sha (mass deletion,
+// deletes of volumes and gateways) and syncs.
+func (c *Controller) Confirm(ctx context.Context, sha string) error {
+	c.mu.Lock()
+	c.confirmed[sha] = true
+	c.mu.Unlock()
+	c.event(ctx, "revision", short(sha), sha, "confirmed", sha, "held changes confirmed")
+	return c.SyncNow(ctx)
+}
+
+func (c *Controller) isConfirmed(sha string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.confirmed[sha]
+}
+
+// PlanFS plans the specs in fsys against the current state without applying
+// anything: `hoist plan`, POST /api/v1/plan and pull-request previews. A
+// load error is returned as schema.Errors.
+func (c *Controller) PlanFS(ctx context.Context, fsys fs.FS) (plan.Plan, error) {
+	desired, err := schema.Load(fsys)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	obs, err := c.observe(ctx)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	return plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est}), nil
+}
+
+// PlanRevision plans an arbitrary revision of the source (a pull request's
+// head) against the current state.
+func (c *Controller) PlanRevision(ctx context.Context, rev source.Revision) (plan.Plan, error) {
+	snap, err := c.src.Checkout(ctx, rev)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	defer snap.Close()
+	return c.PlanFS(ctx, snap.FS)
+}
+
+// observe reads the managed resources and how they are doing.
+func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
+	rs, err := c.st.ListResources(ctx, store.ResourceFilter{Project: c.cfg.Project})
+	if err != nil {
+		return plan.Observed{}, err
+	}
+	var obs plan.Observed
+	for _, r := range rs {
+		cur := plan.Current{
+			Kind: schema.Kind(r.Kind), Name: r.Name, File: r.File, Spec: r.Spec,
+			Status: r.Status, Suspended: r.Suspended, Prune: pruneOptIn(r.Spec),
+		}
+		if cur.Kind.IsRun() {
+			run, err := c.st.GetRunByName(ctx, c.cfg.Project, r.Name)
+			switch {
+			case err == nil:
+				cur.Status = run.Status
+				cur.Finished = store.IsRunFinished(run.Status)
+			case errors.Is(err, store.ErrNotFound):
+				cur.Finished = true
+			default:
+				return plan.Observed{}, err
+			}
+		}
+		obs.Resources = append(obs.Resources, cur)
+	}
+	return obs, nil
+}
+
+// SyncStatus is what /api/v1/sync reports.
+type SyncStatus struct {
+	// Status is synced, syncing or invalid.
+	Status string `json:"status"`
+	// Revision is the applied revision.
+	Revision string `json:"revision"`
+	// LatestRevision is the newest revision seen.
+	LatestRevision string `json:"latest_revision"`
+	// Errors are the rejected revision's errors as path:line:col lines, or
+	// the reasons a plan is held.
+	Errors []string `json:"errors"`
+	// Suspended reports that auto-sync is suspended.
+	Suspended bool `json:"suspended"`
+	// Source describes the repository, branch and path.
+	Source string `json:"source"`
+	// LastSyncedAt is when a revision was last applied.
+	LastSyncedAt time.Time `json:"last_synced_at,omitzero"`
+}
+
+// Status returns the sync status.
+func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
+	st, err := c.st.GetSyncState(ctx)
+	if err != nil {
+		return SyncStatus{}, err
+	}
+	errs := st.Errors
+	if errs == nil {
+		errs = []string{}
+	}
+	return SyncStatus{
+		Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA, Errors: errs,
+		Suspended: st.Suspended, Source: c.src.Describe(), LastSyncedAt: st.LastSyncedAt,
+	}, nil
+}
+
+// SetSuspended suspends or resumes auto-sync globally.
+func (c *Controller) SetSuspended(ctx context.Context, suspended bool) error {
+	st, err := c.st.GetSyncState(ctx)
+	if err != nil {
+		return err
+	}
+	st.Suspended = suspended
+	if err := c.st.UpdateSyncState(ctx, &st); err != nil {
+		return err
+	}
+	what := "resumed"
+	if suspended {
+		what = "suspended"
+	}
+	c.event(ctx, "sync", "sync", "", what, st.AppliedSHA, "auto-sync "+what)
+	if !suspended {
+		c.requestSync(true)
+	}
+	return nil
+}
+
+func errorLines(err error) []string {
+	var es schema.Errors
+	if errors.As(err, &es) {
+		out := make([]string, 0, len(es))
+		for _, e := range es {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+func summarize(p plan.Plan) string {
+	return fmt.Sprintf("%d created, %d updated, %d replaced, %d deleted, %d unchanged",
+		p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete), p.Count(plan.Noop))
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+func specHash(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// ErrNotSuspended is returned by ApplyRevision while auto-sync is on: an
+// older revision would be replaced by the newest one at once.
+var ErrNotSuspended = errors.New("re-applying an older revision needs auto-sync suspended")
+
+// ApplyRevision applies revision sha of the source (usually an older one)
+// while auto-sync is suspended. The revision must be valid.
+func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
+	st, err := c.st.GetSyncState(ctx)
+	if err != nil {
+		return err
+	}
+	if !st.Suspended {
+		return ErrNotSuspended
+	}
+	snap, err := c.src.CheckoutAt(ctx, sha)
+	if err != nil {
+		return fmt.Errorf("checkout %s: %w", short(sha), err)
+	}
+	defer snap.Close()
+	desired, err := schema.Load(snap.FS)
+	if err != nil {
+		return fmt.Errorf("revision %s is invalid: %w", short(sha), err)
+	}
+	obs, err := c.observe(ctx)
+	if err != nil {
+		return err
+	}
+	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: true})
+	if err := c.apply(ctx, snap.Revision, p); err != nil {
+		return err
+	}
+	c.event(ctx, "revision", short(sha), sha, "applied", sha, "re-applied by user while auto-sync is suspended: "+summarize(p))
+	st.AppliedSHA, st.Status, st.Errors, st.LastSyncedAt = sha, store.SyncSynced, nil, c.now().UTC()
+	return c.st.UpdateSyncState(ctx, &st)
+}
