@@ -154,20 +154,28 @@ func (r *RunnerClient) logs(ctx context.Context, q url.Values) ([]LogLine, bool,
 		return nil, false, err
 	}
 	defer resp.Body.Close()
+	lines, err := readFrames(resp)
+	if err != nil {
+		return lines, false, err
+	}
+	return lines, resp.Header.Get(LogEndHeader) == "true", nil
+}
+
+// readFrames decodes a response of log frames.
+func readFrames(resp *http.Response) ([]LogLine, error) {
 	if ct := resp.Header.Get("Content-Type"); ct != LogFramesContentType {
-		return nil, false, fmt.Errorf("runner logs: content type %q, want %s", ct, LogFramesContentType)
+		return nil, fmt.Errorf("logs: content type %q, want %s", ct, LogFramesContentType)
 	}
 	br := bufio.NewReaderSize(resp.Body, 256<<10)
 	var lines []LogLine
 	for {
 		l, err := ReadFrame(br)
 		if errors.Is(err, io.EOF) {
-			break
+			return lines, nil
 		}
 		if err != nil {
-			return lines, false, fmt.Errorf("runner logs: %w", err)
+			return lines, fmt.Errorf("logs: %w", err)
 		}
 		lines = append(lines, l)
 	}
-	return lines, resp.Header.Get(LogEndHeader) == "true", nil
 }

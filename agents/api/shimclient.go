@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -91,4 +92,18 @@ func (s *ShimClient) TerminateTask(ctx context.Context, id, reason, message stri
 // unknown id.
 func (s *ShimClient) RemoveTask(ctx context.Context, id string) error {
 	return s.c.do(ctx, http.MethodPost, "/api/v1/tasks/"+url.PathEscape(id)+"/remove", nil, nil)
+}
+
+// TaskLogs reads the job log the task's runner left on the shim's host: up
+// to limit records with Seq > afterSeq (frames only, no waiting). It works
+// after the runner has exited, until RemoveTask; while the task runs, read
+// the runner's logs instead.
+func (s *ShimClient) TaskLogs(ctx context.Context, id string, afterSeq int64, limit int) ([]LogLine, error) {
+	q := url.Values{"after_seq": {strconv.FormatInt(afterSeq, 10)}, "limit": {strconv.Itoa(limit)}}
+	resp, err := s.c.send(ctx, http.MethodGet, "/api/v1/tasks/"+url.PathEscape(id)+"/logs?"+q.Encode(), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return readFrames(resp)
 }

@@ -25,6 +25,7 @@ func (s *Shim) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/tasks/{id}", s.handleGet)
 	mux.HandleFunc("POST /api/v1/tasks/{id}/terminate", s.handleTerminate)
 	mux.HandleFunc("POST /api/v1/tasks/{id}/remove", s.handleRemove)
+	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", s.handleLogs)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.ShimAPIVersion))
 		mux.ServeHTTP(w, req)

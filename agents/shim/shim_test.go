@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,10 @@ func TestShim_echoHello(t *testing.T) {
 	}
 	if term.Job == nil || term.Job.State != api.JobDone {
 		t.Errorf("terminated task's job = %+v, want the runner's done state", term.Job)
+	}
+	logs, err := e.client.TaskLogs(ctx, info.ID, 0, 100)
+	if err != nil || len(logs) != 1 || string(logs[0].Data) != "hello\n" || logs[0].Seq != 1 {
+		t.Errorf("TaskLogs after the runner exited = %+v, %v; want the one line", logs, err)
 	}
 	if err := e.client.RemoveTask(ctx, info.ID); err != nil {
 		t.Fatalf("RemoveTask: %v", err)
@@ -364,4 +370,69 @@ func TestShim_hostInfo(t *testing.T) {
 func isStatus(err error, status int) bool {
 	var ae *api.Error
 	return errors.As(err, &ae) && ae.Status == status
+}
+
+func TestShim_terminateWhilePulling(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	// A "registry" that accepts connections and never answers keeps the
+	// pull hanging.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	ref := ln.Addr().String() + "/hoist-test/hangs:1"
+	if _, err := e.client.CreateTask(ctx, api.TaskSpec{ID: "hang", Image: ref}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.client.WaitTask(ctx, "hang", api.TaskPulling)
+	if err != nil || info.Status != api.TaskPulling {
+		t.Fatalf("WaitTask(pulling) = %+v, %v", info, err)
+	}
+	info, err = e.client.TerminateTask(ctx, "hang", api.ReasonTerminatedByUser, "no longer wanted", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Status != api.TaskTerminated || info.TerminationReason != api.ReasonTerminatedByUser || info.ContainerID != "" {
+		t.Errorf("task = %+v, want terminated by user before any container", info)
+	}
+	if err := e.client.RemoveTask(ctx, "hang"); err != nil {
+		t.Errorf("RemoveTask: %v", err)
+	}
+}
+
+func TestShim_runnerMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, rc := e.runTask(t, api.TaskSpec{ID: "metrics"})
+	runJob(t, rc, api.JobSpec{Commands: []string{"i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"}})
+	m, err := rc.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.CPUUsageMicros <= 0 || m.MemoryUsageBytes <= 0 || m.MemoryWorkingSetBytes <= 0 || m.MemoryWorkingSetBytes > m.MemoryUsageBytes {
+		t.Errorf("Metrics = %+v, want the container's CPU time and memory", m)
+	}
 }
