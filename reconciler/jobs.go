@@ -268,11 +268,11 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 // resolved from the store) and hoist's own variables.
 func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec) map[string]string {
 	env := map[string]string{
-		"HOIST_RUN_NAME":  run.Name,
-		"HOIST_JOB_ID":    job.ID,
-		"HOIST_NODE_RANK": strconv.Itoa(job.JobNum),
-		"HOIST_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
-		"DSTACK_RUN_NAME": run.Name,
+		"HOIST_RUN_NAME":   run.Name,
+		"HOIST_JOB_ID":     job.ID,
+		"HOIST_NODE_RANK":  strconv.Itoa(job.JobNum),
+		"HOIST_NODES_NUM":  strconv.Itoa(max(spec.Nodes, 1)),
+		"DSTACK_RUN_NAME":  run.Name,
 		"DSTACK_NODE_RANK": strconv.Itoa(job.JobNum),
 		"DSTACK_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
 	}

@@ -15,11 +15,11 @@ import (
 type runSpec struct {
 	Type string `json:"type"`
 	schema.RunConfig
-	Commands []string            `json:"commands"`
+	Commands []string             `json:"commands"`
 	Ports    []schema.PortMapping `json:"ports"`
-	Nodes    int                 `json:"nodes"`
-	Replicas *schema.Range       `json:"replicas"`
-	Init     []string            `json:"init"`
+	Nodes    int                  `json:"nodes"`
+	Replicas *schema.Range        `json:"replicas"`
+	Init     []string             `json:"init"`
 }
 
 func decodeRunSpec(b []byte) (runSpec, error) {
