@@ -62,7 +62,7 @@ func openDir(cfg Config) (*dirSource, error) {
 	info, err := os.Stat(spec)
 	if err == nil {
 		// A symbolic link as the root would be walked as a single entry.
-		_ = 0
+		spec, err = filepath.EvalSymlinks(spec)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("open directory %s: %s: %w", root, cfg.Path, ErrPathNotFound)
