@@ -109,7 +109,7 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(func() {
 		if t.Failed() {
 			sctx, c := context.WithTimeout(tab, 5*time.Second)
-			if png, err := chromedp.Run(sctx, chromedp.FullScreenshot(90)); err == nil {
+			if png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)); err == nil {
 				p := filepath.Join(os.TempDir(), fmt.Sprintf("hoist-web-%s-%d.png", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
 				if os.WriteFile(p, png, 0o644) == nil {
 					t.Logf("screenshot of the failing page: %s", p)
@@ -212,7 +212,7 @@ func shoot(name string) chromedp.Action[chromedp.Void] {
 		if dir == "" {
 			return nil
 		}
-		png, err := chromedp.FullScreenshot(90)(ctx, t)
+		png, err := chromedp.FullScreenshot(100)(ctx, t)
 		if err != nil {
 			return err
 		}

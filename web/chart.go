@@ -11,7 +11,7 @@ import (
 
 const (
 	chartWidth  = 900
-	chartLabelW = 170
+	chartLabelW = 190
 	chartRowH   = 22
 	chartAxisH  = 22
 )
@@ -76,14 +76,14 @@ func runTimeline(r Run, now time.Time) timelineChart {
 		end = start.Add(time.Minute)
 	}
 	span := end.Sub(start)
-	plotW := chartWidth - chartLabelW - 10
+	plotW := chartWidth - chartLabelW - 30
 	x := func(t time.Time) int {
 		return chartLabelW + int(math.Round(float64(plotW)*float64(t.Sub(start))/float64(span)))
 	}
 	for i, j := range jobs {
-		row := tlRow{Label: fmt.Sprintf("#%d %s", j.SubmissionNum, short(j.SubmissionID)), Y: chartAxisH + i*chartRowH}
+		row := tlRow{Label: fmt.Sprintf("#%d %s", j.SubmissionNum, shortID(j.SubmissionID)), Y: chartAxisH + i*chartRowH}
 		if j.Revision != "" {
-			row.Label += " @" + short(j.Revision)[:min(7, len(short(j.Revision)))]
+			row.Label += " @" + short7(j.Revision)
 		}
 		stop := now
 		if j.FinishedAt != nil {

@@ -136,3 +136,12 @@ func forgeBase(repo string) (string, bool) {
 	u.RawQuery, u.Fragment = "", ""
 	return u.String(), true
 }
+
+// shortID abbreviates an object id. UUIDv7 ids begin with a timestamp, so
+// the distinctive part is the end.
+func shortID(id string) string {
+	if len(id) == 36 && strings.Count(id, "-") == 4 {
+		return id[len(id)-8:]
+	}
+	return short(id)
+}

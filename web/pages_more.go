@@ -233,7 +233,13 @@ func (s *Server) pageHistory(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, historyPage(s.viewer(c), historyData{Sync: st, Revisions: revs, Pulls: s.prs.list(), Controls: s.deps.Controller != nil}))
+	d := historyData{Sync: st, Revisions: revs, Pulls: s.prs.list(), Controls: s.deps.Controller != nil}
+	for i, r := range revs {
+		if r.Applied {
+			d.DiffFrom = previousValid(revs, i)
+		}
+	}
+	return s.render(c, http.StatusOK, historyPage(s.viewer(c), d))
 }
 
 func (s *Server) pageRevision(c *echo.Context) error {
