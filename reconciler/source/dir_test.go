@@ -196,11 +196,13 @@ func TestDirSeesAnEditInTheSameClockTick(t *testing.T) {
 func TestDirThroughASymbolicLink(t *testing.T) {
 	real := t.TempDir()
 	writeFiles(t, real, map[string]string{"specs/a.yml": "v1"})
-	link := filepath.Join(t.TempDir(), "link")
-	if err := os.Symlink(real, link); err != nil {
-		t.Fatal(err)
+	links := t.TempDir()
+	for name, target := range map[string]string{"repo": real, "specs": filepath.Join(real, "specs")} {
+		if err := os.Symlink(target, filepath.Join(links, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, cfg := range []Config{{Repo: link, Path: "specs"}, {Repo: filepath.Join(link, "specs")}} {
+	for _, cfg := range []Config{{Repo: filepath.Join(links, "repo"), Path: "specs"}, {Repo: filepath.Join(links, "specs")}} {
 		src := open(t, cfg)
 		if got := checkout(t, src, latest(t, src)); got["a.yml"] != "v1" {
 			t.Errorf("%s: files = %v, want a.yml", src.Describe(), got)
