@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -369,6 +370,8 @@ func ParseGPU(s string) (GPU, error) {
 	return g, nil
 }
 
+// normalizeGPUNames strips the deprecated `tpu-` prefix and sorts and
+// dedupes the names ("any of" carries no order).
 func normalizeGPUNames(names []string) []string {
 	if names == nil {
 		return nil
@@ -377,7 +380,15 @@ func normalizeGPUNames(names []string) []string {
 	for i, n := range names {
 		out[i] = strings.TrimPrefix(n, "tpu-")
 	}
-	return out
+	sort.Strings(out)
+	w := 0
+	for i, s := range out {
+		if i == 0 || s != out[w-1] {
+			out[w] = s
+			w++
+		}
+	}
+	return out[:w]
 }
 
 // ParseComputeCapability parses "7.5" into [7, 5].

@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -112,7 +114,15 @@ func pyFloat(f float64) string {
 // `off`, `yes`, `no` are booleans, `1:30` is sexagesimal, `1e3` is a string.
 func parseYAML(file string, src []byte) (*node, *Error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, yamlError(file, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &Error{Pos: Position{File: file, Line: extra.Line, Column: extra.Column},
+			Msg: "a spec file holds one YAML document; found another"}
+	} else if err != io.EOF {
 		return nil, yamlError(file, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {

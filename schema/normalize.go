@@ -614,6 +614,8 @@ func (d *dec) profile(n *node, idleDefault int64) Profile {
 		Tags:              d.tags(n.get("tags"), "tags"),
 		BackendOptions:    d.backendOptions(n.get("backend_options"), "backend_options"),
 	}
+	p.Backends, p.Regions = sortedSet(p.Backends), sortedSet(p.Regions)
+	p.AvailabilityZones, p.InstanceTypes = sortedSet(p.AvailabilityZones), sortedSet(p.InstanceTypes)
 	if v := n.get("spot_policy"); !v.isNull() {
 		if s, ok := d.enum(v, "spot_policy", "spot", "on-demand", "auto"); ok {
 			p.SpotPolicy = s
@@ -706,7 +708,29 @@ func (d *dec) profile(n *node, idleDefault int64) Profile {
 	if v := n.get("instances"); !v.isNull() {
 		p.Instances = d.instances(v, "instances")
 	}
+	sort.SliceStable(p.Fleets, func(i, j int) bool {
+		a, b := p.Fleets[i], p.Fleets[j]
+		return a.Project < b.Project || a.Project == b.Project && a.Name < b.Name
+	})
 	return p
+}
+
+// sortedSet sorts and dedupes a list whose order carries no meaning, so
+// reordering it never shows up as a change.
+func sortedSet(l []string) []string {
+	if l == nil {
+		return nil
+	}
+	out := append([]string{}, l...)
+	sort.Strings(out)
+	w := 0
+	for i, s := range out {
+		if i == 0 || s != out[w-1] {
+			out[w] = s
+			w++
+		}
+	}
+	return out[:w]
 }
 
 func (d *dec) instances(n *node, path string) []InstanceSelector {
@@ -1754,6 +1778,8 @@ func (d *dec) fleet(n *node) *Fleet {
 		BackendOptions:    d.backendOptions(n.get("backend_options"), "backend_options"),
 		Env:               d.env(n.get("env"), "env"),
 	}
+	f.Backends, f.Regions = sortedSet(f.Backends), sortedSet(f.Regions)
+	f.AvailabilityZones, f.InstanceTypes = sortedSet(f.AvailabilityZones), sortedSet(f.InstanceTypes)
 	if v := n.get("placement"); !v.isNull() {
 		f.Placement, _ = d.enum(v, "placement", "any", "cluster")
 	}
