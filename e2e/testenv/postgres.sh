@@ -5,6 +5,8 @@
 #   eval "$(e2e/testenv/postgres.sh start)"   # prints: export HOIST_TEST_POSTGRES=postgres://…
 #   e2e/testenv/postgres.sh env               # prints the export line of a running cluster
 #   e2e/testenv/postgres.sh stop              # stops the cluster and removes its directory
+#   e2e/testenv/postgres.sh run -- CMD ARGS…  # runs CMD with HOIST_TEST_POSTGRES set; stops
+#                                             # the cluster afterwards if `run` started it
 #
 # The cluster lives in $HOIST_PG_DIR (default /tmp/hoist-test-pg). `start` is
 # idempotent: when the cluster already runs it only prints the export line.
@@ -18,11 +20,13 @@ DATA="$DIR/data"
 PGBIN="${HOIST_PG_BIN:-/usr/lib/postgresql/15/bin}"
 RUNAS=postgres
 
+# Runs a PostgreSQL tool as the cluster owner, without the script's lock fd
+# (the server would otherwise inherit it and hold the lock while it runs).
 as_owner() {
   if [ "$(id -u)" = 0 ]; then
-    runuser -u "$RUNAS" -- "$@"
+    runuser -u "$RUNAS" -- "$@" 9>&-
   else
-    "$@"
+    "$@" 9>&-
   fi
 }
 
@@ -79,15 +83,36 @@ stop() {
   rm -rf "$DIR"
 }
 
+# One start/stop at a time (several test runs may call start at once).
+exec 9>"${DIR}.lock"
+flock 9
+
 case "${1:-start}" in
   start) start ;;
   stop) stop ;;
+  run)
+    shift
+    [ "${1:-}" = "--" ] && shift
+    [ $# -gt 0 ] || { echo "usage: $0 run -- CMD [ARGS…]" >&2; exit 2; }
+    started=0
+    running || started=1
+    env_line=$(start) || exit 1
+    eval "$env_line"
+    flock -u 9
+    rc=0
+    "$@" 9>&- || rc=$?
+    if [ "$started" = 1 ]; then
+      flock 9
+      stop
+    fi
+    exit "$rc"
+    ;;
   env)
     running || { echo "postgres.sh: no cluster running in $DIR" >&2; exit 1; }
     print_env
     ;;
   *)
-    echo "usage: $0 start|stop|env" >&2
+    echo "usage: $0 start|stop|env|run -- CMD…" >&2
     exit 2
     ;;
 esac
