@@ -209,3 +209,38 @@ func TestDirThroughASymbolicLink(t *testing.T) {
 		}
 	}
 }
+
+func TestDirWatchSurvivesTheDirectoryBeingReplaced(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"specs/a.yml": "v1"})
+	src := open(t, Config{Repo: dir, Path: "specs", Debounce: 20 * time.Millisecond, PollInterval: time.Hour})
+	runSource(t, src)
+
+	// rm -rf specs && mkdir specs && …, as a script or a branch switch does.
+	if err := os.RemoveAll(filepath.Join(dir, "specs")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitNudge(src, 5*time.Second) {
+		t.Fatal("no nudge for the removal")
+	}
+	if _, err := src.Latest(context.Background()); !errors.Is(err, ErrPathNotFound) {
+		t.Errorf("Latest() with the directory gone: error = %v, want ErrPathNotFound", err)
+	}
+	writeFiles(t, dir, map[string]string{"specs/a.yml": "v2"})
+	if !waitNudge(src, 5*time.Second) {
+		t.Fatal("no nudge when the directory came back")
+	}
+	if got := checkout(t, src, latest(t, src))["a.yml"]; got != "v2" {
+		t.Fatalf("a.yml = %q, want v2", got)
+	}
+	// And it is watched again.
+	writeFiles(t, dir, map[string]string{"specs/a.yml": "v3"})
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if !waitNudge(src, time.Until(deadline)) {
+			t.Fatal("no nudge for an edit after the directory came back")
+		}
+		if got := checkout(t, src, latest(t, src))["a.yml"]; got == "v3" {
+			break
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ type watcher struct {
 	fsw       *fsnotify.Watcher
 	log       *slog.Logger
 	recursive map[string]bool // directories whose new subdirectories get watched
+	roots     []string        // the recursive roots, re-added if removed
 	skipDir   func(path string) bool
 	relevant  func(ev fsnotify.Event) bool
 	debounce  time.Duration
@@ -45,7 +47,7 @@ func newWatcher(log *slog.Logger, spec watchSpec, debounce time.Duration, nudge 
 		return nil, err
 	}
 	w := &watcher{
-		fsw: fsw, log: log, recursive: map[string]bool{},
+		fsw: fsw, log: log, recursive: map[string]bool{}, roots: spec.recursive,
 		skipDir: spec.skipDir, relevant: spec.relevant,
 		debounce: debounce, maxWait: 10 * debounce, nudge: nudge,
 	}
@@ -100,16 +102,36 @@ func (w *watcher) run(ctx context.Context) {
 		timer   = time.NewTimer(time.Hour)
 		pending bool
 		first   time.Time
+		// A removed root loses its watch, and nothing reports its return:
+		// look for it until it is back.
+		rootGone = time.NewTicker(rootRetry)
+		missing  = map[string]bool{}
 	)
 	timer.Stop()
+	defer rootGone.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
+		case <-rootGone.C:
+			for root := range missing {
+				if info, err := os.Stat(root); err == nil && info.IsDir() {
+					if err := w.addTree(root); err == nil {
+						delete(missing, root)
+						w.log.Info("watch_root_back", "dir", root)
+						w.nudge()
+					}
+				}
+			}
 		case ev, ok := <-w.fsw.Events:
 			if !ok {
 				return
+			}
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				if slices.Contains(w.roots, ev.Name) {
+					missing[ev.Name] = true
+				}
 			}
 			if ev.Has(fsnotify.Create) && w.recursive[filepath.Dir(ev.Name)] {
 				if info, err := os.Lstat(ev.Name); err == nil && info.IsDir() && !w.skipDir(ev.Name) {
@@ -143,6 +165,9 @@ func (w *watcher) run(ctx context.Context) {
 		}
 	}
 }
+
+// rootRetry is how often a removed watch root is looked for.
+const rootRetry = 250 * time.Millisecond
 
 // runLoop is the body of every Source.Run: it starts the watcher (if any),
 // nudges once, then nudges on every poll tick until ctx is done.
