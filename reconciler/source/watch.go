@@ -129,6 +129,7 @@ func (w *watcher) run(ctx context.Context) {
 				return
 			}
 			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				delete(w.recursive, ev.Name)
 				if slices.Contains(w.roots, ev.Name) {
 					missing[ev.Name] = true
 				}
@@ -184,7 +185,9 @@ func runLoop(ctx context.Context, log *slog.Logger, poll time.Duration, n nudger
 			}
 			log.Warn("watch_unavailable_polling_only", "err", err, "hint", hint, "poll_interval", poll)
 		} else {
-			go w.run(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); w.run(ctx) }()
+			defer func() { <-done }() // Run returns once the watcher is closed
 		}
 	}
 	n.nudge()
