@@ -38,7 +38,8 @@
 //     Volume and Gateway; AttachVolume, DetachVolume, ListVolumeAttachments.
 //   - History: AddEvent, ListEvents, PruneEvents.
 //   - Logs: AppendLogs (one transaction, numbered, per-job byte quota:
-//     ErrLogQuota), ReadLogs (ordered by Seq), LogSize, DeleteLogs.
+//     ErrLogQuota), ReadLogs (ordered by Seq), LogSize, DeleteLogs. Lines are
+//     stored in S2-compressed chunks of consecutive lines, not a row per line.
 //   - Access: CreateUser, GetUser, ListUsers, CreateToken (plaintext returned
 //     once, only a SHA-256 hash stored), LookupToken, RevokeToken;
 //     EnsureProject, ListProjects, UpsertSource, ListSources.
@@ -52,9 +53,11 @@
 // Rows of runs, jobs, instances, fleets, volumes and gateways carry a lease
 // (lock_token, lock_owner, lock_expires_at, last_processed_at). A worker pool
 // calls Claim(ctx, ClaimRequest{Table, Owner, Limit, LeaseFor, MinInterval,
-// Where, Args}) to lease due rows, Heartbeat to extend a lease, and Release to
-// finish (setting last_processed_at). Writes under a lease go through
-// UpdateXLeased or WithLease, which return ErrLeaseLost once the lease expired
+// Where, Args}) to lease due rows, Heartbeat (or KeepLease, which heartbeats
+// in the background and cancels a context when the lease is lost) to extend a
+// lease, and Release to finish (setting last_processed_at). Writes under a
+// lease go through UpdateXLeased, WithLease, or Complete (final writes and the
+// release in one transaction); all return ErrLeaseLost once the lease expired
 // and another worker took the row, so a stale worker never overwrites newer
 // work. On PostgreSQL Claim uses SELECT … FOR UPDATE SKIP LOCKED, so several
 // hoist servers share the work; on SQLite one server owns the file and the

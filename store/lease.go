@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -197,4 +199,58 @@ func (s *Store) Complete(ctx context.Context, l Lease, fn func(ctx context.Conte
 		}
 		return fn(ctx, tx)
 	})
+}
+
+// KeepLease heartbeats l in the background, every third of leaseFor,
+// extending it to now+leaseFor, until stop is called. The returned context is
+// cancelled when the lease is lost (or ctx ends), so slow work done under the
+// lease (cloud APIs, SSH) stops early. stop ends the heartbeats and returns
+// the latest lease, or ErrLeaseLost when it was lost meanwhile.
+func (s *Store) KeepLease(ctx context.Context, l Lease, leaseFor time.Duration) (leaseCtx context.Context, stop func() (Lease, error)) {
+	leaseCtx, cancel := context.WithCancelCause(ctx)
+	var (
+		mu      sync.Mutex
+		cur     = l
+		lostErr error
+	)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(max(leaseFor/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-leaseCtx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			next, err := s.Heartbeat(leaseCtx, cur, leaseFor)
+			if err == nil {
+				cur = next
+			} else if errors.Is(err, ErrLeaseLost) {
+				lostErr = err
+			}
+			mu.Unlock()
+			if lostErr != nil {
+				cancel(lostErr)
+				return
+			}
+			if err != nil {
+				s.log.Warn("lease heartbeat failed", "table", l.Table, "id", l.ID, "err", err)
+			}
+		}
+	}()
+	var once sync.Once
+	return leaseCtx, func() (Lease, error) {
+		once.Do(func() { close(done) })
+		<-finished
+		cancel(context.Canceled)
+		mu.Lock()
+		defer mu.Unlock()
+		return cur, lostErr
+	}
 }

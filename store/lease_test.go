@@ -405,3 +405,52 @@ func createTestJob(t *testing.T, s *Store) *Job {
 	}
 	return j
 }
+
+func TestLease_keepLeaseHeartbeatsUntilLost(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		ctx := t.Context()
+		s := openTest(t, dsn, Options{}) // real clock: KeepLease runs on real time
+		j := createTestJob(t, s)
+		const leaseFor = 600 * time.Millisecond
+		ls, err := s.Claim(ctx, ClaimRequest{Table: "jobs", Owner: "w", LeaseFor: leaseFor})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("Claim = %v, %v", ls, err)
+		}
+		lctx, stop := s.KeepLease(ctx, ls[0], leaseFor)
+		// Work for several lease lengths; nobody may take the row meanwhile.
+		deadline := time.Now().Add(3 * leaseFor)
+		for time.Now().Before(deadline) {
+			if got, err := s.Claim(ctx, ClaimRequest{Table: "jobs", Owner: "thief"}); err != nil || len(got) != 0 {
+				t.Fatalf("row claimed while kept: %v, %v", got, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if lctx.Err() != nil {
+			t.Fatalf("lease context ended while the lease was held: %v", context.Cause(lctx))
+		}
+		l, err := stop()
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		if !l.Expires.After(ls[0].Expires) {
+			t.Errorf("lease was not extended: %v -> %v", ls[0].Expires, l.Expires)
+		}
+
+		// Now lose it: another worker takes the row (simulated by a token change).
+		lctx, stop = s.KeepLease(ctx, l, leaseFor)
+		if _, err := s.DB().NewUpdate().Table("jobs").Set("lock_token = 'stolen'").Where("id = ?", j.ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-lctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("lease context not cancelled after the lease was lost")
+		}
+		if !errors.Is(context.Cause(lctx), ErrLeaseLost) {
+			t.Errorf("cause = %v, want ErrLeaseLost", context.Cause(lctx))
+		}
+		if _, err := stop(); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("stop = %v, want ErrLeaseLost", err)
+		}
+	})
+}
