@@ -1073,6 +1073,22 @@ func (d *dec) task(n *node) *Task {
 	}
 	inferGPUVendor(&t.Resources.GPU, t.Image, t.Docker)
 	d.checkArm(n, t.Resources, t.Image, t.Docker)
+	d.checkEnvGroupsRefs(n.get("env"), t.Env)
+	if t.Groups != nil {
+		var sizes []int
+		for _, g := range t.Groups {
+			sizes = append(sizes, g.Nodes)
+		}
+		for i, it := range groupsN.items {
+			if i < len(t.Groups) {
+				cmds, paths := commandNodes(it.get("commands"), idx("groups", i)+".commands")
+				d.checkGroupsRefs(cmds, paths, "nodes", sizes)
+			}
+		}
+	} else {
+		cmds, paths := commandNodes(n.get("commands"), "commands")
+		d.checkGroupsRefs(cmds, paths, "nodes", []int{t.Nodes})
+	}
 	return t
 }
 
@@ -1169,6 +1185,9 @@ func (d *dec) devEnvironment(n *node) *DevEnvironment {
 	}
 	inferGPUVendor(&e.Resources.GPU, e.Image, e.Docker)
 	d.checkArm(n, e.Resources, e.Image, e.Docker)
+	d.checkEnvGroupsRefs(n.get("env"), e.Env)
+	cmds, paths := commandNodes(n.get("init"), "init")
+	d.checkGroupsRefs(cmds, paths, "", nil)
 	return e
 }
 
@@ -1612,6 +1631,33 @@ func (d *dec) service(n *node) *Service {
 		inferGPUVendor(&g.Resources.GPU, img, dock)
 	}
 	d.checkArm(n, s.Resources, s.Image, s.Docker)
+	d.checkEnvGroupsRefs(n.get("env"), s.Env)
+	var sizes []int
+	if s.Groups != nil {
+		for _, g := range s.Groups {
+			m := 0
+			if g.Replicas.Min != nil {
+				m = int(*g.Replicas.Min)
+			}
+			sizes = append(sizes, m)
+		}
+	} else if s.Replicas.Min != nil {
+		sizes = []int{int(*s.Replicas.Min)}
+	}
+	cmds, paths := commandNodes(n.get("commands"), "commands")
+	d.checkGroupsRefs(cmds, paths, "replicas", sizes)
+	if groupsN != nil && groupsN.kind == nList {
+		key := "groups"
+		if n.get("groups").isNull() {
+			key = "replicas"
+		}
+		for i, it := range groupsN.items {
+			if it.kind == nMap {
+				cmds, paths := commandNodes(it.get("commands"), idx(key, i)+".commands")
+				d.checkGroupsRefs(cmds, paths, "replicas", sizes)
+			}
+		}
+	}
 	return s
 }
 
