@@ -65,7 +65,7 @@ type Runner struct {
 	state       api.JobState
 	changed     chan struct{} // closed and replaced on every state change
 	done        chan struct{} // closed once the job has finished
-	proc        *os.Process
+	pid         int // the job shell, leader of its process group
 	stopReason  string
 	stopMessage string
 	killTimer   *time.Timer
@@ -271,9 +271,13 @@ func (r *Runner) startLocked() error {
 		errR.Close()
 		return fmt.Errorf("start shell: %w", err)
 	}
-	r.proc = proc
+	// The pid is kept apart from proc: Release sets proc.Pid to -1, and a
+	// kill of -(-1) would signal PID 1.
+	pid := proc.Pid
+	r.pid = pid
+	_ = proc.Release() // the reaper waits for it, not os.Process
 	r.setStateLocked(api.JobState{State: api.JobRunning})
-	r.log.Info("job_started", "pid", proc.Pid, "shell", shell)
+	r.log.Info("job_started", "pid", pid, "shell", shell)
 
 	var pumps sync.WaitGroup
 	pumps.Add(2)
@@ -287,19 +291,18 @@ func (r *Runner) startLocked() error {
 	}
 	go func() {
 		ws := <-exited
-		_ = proc.Release()
 		r.mu.Lock()
 		stopping, killAt := r.stopReason != "", r.killAt
 		r.mu.Unlock()
 		if stopping {
 			// The shell died of SIGTERM, its children may still be
 			// cleaning up: give them the rest of the grace period.
-			for groupAlive(proc.Pid) && time.Now().Before(killAt) {
+			for groupAlive(pid) && time.Now().Before(killAt) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
 		// Whatever the shell left behind in its group goes with it.
-		_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		drained := make(chan struct{})
 		go func() { pumps.Wait(); close(drained) }()
 		select {
@@ -432,7 +435,7 @@ func (r *Runner) Stop(grace time.Duration, reason, message string) <-chan struct
 	if r.stopReason == "" {
 		r.stopReason, r.stopMessage = reason, message
 	}
-	pid := r.proc.Pid
+	pid := r.pid
 	r.log.Info("job_stopping", "reason", reason, "grace", grace)
 	if grace <= 0 {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
