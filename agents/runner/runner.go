@@ -65,7 +65,7 @@ type Runner struct {
 	state       api.JobState
 	changed     chan struct{} // closed and replaced on every state change
 	done        chan struct{} // closed once the job has finished
-	pid         int // the job shell, leader of its process group
+	pid         int           // the job shell, leader of its process group
 	stopReason  string
 	stopMessage string
 	killTimer   *time.Timer
