@@ -1072,7 +1072,15 @@ func (d *dec) task(n *node) *Task {
 		d.requireCommandsOrImage(n, t.Commands, t.Image)
 	}
 	inferGPUVendor(&t.Resources.GPU, t.Image, t.Docker)
-	d.checkArm(n, t.Resources, t.Image, t.Docker)
+	if t.Groups == nil {
+		d.checkImageCompat(resourcesAt(n, "gpu"), resourcesAt(n, "cpu"), "resources", t.Resources, t.Image, t.Docker)
+	} else {
+		for i, g := range t.Groups {
+			if i < len(groupsN.items) {
+				d.checkImageCompat(groupsN.items[i], groupsN.items[i], idx("groups", i), g.Resources, t.Image, t.Docker)
+			}
+		}
+	}
 	d.checkEnvGroupsRefs(n.get("env"), t.Env)
 	if t.Groups != nil {
 		var sizes []int
@@ -1092,19 +1100,53 @@ func (d *dec) task(n *node) *Task {
 	return t
 }
 
-func (d *dec) checkArm(n *node, r Resources, image string, docker bool) {
-	if r.CPU.Arch != "arm" {
-		return
+// vendorsRequiringImage returns the accelerator vendors a GPU spec asks
+// for that dstack's default (CUDA) image does not support.
+func vendorsRequiringImage(g GPU, image string, docker bool) []string {
+	if image != "" || docker || (g.Count.Max != nil && *g.Count.Max == 0) {
+		return nil
 	}
-	at := n.get("resources")
-	if at == nil {
-		at = n
+	set := map[string]bool{}
+	if g.Vendor != "" {
+		set[g.Vendor] = true
+	} else {
+		for _, n := range g.Names {
+			for _, v := range GPUVendorsByName(n) {
+				set[v] = true
+			}
+		}
 	}
-	if docker {
-		d.errf(at, "resources.cpu", "`docker: true` is not supported with the `arm` CPU architecture")
-	} else if image == "" {
-		d.errf(at, "resources.cpu", "the default image does not support the `arm` CPU architecture; specify `image`")
+	delete(set, VendorNVIDIA)
+	delete(set, VendorGoogle)
+	return sortedKeys(set)
+}
+
+// checkImageCompat applies dstack's submit-time checks that the default
+// image suits the requested accelerator and CPU architecture. at is where
+// to report (the resources node or the group).
+func (d *dec) checkImageCompat(at, atCPU *node, path string, r Resources, image string, docker bool) {
+	if vs := vendorsRequiringImage(r.GPU, image, docker); len(vs) > 0 {
+		d.errf(at, path, "`image` must be set when the requested accelerator is not supported by the default image: %v", vs)
 	}
+	if r.CPU.Arch == "arm" {
+		if docker {
+			d.errf(atCPU, path, "`docker: true` is not supported on ARM CPU")
+		} else if image == "" {
+			d.errf(atCPU, path, "`image` must be set when ARM CPU requested")
+		}
+	}
+}
+
+// resourcesAt returns the node to report resource problems at.
+func resourcesAt(n *node, sub string) *node {
+	r := n.get("resources")
+	if r == nil {
+		return n
+	}
+	if g := r.get(sub); g != nil {
+		return g
+	}
+	return r
 }
 
 func (d *dec) nodeGroups(n *node, path, image string) []NodeGroup {
@@ -1184,7 +1226,7 @@ func (d *dec) devEnvironment(n *node) *DevEnvironment {
 		d.errf(v, "entrypoint", "entrypoint is not supported for dev-environment")
 	}
 	inferGPUVendor(&e.Resources.GPU, e.Image, e.Docker)
-	d.checkArm(n, e.Resources, e.Image, e.Docker)
+	d.checkImageCompat(resourcesAt(n, "gpu"), resourcesAt(n, "cpu"), "resources", e.Resources, e.Image, e.Docker)
 	d.checkEnvGroupsRefs(n.get("env"), e.Env)
 	cmds, paths := commandNodes(n.get("init"), "init")
 	d.checkGroupsRefs(cmds, paths, "", nil)
@@ -1629,8 +1671,17 @@ func (d *dec) service(n *node) *Service {
 			dock = *g.Docker
 		}
 		inferGPUVendor(&g.Resources.GPU, img, dock)
+		if groupsN != nil && groupsN.kind == nList && i < len(groupsN.items) {
+			key := "groups"
+			if n.get("groups").isNull() {
+				key = "replicas"
+			}
+			d.checkImageCompat(groupsN.items[i], groupsN.items[i], idx(key, i), g.Resources, img, dock)
+		}
 	}
-	d.checkArm(n, s.Resources, s.Image, s.Docker)
+	if s.Groups == nil {
+		d.checkImageCompat(resourcesAt(n, "gpu"), resourcesAt(n, "cpu"), "resources", s.Resources, s.Image, s.Docker)
+	}
 	d.checkEnvGroupsRefs(n.get("env"), s.Env)
 	var sizes []int
 	if s.Groups != nil {
