@@ -13,8 +13,14 @@
 //   - a plain directory that is not a Git repository (dev mode): watched with
 //     fsnotify, every change a revision named by a content hash.
 //
-// Every snapshot is an immutable in-memory copy of the files under
-// Config.Path, so readers never race with commits, repacks or editors.
+// Every snapshot is an immutable in-memory copy of the regular files under
+// Config.Path (symbolic links to files are followed in dev mode; Git
+// symbolic links and submodules are skipped), so readers never race with
+// commits, repacks or editors. Consecutive Git snapshots share unchanged
+// directories, so a one-file commit reads one file.
+//
+// file:// URLs run the git CLI's git-upload-pack, as go-git does; the
+// other kinds need no git binary.
 //
 // Consumers loop on Changes: each nudge is a hint (debounced file system
 // events, poll ticks, Trigger) to call Latest, compare the ID with the one

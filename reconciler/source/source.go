@@ -33,8 +33,12 @@ const (
 	DefaultMaxSnapshotBytes = 256 << 20
 )
 
-// Sentinel errors that callers can test with errors.Is. All of them need a
-// user to act (fix the flags, push the branch); a retry alone won't help.
+// Sentinel errors that callers can test with errors.Is. Most need a user to
+// act (fix the flags, push the branch). The exceptions: ErrBranchNotFound
+// for a fresh repository's unborn branch ends with the first commit, and
+// ErrRevisionNotFound for a dev-mode revision means the directory changed
+// since Latest; call Latest again. Other errors (network, I/O) are
+// transient.
 var (
 	// ErrRepoNotFound means Config.Repo names a local path that does not exist.
 	ErrRepoNotFound = errors.New("repository not found")
