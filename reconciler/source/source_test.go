@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestOpenReportsUnusableConfig(t *testing.T) {
@@ -170,4 +173,63 @@ func TestCredentialsNeverPrintSecrets(t *testing.T) {
 	if got := redactURL("https://ci:hunter2@example.com/r.git"); strings.Contains(got, "hunter2") {
 		t.Errorf("redactURL kept the password: %s", got)
 	}
+}
+
+func TestMemFSMatchesMapFS(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		seg := rapid.SampledFrom([]string{"a", "b", "c.yml", "d.yml", "e"})
+		paths := rapid.SliceOfNDistinct(rapid.Custom(func(t *rapid.T) string {
+			return strings.Join(rapid.SliceOfN(seg, 1, 4).Draw(t, "segs"), "/")
+		}), 0, 12, func(s string) string { return s }).Draw(t, "paths")
+		m := newMemFS(time.Time{})
+		want := fstest.MapFS{}
+	next:
+		for _, p := range paths {
+			// A path cannot be both a file and a directory.
+			for q := range want {
+				if strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+					continue next
+				}
+			}
+			m.add(p, []byte(p), 0o444, time.Time{})
+			want[p] = &fstest.MapFile{Data: []byte(p), Mode: 0o444}
+		}
+		m.seal()
+		var names []string
+		for p := range want {
+			names = append(names, p)
+		}
+		if err := fstest.TestFS(m, names...); err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range append([]string{"."}, dirsOf(names)...) {
+			got, err := fs.ReadDir(m, dir)
+			if err != nil {
+				t.Fatalf("ReadDir(%s): %v", dir, err)
+			}
+			exp, _ := fs.ReadDir(want, dir)
+			if len(got) != len(exp) {
+				t.Fatalf("ReadDir(%s): %d entries, want %d", dir, len(got), len(exp))
+			}
+			for i := range got {
+				if got[i].Name() != exp[i].Name() || got[i].IsDir() != exp[i].IsDir() {
+					t.Fatalf("ReadDir(%s)[%d] = %s, want %s", dir, i, got[i].Name(), exp[i].Name())
+				}
+			}
+		}
+	})
+}
+
+func dirsOf(names []string) []string {
+	seen := map[string]bool{}
+	for _, n := range names {
+		for d := path.Dir(n); d != "."; d = path.Dir(d) {
+			seen[d] = true
+		}
+	}
+	var out []string
+	for d := range seen {
+		out = append(out, d)
+	}
+	return out
 }
