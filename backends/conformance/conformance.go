@@ -20,8 +20,9 @@ type Options struct {
 	// Backend is the driver under test, configured against real resources.
 	Backend backends.Backend
 	// Spec returns the driver-specific part of the i-th instance spec the
-	// kit creates (i from 0): the offer to use, the SSH host, ... The kit
-	// sets ID and Tags itself. Nil means: the cheapest offer of Offers.
+	// kit creates (i from 0): the offer to use, the SSH host, extra tags...
+	// The kit sets ID and adds its ownership tags. Nil means: the cheapest
+	// offer of Offers.
 	Spec func(i int) backends.InstanceSpec
 	// Capacity is how many instances may exist at once (default 2; the local
 	// backend has 1).
@@ -111,8 +112,15 @@ func (k *kit) spec(t *testing.T, i int) backends.InstanceSpec {
 		spec.Offer = all[0]
 	}
 	spec.ID = k.id(i)
-	spec.Tags = backends.CopyTags(k.tags)
-	spec.Tags[backends.TagInstance] = spec.ID
+	tags := backends.CopyTags(spec.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	for key, v := range k.tags {
+		tags[key] = v
+	}
+	tags[backends.TagInstance] = spec.ID
+	spec.Tags = tags
 	return spec
 }
 

@@ -688,3 +688,12 @@ func (b *Backend) drain(ctx context.Context, c *tunnel.Client, r *record) error 
 	}
 	return nil
 }
+
+// Connected reports whether the backend holds a live SSH connection to the
+// instance's host.
+func (b *Backend) Connected(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.clients[id]
+	return ok && c.Alive()
+}

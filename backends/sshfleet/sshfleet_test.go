@@ -1,0 +1,394 @@
+package sshfleet_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/conformance"
+	"hoist/backends/internal/agentbin"
+	"hoist/backends/sshfleet"
+	"hoist/backends/tunnel"
+	"hoist/e2e/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	agentbin.Cleanup()
+	os.Exit(code)
+}
+
+const testLabel = "hoist.test"
+
+// fleet is an SSH fleet of real sshd hosts on loopback addresses of this
+// machine, and the backend managing it.
+type fleet struct {
+	b      *sshfleet.Backend
+	hosts  []*sshd
+	key    []byte
+	state  string
+	remote string
+	image  string
+}
+
+func newFleet(t *testing.T, n int) *fleet {
+	t.Helper()
+	image := testenv.Docker(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the sshd fleet tests log in as root")
+	}
+	client, pemKey := newKey(t)
+	f := &fleet{key: pemKey, state: t.TempDir(), remote: t.TempDir(), image: image}
+	for i := range n {
+		f.hosts = append(f.hosts, startSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.PublicKey()))
+	}
+	// Runs before the sshd are killed (cleanups run last-in first-out).
+	t.Cleanup(func() { f.reap(t) })
+	f.b = f.open(t)
+	return f
+}
+
+// open returns a backend on the fleet's state dir (a server (re)start).
+func (f *fleet) open(t *testing.T) *sshfleet.Backend {
+	t.Helper()
+	b, err := sshfleet.New(sshfleet.Config{
+		StateDir: f.state, Agents: agentbin.Agents, RemoteDir: f.remote,
+		DialTimeout: 2 * time.Second, HandshakeTimeout: 3 * time.Second, KeepAlive: time.Second,
+		DrainGrace: 2 * time.Second, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func (f *fleet) spec(i int, id string) backends.InstanceSpec {
+	h := f.hosts[i]
+	return backends.InstanceSpec{
+		ID:   id,
+		Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: "root", PrivateKey: f.key},
+		Tags: map[string]string{testLabel: "backends-sshfleet", backends.TagInstance: id},
+	}
+}
+
+// reap stops what the fleet's hosts still run (supervisors and shims under
+// the test's remote dir) and removes the test's containers, also when a test
+// failed half-way.
+func (f *fleet) reap(t *testing.T) {
+	pids, _ := filepath.Glob(filepath.Join(f.remote, "*", "*.pid"))
+	for _, p := range pids {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+testLabel+"=backends-sshfleet").Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+	}
+}
+
+func TestConformance(t *testing.T) {
+	f := newFleet(t, 2)
+	conformance.Run(t, conformance.Options{
+		Backend:  f.b,
+		Spec:     func(i int) backends.InstanceSpec { return f.spec(i, "") },
+		Capacity: 2,
+		Timeout:  time.Minute,
+	})
+}
+
+// runJob runs commands in a busybox task through the instance's shim and
+// returns the job's output.
+func runJob(t *testing.T, ctx context.Context, c backends.Connector, inst backends.Instance, taskID, image string, commands ...string) string {
+	t.Helper()
+	conn, err := c.Connect(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sc := api.NewShimClient(conn.ShimURL(), conn.HTTPClient())
+	if _, err := sc.CreateTask(ctx, api.TaskSpec{ID: taskID, Image: image, Labels: map[string]string{testLabel: "backends-sshfleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := sc.WaitTask(ctx, taskID, api.TaskRunning)
+	if err != nil || info.Status != api.TaskRunning {
+		t.Fatalf("task %s on %s: %+v, %v", taskID, inst.ID, info, err)
+	}
+	rc := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	if err := rc.Submit(ctx, api.JobSpec{Commands: commands}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rc.Wait(ctx)
+	if err != nil || !st.Finished() {
+		t.Fatalf("job on %s: %+v, %v", inst.ID, st, err)
+	}
+	lines, err := rc.Logs(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, l := range lines {
+		out.Write(l.Data)
+	}
+	return out.String()
+}
+
+func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
+	f := newFleet(t, 2)
+	ctx := t.Context()
+	var insts []backends.Instance
+	for i := range f.hosts {
+		inst, err := f.b.Create(ctx, f.spec(i, "host-"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[i].HostKey.PublicKey()) {
+			t.Fatalf("host %d: status %q, host key %q (want the sshd's, recorded on first contact)", i, inst.Status, inst.HostKey)
+		}
+		insts = append(insts, inst)
+		t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+	}
+	for i, inst := range insts {
+		out := runJob(t, ctx, f.b, inst, "task-"+strconv.Itoa(i), f.image, "echo hello from $(hostname) job "+strconv.Itoa(i))
+		if !strings.Contains(out, "job "+strconv.Itoa(i)) {
+			t.Errorf("host %d: job output %q", i, out)
+		}
+	}
+
+	// The shim runs under its supervisor, not under the SSH connection: a
+	// server restart (new backend, every SSH connection closed) finds it
+	// still running with its tasks, and a crashed shim is restarted.
+	f.b.Close()
+	b2 := f.open(t)
+	got, err := b2.Describe(ctx, insts[0].ID)
+	if err != nil || got.Status != backends.StatusRunning {
+		t.Fatalf("after reconnect: %+v, %v", got, err)
+	}
+	shimPid := readPid(t, filepath.Join(f.remote, insts[0].ID, "shim.pid"))
+	if err := syscall.Kill(shimPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err = b2.Describe(ctx, insts[0].ID)
+		if err == nil && got.Status == backends.StatusRunning && readPid(t, filepath.Join(f.remote, insts[0].ID, "shim.pid")) != shimPid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shim not restarted by its supervisor: %+v, %v", got, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	conn, err := b2.Connect(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if task, err := api.NewShimClient(conn.ShimURL(), conn.HTTPClient()).GetTask(ctx, "task-0"); err != nil || task.ContainerID == "" {
+		t.Errorf("restarted shim lost its task: %+v, %v", task, err)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func TestFleet_changedHostKeyIsRefused(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "rekeyed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.b.Terminate(context.Background(), inst.ID) })
+	first := inst.HostKey
+
+	f.hosts[0].RestartWithNewKey(t)
+	waitDisconnected(t, f.b, inst.ID)
+	got, err := f.b.Describe(ctx, inst.ID)
+	if !errors.Is(err, backends.ErrHostKeyMismatch) || !backends.IsStalled(err) {
+		t.Fatalf("Describe after a host key change = %+v, %v; want stalled ErrHostKeyMismatch", got, err)
+	}
+	if got.HostKey != first || !strings.Contains(got.Message, "host key") {
+		t.Errorf("instance after refusal: key %q (want the recorded %q), message %q", got.HostKey, first, got.Message)
+	}
+	if _, err := f.b.Create(ctx, f.spec(0, "rekeyed")); !errors.Is(err, backends.ErrHostKeyMismatch) {
+		t.Errorf("Create after a host key change = %v; want ErrHostKeyMismatch", err)
+	}
+	if _, err := f.b.Connect(ctx, got); !backends.IsStalled(err) {
+		t.Errorf("Connect after a host key change = %v; want stalled", err)
+	}
+	// Pinning the new key in the spec (the user's decision) lets it through.
+	spec := f.spec(0, "rekeyed")
+	spec.Host.HostKeys = []string{tunnel.MarshalHostKey(f.hosts[0].HostKey.PublicKey())}
+	if inst, err = f.b.Create(ctx, spec); err != nil || inst.Status != backends.StatusRunning {
+		t.Fatalf("Create with the new key pinned: %+v, %v", inst, err)
+	}
+
+	// A host pinned by known_hosts content from the start.
+	f2 := spec
+	f2.ID = "known-hosts"
+	f2.Host = &backends.SSHHost{Hostname: f.hosts[0].ip, Port: f.hosts[0].port, User: "root", PrivateKey: f.key,
+		KnownHosts: "[" + f.hosts[0].ip + "]:" + strconv.Itoa(f.hosts[0].port) + " " + tunnel.MarshalHostKey(newSignerPub(t)) + "\n"}
+	if _, err := f.b.Create(ctx, f2); !errors.Is(err, backends.ErrHostKeyMismatch) {
+		t.Errorf("Create against a known_hosts entry of another key = %v", err)
+	}
+	if l, _ := f.b.List(ctx, map[string]string{backends.TagInstance: "known-hosts"}); len(l) != 0 {
+		t.Errorf("a refused host left a record: %+v", l)
+	}
+}
+
+func newSignerPub(t *testing.T) ssh.PublicKey {
+	s, _ := newKey(t)
+	return s.PublicKey()
+}
+
+// waitDisconnected waits until the backend's pooled connection to id is
+// gone (keepalive fails once sshd and its connection processes are killed).
+func waitDisconnected(t *testing.T, b *sshfleet.Backend, id string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for b.Connected(id) {
+		if time.Now().After(deadline) {
+			t.Fatal("the SSH connection survived its sshd")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestFleet_removedHostIsDrained(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "drained"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := f.b.Connect(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := api.NewShimClient(conn.ShimURL(), conn.HTTPClient())
+	if _, err := sc.CreateTask(ctx, api.TaskSpec{ID: "long", Image: f.image, Labels: map[string]string{testLabel: "backends-sshfleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := sc.WaitTask(ctx, "long", api.TaskRunning)
+	if err != nil || info.Status != api.TaskRunning {
+		t.Fatalf("task: %+v, %v", info, err)
+	}
+	rc := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"sleep 600"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	supervisor := readPid(t, filepath.Join(f.remote, "drained", "supervisor.pid"))
+
+	start := time.Now()
+	if err := f.b.Terminate(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("drained in %s", time.Since(start))
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+info.ContainerID).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("the task's container %s is still there", info.ContainerID)
+	}
+	if supervisor == 0 || alive(supervisor) {
+		t.Errorf("supervisor %d still running", supervisor)
+	}
+	if _, err := os.Stat(filepath.Join(f.remote, "drained")); !os.IsNotExist(err) {
+		t.Errorf("instance dir left on the host: %v", err)
+	}
+	if _, err := f.b.Describe(ctx, inst.ID); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("Describe after drain = %v", err)
+	}
+}
+
+func TestFleet_killedSSHDIsUnreachable(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "flaky"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.b.Terminate(context.Background(), inst.ID) })
+
+	f.hosts[0].Kill()
+	waitDisconnected(t, f.b, inst.ID)
+	got, err := f.b.Describe(ctx, inst.ID)
+	if err != nil || !got.Unreachable || got.Message == "" {
+		t.Fatalf("Describe of a dead host = %+v, %v; want Unreachable with a reason", got, err)
+	}
+	_, err = f.b.Connect(ctx, got)
+	if !errors.Is(err, backends.ErrUnreachable) || backends.KindOf(err) != backends.KindTransient {
+		t.Errorf("Connect to a dead host = %v; want transient ErrUnreachable", err)
+	}
+	_, err = f.b.Create(ctx, f.spec(0, "flaky"))
+	if !errors.Is(err, backends.ErrUnreachable) {
+		t.Errorf("Create on a dead host = %v; want ErrUnreachable", err)
+	}
+
+	// The host comes back (same key): the instance is reachable again and
+	// its shim never stopped.
+	f.hosts[0].Restart(t)
+	got, err = f.b.Describe(ctx, inst.ID)
+	if err != nil || got.Unreachable || got.Status != backends.StatusRunning {
+		t.Fatalf("Describe after the host came back = %+v, %v", got, err)
+	}
+
+	// Terminating a dead host is retried until it answers.
+	f.hosts[0].Kill()
+	waitDisconnected(t, f.b, inst.ID)
+	if err := f.b.Terminate(ctx, inst.ID); !errors.Is(err, backends.ErrUnreachable) || backends.KindOf(err) != backends.KindTransient {
+		t.Errorf("Terminate of a dead host = %v; want transient ErrUnreachable", err)
+	}
+	f.hosts[0].Restart(t)
+	if err := f.b.Terminate(ctx, inst.ID); err != nil {
+		t.Errorf("retried Terminate = %v", err)
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("HOIST_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// alive reports whether pid runs (a zombie waiting for a reaper that never
+// comes does not count).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
