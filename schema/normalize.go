@@ -2307,6 +2307,7 @@ func (d *dec) gateway(n *node) *Gateway {
 		}
 	}
 	g.Tags = d.tags(n.get("tags"), "tags")
+	d.checkGateway(n, g)
 	if v := n.get("router"); !v.isNull() && d.object(v, "router", "type", "policy", "pd_disaggregation") {
 		r := &GatewayRouter{Type: "sglang", Policy: "cache_aware"}
 		if t := v.get("type"); !t.isNull() {
@@ -2331,4 +2332,45 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// gatewayDomainVarRE matches `${{ ... }}` references; only
+// run.project_name can be interpolated into a gateway domain.
+var gatewayDomainVarRE = regexp.MustCompile(`\$\{\{\s*([^}]*?)\s*\}\}`)
+
+// checkGateway applies dstack's server-side gateway rules.
+func (d *dec) checkGateway(n *node, g *Gateway) {
+	at := func(key string) *node {
+		if v := n.get(key); v != nil {
+			return v
+		}
+		return n
+	}
+	if g.Backend != "" && !contains([]string{"aws", "azure", "gcp", "kubernetes"}, g.Backend) {
+		d.errf(at("backend"), "backend", "gateways are not supported for %s backend; available backends with gateway support: aws, azure, gcp, kubernetes", g.Backend)
+	}
+	if !g.PublicIP && g.Backend != "" && g.Backend != "aws" && g.Backend != "gcp" {
+		d.errf(at("public_ip"), "public_ip", "private gateways are not supported for %s backend; available backends with private gateway support: aws, gcp", g.Backend)
+	}
+	if g.Replicas > 3 {
+		d.errf(at("replicas"), "replicas", "cannot provision %d gateway replicas: at most 3 are allowed", g.Replicas)
+	}
+	for _, m := range gatewayDomainVarRE.FindAllStringSubmatchIndex(g.Domain, -1) {
+		if m[0] > 0 && g.Domain[m[0]-1] == '$' {
+			continue
+		}
+		if name := g.Domain[m[2]:m[3]]; name != "run.project_name" {
+			d.errf(at("domain"), "domain", "cannot interpolate gateway domain name: unknown variable %q", name)
+		}
+	}
+	if c := g.Certificate; c != nil {
+		switch {
+		case c.Type == "lets-encrypt" && !g.PublicIP:
+			d.errf(at("certificate"), "certificate", "lets-encrypt certificate type is not supported for private gateways")
+		case c.Type == "acm" && g.Backend != "aws":
+			d.errf(at("certificate"), "certificate", "acm certificate type is supported for aws backend only")
+		case c.Type == "lets-encrypt" && g.Replicas > 1:
+			d.errf(at("certificate"), "certificate", "the `lets-encrypt` certificate type is not supported for gateways with `replicas` greater than 1; set `certificate: null` or use `acm` on aws")
+		}
+	}
 }
