@@ -162,18 +162,23 @@ func BenchmarkRemoteCheckout(b *testing.B) {
 	root := b.TempDir()
 	newBareRemote(b, root, "specs", work.dir)
 	base := serveGit(b, root, nil)
-	src := open(b, Config{Repo: base + "/specs.git", Path: "specs"}).(*remoteGit)
-	rev := latest(b, src)
-	b.ReportAllocs()
-	for b.Loop() {
-		src.mu.Lock()
-		src.cache, src.order = map[string]cachedRev{}, nil
-		src.mu.Unlock()
-		snap, err := src.Checkout(context.Background(), rev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		snap.Close()
+	for _, c := range []struct{ name, cacheDir string }{{"memory", ""}, {"cache-dir", b.TempDir()}} {
+		b.Run(c.name, func(b *testing.B) {
+			src := open(b, Config{Repo: base + "/specs.git", Path: "specs", CacheDir: c.cacheDir}).(*remoteGit)
+			rev := latest(b, src)
+			b.ReportAllocs()
+			for b.Loop() {
+				src.mu.Lock()
+				src.cache, src.order = map[string]cachedRev{}, nil
+				src.mu.Unlock()
+				src.trees = treeReader{}
+				snap, err := src.Checkout(context.Background(), rev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				snap.Close()
+			}
+		})
 	}
 }
 
