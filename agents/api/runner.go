@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Job states reported by the runner. A job is submitted in JobPending, moves
 // to JobRunning on Run and ends in exactly one of the three final states.
@@ -31,8 +34,11 @@ type JobSpec struct {
 	// MaxDuration stops the job with max_duration_exceeded (0: no limit).
 	// On the wire it is an integer number of nanoseconds.
 	MaxDuration time.Duration `json:"max_duration,omitempty"`
-	// LogQuotaBytes stops the job with log_quota_exceeded once it has written
-	// more output than this (0: no limit). Logs are kept on disk until pulled.
+	// LogQuotaBytes bounds the job's log kept on disk (0: no limit). The
+	// runner keeps every record until the server acknowledges it
+	// (RunnerClient.Ack) and then deletes it; a job whose unacknowledged log
+	// grows beyond the quota is stopped with log_quota_exceeded. Without
+	// acknowledgements the quota bounds the job's whole output.
 	LogQuotaBytes int64 `json:"log_quota_bytes,omitempty"`
 }
 
@@ -119,3 +125,31 @@ type Metrics struct {
 	// GPUs is per-GPU utilization when nvidia-smi is present.
 	GPUs []GPUMetrics `json:"gpus,omitempty"`
 }
+
+// AckRequest is the body of POST /api/v1/logs/ack.
+type AckRequest struct {
+	// Seq is the last record the server has stored durably; the runner may
+	// delete it and every record before it.
+	Seq int64 `json:"seq"`
+}
+
+// AckResponse is the answer of POST /api/v1/logs/ack.
+type AckResponse struct {
+	// FirstSeq is the oldest record the runner still keeps.
+	FirstSeq int64 `json:"first_seq"`
+	// KeptBytes is the size of the log the runner keeps on disk.
+	KeptBytes int64 `json:"kept_bytes"`
+}
+
+// Files in the runner's home directory (the per-task runner directory on
+// the shim's host), shared by runner and shim.
+const (
+	// RunnerStateFile holds the job's latest JobState as JSON.
+	RunnerStateFile = "state.json"
+	// RunnerLogDir holds the job log's segment files (see LogSegmentName).
+	RunnerLogDir = "logs"
+)
+
+// LogSegmentName is the file name of the log segment whose first record is
+// first: segments sort by name in log order, and each holds log frames.
+func LogSegmentName(first int64) string { return fmt.Sprintf("%020d.frames", first) }

@@ -16,6 +16,10 @@ import (
 // record: the job has finished and nothing follows.
 const LogEndHeader = "Hoist-Log-End"
 
+// LogFirstSeqHeader carries, on a logs answer, the oldest record the runner
+// still keeps; records before it were acknowledged and deleted.
+const LogFirstSeqHeader = "Hoist-Log-First-Seq"
+
 // RunnerClient talks to one runner.
 type RunnerClient struct{ c agentClient }
 
@@ -178,4 +182,13 @@ func readFrames(resp *http.Response) ([]LogLine, error) {
 		}
 		lines = append(lines, l)
 	}
+}
+
+// Ack tells the runner that every record up to seq is stored durably on the
+// server's side, so that it may delete them from disk. Call it after
+// persisting what Logs or Follow returned, never before.
+func (r *RunnerClient) Ack(ctx context.Context, seq int64) (AckResponse, error) {
+	var out AckResponse
+	err := r.c.do(ctx, http.MethodPost, "/api/v1/logs/ack", AckRequest{Seq: seq}, &out)
+	return out, err
 }

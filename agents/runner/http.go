@@ -26,6 +26,7 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/wait", r.handleWait)
 	mux.HandleFunc("POST /api/v1/stop", r.handleStop)
 	mux.HandleFunc("GET /api/v1/logs", r.handleLogs)
+	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.touch()
@@ -176,7 +177,7 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
-	frames, _, end, err := r.logs.read(after, limit, maxBytes)
+	frames, end, err := r.logs.read(after, limit, maxBytes)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
 		return
@@ -184,6 +185,7 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 	if end {
 		w.Header().Set(api.LogEndHeader, "true")
 	}
+	w.Header().Set(api.LogFirstSeqHeader, strconv.FormatInt(r.logs.firstSeq(), 10))
 	if q.Get("format") == "frames" {
 		w.Header().Set("Content-Type", api.LogFramesContentType)
 		w.Header().Set("Content-Length", strconv.Itoa(len(frames)))
@@ -200,4 +202,14 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 		}
 		_ = enc.Encode(l)
 	}
+}
+
+func (r *Runner) handleAck(w http.ResponseWriter, req *http.Request) {
+	var ar api.AckRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&ar); err != nil {
+		writeError(w, fmt.Errorf("decode ack: %w", err))
+		return
+	}
+	kept := r.logs.ack(ar.Seq)
+	writeJSON(w, http.StatusOK, api.AckResponse{FirstSeq: r.logs.firstSeq(), KeptBytes: kept})
 }

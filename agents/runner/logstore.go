@@ -7,58 +7,107 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"hoist/agents/api"
 )
 
-// indexEvery is how many records lie between two entries of the sparse
-// offset index.
+// indexEvery is how many records lie between two entries of a segment's
+// sparse offset index.
 const indexEvery = 64
 
-// logStore is an append-only, sequence-numbered log of job output kept in one
-// file of api log frames. One writer appends; any number of readers read.
-type logStore struct {
-	mu      sync.Mutex
-	f       *os.File
-	size    int64   // bytes in f
-	lastSeq int64   // seq of the last record appended
-	data    int64   // data bytes appended (for the quota)
-	index   []int64 // index[i] = offset of record i*indexEvery+1
-	closed  bool    // no more records will be appended
-	changed chan struct{}
-	buf     []byte
+// defaultSegmentBytes is the size at which the log starts a new segment file.
+const defaultSegmentBytes = 16 << 20
+
+// segment is one file of the log: the records first..last, as api frames.
+type segment struct {
+	first, last int64 // last == first-1 while empty
+	path        string
+	f           *os.File
+	size        int64
+	index       []int64 // index[i] = offset of record first+i*indexEvery
 }
 
-func openLogStore(path string) (*logStore, error) {
+// logStore is the job's append-only, sequence-numbered log, kept on disk in
+// segment files under one directory until the server acknowledges it (ack),
+// then dropped a segment at a time. One writer appends; any number of
+// readers read.
+type logStore struct {
+	dir      string
+	segBytes int64
+
+	// dropMu keeps ack from closing a segment file under a reader; readers
+	// hold it shared, ack exclusively. Appends do not take it.
+	dropMu sync.RWMutex
+
+	mu       sync.Mutex
+	segs     []*segment // ascending; the last one is written to
+	lastSeq  int64
+	retained int64 // bytes of the segments on disk
+	acked    int64
+	closed   bool // no more records will be appended
+	changed  chan struct{}
+	buf      []byte
+}
+
+func openLogStore(dir string, segBytes int64) (*logStore, error) {
+	if segBytes <= 0 {
+		segBytes = defaultSegmentBytes
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("clear log dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	s := &logStore{dir: dir, segBytes: segBytes, changed: make(chan struct{})}
+	if err := s.newSegmentLocked(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *logStore) newSegmentLocked() error {
+	first := s.lastSeq + 1
+	path := filepath.Join(s.dir, api.LogSegmentName(first))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("open log store: %w", err)
+		return fmt.Errorf("create log segment: %w", err)
 	}
-	return &logStore{f: f, changed: make(chan struct{})}, nil
+	s.segs = append(s.segs, &segment{first: first, last: first - 1, path: path, f: f})
+	return nil
 }
 
-// append writes one record and returns the data bytes appended so far.
+// append writes one record and returns the bytes of log kept on disk.
 func (s *logStore) append(stream string, data []byte, t time.Time) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return s.data, errors.New("log store closed")
+		return s.retained, errors.New("log store closed")
+	}
+	seg := s.segs[len(s.segs)-1]
+	if seg.size >= s.segBytes {
+		if err := s.newSegmentLocked(); err != nil {
+			return s.retained, err
+		}
+		seg = s.segs[len(s.segs)-1]
 	}
 	seq := s.lastSeq + 1
 	s.buf = api.AppendFrame(s.buf[:0], api.LogLine{Seq: seq, Time: t, Stream: stream, Data: data})
-	if _, err := s.f.WriteAt(s.buf, s.size); err != nil {
-		return s.data, fmt.Errorf("write log: %w", err)
+	if _, err := seg.f.WriteAt(s.buf, seg.size); err != nil {
+		return s.retained, fmt.Errorf("write log: %w", err)
 	}
-	if (seq-1)%indexEvery == 0 {
-		s.index = append(s.index, s.size)
+	if (seq-seg.first)%indexEvery == 0 {
+		seg.index = append(seg.index, seg.size)
 	}
-	s.size += int64(len(s.buf))
+	seg.size += int64(len(s.buf))
+	seg.last = seq
 	s.lastSeq = seq
-	s.data += int64(len(data))
+	s.retained += int64(len(s.buf))
 	s.notifyLocked()
-	return s.data, nil
+	return s.retained, nil
 }
 
 // close marks the end of the log: readers learn that nothing follows.
@@ -84,90 +133,161 @@ func (s *logStore) status() (last int64, closed bool, changed <-chan struct{}) {
 	return s.lastSeq, s.closed, s.changed
 }
 
-// offsetOf returns the file offset of the record with seq, which must exist.
-func (s *logStore) offsetOf(seq int64) (int64, error) {
+// firstSeq returns the seq of the oldest record still on disk.
+func (s *logStore) firstSeq() int64 {
 	s.mu.Lock()
-	i := (seq - 1) / indexEvery
-	off := s.index[i]
-	s.mu.Unlock()
-	cur := i*indexEvery + 1
-	var h [api.FrameHeaderSize]byte
-	for cur < seq {
-		if _, err := s.f.ReadAt(h[:], off); err != nil {
-			return 0, fmt.Errorf("read log index: %w", err)
-		}
-		off += api.FrameHeaderSize + int64(binary.BigEndian.Uint32(h[17:21]))
-		cur++
-	}
-	return off, nil
+	defer s.mu.Unlock()
+	return s.segs[0].first
 }
 
-// read returns the encoded frames of up to limit records with Seq > after,
-// at most about maxBytes (always at least one record when one exists), the
-// seq of the last record returned, and whether that is the log's last record.
-func (s *logStore) read(after int64, limit int, maxBytes int) ([]byte, int64, bool, error) {
+// ack records that the reader has kept every record up to seq: segments
+// that hold only such records are deleted. It returns the bytes still kept.
+func (s *logStore) ack(seq int64) int64 {
 	s.mu.Lock()
-	last, closed, size := s.lastSeq, s.closed, s.size
+	if seq > s.acked {
+		s.acked = min(seq, s.lastSeq)
+	}
+	var drop []*segment
+	for len(s.segs) > 1 && s.segs[0].last <= s.acked {
+		drop = append(drop, s.segs[0])
+		s.retained -= s.segs[0].size
+		s.segs = s.segs[1:]
+	}
+	retained := s.retained
 	s.mu.Unlock()
-	if after < 0 {
-		after = 0
+	if len(drop) > 0 {
+		s.dropMu.Lock()
+		for _, seg := range drop {
+			seg.f.Close()
+			os.Remove(seg.path)
+		}
+		s.dropMu.Unlock()
 	}
-	if after >= last {
-		return nil, last, closed && after >= last, nil
+	return retained
+}
+
+// read returns the encoded frames of up to limit records with Seq > after
+// (or from the oldest record kept, if those were dropped), at most about
+// maxBytes (always at least one record when one exists), and whether they
+// end with the log's last record.
+func (s *logStore) read(after int64, limit int, maxBytes int) ([]byte, bool, error) {
+	s.dropMu.RLock()
+	defer s.dropMu.RUnlock()
+	s.mu.Lock()
+	last, closed := s.lastSeq, s.closed
+	after = max(after, s.segs[0].first-1)
+	segs := make([]segment, len(s.segs))
+	for i, seg := range s.segs {
+		segs[i] = *seg // a snapshot: appends after it are not read
 	}
-	off, err := s.offsetOf(after + 1)
-	if err != nil {
-		return nil, after, false, err
+	s.mu.Unlock()
+	var out []byte
+	seq, count := after, 0
+	for _, seg := range segs {
+		if seg.last <= seq {
+			continue
+		}
+		if count >= limit || (count > 0 && len(out) >= maxBytes) {
+			break
+		}
+		var err error
+		var n int
+		out, n, err = seg.read(seq, limit-count, maxBytes-len(out), out)
+		if err != nil {
+			return nil, false, err
+		}
+		if n == 0 {
+			break
+		}
+		seq += int64(n)
+		count += n
+		if seq < seg.last {
+			break // budget spent within this segment
+		}
 	}
-	n := min(int64(maxBytes), size-off)
-	buf := make([]byte, n)
-	if _, err := s.f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, after, false, fmt.Errorf("read log: %w", err)
+	return out, closed && seq == last, nil
+}
+
+// read appends to out the frames of up to limit records with Seq > after
+// (which must lie in the segment), about maxBytes at most but at least one
+// record, and returns how many it appended.
+func (seg segment) read(after int64, limit, maxBytes int, out []byte) ([]byte, int, error) {
+	k := (after + 1 - seg.first) / indexEvery
+	off, cur := seg.index[k], seg.first+k*indexEvery
+	var h [api.FrameHeaderSize]byte
+	for ; cur <= after; cur++ {
+		if _, err := seg.f.ReadAt(h[:], off); err != nil {
+			return out, 0, fmt.Errorf("read log index: %w", err)
+		}
+		off += api.FrameHeaderSize + int64(binary.BigEndian.Uint32(h[17:21]))
 	}
-	end, seq, count := 0, after, 0
+	buf := make([]byte, max(0, min(int64(maxBytes), seg.size-off)))
+	if _, err := seg.f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return out, 0, fmt.Errorf("read log: %w", err)
+	}
+	end, count := 0, 0
 	for count < limit && end+api.FrameHeaderSize <= len(buf) {
 		l := api.FrameHeaderSize + int(binary.BigEndian.Uint32(buf[end+17:end+21]))
 		if end+l > len(buf) {
 			break
 		}
 		end += l
-		seq++
 		count++
 	}
-	if count == 0 {
-		// The first record is larger than maxBytes: return it alone.
-		var h [api.FrameHeaderSize]byte
-		if _, err := s.f.ReadAt(h[:], off); err != nil {
-			return nil, after, false, fmt.Errorf("read log: %w", err)
+	if count == 0 && len(out) == 0 {
+		// The next record is larger than maxBytes: return it alone.
+		if _, err := seg.f.ReadAt(h[:], off); err != nil {
+			return out, 0, fmt.Errorf("read log: %w", err)
 		}
 		buf = make([]byte, api.FrameHeaderSize+int(binary.BigEndian.Uint32(h[17:21])))
-		if _, err := s.f.ReadAt(buf, off); err != nil {
-			return nil, after, false, fmt.Errorf("read log: %w", err)
+		if _, err := seg.f.ReadAt(buf, off); err != nil {
+			return out, 0, fmt.Errorf("read log: %w", err)
 		}
-		return buf, after + 1, closed && after+1 == last, nil
+		end, count = len(buf), 1
 	}
-	return buf[:end], seq, closed && seq == last, nil
+	return append(out, buf[:end]...), count, nil
 }
 
-// seqAt returns the seq of the last record read before t (0 when none), so
-// that reading after it yields the records read at or after t.
+// seqAt returns the seq of the last record read before t (or the one before
+// the oldest kept), so that reading after it yields the records read at or
+// after t.
 func (s *logStore) seqAt(t time.Time) (int64, error) {
+	s.dropMu.RLock()
+	defer s.dropMu.RUnlock()
 	s.mu.Lock()
-	last, size := s.lastSeq, s.size
+	segs := make([]segment, len(s.segs))
+	for i, seg := range s.segs {
+		segs[i] = *seg
+	}
 	s.mu.Unlock()
-	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, size), 64<<10)
-	var h [api.FrameHeaderSize]byte
 	tn := t.UnixNano()
-	for seq := int64(1); seq <= last; seq++ {
-		if _, err := io.ReadFull(r, h[:]); err != nil {
-			return 0, fmt.Errorf("scan log: %w", err)
-		}
-		if int64(binary.BigEndian.Uint64(h[8:16])) >= tn {
-			return seq - 1, nil
-		}
-		if _, err := r.Discard(int(binary.BigEndian.Uint32(h[17:21]))); err != nil {
-			return 0, fmt.Errorf("scan log: %w", err)
+	var h [api.FrameHeaderSize]byte
+	for _, seg := range segs {
+		r := bufio.NewReaderSize(io.NewSectionReader(seg.f, 0, seg.size), 64<<10)
+		for seq := seg.first; seq <= seg.last; seq++ {
+			if _, err := io.ReadFull(r, h[:]); err != nil {
+				return 0, fmt.Errorf("scan log: %w", err)
+			}
+			if int64(binary.BigEndian.Uint64(h[8:16])) >= tn {
+				return seq - 1, nil
+			}
+			if _, err := r.Discard(int(binary.BigEndian.Uint32(h[17:21]))); err != nil {
+				return 0, fmt.Errorf("scan log: %w", err)
+			}
 		}
 	}
-	return last, nil
+	return segs[len(segs)-1].last, nil
+}
+
+// closeFiles closes every segment file.
+func (s *logStore) closeFiles() error {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, seg := range s.segs {
+		errs = append(errs, seg.f.Close())
+	}
+	return errors.Join(errs...)
 }

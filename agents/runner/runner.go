@@ -21,13 +21,6 @@ import (
 // and what a relative working dir is resolved against.
 const DefaultWorkingDir = "/workflow"
 
-// StateFile is the name of the file in Config.Home where the runner keeps the
-// job's latest state, so that the shim can read it after the container exits.
-const StateFile = "state.json"
-
-// LogFile is the name of the file in Config.Home that holds the job's log frames.
-const LogFile = "job.log"
-
 // drainAfterExit bounds how long the runner keeps reading output after the
 // job's shell has exited and its process group was killed; only a process
 // that left the group can hold the pipes open that long.
@@ -48,6 +41,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// LogSegmentBytes is the size of one log segment file, the unit in
+	// which acknowledged logs are deleted (0: 16 MiB).
+	LogSegmentBytes int64
 }
 
 // Runner runs one job. Create it with New; serve Handler.
@@ -92,7 +88,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := os.MkdirAll(cfg.Home, 0o755); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	logs, err := openLogStore(filepath.Join(cfg.Home, LogFile))
+	logs, err := openLogStore(filepath.Join(cfg.Home, api.RunnerLogDir), cfg.LogSegmentBytes)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
@@ -329,7 +325,7 @@ func (r *Runner) pump(stream string, f *os.File) {
 		if len(b) == 0 {
 			return
 		}
-		total, err := r.logs.append(stream, b, r.now())
+		kept, err := r.logs.append(stream, b, r.now())
 		if err != nil {
 			r.log.Error("log_append_failed", "err", err)
 			return
@@ -337,8 +333,8 @@ func (r *Runner) pump(stream string, f *os.File) {
 		r.mu.Lock()
 		quota := r.spec.LogQuotaBytes
 		r.mu.Unlock()
-		if quota > 0 && total > quota {
-			r.Stop(0, api.ReasonLogQuotaExceeded, fmt.Sprintf("job wrote more than its log quota of %d bytes", quota))
+		if quota > 0 && kept > quota {
+			r.Stop(0, api.ReasonLogQuotaExceeded, fmt.Sprintf("the job's unacknowledged log on disk exceeded its quota of %d bytes", quota))
 		}
 	}
 	for {
@@ -463,12 +459,12 @@ func (r *Runner) persistLocked() {
 	if err != nil {
 		return
 	}
-	tmp := filepath.Join(r.cfg.Home, StateFile+".tmp")
+	tmp := filepath.Join(r.cfg.Home, api.RunnerStateFile+".tmp")
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		r.log.Error("state_write_failed", "err", err)
 		return
 	}
-	if err := os.Rename(tmp, filepath.Join(r.cfg.Home, StateFile)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(r.cfg.Home, api.RunnerStateFile)); err != nil {
 		r.log.Error("state_write_failed", "err", err)
 	}
 }
@@ -483,5 +479,5 @@ func (r *Runner) waitChange() (api.JobState, <-chan struct{}) {
 // Close stops reaping and closes the log file. It does not stop the job.
 func (r *Runner) Close() error {
 	r.reaper.close()
-	return r.logs.f.Close()
+	return r.logs.closeFiles()
 }

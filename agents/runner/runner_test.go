@@ -27,7 +27,12 @@ import (
 // job's working dir (a temporary directory).
 func newRunner(t *testing.T) (*api.RunnerClient, *runner.Runner, string) {
 	t.Helper()
-	r, err := runner.New(runner.Config{Home: t.TempDir(), Version: "test"})
+	return newRunnerWith(t, runner.Config{Home: t.TempDir(), Version: "test"})
+}
+
+func newRunnerWith(t *testing.T, cfg runner.Config) (*api.RunnerClient, *runner.Runner, string) {
+	t.Helper()
+	r, err := runner.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -374,5 +379,83 @@ func TestRunner_stopLetsChildrenCleanUpWithinGrace(t *testing.T) {
 	}
 	if got, _ := stdout(t, c); got != "started\ncleaned up\n" {
 		t.Errorf("stdout = %q, want the child's clean-up output", got)
+	}
+}
+
+func TestRunner_ackDeletesStoredLogSegments(t *testing.T) {
+	home := t.TempDir()
+	c, _, wd := newRunnerWith(t, runner.Config{Home: home, LogSegmentBytes: 1024})
+	run(t, c, api.JobSpec{Commands: []string{"i=1; while [ $i -le 400 ]; do echo line $i; i=$((i+1)); sleep 0.001; done"}, WorkingDir: wd})
+	segments := func() int {
+		ents, err := os.ReadDir(filepath.Join(home, api.RunnerLogDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := segments()
+	if before < 3 {
+		t.Fatalf("%d log segments, want several of 1 KiB", before)
+	}
+	all, err := c.Logs(ctx(t), 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := all[len(all)/2].Seq
+	resp, err := c.Ack(ctx(t), mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.FirstSeq <= 1 || resp.FirstSeq > mid+1 {
+		t.Errorf("Ack(%d).FirstSeq = %d, want deleted segments before it", mid, resp.FirstSeq)
+	}
+	if after := segments(); after >= before {
+		t.Errorf("%d segments after Ack, %d before; want fewer", after, before)
+	}
+	// Records after the acknowledged one are all still there, in order.
+	var got []api.LogLine
+	err = c.Follow(ctx(t), mid, func(l api.LogLine) error { got = append(got, l); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all[len(all)/2+1:], got); diff != "" {
+		t.Errorf("records after the ack (-want +got):\n%s", diff)
+	}
+	// Asking from the start yields the oldest record kept.
+	first, err := c.Logs(ctx(t), 0, 1)
+	if err != nil || len(first) != 1 || first[0].Seq != resp.FirstSeq {
+		t.Errorf("Logs(0) after Ack = %+v, %v; want record %d", first, err, resp.FirstSeq)
+	}
+}
+
+func TestRunner_logQuotaCountsOnlyUnacknowledgedLog(t *testing.T) {
+	c, _, wd := newRunnerWith(t, runner.Config{Home: t.TempDir(), LogSegmentBytes: 8 << 10})
+	// 200 KB in all, in 2 KB bursts; the quota is 64 KB.
+	job := api.JobSpec{
+		Commands:      []string{"i=0; while [ $i -lt 100 ]; do head -c 2000 /dev/zero | tr '\\0' x; echo; i=$((i+1)); sleep 0.01; done"},
+		WorkingDir:    wd,
+		LogQuotaBytes: 64 << 10,
+	}
+	if err := c.Submit(ctx(t), job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	err := c.Follow(ctx(t), 0, func(l api.LogLine) error {
+		total += len(l.Data)
+		_, err := c.Ack(ctx(t), l.Seq)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Wait(ctx(t))
+	if err != nil || st.State != api.JobDone {
+		t.Errorf("job = %+v, %v; want done (the reader acknowledged as it went)", st, err)
+	}
+	if total != 100*2001 {
+		t.Errorf("read %d bytes, want %d", total, 100*2001)
 	}
 }

@@ -318,7 +318,7 @@ func (s *Shim) recordExit(t *task, id string) {
 	default:
 		s.log.Warn("container_inspect_failed", "task_id", t.info.ID, "err", err)
 	}
-	job := readJobState(filepath.Join(s.RunnerDir(t.info.ID), "state.json"))
+	job := readJobState(filepath.Join(s.RunnerDir(t.info.ID), api.RunnerStateFile))
 	reason, message := exitReason(code, oom, job, err != nil && errdefs.IsNotFound(err))
 	s.mu.Lock()
 	defer s.mu.Unlock()

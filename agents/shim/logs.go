@@ -9,18 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"hoist/agents/api"
 )
 
-// logFile is the runner's log file in its home directory (runner.LogFile).
-const logFile = "job.log"
-
 // TaskLogs reads the job log that the task's runner left in the task's
-// runner directory: up to limit records with Seq > after, about maxBytes at
-// most. It serves the logs after the runner has exited (until RemoveTask);
-// while the runner runs, ask the runner. The log is complete when the task
-// is terminated.
+// runner directory: up to limit records with Seq > after (from the oldest
+// kept, if those were acknowledged and deleted), about maxBytes at most. It
+// serves the logs after the runner has exited (until RemoveTask); while the
+// runner runs, ask the runner. The log is complete once the task is
+// terminated.
 func (s *Shim) TaskLogs(id string, after int64, limit, maxBytes int) ([]byte, error) {
 	s.mu.Lock()
 	_, ok := s.tasks[id]
@@ -28,41 +27,75 @@ func (s *Shim) TaskLogs(id string, after int64, limit, maxBytes int) ([]byte, er
 	if !ok {
 		return nil, fmt.Errorf("task %s: %w", id, errNotFound)
 	}
-	f, err := os.Open(filepath.Join(s.RunnerDir(id), logFile))
+	dir := filepath.Join(s.RunnerDir(id), api.RunnerLogDir)
+	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open job log: %w", err)
+		return nil, fmt.Errorf("read job log: %w", err)
+	}
+	var out []byte
+	count := 0
+	for i, e := range ents { // ReadDir sorts by name, which is log order
+		if i+1 < len(ents) && segmentFirst(ents[i+1].Name()) <= after+1 {
+			continue // every record of this segment is <= after
+		}
+		var done bool
+		out, count, done, err = readSegment(filepath.Join(dir, e.Name()), after, limit, maxBytes, out, count)
+		if err != nil || done {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func segmentFirst(name string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSuffix(name, ".frames"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// readSegment appends the frames of one segment file with Seq > after to
+// out; done reports that limit or maxBytes was reached.
+func readSegment(path string, after int64, limit, maxBytes int, out []byte, count int) ([]byte, int, bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, count, false, nil // acknowledged and deleted meanwhile
+	}
+	if err != nil {
+		return out, count, false, fmt.Errorf("open job log: %w", err)
 	}
 	defer f.Close()
 	var h [api.FrameHeaderSize]byte
 	var off int64
-	var out []byte
-	count := 0
-	for count < limit {
+	for {
+		if count >= limit {
+			return out, count, true, nil
+		}
 		if _, err := f.ReadAt(h[:], off); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return out, count, false, nil
 			}
-			return nil, fmt.Errorf("read job log: %w", err)
+			return out, count, false, fmt.Errorf("read job log: %w", err)
 		}
 		seq := int64(binary.BigEndian.Uint64(h[0:8]))
 		n := int64(api.FrameHeaderSize) + int64(binary.BigEndian.Uint32(h[17:21]))
 		if seq > after {
 			if count > 0 && len(out)+int(n) > maxBytes {
-				break
+				return out, count, true, nil
 			}
 			frame := make([]byte, n)
 			if _, err := f.ReadAt(frame, off); err != nil {
-				break // a record still being written
+				return out, count, true, nil // a record still being written
 			}
 			out = append(out, frame...)
 			count++
 		}
 		off += n
 	}
-	return out, nil
 }
 
 func (s *Shim) handleLogs(w http.ResponseWriter, req *http.Request) {
