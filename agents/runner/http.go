@@ -183,6 +183,13 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if end {
+		// The log closes a moment before the final state is recorded; a
+		// reader told "end" must find the job finished.
+		select {
+		case <-r.done:
+		case <-req.Context().Done():
+			return
+		}
 		w.Header().Set(api.LogEndHeader, "true")
 	}
 	w.Header().Set(api.LogFirstSeqHeader, strconv.FormatInt(r.logs.firstSeq(), 10))

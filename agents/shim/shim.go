@@ -75,6 +75,7 @@ type Config struct {
 type Shim struct {
 	cfg    Config
 	docker *client.Client
+	owned  bool // docker was made by New and is closed by Close
 	log    *slog.Logger
 	now    func() time.Time
 	hc     *http.Client // for the runners' health checks
@@ -145,8 +146,8 @@ func New(cfg Config) (*Shim, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	docker := cfg.Docker
-	if docker == nil {
+	docker, owned := cfg.Docker, cfg.Docker == nil
+	if owned {
 		opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
 		if cfg.DockerHost != "" {
 			opts = append(opts, client.WithHost(cfg.DockerHost))
@@ -159,6 +160,7 @@ func New(cfg Config) (*Shim, error) {
 	return &Shim{
 		cfg:    cfg,
 		docker: docker,
+		owned:  owned,
 		log:    cfg.Logger.With("shim_id", cfg.ID),
 		now:    cfg.Now,
 		hc:     &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
@@ -176,6 +178,9 @@ func (s *Shim) ID() string { return s.cfg.ID }
 func (s *Shim) Close() error {
 	s.cancel()
 	s.wg.Wait()
+	if s.owned {
+		return s.docker.Close()
+	}
 	return nil
 }
 

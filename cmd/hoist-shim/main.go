@@ -53,6 +53,7 @@ func run() error {
 	runnerBinary := flag.String("runner-binary", "", "host path of the static hoist-runner binary (default: hoist-runner next to this binary)")
 	dockerHost := flag.String("docker-host", "", "Docker Engine address (default: DOCKER_HOST or the local socket)")
 	id := flag.String("id", "", "shim id in container labels (default: derived from --state-dir)")
+	addrFile := flag.String("addr-file", "", "write the address the shim listens on to this file (useful with --listen 127.0.0.1:0)")
 	flag.Var(labels, "label", "key=value label added to every container (repeatable)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -92,6 +93,16 @@ func run() error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if *addrFile != "" {
+		tmp := *addrFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("write addr file: %w", err)
+		}
+		if err := os.Rename(tmp, *addrFile); err != nil {
+			return fmt.Errorf("write addr file: %w", err)
+		}
+	}
+	// Keep this message and its addr key: supervisors parse them.
 	log.Info("shim_listening", "addr", ln.Addr().String(), "version", version, "shim_id", s.ID())
 	select {
 	case err := <-errc:

@@ -2,10 +2,10 @@ package main_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,14 +30,8 @@ func TestBinaries_runAJobEndToEnd(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", b, err, out)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	shimID := "cmdtest-" + filepath.Base(dir)
-	shim := exec.Command(filepath.Join(dir, "hoist-shim"), "--listen", addr, "--state-dir", filepath.Join(dir, "state"), "--id", shimID, "--label", "hoist.test=cmd-shim")
+	shim := exec.Command(filepath.Join(dir, "hoist-shim"), "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "shim.addr"), "--state-dir", filepath.Join(dir, "state"), "--id", shimID, "--label", "hoist.test=cmd-shim")
 	logf, err := os.Create(filepath.Join(dir, "shim.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +53,13 @@ func TestBinaries_runAJobEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	sc := api.NewShimClient(addr, nil)
+	var sc *api.ShimClient
 	for {
-		if _, err := sc.Health(ctx); err == nil {
-			break
+		if b, err := os.ReadFile(filepath.Join(dir, "shim.addr")); err == nil {
+			sc = api.NewShimClient(strings.TrimSpace(string(b)), nil)
+			if _, err := sc.Health(ctx); err == nil {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
