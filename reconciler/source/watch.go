@@ -103,18 +103,23 @@ func (w *watcher) run(ctx context.Context) {
 		pending bool
 		first   time.Time
 		// A removed root loses its watch, and nothing reports its return:
-		// look for it until it is back.
+		// look for it until it is back. The ticker runs only meanwhile.
 		rootGone = time.NewTicker(rootRetry)
 		missing  = map[string]bool{}
+		retry    <-chan time.Time
 	)
 	timer.Stop()
+	rootGone.Stop()
 	defer rootGone.Stop()
 	for {
+		if len(missing) == 0 {
+			retry = nil
+		}
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case <-rootGone.C:
+		case <-retry:
 			for root := range missing {
 				if info, err := os.Stat(root); err == nil && info.IsDir() {
 					if err := w.addTree(root); err == nil {
@@ -132,6 +137,8 @@ func (w *watcher) run(ctx context.Context) {
 				delete(w.recursive, ev.Name)
 				if slices.Contains(w.roots, ev.Name) {
 					missing[ev.Name] = true
+					rootGone.Reset(rootRetry)
+					retry = rootGone.C
 				}
 			}
 			if ev.Has(fsnotify.Create) && w.recursive[filepath.Dir(ev.Name)] {
