@@ -183,16 +183,6 @@ func (s *Server) requireAct(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireAdmin refuses everyone but admins.
-func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		if principal(c).Role != RoleAdmin {
-			return echo.NewHTTPError(http.StatusForbidden, "admin role required")
-		}
-		return next(c)
-	}
-}
-
 func principal(c *echo.Context) Principal {
 	p, _ := c.Get(ctxPrincipal).(Principal)
 	return p

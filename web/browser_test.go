@@ -331,6 +331,7 @@ func TestBrowser_offersFilter(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=offers-gpu]`)),
 		chromedp.SendKeys(css(`[data-testid=offers-gpu]`), "H100:8"),
 		chromedp.Click(css(`[data-testid=offers-submit]`)),
+		chromedp.WaitVisible(css(`input[name=gpu][value="H100:8"]`)),
 		chromedp.WaitVisible(css(`[data-testid=offer-row]`)),
 		shoot("offers"),
 	); err != nil {

@@ -1,0 +1,227 @@
+package web
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"hoist/backends/offers"
+)
+
+// fullFixture has every optional dependency.
+func fullFixture(t *testing.T) (*fixture, *fakeController) {
+	t.Helper()
+	ctl := &fakeController{}
+	cat, err := offers.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(c *Config, d *Deps) {
+		d.Controller = ctl
+		d.Inventory = &fakeInventory{
+			fleets:    []Fleet{{Name: "gpu", Status: "active", NodesMin: 1, NodesTarget: 1, Instances: 1, Spec: json.RawMessage(`{"name":"gpu","password":"hunter2"}`)}},
+			instances: []Instance{{Name: "gpu-0", Fleet: "gpu", Backend: "local", Status: "idle", Reachable: true}},
+			volumes:   []Volume{{Name: "data", Status: "active", AttachedTo: []string{}}},
+			gateways:  []Gateway{{Name: "edge", Status: "running"}},
+		}
+		d.Planner = &fakePlanner{
+			specs: map[string]map[string]json.RawMessage{
+				"aaa": {"task/hello": json.RawMessage(`{"name":"hello","commands":["a"]}`)},
+				"bbb": {"task/hello": json.RawMessage(`{"name":"hello","commands":["b"]}`)},
+			},
+			plans: map[string]Plan{"bbb": {Valid: true}},
+		}
+		d.Offers = CatalogOffers{Catalog: cat}
+	})
+	f.store.mu.Lock()
+	f.store.revs = []Revision{{SHA: "bbb", Message: "second", Valid: true, Applied: true}, {SHA: "aaa", Message: "first", Valid: true}}
+	f.store.events = []Event{{ID: "e1", Kind: "run", Name: "hello", Type: "submitted", Message: "run submitted", Revision: "aaa"}}
+	f.store.mu.Unlock()
+	return f, ctl
+}
+
+// routeCase is one route and what each caller gets.
+type routeCase struct {
+	method, path, body string
+	// anon, viewer, user, admin are the expected statuses.
+	anon, viewer, user, admin int
+}
+
+const (
+	read = iota
+	act
+)
+
+func readRoute(method, path string, ok int) routeCase {
+	return routeCase{method: method, path: path, anon: 401, viewer: ok, user: ok, admin: ok}
+}
+
+func actRoute(method, path, body string, ok int) routeCase {
+	return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: ok, admin: ok}
+}
+
+func openRoute(method, path string, ok int) routeCase {
+	return routeCase{method: method, path: path, anon: ok, viewer: ok, user: ok, admin: ok}
+}
+
+func TestServer_everyRouteByRole(t *testing.T) {
+	cases := map[string]routeCase{
+		"GET /healthz":                      openRoute("GET", "/healthz", 200),
+		"GET /metrics":                      openRoute("GET", "/metrics", 200),
+		"GET /static/*":                     openRoute("GET", "/static/hoist.js", 200),
+		"GET /login":                        openRoute("GET", "/login", 200),
+		"POST /login":                       openRoute("POST", "/login", 401),
+		"POST /logout":                      openRoute("POST", "/logout", 303),
+		"POST /hooks/github":                openRoute("POST", "/hooks/github", 401),
+		"POST /hooks/gitlab":                openRoute("POST", "/hooks/gitlab", 401),
+		"POST /hooks/generic":               openRoute("POST", "/hooks/generic", 401),
+		"GET /api/v1/runs":                  readRoute("GET", "/api/v1/runs", 200),
+		"GET /api/v1/runs/:name":            readRoute("GET", "/api/v1/runs/hello", 200),
+		"GET /api/v1/runs/:name/jobs":       readRoute("GET", "/api/v1/runs/hello/jobs", 200),
+		"GET /api/v1/runs/:name/logs":       readRoute("GET", "/api/v1/runs/hello/logs", 200),
+		"GET /api/v1/runs/:name/events":     readRoute("GET", "/api/v1/runs/hello/events", 200),
+		"POST /api/v1/runs/:name/stop":      actRoute("POST", "/api/v1/runs/hello/stop", "", 200),
+		"POST /api/v1/runs/:name/rerun":     actRoute("POST", "/api/v1/runs/hello/rerun", "", 200),
+		"POST /api/v1/runs/:name/suspend":   actRoute("POST", "/api/v1/runs/hello/suspend", "", 200),
+		"POST /api/v1/runs/:name/resume":    actRoute("POST", "/api/v1/runs/hello/resume", "", 200),
+		"GET /api/v1/jobs":                  readRoute("GET", "/api/v1/jobs", 200),
+		"GET /api/v1/fleets":                readRoute("GET", "/api/v1/fleets", 200),
+		"GET /api/v1/fleets/:name":          readRoute("GET", "/api/v1/fleets/gpu", 200),
+		"GET /api/v1/instances":             readRoute("GET", "/api/v1/instances?fleet=gpu", 200),
+		"GET /api/v1/volumes":               readRoute("GET", "/api/v1/volumes", 200),
+		"GET /api/v1/gateways":              readRoute("GET", "/api/v1/gateways", 200),
+		"GET /api/v1/offers":                readRoute("GET", "/api/v1/offers?gpu=H100&limit=3", 200),
+		"GET /api/v1/revisions":             readRoute("GET", "/api/v1/revisions", 200),
+		"GET /api/v1/revisions/:sha":        readRoute("GET", "/api/v1/revisions/aaa", 200),
+		"POST /api/v1/revisions/:sha/apply": actRoute("POST", "/api/v1/revisions/aaa/apply", "", 200), // auto-sync is off in the fake
+		"GET /api/v1/diff":                  readRoute("GET", "/api/v1/diff?from=aaa&to=bbb", 200),
+		"GET /api/v1/events":                readRoute("GET", "/api/v1/events", 200),
+		"POST /api/v1/plan":                 readRoute("POST", "/api/v1/plan", 200),
+		"GET /api/v1/pulls":                 readRoute("GET", "/api/v1/pulls", 200),
+		"GET /api/v1/spend":                 readRoute("GET", "/api/v1/spend?window=7d", 200),
+		"GET /api/v1/sync":                  readRoute("GET", "/api/v1/sync", 200),
+		"POST /api/v1/sync":                 actRoute("POST", "/api/v1/sync", "", 202),
+		"POST /api/v1/sync/suspend":         actRoute("POST", "/api/v1/sync/suspend", "", 200),
+		"POST /api/v1/sync/resume":          actRoute("POST", "/api/v1/sync/resume", "", 200),
+		"GET /api/v1/whoami":                readRoute("GET", "/api/v1/whoami", 200),
+		"GET /":                             readRoute("GET", "/", 200),
+		"GET /runs":                         readRoute("GET", "/runs?status=done", 200),
+		"GET /runs/:name":                   readRoute("GET", "/runs/hello", 200),
+		"GET /runs/:name/logs/stream":       readRoute("GET", "/runs/hello/logs/stream", 200),
+		"POST /runs/:name/:action":          actRoute("POST", "/runs/hello/stop", "", 303),
+		"GET /fleets":                       readRoute("GET", "/fleets", 200),
+		"GET /volumes":                      readRoute("GET", "/volumes", 200),
+		"GET /gateways":                     readRoute("GET", "/gateways", 200),
+		"GET /offers":                       readRoute("GET", "/offers?gpu=A100&group_by=gpu", 200),
+		"GET /history":                      readRoute("GET", "/history", 200),
+		"GET /history/diff":                 readRoute("GET", "/history/diff?from=aaa&to=bbb", 200),
+		"GET /history/:sha":                 readRoute("GET", "/history/aaa", 200),
+		"POST /history/:sha/apply":          actRoute("POST", "/history/aaa/apply", "", 303),
+		"POST /sync":                        actRoute("POST", "/sync", "", 303),
+		"POST /sync/suspend":                actRoute("POST", "/sync/suspend", "", 303),
+		"POST /sync/resume":                 actRoute("POST", "/sync/resume", "", 303),
+	}
+	cases["POST /api/v1/plan"] = routeCase{method: "POST", path: "/api/v1/plan", body: `{"files":{"a.dstack.yml":"type: task"}}`, anon: 401, viewer: 200, user: 200, admin: 200}
+
+	f, _ := fullFixture(t)
+	// Every registered route is in the table.
+	for _, r := range f.srv.echo.Router().Routes() {
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			continue
+		}
+		if _, ok := cases[r.Method+" "+r.Path]; !ok {
+			t.Errorf("route %s %s has no role test", r.Method, r.Path)
+		}
+	}
+	for name, rc := range cases {
+		for _, who := range []struct {
+			tok  string
+			want int
+		}{{"", rc.anon}, {viewerTok, rc.viewer}, {userTok, rc.user}, {adminTok, rc.admin}} {
+			var body io.Reader
+			if rc.body != "" {
+				body = strings.NewReader(rc.body)
+			}
+			r := f.do(t, rc.method, rc.path, who.tok, body, "Content-Type", "application/json")
+			if r.StatusCode != who.want {
+				t.Errorf("%s as %q: %d, want %d: %.200s", name, who.tok, r.StatusCode, who.want, readBody(t, r))
+			}
+			if strings.HasPrefix(rc.path, "/api/") && r.StatusCode >= 400 {
+				var e apiError
+				if err := json.NewDecoder(r.Body).Decode(&e); err != nil || e.Message == "" {
+					t.Errorf("%s as %q: error body is not {\"message\"}: %v", name, who.tok, err)
+				}
+			}
+		}
+	}
+}
+
+func TestServer_applyRevisionNeedsAutoSyncSuspended(t *testing.T) {
+	f, ctl := fullFixture(t)
+	f.syncer.mu.Lock()
+	f.syncer.status.AutoSync = true
+	f.syncer.mu.Unlock()
+	r := f.do(t, "POST", "/api/v1/revisions/aaa/apply", adminTok, nil)
+	if body := readBody(t, r); r.StatusCode != 409 || !strings.Contains(body, "git revert") {
+		t.Errorf("apply with auto-sync on: %d %s", r.StatusCode, body)
+	}
+	if got := ctl.list(); len(got) != 0 {
+		t.Errorf("controller called: %v", got)
+	}
+	f.syncer.mu.Lock()
+	f.syncer.status.AutoSync = false
+	f.syncer.mu.Unlock()
+	if r := f.do(t, "POST", "/api/v1/revisions/aaa/apply", adminTok, nil); r.StatusCode != 200 {
+		t.Errorf("apply with auto-sync off: %d", r.StatusCode)
+	}
+	if got := ctl.list(); len(got) != 1 || got[0] != "apply aaa" {
+		t.Errorf("controller calls %v", got)
+	}
+}
+
+func TestServer_actionsReachTheController(t *testing.T) {
+	f, ctl := fullFixture(t)
+	for _, a := range []string{"stop", "rerun", "suspend", "resume"} {
+		if r := f.do(t, "POST", "/api/v1/runs/hello/"+a, userTok, nil); r.StatusCode != 200 {
+			t.Errorf("%s: %d", a, r.StatusCode)
+		}
+	}
+	if r := f.do(t, "POST", "/api/v1/runs/nope/stop", userTok, nil); r.StatusCode != 404 {
+		t.Errorf("stop missing run: %d", r.StatusCode)
+	}
+	want := "stop hello,rerun hello,suspend hello true,suspend hello false"
+	if got := strings.Join(ctl.list(), ","); got != want {
+		t.Errorf("controller calls %q, want %q", got, want)
+	}
+}
+
+func TestServer_optionalDepsAnswer501(t *testing.T) {
+	f := newFixture(t)
+	for _, p := range []string{"/api/v1/fleets", "/api/v1/volumes", "/api/v1/gateways", "/api/v1/offers", "/api/v1/diff?from=a&to=b"} {
+		if r := f.do(t, "GET", p, adminTok, nil); r.StatusCode != 501 {
+			t.Errorf("%s without the dependency: %d", p, r.StatusCode)
+		}
+	}
+	for _, p := range []string{"/fleets", "/volumes", "/gateways", "/offers"} {
+		r := f.do(t, "GET", p, adminTok, nil)
+		if body := readBody(t, r); r.StatusCode != 200 || !strings.Contains(body, "not available") {
+			t.Errorf("%s page without the dependency: %d", p, r.StatusCode)
+		}
+	}
+}
+
+func TestServer_secretsAreNeverRendered(t *testing.T) {
+	f, _ := fullFixture(t)
+	f.store.putRun(Run{Name: "sec", Type: "task", Status: "running",
+		Spec: json.RawMessage(`{"name":"sec","env":[{"name":"HF_TOKEN","value":"hf_leak"},"API_KEY=sk_leak"],"registry_auth":{"username":"u","password":"pw_leak"}}`)})
+	for _, p := range []string{"/runs/sec", "/api/v1/runs/sec", "/api/v1/fleets", "/api/v1/fleets/gpu", "/fleets"} {
+		body := readBody(t, f.do(t, "GET", p, adminTok, nil))
+		for _, leak := range []string{"hf_leak", "sk_leak", "pw_leak", "hunter2", adminTok, hookSecret} {
+			if strings.Contains(body, leak) {
+				t.Errorf("%s renders %q", p, leak)
+			}
+		}
+	}
+}
