@@ -62,7 +62,9 @@ type Config struct {
 	// that is not a Git repository (dev mode).
 	Repo string
 	// Branch is the tracked branch. Empty means the current HEAD branch of a
-	// local repository, or the remote HEAD of a URL. Unused in dev mode.
+	// local repository, or the remote HEAD of a URL, resolved once by Open:
+	// switching the work tree to another branch later changes nothing.
+	// Unused in dev mode.
 	Branch string
 	// Path is the slash-separated subdirectory that holds the specs;
 	// snapshots are rooted at it. Empty means the repository root.
