@@ -214,22 +214,27 @@ func mergeSorted(lists [][]Offer, limit int) []Offer {
 }
 
 // call runs one provider with the market's timeout.
-func (m *Market) call(ctx context.Context, p Provider, q Query) (out []Offer, err error) {
+func (m *Market) call(ctx context.Context, p Provider, q Query) ([]Offer, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	done := make(chan struct{})
+	type result struct {
+		offers []Offer
+		err    error
+	}
+	done := make(chan result, 1) // buffered: a late provider never blocks
 	go func() {
-		defer close(done)
+		var r result
 		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("provider %s panicked: %v", p.Name(), r)
+			if v := recover(); v != nil {
+				r = result{err: fmt.Errorf("provider %s panicked: %v", p.Name(), v)}
 			}
+			done <- r
 		}()
-		out, err = p.Offers(ctx, q)
+		r.offers, r.err = p.Offers(ctx, q)
 	}()
 	select {
-	case <-done:
-		return out, err
+	case r := <-done:
+		return r.offers, r.err
 	case <-ctx.Done():
 		// A provider ignoring ctx keeps running; its result is dropped.
 		return nil, fmt.Errorf("provider %s: %w", p.Name(), ctx.Err())
