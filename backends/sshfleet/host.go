@@ -3,7 +3,6 @@ package sshfleet
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/offers"
-	"hoist/backends/tunnel"
 )
 
 // probeScript prints key=value facts about a host; it needs only a POSIX
@@ -191,21 +189,3 @@ func fileSum(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// uploadIfChanged uploads a local file to remote unless the remote copy has
-// the same SHA-256. It reports whether it uploaded.
-func uploadIfChanged(ctx context.Context, c *tunnel.Client, local, remote string) (bool, error) {
-	sum, err := fileSum(local)
-	if err != nil {
-		return false, backends.Stalled(fmt.Errorf("agent binary: %w", err))
-	}
-	out, _ := c.Run(ctx, "sha256sum "+tunnel.Quote(remote)+" 2>/dev/null | cut -d' ' -f1", nil)
-	if strings.TrimSpace(string(out)) == sum {
-		return false, nil
-	}
-	f, err := os.Open(local)
-	if err != nil {
-		return false, backends.Stalled(fmt.Errorf("agent binary: %w", err))
-	}
-	defer f.Close()
-	return true, c.Upload(ctx, remote, 0o755, f)
-}

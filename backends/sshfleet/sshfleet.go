@@ -106,6 +106,7 @@ type Backend struct {
 	clients map[string]*tunnel.Client
 	shims   map[string]string // instance id → shim base URL
 	locks   map[string]*sync.Mutex
+	sums    map[string]string // local binary (path|size|mtime) → sha256
 }
 
 // New returns the backend, loading the records in cfg.StateDir.
@@ -138,7 +139,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	return &Backend{
 		cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), store: st,
-		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{},
+		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{}, sums: map[string]string{},
 	}, nil
 }
 
@@ -258,6 +259,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		r.HostKey = ""
 	}
 	log := b.log.With("instance", spec.ID, "host", spec.Host.Hostname)
+	began := time.Now()
 
 	c, err := b.client(ctx, r, ok)
 	if err != nil {
@@ -284,7 +286,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if err := b.save(r); err != nil {
 		return b.instance(r), err
 	}
-	log.Info("host_checked", "arch", r.Arch, "cpus", facts.CPUs, "docker", facts.Docker, "dir", r.Dir)
+	log.Info("host_checked", "arch", r.Arch, "cpus", facts.CPUs, "docker", facts.Docker, "dir", r.Dir, "elapsed", time.Since(began))
 
 	if err := b.deploy(ctx, c, r); err != nil {
 		b.note(r, err)
@@ -302,7 +304,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if err := b.save(r); err != nil {
 		return b.instance(r), err
 	}
-	log.Info("shim_ready")
+	log.Info("shim_ready", "elapsed", time.Since(began))
 	return b.instance(r), nil
 }
 
@@ -345,41 +347,87 @@ func shimArgs(r *record) string {
 	return strings.Join(args, " ")
 }
 
-// deploy uploads the agents and the supervisor script and starts the
-// supervisor unless it is running; a changed shim binary restarts the shim.
+// deploy uploads the agents (unless the host has them already) and the
+// supervisor script, and starts the supervisor unless it is running; a
+// changed shim binary restarts the shim. It takes three SSH sessions plus one
+// per binary uploaded.
 func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record) error {
 	shimBin, runnerBin, err := b.cfg.Agents(r.Arch)
 	if err != nil {
 		return backends.Stalled(fmt.Errorf("agent binaries for %s: %w", r.Arch, err))
 	}
 	q := tunnel.Quote
-	if _, err := c.Run(ctx, "mkdir -p "+q(r.Dir+"/bin")+" "+q(r.Dir+"/state"), nil); err != nil {
-		return err
+	bins := []struct{ local, remote string }{
+		{runnerBin, r.Dir + "/bin/hoist-runner"},
+		{shimBin, r.Dir + "/bin/hoist-shim"},
 	}
-	if _, err := uploadIfChanged(ctx, c, runnerBin, r.Dir+"/bin/hoist-runner"); err != nil {
-		return err
-	}
-	shimChanged, err := uploadIfChanged(ctx, c, shimBin, r.Dir+"/bin/hoist-shim")
+	out, err := c.Run(ctx, fmt.Sprintf("mkdir -p %s %s && cd %s && for f in hoist-runner hoist-shim; do echo \"$f=$(sha256sum bin/$f 2>/dev/null | cut -d' ' -f1)\"; done",
+		q(r.Dir+"/bin"), q(r.Dir+"/state"), q(r.Dir)), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("prepare %s: %w", r.Dir, err)
 	}
-	if err := c.Upload(ctx, r.Dir+"/supervise.sh", 0o755, strings.NewReader(supervisorScript(shimArgs(r)))); err != nil {
-		return err
+	remoteSums := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			remoteSums[k] = v
+		}
+	}
+	shimChanged := false
+	for _, bin := range bins {
+		sum, err := b.sum(bin.local)
+		if err != nil {
+			return backends.Stalled(fmt.Errorf("agent binary: %w", err))
+		}
+		if remoteSums[path.Base(bin.remote)] == sum {
+			continue
+		}
+		f, err := os.Open(bin.local)
+		if err != nil {
+			return backends.Stalled(fmt.Errorf("agent binary: %w", err))
+		}
+		err = c.Upload(ctx, bin.remote, 0o755, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		shimChanged = shimChanged || path.Base(bin.remote) == "hoist-shim"
 	}
 	restart := ""
 	if shimChanged {
 		restart = `[ -f shim.pid ] && kill -TERM "$(cat shim.pid)" 2>/dev/null; `
 	}
-	start := fmt.Sprintf(`cd %s && if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then %secho running; else rm -f stop; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo started; fi`, q(r.Dir), restart)
-	out, err := c.Run(ctx, start, nil)
+	start := fmt.Sprintf(`cd %s && cat > supervise.sh.part && chmod 755 supervise.sh.part && mv -f supervise.sh.part supervise.sh && if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then %secho running; else rm -f stop; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo started; fi`, q(r.Dir), restart)
+	out, err = c.Run(ctx, start, strings.NewReader(supervisorScript(shimArgs(r))))
 	if err != nil {
 		return fmt.Errorf("start supervisor: %w", err)
 	}
 	b.log.Info("shim_supervisor", "instance", r.ID, "state", strings.TrimSpace(string(out)), "shim_updated", shimChanged)
-	b.mu.Lock()
-	delete(b.shims, r.ID)
-	b.mu.Unlock()
+	b.forgetShim(r.ID)
 	return nil
+}
+
+// sum returns the SHA-256 of a local agent binary, cached by path, size and
+// modification time.
+func (b *Backend) sum(p string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	key := fmt.Sprintf("%s|%d|%d", p, st.Size(), st.ModTime().UnixNano())
+	b.mu.Lock()
+	s, ok := b.sums[key]
+	b.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err = fileSum(p)
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	b.sums[key] = s
+	b.mu.Unlock()
+	return s, nil
 }
 
 // shimURL reads the shim's address on the host (cached until a request
