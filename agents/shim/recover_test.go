@@ -25,6 +25,8 @@ func TestShim_recoverAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, aliveRC, "tick 1\n")
+	// hostnet runs on the host network, its runner on a port of its own.
+	hostnet, _ := e.runTask(t, api.TaskSpec{ID: "hostnet", NetworkMode: api.NetworkHost})
 	// killed is killed while the shim is down; lost is removed.
 	killed, _ := e.runTask(t, api.TaskSpec{ID: "killed"})
 	lost, _ := e.runTask(t, api.TaskSpec{ID: "lost"})
@@ -65,6 +67,11 @@ func TestShim_recoverAfterRestart(t *testing.T) {
 	if a := got["alive"]; a.Status != api.TaskRunning || a.RunnerAddr != alive.RunnerAddr || a.ContainerID != alive.ContainerID {
 		t.Errorf("alive after restart = %+v, want running at %s", a, alive.RunnerAddr)
 	}
+	if h := got["hostnet"]; h.Status != api.TaskRunning || h.RunnerAddr != hostnet.RunnerAddr {
+		t.Errorf("hostnet after restart = %+v, want running at %s", h, hostnet.RunnerAddr)
+	} else if _, err := api.NewRunnerClient(h.RunnerAddr, nil).Health(ctx); err != nil {
+		t.Errorf("hostnet's runner after restart: %v", err)
+	}
 	if k := got["killed"]; k.Status != api.TaskTerminated || k.TerminationReason != api.ReasonContainerExitedWithError || k.ExitCode == nil || *k.ExitCode != 137 {
 		t.Errorf("killed after restart = %+v, want terminated with exit code 137", k)
 	}
@@ -89,7 +96,10 @@ func TestShim_recoverAfterRestart(t *testing.T) {
 	if err != nil || a.Status != api.TaskTerminated {
 		t.Errorf("alive after kill = %+v, %v; want terminated (the new shim watches it)", a, err)
 	}
-	for _, id := range []string{"alive", "killed", "lost"} {
+	if _, err := e.client.TerminateTask(ctx, "hostnet", "", "", 0); err != nil {
+		t.Error(err)
+	}
+	for _, id := range []string{"alive", "hostnet", "killed", "lost"} {
 		if err := e.client.RemoveTask(ctx, id); err != nil {
 			t.Errorf("RemoveTask(%s): %v", id, err)
 		}

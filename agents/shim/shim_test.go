@@ -436,3 +436,30 @@ func TestShim_runnerMetrics(t *testing.T) {
 		t.Errorf("Metrics = %+v, want the container's CPU time and memory", m)
 	}
 }
+
+func TestShim_volumeMountsPersistAcrossTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	vol := "hoist-test-vol-" + e.shim.ID()
+	t.Cleanup(func() {
+		removeShimContainers(t, e.docker, e.shim.ID())
+		if err := e.docker.VolumeRemove(context.Background(), vol, true); err != nil {
+			t.Errorf("remove volume %s: %v", vol, err)
+		}
+	})
+	_, rc := e.runTask(t, api.TaskSpec{ID: "writer", VolumeMounts: []api.VolumeMount{{Name: vol, Path: "/vol"}}})
+	if st := runJob(t, rc, api.JobSpec{Commands: []string{"echo kept > /vol/file"}}); st.State != api.JobDone {
+		t.Fatalf("writer = %+v", st)
+	}
+	if _, err := e.client.TerminateTask(ctx, "writer", "", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, rc = e.runTask(t, api.TaskSpec{ID: "reader", VolumeMounts: []api.VolumeMount{{Name: vol, Path: "/data"}}})
+	if st := runJob(t, rc, api.JobSpec{Commands: []string{"cat /data/file"}}); st.State != api.JobDone {
+		t.Fatalf("reader = %+v", st)
+	}
+	if got := output(t, rc, api.StreamStdout); got != "kept\n" {
+		t.Errorf("reader's output = %q, want the writer's file", got)
+	}
+}
