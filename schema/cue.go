@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"fmt"
+	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
@@ -484,63 +487,91 @@ func toAST(n *node) ast.Expr {
 	return ast.NewNull()
 }
 
-// extract evaluates a CUE file and returns every resource it defines: any
-// struct with a `type` field naming a kind, found by walking the file's
-// regular fields (the field label is the fallback name). The schema's
-// definitions (#Task, #Service, ...) are in scope.
-func (c *cueChecker) extract(file string, src []byte) ([]cueDoc, Errors) {
-	f, err := parser.ParseFile(file, src)
-	if err != nil {
-		return nil, cueErrors(file, err)
+// extract evaluates the CUE files of one directory (grouped by package)
+// and returns every resource they define: any struct with a `type` field
+// naming a kind, found by walking regular fields (the field label is the
+// fallback name). The schema's definitions (#Task, #Service, ...) are in
+// scope.
+func (c *cueChecker) extract(files []string, srcs [][]byte) ([]cueDoc, Errors) {
+	var errs Errors
+	byPkg := map[string][]*ast.File{}
+	var pkgs []string
+	for i, name := range files {
+		f, err := parser.ParseFile(name, srcs[i])
+		if err != nil {
+			errs = append(errs, cueErrors(name, err)...)
+			continue
+		}
+		pkg := f.PackageName()
+		if _, ok := byPkg[pkg]; !ok {
+			pkgs = append(pkgs, pkg)
+		}
+		byPkg[pkg] = append(byPkg[pkg], f)
 	}
-	// Drop a package clause so files of any package evaluate alone.
-	v := c.ctx.BuildFile(f, cue.Scope(c.schema), cue.Filename(file))
-	if err := v.Err(); err != nil {
-		return nil, cueErrors(file, err)
-	}
-	if err := v.Validate(cue.Concrete(true)); err != nil {
-		return nil, cueErrors(file, err)
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	var docs []cueDoc
-	var errs Errors
-	var walk func(v cue.Value, label string, depth int)
-	walk = func(v cue.Value, label string, depth int) {
-		if depth > 20 {
-			return
+	for _, pkg := range pkgs {
+		fs := byPkg[pkg]
+		first := fs[0].Filename
+		inst := build.NewContext().NewInstance(path.Dir(first), nil)
+		for _, f := range fs {
+			if err := inst.AddSyntax(f); err != nil {
+				errs = append(errs, cueErrors(f.Filename, err)...)
+			}
 		}
-		switch v.Kind() {
-		case cue.StructKind:
-			if t := v.LookupPath(cue.MakePath(cue.Str("type"))); t.Exists() {
-				if s, err := t.String(); err == nil && validKind(s) {
-					n, e := fromCue(file, v)
-					if e != nil {
-						errs = append(errs, e)
+		v := c.ctx.BuildInstance(inst, cue.Scope(c.schema))
+		if err := v.Err(); err != nil {
+			errs = append(errs, cueErrors(first, err)...)
+			continue
+		}
+		if err := v.Validate(cue.Concrete(true)); err != nil {
+			errs = append(errs, cueErrors(first, err)...)
+			continue
+		}
+		found := 0
+		var walk func(v cue.Value, label string, depth int)
+		walk = func(v cue.Value, label string, depth int) {
+			if depth > 20 {
+				return
+			}
+			switch v.Kind() {
+			case cue.StructKind:
+				if t := v.LookupPath(cue.MakePath(cue.Str("type"))); t.Exists() {
+					if s, err := t.String(); err == nil && validKind(s) {
+						n, e := fromCue(first, v)
+						if e != nil {
+							errs = append(errs, e)
+							return
+						}
+						found++
+						docs = append(docs, cueDoc{node: n, label: sanitizeName(label)})
 						return
 					}
-					docs = append(docs, cueDoc{node: n, label: sanitizeName(label)})
+				}
+				it, err := v.Fields()
+				if err != nil {
 					return
 				}
-			}
-			it, err := v.Fields()
-			if err != nil {
-				return
-			}
-			for it.Next() {
-				walk(it.Value(), it.Selector().Unquoted(), depth+1)
-			}
-		case cue.ListKind:
-			it, err := v.List()
-			if err != nil {
-				return
-			}
-			for it.Next() {
-				walk(it.Value(), label, depth+1)
+				for it.Next() {
+					walk(it.Value(), it.Selector().Unquoted(), depth+1)
+				}
+			case cue.ListKind:
+				it, err := v.List()
+				if err != nil {
+					return
+				}
+				for it.Next() {
+					walk(it.Value(), label, depth+1)
+				}
 			}
 		}
-	}
-	walk(v, "", 0)
-	if len(docs) == 0 && len(errs) == 0 {
-		errs = append(errs, &Error{Pos: Position{File: file, Line: 1, Column: 1}, Msg: "no resources defined: expected structs with a `type` field"})
+		walk(v, "", 0)
+		if found == 0 && len(errs) == 0 {
+			errs = append(errs, &Error{Pos: Position{File: first, Line: 1, Column: 1},
+				Msg: "no resources defined: expected structs with a `type` field naming a kind"})
+		}
 	}
 	return docs, errs
 }
@@ -549,30 +580,110 @@ func cuePos(file string, p token.Pos) Position {
 	if !p.IsValid() {
 		return Position{File: file, Line: 1, Column: 1}
 	}
+	if f := p.Filename(); f != "" {
+		file = f
+	}
 	return Position{File: file, Line: p.Line(), Column: p.Column()}
 }
 
+// cueErrors converts CUE evaluation errors of user CUE files, collapsing
+// the per-branch noise of a failed disjunction into one message per path.
 func cueErrors(file string, err error) Errors {
-	var out Errors
+	type group struct {
+		pos       token.Pos
+		path      []string
+		msgs      []string
+		conflicts [][2]string
+	}
+	var order []string
+	groups := map[string]*group{}
 	for _, e := range cueerrors.Errors(err) {
 		pos := e.Position()
 		for _, ip := range e.InputPositions() {
-			if ip.Filename() == file {
+			if ip.Filename() != "" && ip.Filename() != "schema.cue" {
 				pos = ip
 				break
 			}
 		}
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
-		if p := e.Path(); len(p) > 0 {
-			msg = strings.Join(p, ".") + ": " + msg
+		key := strings.Join(e.Path(), ".")
+		g, ok := groups[key]
+		if !ok {
+			g = &group{path: e.Path()}
+			groups[key] = g
+			order = append(order, key)
 		}
-		out = append(out, &Error{Pos: cuePos(file, pos), Path: strings.Join(e.Path(), "."), Msg: msg})
+		if m := conflictRE.FindStringSubmatch(msg); m != nil {
+			g.conflicts = append(g.conflicts, [2]string{m[1], m[2]})
+		} else if !strings.Contains(msg, "empty disjunction") {
+			g.msgs = append(g.msgs, msg)
+		}
+		if !g.pos.IsValid() || (pos.IsValid() && pos.Filename() != "schema.cue" && (g.pos.Filename() == "schema.cue" || pos.Line() > 1 && g.pos.Line() <= 1)) {
+			g.pos = pos
+		}
+	}
+	var out Errors
+	for _, key := range order {
+		g := groups[key]
+		msg := strings.Join(g.msgs, "; ")
+		if len(g.conflicts) > 0 {
+			msg = summarizeConflicts(g.conflicts)
+		}
+		if msg == "" {
+			msg = "invalid value"
+		}
+		dotted := dottedPath(g.path)
+		if dotted != "" {
+			msg = dotted + ": " + msg
+		}
+		out = append(out, &Error{Pos: cuePos(file, g.pos), Path: dotted, Msg: cleanMsg(msg)})
 	}
 	if len(out) == 0 {
 		out = append(out, &Error{Pos: Position{File: file, Line: 1, Column: 1}, Msg: err.Error()})
 	}
 	return out
+}
+
+var conflictRE = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types [^)]*\))?$`)
+
+// summarizeConflicts finds the user's value (the operand common to every
+// conflict) and lists the allowed literals.
+func summarizeConflicts(cs [][2]string) string {
+	count := map[string]int{}
+	for _, c := range cs {
+		count[c[0]]++
+		if c[1] != c[0] {
+			count[c[1]]++
+		}
+	}
+	value := ""
+	for v, n := range count {
+		if n == len(cs) && (value == "" || v < value) {
+			value = v
+		}
+	}
+	if value == "" {
+		return fmt.Sprintf("conflicting values %s and %s", cs[0][0], cs[0][1])
+	}
+	var allowed []string
+	seen := map[string]bool{}
+	for _, c := range cs {
+		for _, o := range c {
+			if o == value || seen[o] {
+				continue
+			}
+			seen[o] = true
+			if strings.HasPrefix(o, "\"") || strings.HasPrefix(o, ">") || strings.HasPrefix(o, "<") || (o != "" && o[0] >= '0' && o[0] <= '9') {
+				allowed = append(allowed, o)
+			}
+		}
+	}
+	sort.Strings(allowed)
+	if len(allowed) == 0 {
+		return fmt.Sprintf("invalid value %s", value)
+	}
+	return fmt.Sprintf("invalid value %s (allowed: %s)", value, strings.Join(allowed, ", "))
 }
 
 // fromCue converts a concrete CUE value into a node.

@@ -81,15 +81,18 @@ func Load(fsys fs.FS) (*Desired, error) {
 	return LoadFiles(fsys, files)
 }
 
-// LoadFiles is Load restricted to the given slash paths inside fsys.
+// LoadFiles is Load restricted to the given slash paths inside fsys. CUE
+// files of one directory and package are evaluated together, so they may
+// share definitions and references.
 func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 	sort.Strings(files)
+	units := workUnits(files)
 	type result struct {
 		res  []Resource
 		errs Errors
 	}
-	results := make([]result, len(files))
-	workers := min(runtime.GOMAXPROCS(0), len(files))
+	results := make([]result, len(units))
+	workers := min(runtime.GOMAXPROCS(0), len(units))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < workers; w++ {
@@ -99,12 +102,18 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 			v := validators.Get().(*validator)
 			defer validators.Put(v)
 			for i := range next {
-				res, errs := v.loadFile(fsys, files[i])
+				var res []Resource
+				var errs Errors
+				if u := units[i]; len(u) == 1 && !strings.HasSuffix(u[0], ".cue") {
+					res, errs = v.loadFile(fsys, u[0])
+				} else {
+					res, errs = v.loadCue(fsys, u)
+				}
 				results[i] = result{res, errs}
 			}
 		}()
 	}
-	for i := range files {
+	for i := range units {
 		next <- i
 	}
 	close(next)
@@ -129,6 +138,27 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 		return a.Name < b.Name
 	})
 	return &Desired{Resources: all}, nil
+}
+
+// workUnits groups files into units of work: one YAML file each, and all
+// CUE files of one directory together.
+func workUnits(files []string) [][]string {
+	var units [][]string
+	cueDirs := map[string]int{}
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".cue") {
+			units = append(units, []string{f})
+			continue
+		}
+		dir := path.Dir(f)
+		if i, ok := cueDirs[dir]; ok {
+			units[i] = append(units[i], f)
+			continue
+		}
+		cueDirs[dir] = len(units)
+		units = append(units, []string{f})
+	}
+	return units
 }
 
 // validators caches validators (each with a compiled schema) across

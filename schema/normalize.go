@@ -914,8 +914,10 @@ func (d *dec) runConfig(n *node, kind Kind) RunConfig {
 	return rc
 }
 
+// validDockerTarget mirrors dstack's check of a container mount path
+// (already cleaned: absolute, no trailing slash).
 func validDockerTarget(p string) bool {
-	return strings.HasPrefix(p, "/") && p != "/" && !strings.ContainsAny(p, ":,")
+	return strings.HasPrefix(p, "/") && !strings.ContainsRune(p, 0)
 }
 
 var unixUserRE = regexp.MustCompile(`^[^:]+(?::[^:]+)?$`)

@@ -21,22 +21,6 @@ func (v *validator) loadFile(fsys fs.FS, file string) ([]Resource, Errors) {
 	if err != nil {
 		return nil, Errors{{Pos: Position{File: file, Line: 1, Column: 1}, Msg: "cannot read file: " + err.Error()}}
 	}
-	if strings.HasSuffix(file, ".cue") {
-		docs, errs := v.cue.extract(file, src)
-		if len(errs) > 0 {
-			return nil, errs
-		}
-		var out []Resource
-		var all Errors
-		for _, d := range docs {
-			r, errs := v.document(d.node, file, d.label)
-			all = append(all, errs...)
-			if r != nil {
-				out = append(out, *r)
-			}
-		}
-		return out, all
-	}
 	doc, perr := parseYAML(file, src)
 	if perr != nil {
 		return nil, Errors{perr}
@@ -46,6 +30,33 @@ func (v *validator) loadFile(fsys fs.FS, file string) ([]Resource, Errors) {
 		return nil, errs
 	}
 	return []Resource{*r}, errs
+}
+
+// loadCue loads the CUE files of one directory: files of one package are
+// evaluated together.
+func (v *validator) loadCue(fsys fs.FS, files []string) ([]Resource, Errors) {
+	srcs := make([][]byte, len(files))
+	for i, f := range files {
+		src, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, Errors{{Pos: Position{File: f, Line: 1, Column: 1}, Msg: "cannot read file: " + err.Error()}}
+		}
+		srcs[i] = src
+	}
+	docs, errs := v.cue.extract(files, srcs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	var out []Resource
+	var all Errors
+	for _, d := range docs {
+		r, errs := v.document(d.node, d.node.pos.File, d.label)
+		all = append(all, errs...)
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, all
 }
 
 // document validates and normalizes one resource document.
