@@ -9,25 +9,31 @@ import (
 )
 
 // BenchmarkClaims measures how many due rows two replicas with eight workers
-// each claim and process per second (claim, one guarded write, release). Run
-// with: go test ./store -run '^$' -bench Claims -benchtime 10000x
+// each claim and process per second. Modes: "release" (claim, release),
+// "complete" (claim, then one transaction with the write and the release),
+// "withlease+release" (claim, guarded write transaction, release). Run with:
+// go test ./store -run '^$' -bench Claims -benchtime 10000x
 func BenchmarkClaims(b *testing.B) {
 	for _, c := range dbCases {
-		for _, mode := range []string{"withlease+release", "complete"} {
+		for _, mode := range []string{"release", "complete", "withlease+release"} {
 			b.Run(c.name+"/"+mode, func(b *testing.B) {
 				dsn := c.dsn(b)
-				a := openTest(b, dsn, Options{})
-				r := replica(b, dsn, time.Now)
+				a := openTest(b, dsn, Options{MaxOpenConns: benchConns})
+				// SQLite has one server: its two claimers share the one pool.
+				r := a
+				if isPostgres(dsn) {
+					r = replica(b, dsn, time.Now)
+				}
 				insertDueRuns(b, a, b.N)
 				b.ResetTimer()
 				start := time.Now()
-				st := runClaimers(context.Background(), []*Store{a, r}, 8, b.N, mode == "complete")
+				st := runClaimers(context.Background(), []*Store{a, r}, 8, b.N, mode)
 				elapsed := time.Since(start)
 				b.StopTimer()
 				for _, err := range st.errs {
 					b.Fatal(err)
 				}
-				if st.processed.Load() != int64(b.N) || st.leaseLost.Load() != 0 {
+				if st.processed.Load() != int64(b.N) || st.leaseLost.Load() != 0 || st.claims.Load() != int64(b.N) {
 					b.Fatalf("processed %d of %d, %d leases lost", st.processed.Load(), b.N, st.leaseLost.Load())
 				}
 				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "claims/s")
@@ -95,6 +101,8 @@ func BenchmarkLogs(b *testing.B) {
 		})
 	}
 }
+
+var benchConns = 0
 
 func logData(n int) []byte {
 	return fmt.Appendf(nil, "step %07d loss=0.%06d lr=3e-4 tokens/s=12345 some more text to make a line\n", n, n%999983)

@@ -72,7 +72,25 @@ func claim(ctx context.Context, db bun.IDB, dialect string, now time.Time, req C
 		req.LeaseFor = 30 * time.Second
 	}
 	expires := now.Add(req.LeaseFor)
-	batch := newID()
+	var rows []struct {
+		ID            string    `bun:"id"`
+		LockToken     string    `bun:"lock_token"`
+		LockExpiresAt time.Time `bun:"lock_expires_at"`
+	}
+	if err := claimQuery(db, dialect, now, req, newID()+"/").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", req.Table, err)
+	}
+	leases := make([]Lease, 0, len(rows))
+	for _, r := range rows {
+		leases = append(leases, Lease{Table: req.Table, ID: r.ID, Token: r.LockToken, Owner: req.Owner, Expires: expires})
+	}
+	return leases, nil
+}
+
+// claimQuery builds the claim statement: lease the due candidates and return
+// them. Each row's token is the batch prefix followed by the row id, so
+// tokens are unique per row and claim.
+func claimQuery(db bun.IDB, dialect string, now time.Time, req ClaimRequest, batch string) *bun.UpdateQuery {
 	sub := db.NewSelect().Table(req.Table).Column("id").
 		Where("lock_expires_at IS NULL OR lock_expires_at < ?", now).
 		Where("last_processed_at IS NULL OR last_processed_at <= ?", now.Add(-req.MinInterval)).
@@ -84,26 +102,12 @@ func claim(ctx context.Context, db bun.IDB, dialect string, now time.Time, req C
 	if dialect == DialectPostgres {
 		sub = sub.For("UPDATE SKIP LOCKED")
 	}
-	var rows []struct {
-		ID            string    `bun:"id"`
-		LockToken     string    `bun:"lock_token"`
-		LockExpiresAt time.Time `bun:"lock_expires_at"`
-	}
-	err := db.NewUpdate().Table(req.Table).
-		Set("lock_token = ? || id", batch+"/").
+	return db.NewUpdate().Table(req.Table).
+		Set("lock_token = ? || id", batch).
 		Set("lock_owner = ?", req.Owner).
-		Set("lock_expires_at = ?", expires).
+		Set("lock_expires_at = ?", now.Add(req.LeaseFor)).
 		Where("id IN (?)", sub).
-		Returning("id, lock_token, lock_expires_at").
-		Scan(ctx, &rows)
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", req.Table, err)
-	}
-	leases := make([]Lease, 0, len(rows))
-	for _, r := range rows {
-		leases = append(leases, Lease{Table: req.Table, ID: r.ID, Token: r.LockToken, Owner: req.Owner, Expires: expires})
-	}
-	return leases, nil
+		Returning("id, lock_token, lock_expires_at")
 }
 
 // Heartbeat extends l by d from now and returns the extended lease, or

@@ -71,8 +71,9 @@ type claimStats struct {
 // runClaimers races len(stores) replicas × workers over total due runs, the
 // way the reconciler's pipelines do: per replica one fetcher claims batches
 // into a queue and workers process each row under its lease (one guarded
-// write, then Release; or both at once with Complete when complete is set).
-func runClaimers(ctx context.Context, stores []*Store, workers, total int, complete bool) *claimStats {
+// write, then Release; or both at once with Complete in mode "complete"; or
+// no write at all, only Release, in mode "release").
+func runClaimers(ctx context.Context, stores []*Store, workers, total int, mode string) *claimStats {
 	st := &claimStats{counts: make(map[string]int, total), perReplica: make([]int64, len(stores))}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -96,7 +97,7 @@ func runClaimers(ctx context.Context, stores []*Store, workers, total int, compl
 					continue
 				}
 				leases, err := s.Claim(ctx, ClaimRequest{
-					Table: "runs", Owner: owner, Limit: 2 * workers, LeaseFor: time.Minute,
+					Table: "runs", Owner: owner, Limit: 2 * workers, LeaseFor: time.Minute, MinInterval: time.Hour,
 					Where: "status = ?", Args: []any{RunSubmitted},
 				})
 				if err != nil {
@@ -127,10 +128,15 @@ func runClaimers(ctx context.Context, stores []*Store, workers, total int, compl
 						return err
 					}
 					var err error
-					if complete {
+					switch mode {
+					case "complete":
 						err = s.Complete(ctx, l, work)
-					} else if err = s.WithLease(ctx, l, work); err == nil {
+					case "release":
 						err = s.Release(ctx, l)
+					default:
+						if err = s.WithLease(ctx, l, work); err == nil {
+							err = s.Release(ctx, l)
+						}
 					}
 					switch {
 					case errors.Is(err, ErrLeaseLost):
@@ -167,7 +173,7 @@ func TestLease_concurrentReplicasProcessEachRowOnce(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
 		start := time.Now()
-		st := runClaimers(ctx, []*Store{a, b}, 8, rows, false)
+		st := runClaimers(ctx, []*Store{a, b}, 8, rows, "withlease+release")
 		elapsed := time.Since(start)
 		for _, err := range st.errs {
 			t.Errorf("claimer error: %v", err)
