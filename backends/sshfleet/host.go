@@ -136,8 +136,8 @@ func (f hostFacts) offer(name string) offers.Offer {
 // supervisorScript keeps the shim running in dir and survives the SSH
 // connection that started it (it runs under setsid). Touching dir/stop and
 // sending SIGTERM stops it and the shim. Each run of the shim logs to
-// shim.cur.log (appended to shim.log when it ends); the supervisor writes the
-// address the shim listens on to shim.addr.
+// shim.cur.log (appended to shim.log when it ends) and writes the address it
+// listens on to shim.addr.
 func supervisorScript(shimArgs string) string {
 	return `#!/bin/sh
 # hoist shim supervisor, written by hoist (backends/sshfleet). Keeps
@@ -158,13 +158,6 @@ while [ ! -f stop ]; do
   ./bin/hoist-shim ` + shimArgs + ` > shim.cur.log 2>&1 &
   child=$!
   echo "$child" > shim.pid
-  i=0
-  while [ $i -lt 600 ] && kill -0 "$child" 2>/dev/null; do
-    a=$(sed -n 's/.*msg=shim_listening addr=\([^ ]*\).*/\1/p' shim.cur.log | tail -n 1)
-    if [ -n "$a" ]; then echo "$a" > shim.addr.tmp && mv -f shim.addr.tmp shim.addr; break; fi
-    sleep 0.05
-    i=$((i+1))
-  done
   wait "$child"
   child=
   rm -f shim.addr
@@ -188,4 +181,3 @@ func fileSum(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
-

@@ -332,10 +332,10 @@ func (b *Backend) remoteDir(home, id string) string {
 }
 
 // shimArgs are the hoist-shim flags the supervisor passes: loopback only, on
-// a port the shim picks (the supervisor finds it in the shim's log), the
-// instance's tags as container labels.
+// a port the shim picks and writes to shim.addr, the instance's tags as
+// container labels.
 func shimArgs(r *record) string {
-	args := []string{`--listen 127.0.0.1:0`, `--state-dir "$DIR/state"`, `--runner-binary "$DIR/bin/hoist-runner"`}
+	args := []string{`--listen 127.0.0.1:0`, `--addr-file "$DIR/shim.addr"`, `--state-dir "$DIR/state"`, `--runner-binary "$DIR/bin/hoist-runner"`}
 	keys := make([]string, 0, len(r.Tags))
 	for k := range r.Tags {
 		keys = append(keys, k)
