@@ -209,14 +209,20 @@ func (c *cueChecker) check(kind Kind, doc *node) Errors {
 }
 
 // checkField unifies one field value with its constraint.
-func (c *cueChecker) checkField(fv cue.Value, val *node, field string) []relErr {
+func (c *cueChecker) checkField(fv cue.Value, val *node, field string) (out []relErr) {
 	c.uses++
+	defer func() {
+		if r := recover(); r != nil {
+			// The evaluator must never take the daemon down on user input.
+			c.reset()
+			out = []relErr{{msg: fmt.Sprintf("internal error validating this field: %v", r), loc: locValue}}
+		}
+	}()
 	v := fv.Unify(c.ctx.BuildExpr(toAST(val)))
 	err := v.Validate(cue.Concrete(true))
 	if err == nil {
 		return nil
 	}
-	var out []relErr
 	for _, e := range cueerrors.Errors(err) {
 		path := e.Path()
 		// Paths start with the definition and the field: drop both.
@@ -492,8 +498,14 @@ func toAST(n *node) ast.Expr {
 // naming a kind, found by walking regular fields (the field label is the
 // fallback name). The schema's definitions (#Task, #Service, ...) are in
 // scope.
-func (c *cueChecker) extract(files []string, srcs [][]byte) ([]cueDoc, Errors) {
-	var errs Errors
+func (c *cueChecker) extract(files []string, srcs [][]byte) (docs []cueDoc, errs Errors) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.reset()
+			docs, errs = nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
+				Msg: fmt.Sprintf("internal error evaluating CUE: %v", r)}}
+		}
+	}()
 	byPkg := map[string][]*ast.File{}
 	var pkgs []string
 	for i, name := range files {
@@ -511,7 +523,6 @@ func (c *cueChecker) extract(files []string, srcs [][]byte) ([]cueDoc, Errors) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	var docs []cueDoc
 	for _, pkg := range pkgs {
 		fs := byPkg[pkg]
 		first := fs[0].Filename

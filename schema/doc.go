@@ -1,32 +1,69 @@
 // Package schema is hoist's front door for specs: it loads dstack-style
 // `*.dstack.yml` files and CUE files from a revision, validates each
-// document against an embedded CUE schema (one definition per `type`),
-// normalizes it into typed Go values with every dstack default applied, and
-// reports every problem at file:line:col.
+// document against an embedded CUE schema (one definition per `type`,
+// chosen before unifying), normalizes it into typed Go values with every
+// dstack default applied, and reports every problem at file:line:col.
 //
 // Who may import it: anyone. It imports nothing of hoist's and does no I/O
 // beyond the fs.FS it is given.
 //
-// API in brief:
+// # Loading
 //
-//   - Load(fsys) (*Desired, error) loads every spec file under fsys; the
-//     error is Errors (sorted, every problem at once) when any spec is
-//     invalid. LoadFiles does the same for a list of paths.
-//   - Desired.Resources is a deterministic list of Resource{Kind, Name,
-//     File, Pos, Spec, JSON}; Spec is *Task, *Service, *DevEnvironment,
-//     *Fleet, *Volume or *Gateway; JSON is canonical (byte-identical for
-//     specs that mean the same).
-//   - Kind (KindTask, ...), Kind.IsRun and Kind.Namespace: runs share one
-//     name space; fleets, volumes and gateways each have their own.
-//   - Error{Pos, Path, Msg} and Errors implement error as "file:line:col: msg".
-//   - Grammar helpers shared with the offers catalog and the CLI:
-//     ParseGPU, ParseCPU, ParseRange (counts), ParseMemory and
-//     ParseMemoryRange (GB), ParseDuration (seconds), ParsePort,
-//     ParseMountPoint, ParseEntityRef, ParseFileMapping, ParseRepo,
-//     ParseGPUVendor, ParseCPUArch, GPUVendorsByName, SecretRefs, ValidName.
-//   - Normalized types: Resources{CPU, Memory, ShmSize, GPU, Disk} built from
-//     Range{Min, Max *float64} (memory in GB), Profile (backends, regions,
-//     spot_policy, retry, max_duration, ...), RunConfig, and the per-kind
-//     structs. Durations are seconds; Off (-1) marks a switched-off limit.
-//   - SchemaSource returns the embedded CUE schema (`hoist schema`).
+//   - Load(fsys) (*Desired, error) loads every spec file under fsys
+//     (IsSpecFile: *.dstack.yml, *.dstack.yaml, .dstack.yml, *.cue). When any
+//     spec is invalid the error is Errors — every problem, sorted by file,
+//     line, column — and the revision must be rejected whole. LoadFiles does
+//     the same for an explicit list of paths (what `hoist validate` uses).
+//   - A YAML file holds one resource. CUE files of one directory and package
+//     are evaluated together with the schema's definitions in scope (#Task,
+//     #Service, #DevEnvironment, #Fleet, #AWSVolume, ..., #Gateway); every
+//     struct with a `type` field naming a kind is a resource, and its field
+//     label is the name when `name` is missing.
+//   - A missing name comes from the file (`train.dstack.yml` → train,
+//     `.dstack.yml` → its directory), sanitized to ^[a-z][a-z0-9-]{1,40}$.
+//     Runs (task, service, dev-environment) share one name space; fleets,
+//     volumes and gateways each have their own; a duplicate identity is an
+//     error naming both places.
+//
+// # Results
+//
+//   - Desired.Resources is sorted by name space and name; each Resource has
+//     Kind, Name, File, Pos, Spec (*Task, *Service, *DevEnvironment, *Fleet,
+//     *Volume or *Gateway) and JSON, the canonical normalized form: specs
+//     that mean the same (shorthand vs object forms, env map vs list,
+//     reordered sets, explicit defaults) are byte-identical.
+//   - Kind (KindTask, ...), Kind.IsRun and Kind.Namespace.
+//   - Error{Pos, Path, Msg} and Errors implement error as
+//     "file:line:col: msg"; for a missing required field the position is
+//     its parent's.
+//
+// # Normalized values
+//
+// Range{Min, Max *float64} (counts, or GB for memory/disk), Resources{CPU,
+// Memory, ShmSize, GPU, Disk} with defaults cpu 2.., memory 8GB.., disk
+// 100GB.., gpu 0.. (1.. once a gpu is given; vendor inferred like dstack's
+// server), Profile (backends, regions, spot_policy on-demand, retry,
+// max_duration, stop_duration 300, idle_duration 300 for runs / 3d for
+// fleets, ...). Durations are seconds; Off (-1) marks a limit switched off.
+// EnvVar keeps `${{ secrets.NAME }}` references (Secrets) and bare names
+// (FromLocal).
+//
+// # Grammar helpers
+//
+// Shared with the offers catalog and the CLI: ParseGPU, ParseCPU,
+// ParseRange (counts), ParseMemory and ParseMemoryRange (GB), ParseDuration
+// and FormatDuration (seconds), ParsePort, ParseMountPoint, CleanMountPath,
+// ParseEntityRef, ParseFileMapping, ParseRepo, ParseGPUVendor, ParseCPUArch,
+// ParseComputeCapability, GPUVendorsByName, SecretRefs, ValidName; Range
+// has Exact, Contains, Intersect and String.
+//
+// SchemaSource returns the embedded CUE schema (`hoist schema`).
+//
+// # Performance
+//
+// Each worker (GOMAXPROCS of them) owns a CUE context with the schema
+// compiled once; validators are pooled across loads. Top-level fields are
+// unified one by one with their definition and the verdicts memoized by
+// value, since the definitions hold no cross-field constraints (those are
+// checked in Go, where dstack checks them).
 package schema

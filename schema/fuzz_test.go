@@ -118,3 +118,24 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func FuzzLoadCUE(f *testing.F) {
+	for _, s := range []string{
+		"package x\ntrain: {type: \"task\", commands: [\"x\"]}\n",
+		"package x\nfor i in [1,2] {\"t-\\(i)\": #Task & {commands: [\"x\"]}}\n",
+		"package x\na: #Service & {port: 80, image: \"n\"}\nb: a & {name: \"bb\"}\n",
+		"x: {type: \"fleet\", nodes: 2}\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fsys := fstest.MapFS{"specs/fuzz.cue": &fstest.MapFile{Data: []byte(s)}}
+		_, err := schema.Load(fsys)
+		if err != nil {
+			var errs schema.Errors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("Load error is not a non-empty Errors: %v", err)
+			}
+		}
+	})
+}
