@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestOpen_sqliteSecondOpenFailsFast(t *testing.T) {
@@ -705,5 +709,79 @@ func TestLoadSecretKey(t *testing.T) {
 	}
 }
 
-var _ = cmpopts.EquateEmpty
-var _ = context.Background
+// TestOpen_sqliteSecondProcessFailsFast opens the database here and then
+// again from a child process (this test binary), as a second `hoist serve`
+// would.
+func TestOpen_sqliteSecondProcessFailsFast(t *testing.T) {
+	if path := os.Getenv("HOIST_STORE_CHILD_OPEN"); path != "" {
+		_, err := Open(context.Background(), path, Options{})
+		if errors.Is(err, ErrInUse) {
+			fmt.Println("IN USE:", err)
+			os.Exit(3)
+		}
+		fmt.Println("UNEXPECTED:", err)
+		os.Exit(1)
+	}
+	path := filepath.Join(t.TempDir(), "hoist.db")
+	openTest(t, path, Options{})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOpen_sqliteSecondProcessFailsFast$")
+	cmd.Env = append(os.Environ(), "HOIST_STORE_CHILD_OPEN="+path)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("child Open: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("child error should name this process's pid %d: %s", os.Getpid(), out)
+	}
+}
+
+func TestResources_concurrentWritersNeverLoseAnUpdate(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		ctx := t.Context()
+		if _, err := s.UpsertResource(ctx, Resource{Kind: "task", Name: "counter", StatusMessage: "0"}); err != nil {
+			t.Fatal(err)
+		}
+		const writers, each = 6, 15
+		var wg sync.WaitGroup
+		var conflicts atomic.Int64
+		errs := make(chan error, writers)
+		for range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					for { // read-modify-write, retried on conflict
+						r, err := s.GetResource(ctx, "", "task", "counter")
+						if err != nil {
+							errs <- err
+							return
+						}
+						n, _ := strconv.Atoi(r.StatusMessage)
+						r.StatusMessage = strconv.Itoa(n + 1)
+						err = s.UpdateResource(ctx, &r)
+						if errors.Is(err, ErrConflict) {
+							conflicts.Add(1)
+							continue
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						break
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		r, _ := s.GetResource(ctx, "", "task", "counter")
+		if r.StatusMessage != strconv.Itoa(writers*each) || r.Version != int64(1+writers*each) {
+			t.Errorf("counter = %s at version %d, want %d at %d (%d conflicts retried)",
+				r.StatusMessage, r.Version, writers*each, 1+writers*each, conflicts.Load())
+		}
+	})
+}
