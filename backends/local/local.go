@@ -45,6 +45,9 @@ type Config struct {
 	StateDir string
 	// Labels are added to every container the shims create.
 	Labels map[string]string
+	// Hosts, when set, is fed this host's offer (idle without instances,
+	// busy with) whenever instances come and go, for offers.Market.
+	Hosts *offers.HostPool
 	// Logger receives the backend's and the shims' events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -81,7 +84,7 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 type Backend struct {
 	cfg  Config
 	log  *slog.Logger
-	host hostResources
+	host offers.Offer // the whole host, from offers.LocalHost
 
 	mu     sync.Mutex
 	insts  map[string]*instance
@@ -135,9 +138,16 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), insts: map[string]*instance{}}
+	var err error
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b.host = probeHost(ctx, cfg.StateDir)
+	if b.host, err = offers.LocalHost(ctx, cfg.StateDir); err != nil {
+		b.log.Warn("host_probe_incomplete", "error", err)
+	}
+	b.host.Backend = cfg.Name
+	if b.host.Instance == "" {
+		b.host.Instance = "localhost"
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)
@@ -163,7 +173,21 @@ func New(cfg Config) (*Backend, error) {
 		}
 		b.insts[r.ID] = in
 	}
+	b.feedLocked()
 	return b, nil
+}
+
+// feedLocked reports the host to cfg.Hosts; b.mu is held (or b not shared).
+func (b *Backend) feedLocked() {
+	if b.cfg.Hosts == nil {
+		return
+	}
+	o := b.host
+	o.Availability = offers.AvailabilityIdle
+	if len(b.insts) > 0 {
+		o.Availability = offers.AvailabilityBusy
+	}
+	b.cfg.Hosts.Set(b.cfg.Name, []offers.Offer{o})
 }
 
 func goarch() string { return runtime.GOARCH }
@@ -259,14 +283,8 @@ func (b *Backend) usedLocked(skip string) (cpus int, mem float64, gpus int) {
 // else the whole host; false when the host is too small for q.
 func (b *Backend) sized(q offers.Query) (offers.Offer, bool) {
 	h := b.host
-	o := offers.Offer{
-		Backend: b.cfg.Name, Instance: h.Hostname, Region: Region, CPUs: h.CPUs, MemoryGB: h.MemoryGB,
-		DiskGB: h.DiskGB, CPUArch: h.Arch, Availability: offers.AvailabilityAvailable,
-		GPUVendor: h.GPUVendor, GPUName: h.GPUName, GPUCount: h.GPUCount, GPUMemoryGB: h.GPUMemGB,
-	}
-	if o.Instance == "" {
-		o.Instance = "localhost"
-	}
+	o := h
+	o.Availability = offers.AvailabilityAvailable
 	if q.CPU.HasMin {
 		o.CPUs = max(1, int(math.Ceil(q.CPU.Min)))
 	}
@@ -282,6 +300,7 @@ func (b *Backend) sized(q offers.Query) (offers.Offer, bool) {
 	if o.GPUCount == 0 {
 		o.GPUVendor, o.GPUName, o.GPUMemoryGB = "", "", 0
 	}
+	o.Flags = nil
 	if o.CPUs > h.CPUs || o.MemoryGB > h.MemoryGB || o.DiskGB > h.DiskGB || o.GPUCount > h.GPUCount {
 		return offers.Offer{}, false
 	}
@@ -332,7 +351,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	o.Backend, o.Region, o.Availability, o.Price = b.cfg.Name, Region, offers.AvailabilityBusy, 0
 	if o.Instance == "" {
-		o.Instance = b.host.Hostname
+		o.Instance = b.host.Instance
 	}
 	if o.CPUs > b.host.CPUs || o.MemoryGB > b.host.MemoryGB || !b.fitsLocked(o, "") {
 		return backends.Instance{}, backends.Transient(fmt.Errorf("local backend: instance %s (%d cpus, %.1f GB): %w", spec.ID, o.CPUs, o.MemoryGB, backends.ErrNoCapacity))
@@ -351,6 +370,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		return backends.Instance{}, err
 	}
 	b.insts[spec.ID] = in
+	b.feedLocked()
 	b.log.Info("instance_created", "instance", spec.ID, "cpus", o.CPUs, "memory_gb", o.MemoryGB)
 	return b.toInstance(in), nil
 }
@@ -424,6 +444,7 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	}
 	in.stop()
 	delete(b.insts, id)
+	b.feedLocked()
 	if err := os.RemoveAll(b.instDir(id)); err != nil {
 		return fmt.Errorf("local backend: terminate %s: %w", id, err)
 	}
@@ -469,7 +490,7 @@ type limits struct {
 	base    http.RoundTripper
 	shimURL string
 	offer   offers.Offer
-	host    hostResources
+	host    offers.Offer
 }
 
 func (l *limits) RoundTrip(req *http.Request) (*http.Response, error) {

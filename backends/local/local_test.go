@@ -68,8 +68,24 @@ func TestConformance(t *testing.T) {
 }
 
 func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
-	b := newBackend(t, t.TempDir())
+	_, runner := agentbin.Build(t, runtime.GOARCH)
+	pool := offers.NewHostPool("hosts")
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Hosts: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	ctx := t.Context()
+	availability := func() string {
+		hs, _ := pool.Offers(ctx, offers.Query{})
+		if len(hs) != 1 {
+			t.Fatalf("host pool holds %d offers, want this host", len(hs))
+		}
+		return hs[0].Availability
+	}
+	if got := availability(); got != offers.AvailabilityIdle {
+		t.Errorf("host pool: %s before any instance, want idle", got)
+	}
 	whole, err := b.Offers(ctx, offers.Query{})
 	if err != nil || len(whole) != 1 {
 		t.Fatalf("Offers(zero) = %v, %v", whole, err)
@@ -93,6 +109,9 @@ func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Terminate(context.Background(), "whole")
+	if got := availability(); got != offers.AvailabilityBusy {
+		t.Errorf("host pool: %s with an instance, want busy", got)
+	}
 	_, err = b.Create(ctx, backends.InstanceSpec{ID: "extra", Offer: small[0]})
 	if !errors.Is(err, backends.ErrNoCapacity) || backends.KindOf(err) != backends.KindTransient {
 		t.Errorf("Create beyond capacity = %v, want transient ErrNoCapacity", err)

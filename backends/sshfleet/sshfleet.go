@@ -54,6 +54,9 @@ type Config struct {
 	// DrainGrace is the grace period tasks get when a host is drained
 	// (default 10 s).
 	DrainGrace time.Duration
+	// Hosts, when set, is fed the offers of the fleet's hosts whenever
+	// hosts come and go, for offers.Market.
+	Hosts *offers.HostPool
 	// Logger receives the backend's events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -137,10 +140,12 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sshfleet: %w", err)
 	}
-	return &Backend{
+	b := &Backend{
 		cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), store: st,
 		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{}, sums: map[string]string{},
-	}, nil
+	}
+	b.feedLocked()
+	return b, nil
 }
 
 // Name returns the backend's name.
@@ -189,8 +194,27 @@ func (b *Backend) save(r *record) error {
 	c := *r
 	b.mu.Lock()
 	b.records[r.ID] = &c
+	b.feedLocked()
 	b.mu.Unlock()
 	return nil
+}
+
+// feedLocked reports the hosts to cfg.Hosts; b.mu is held.
+func (b *Backend) feedLocked() {
+	if b.cfg.Hosts == nil {
+		return
+	}
+	b.cfg.Hosts.Set(b.cfg.Name, b.offersLocked())
+}
+
+func (b *Backend) offersLocked() []offers.Offer {
+	var all []offers.Offer
+	for _, r := range b.records {
+		if r.Status != backends.StatusTerminating && r.Offer.CPUs > 0 {
+			all = append(all, r.Offer)
+		}
+	}
+	return all
 }
 
 func (b *Backend) instance(r *record) backends.Instance {
@@ -206,12 +230,7 @@ func (b *Backend) instance(r *record) backends.Instance {
 // terminated (SSH fleet capacity is the hosts the user listed), filtered by q.
 func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, error) {
 	b.mu.Lock()
-	var all []offers.Offer
-	for _, r := range b.records {
-		if r.Status != backends.StatusTerminating && r.Offer.CPUs > 0 {
-			all = append(all, r.Offer)
-		}
-	}
+	all := b.offersLocked()
 	b.mu.Unlock()
 	return offers.Filter(all, q), nil
 }
@@ -695,6 +714,7 @@ cd / && rm -rf %s`, tunnel.Quote(r.Dir), tunnel.Quote(r.Dir))
 	}
 	delete(b.shims, id)
 	delete(b.records, id)
+	b.feedLocked()
 	b.mu.Unlock()
 	if err := b.store.remove(id); err != nil {
 		return err
