@@ -27,10 +27,10 @@
 // applied, and Checkout only when it moved. See the package example.
 //
 // Remote credentials come from user-info in the URL, else from
-// Config.Credentials, else from HOIST_GIT_USERNAME / HOIST_GIT_PASSWORD (or
-// HOIST_GIT_TOKEN), HOIST_GIT_SSH_KEY, HOIST_GIT_SSH_KEY_PASSPHRASE and
-// HOIST_GIT_KNOWN_HOSTS. SSH host keys are always verified; secrets are
-// never logged or put in errors.
+// Config.Credentials, else from HOIST_GIT_USERNAME / HOIST_GIT_PASSWORD
+// (or HOIST_GIT_TOKEN), HOIST_GIT_SSH_KEY, HOIST_GIT_SSH_KEY_PASSPHRASE,
+// HOIST_GIT_KNOWN_HOSTS and HOIST_GIT_CA_FILE. SSH host keys are always
+// verified; secrets are never logged or put in errors.
 //
 // The package is imported by the reconciler's revision pipeline and by
 // cmd/hoist, which builds the Config from flags. It does no validation of

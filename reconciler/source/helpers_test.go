@@ -126,6 +126,13 @@ func (g *goGitRepo) commit(tb testing.TB, msg string, files map[string]string) s
 // real git-http-backend. wrap, if not nil, wraps the handler (for auth).
 func serveGit(tb testing.TB, root string, wrap func(http.Handler) http.Handler) string {
 	tb.Helper()
+	srv := httptest.NewServer(gitHandler(tb, root, wrap))
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func gitHandler(tb testing.TB, root string, wrap func(http.Handler) http.Handler) http.Handler {
+	tb.Helper()
 	requireGit(tb)
 	execPath := gitCmd(tb, root, "--exec-path")
 	var h http.Handler = &cgi.Handler{
@@ -135,9 +142,7 @@ func serveGit(tb testing.TB, root string, wrap func(http.Handler) http.Handler) 
 	if wrap != nil {
 		h = wrap(h)
 	}
-	srv := httptest.NewServer(h)
-	tb.Cleanup(srv.Close)
-	return srv.URL
+	return h
 }
 
 // newBareRemote makes root/name.git as a bare clone of src and returns its path.

@@ -106,7 +106,7 @@ func (s *remoteGit) listRefs(ctx context.Context) (map[plumbing.ReferenceName]*p
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{s.remote.clean}})
-	list, err := rem.ListContext(ctx, &git.ListOptions{Auth: s.remote.auth, PeelingOption: git.IgnorePeeled})
+	list, err := rem.ListContext(ctx, &git.ListOptions{Auth: s.remote.auth, PeelingOption: git.IgnorePeeled, CABundle: s.remote.caBundle})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return map[plumbing.ReferenceName]*plumbing.Reference{}, nil
 	}
@@ -294,6 +294,7 @@ func (s *remoteGit) fetchCommit(ctx context.Context, specs []config.RefSpec, dep
 	}
 	err = rem.FetchContext(ctx, &git.FetchOptions{
 		RefSpecs: specs, Depth: depth, Auth: s.remote.auth, Tags: git.NoTags, Force: true,
+		CABundle: s.remote.caBundle,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)

@@ -3,10 +3,12 @@ package source
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,5 +269,35 @@ func TestRemoteCheckoutOfARevisionWithoutBranch(t *testing.T) {
 	// What a caller holding only a SHA passes (a pull request plan).
 	if got := checkout(t, src, Revision{ID: first})["a.yml"]; got != "v1" {
 		t.Errorf("a.yml = %q, want v1", got)
+	}
+}
+
+func TestRemoteOverHTTPSWithAPrivateCA(t *testing.T) {
+	requireGit(t)
+	work := newGoGitRepo(t, "main")
+	sha := work.commit(t, "first", map[string]string{"a.yml": "v1"})
+	root := t.TempDir()
+	newBareRemote(t, root, "specs", work.dir)
+	srv := httptest.NewTLSServer(gitHandler(t, root, nil))
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URL + "/specs.git"
+
+	if _, err := Open(context.Background(), Config{Repo: url, Logger: testLogger(t)}); err == nil ||
+		!strings.Contains(err.Error(), "certificate") {
+		t.Errorf("Open without the CA: error = %v, want a certificate error", err)
+	}
+	src := open(t, Config{Repo: url, Credentials: Credentials{CAFile: ca}})
+	if rev := latest(t, src); rev.ID != sha {
+		t.Errorf("Latest().ID = %s, want %s", rev.ID, sha)
+	}
+	if got := checkout(t, src, latest(t, src))["a.yml"]; got != "v1" {
+		t.Errorf("a.yml = %q", got)
+	}
+	if _, err := Open(context.Background(), Config{Repo: url, Credentials: Credentials{CAFile: work.dir + "/a.yml"}}); err == nil {
+		t.Error("Open with a CA file holding no certificate succeeded")
 	}
 }
