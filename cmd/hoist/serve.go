@@ -43,7 +43,7 @@ type serveOptions struct {
 	pollInterval, resync                    time.Duration
 	config, catalogDir, agentsDir           string
 	webhookSecretFile, defaultImage         string
-	logLevel, externalURL                   string
+	logLevel, externalURL, installation     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -80,6 +80,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.defaultImage, "default-image", "", "image for specs that name none")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users reach it (links posted to GitHub)")
+	f.StringVar(&o.installation, "installation", "hoist", "name of this installation in the ownership tags of everything hoist creates")
 	_ = cmd.MarkFlagRequired("repo")
 	return cmd
 }
@@ -176,7 +177,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	obs := &metricsObserver{}
 	ctrl, err := reconciler.New(reconciler.Config{
-		ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
+		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
 	if err != nil {
 		return err

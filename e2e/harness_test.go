@@ -1,0 +1,338 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"hoist/e2e/testenv"
+)
+
+// bin holds the binaries TestMain built: hoist, hoist-shim, hoist-runner.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hoist-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, b := range []struct{ name, pkg string }{
+		{"hoist", "./cmd/hoist"}, {"hoist-shim", "./cmd/hoist-shim"}, {"hoist-runner", "./cmd/hoist-runner"},
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.name, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	bin = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// repo is a real Git repository driven with the git CLI, as users do.
+type repo struct {
+	t   *testing.T
+	dir string
+}
+
+func newRepo(t *testing.T) *repo {
+	t.Helper()
+	r := &repo{t: t, dir: t.TempDir()}
+	r.git("init", "-q", "-b", "main")
+	return r
+}
+
+func (r *repo) git(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@localhost", "GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@localhost")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (r *repo) write(name, content string) {
+	r.t.Helper()
+	p := filepath.Join(r.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// commit commits everything and returns the new sha.
+func (r *repo) commit(msg string) string {
+	r.t.Helper()
+	r.git("add", "-A")
+	r.git("commit", "-q", "--allow-empty", "-m", msg)
+	return r.git("rev-parse", "HEAD")
+}
+
+// server is one `hoist serve` process.
+type server struct {
+	t        *testing.T
+	url      string
+	token    string
+	dataDir  string
+	install  string
+	args     []string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	logMu    sync.Mutex
+	log      bytes.Buffer
+	logsKept bool
+}
+
+// startServer starts hoist serve on repoDir with a fresh data dir and a
+// unique installation label, and removes every container it created when
+// the test ends.
+func startServer(t *testing.T, repoDir string, extra ...string) *server {
+	t.Helper()
+	testenv.Docker(t)
+	s := &server{
+		t: t, token: "e2e-admin-token", dataDir: t.TempDir(),
+		install: fmt.Sprintf("e2e-%d", time.Now().UnixNano()),
+	}
+	s.args = append([]string{"serve", "--repo", repoDir, "--data-dir", s.dataDir, "--installation", s.install,
+		"--poll-interval", "1m", "--log-level", "debug"}, extra...)
+	t.Cleanup(func() {
+		s.stop()
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=hoist.installation="+s.install).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+		}
+		if t.Failed() {
+			s.logMu.Lock()
+			t.Logf("hoist log:\n%s", s.log.String())
+			s.logMu.Unlock()
+		}
+	})
+	s.start()
+	return s
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (s *server) start() {
+	s.t.Helper()
+	addr := freePort(s.t)
+	s.url = "http://" + addr
+	args := append(append([]string{}, s.args...), "--listen", addr)
+	s.cmd = exec.Command(filepath.Join(bin, "hoist"), args...)
+	s.cmd.Env = append(os.Environ(), "HOIST_ADMIN_TOKEN="+s.token, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	w := &lockedWriter{mu: &s.logMu, w: &s.log}
+	s.cmd.Stdout, s.cmd.Stderr = w, w
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.done = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case <-s.done:
+			s.t.Fatalf("hoist exited during start:\n%s", s.logText())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	s.t.Fatalf("hoist did not answer /healthz in 30s:\n%s", s.logText())
+}
+
+// stop stops the server with SIGTERM (SIGKILL after 10 s).
+func (s *server) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func (s *server) restart() {
+	s.t.Helper()
+	s.stop()
+	s.start()
+}
+
+func (s *server) logText() string {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	return s.log.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// do calls the API with the admin token and returns status and body.
+func (s *server) do(method, path string, body io.Reader) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.url+path, body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (s *server) getJSON(path string, v any) int {
+	s.t.Helper()
+	code, b := s.do("GET", path, nil)
+	if code == 200 {
+		if err := json.Unmarshal(b, v); err != nil {
+			s.t.Fatalf("GET %s: %v: %s", path, err, b)
+		}
+	}
+	return code
+}
+
+type apiJob struct {
+	SubmissionID      string `json:"submission_id"`
+	Status            string `json:"status"`
+	ExitCode          *int   `json:"exit_code"`
+	TerminationReason string `json:"termination_reason"`
+}
+
+type apiRun struct {
+	Name           string   `json:"name"`
+	Status         string   `json:"status"`
+	StatusMessage  string   `json:"status_message"`
+	Revision       string   `json:"revision"`
+	RemovedFromGit bool     `json:"removed_from_git"`
+	Jobs           []apiJob `json:"jobs"`
+}
+
+type apiSync struct {
+	Status         string   `json:"status"`
+	Revision       string   `json:"revision"`
+	LatestRevision string   `json:"latest_revision"`
+	Errors         []string `json:"errors"`
+}
+
+// waitFor polls cond every 20 ms until it is true or within passes.
+func waitFor(t *testing.T, within time.Duration, what func() string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		if cond() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %s waiting for %s", within, what())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitRun waits until run name has revision rev and status.
+func (s *server) waitRun(name, rev, status string, within time.Duration) apiRun {
+	s.t.Helper()
+	var r apiRun
+	var last string
+	waitFor(s.t, within, func() string {
+		return fmt.Sprintf("run %s at %.8s to be %s (last: %s)", name, rev, status, last)
+	}, func() bool {
+		r = apiRun{}
+		if s.getJSON("/api/v1/runs/"+name, &r) != 200 {
+			return false
+		}
+		last = r.Status + "@" + r.Revision
+		return (rev == "" || r.Revision == rev) && r.Status == status
+	})
+	return r
+}
+
+func (s *server) sync() apiSync {
+	s.t.Helper()
+	var st apiSync
+	if code := s.getJSON("/api/v1/sync", &st); code != 200 {
+		s.t.Fatalf("GET /api/v1/sync: %d", code)
+	}
+	return st
+}
+
+func (s *server) logs(name string) string {
+	s.t.Helper()
+	code, b := s.do("GET", "/api/v1/runs/"+name+"/logs", nil)
+	if code != 200 {
+		s.t.Fatalf("logs of %s: %d %s", name, code, b)
+	}
+	return string(b)
+}
+
+func task(name, cmds string) string {
+	return fmt.Sprintf("type: task\nname: %s\nimage: %s\ncommands:\n%s", name, testenv.BusyboxImage, cmds)
+}
+
+// httpGet fetches url without credentials and without following redirects.
+func httpGet(url string) (int, error) {
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
