@@ -8,11 +8,16 @@ import (
 
 // EventFilter selects events in ListEvents; zero fields match all.
 type EventFilter struct {
+	// ObjectKind keeps events about objects of this kind.
 	ObjectKind string
+	// ObjectName keeps events about objects with this name.
 	ObjectName string
-	ObjectID   string
-	Revision   string
-	Type       string
+	// ObjectID keeps events about the object with this ID.
+	ObjectID string
+	// Revision keeps events caused by this revision.
+	Revision string
+	// Type keeps events of this type.
+	Type string
 	// Since keeps events at or after this time.
 	Since time.Time
 	// Limit caps the result (100 when zero).

@@ -11,11 +11,14 @@ import (
 // InfraFilter selects instances, fleets, volumes or gateways; zero fields
 // match all.
 type InfraFilter struct {
+	// Project keeps rows of this project.
 	Project string
-	Name    string
-	// FleetID applies to instances only.
+	// Name keeps rows with this name.
+	Name string
+	// FleetID keeps instances of this fleet (instances only).
 	FleetID string
-	Status  []string
+	// Status matches any of the given statuses.
+	Status []string
 	// IncludeDeleted also returns rows marked deleted.
 	IncludeDeleted bool
 	// Limit caps the result (1000 when zero).

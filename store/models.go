@@ -117,8 +117,11 @@ type LeaseColumns struct {
 type Project struct {
 	bun.BaseModel `bun:"table:projects"`
 
-	ID        string    `bun:"id,pk"`
-	Name      string    `bun:"name,notnull"`
+	// ID is the project's UUID.
+	ID string `bun:"id,pk"`
+	// Name is the unique project name.
+	Name string `bun:"name,notnull"`
+	// CreatedAt is when the project was created.
 	CreatedAt time.Time `bun:"created_at,notnull"`
 }
 
@@ -126,10 +129,15 @@ type Project struct {
 type User struct {
 	bun.BaseModel `bun:"table:users"`
 
-	ID        string    `bun:"id,pk"`
-	Name      string    `bun:"name,notnull"`
-	Role      string    `bun:"role,notnull"`
-	Disabled  bool      `bun:"disabled,notnull"`
+	// ID is the user's UUID.
+	ID string `bun:"id,pk"`
+	// Name is the unique login name.
+	Name string `bun:"name,notnull"`
+	// Role is RoleAdmin, RoleUser or RoleViewer.
+	Role string `bun:"role,notnull"`
+	// Disabled users cannot authenticate.
+	Disabled bool `bun:"disabled,notnull"`
+	// CreatedAt is when the user was created.
 	CreatedAt time.Time `bun:"created_at,notnull"`
 }
 
@@ -137,27 +145,43 @@ type User struct {
 type APIToken struct {
 	bun.BaseModel `bun:"table:api_tokens"`
 
-	ID         string    `bun:"id,pk"`
-	UserID     string    `bun:"user_id,notnull"`
-	Name       string    `bun:"name,notnull"`
-	TokenHash  string    `bun:"token_hash,notnull"`
-	CreatedAt  time.Time `bun:"created_at,notnull"`
-	ExpiresAt  time.Time `bun:"expires_at,nullzero"`
+	// ID is the token's UUID (not the secret).
+	ID string `bun:"id,pk"`
+	// UserID is the owning user's ID.
+	UserID string `bun:"user_id,notnull"`
+	// Name describes the token, e.g. "ci".
+	Name string `bun:"name,notnull"`
+	// TokenHash is the hex SHA-256 of the plaintext token.
+	TokenHash string `bun:"token_hash,notnull"`
+	// CreatedAt is when the token was issued.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// ExpiresAt is when the token stops working; zero means never.
+	ExpiresAt time.Time `bun:"expires_at,nullzero"`
+	// LastUsedAt is when LookupToken last accepted the token.
 	LastUsedAt time.Time `bun:"last_used_at,nullzero"`
-	Revoked    bool      `bun:"revoked,notnull"`
+	// Revoked tokens are refused.
+	Revoked bool `bun:"revoked,notnull"`
 }
 
 // Source is a Git repository (or directory) hoist reads desired state from.
 type Source struct {
 	bun.BaseModel `bun:"table:sources"`
 
-	ID        string    `bun:"id,pk"`
-	Project   string    `bun:"project,notnull"`
-	Name      string    `bun:"name,notnull"`
-	URL       string    `bun:"url,notnull"`
-	Ref       string    `bun:"ref,notnull"`
-	Path      string    `bun:"path,notnull"`
+	// ID is the source's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the project the source feeds.
+	Project string `bun:"project,notnull"`
+	// Name is unique within the project.
+	Name string `bun:"name,notnull"`
+	// URL is the repository URL (or a local path for directory sources).
+	URL string `bun:"url,notnull"`
+	// Ref is the tracked branch or tag.
+	Ref string `bun:"ref,notnull"`
+	// Path is the directory inside the repository that holds the specs.
+	Path string `bun:"path,notnull"`
+	// CreatedAt is when the source was first recorded.
 	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the source was last changed.
 	UpdatedAt time.Time `bun:"updated_at,notnull"`
 }
 
@@ -165,30 +189,48 @@ type Source struct {
 type Revision struct {
 	bun.BaseModel `bun:"table:revisions"`
 
-	SHA         string    `bun:"sha,pk"`
-	SourceID    string    `bun:"source_id,notnull"`
-	Author      string    `bun:"author,notnull"`
-	Message     string    `bun:"message,notnull"`
+	// SHA is the commit hash.
+	SHA string `bun:"sha,pk"`
+	// SourceID is the source the commit came from (may be empty).
+	SourceID string `bun:"source_id,notnull"`
+	// Author is the commit author ("Name <email>").
+	Author string `bun:"author,notnull"`
+	// Message is the commit message.
+	Message string `bun:"message,notnull"`
+	// CommittedAt is the commit time.
 	CommittedAt time.Time `bun:"committed_at,nullzero"`
-	SeenAt      time.Time `bun:"seen_at,notnull"`
-	Valid       bool      `bun:"valid,notnull"`
-	Errors      []string  `bun:"errors,type:text,nullzero"`
+	// SeenAt is when hoist last recorded the revision.
+	SeenAt time.Time `bun:"seen_at,notnull"`
+	// Valid reports whether every spec in the revision validated.
+	Valid bool `bun:"valid,notnull"`
+	// Errors are the validation errors, one positioned message each.
+	Errors []string `bun:"errors,type:text,nullzero"`
 }
 
 // SyncState is the singleton row describing where Git sync stands.
 type SyncState struct {
 	bun.BaseModel `bun:"table:sync_state"`
 
-	ID           int       `bun:"id,pk"`
-	LatestSHA    string    `bun:"latest_sha,notnull"`
-	AppliedSHA   string    `bun:"applied_sha,notnull"`
-	Status       string    `bun:"status,notnull"`
-	Errors       []string  `bun:"errors,type:text,nullzero"`
-	Suspended    bool      `bun:"suspended,notnull"`
-	Requested    int64     `bun:"requested,notnull"`
+	// ID is always 1.
+	ID int `bun:"id,pk"`
+	// LatestSHA is the newest commit seen on the tracked ref.
+	LatestSHA string `bun:"latest_sha,notnull"`
+	// AppliedSHA is the newest valid commit whose desired state was applied.
+	AppliedSHA string `bun:"applied_sha,notnull"`
+	// Status is SyncSynced, SyncSyncing or SyncInvalid.
+	Status string `bun:"status,notnull"`
+	// Errors explain an invalid or failing sync.
+	Errors []string `bun:"errors,type:text,nullzero"`
+	// Suspended stops applying new revisions.
+	Suspended bool `bun:"suspended,notnull"`
+	// Requested counts "sync now" requests (see RequestSync).
+	Requested int64 `bun:"requested,notnull"`
+	// LastSyncedAt is when a sync last completed.
 	LastSyncedAt time.Time `bun:"last_synced_at,nullzero"`
-	UpdatedAt    time.Time `bun:"updated_at,nullzero"`
-	Version      int64     `bun:"version,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,nullzero"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
 }
 
 // Resource is one desired object from Git (kind + name), with its normalized
@@ -196,56 +238,94 @@ type SyncState struct {
 type Resource struct {
 	bun.BaseModel `bun:"table:resources"`
 
-	ID      string `bun:"id,pk"`
+	// ID is the resource's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the owning project.
 	Project string `bun:"project,notnull"`
-	Kind    string `bun:"kind,notnull"`
-	Name    string `bun:"name,notnull"`
+	// Kind is the spec type: task, service, dev-environment, fleet, volume or gateway.
+	Kind string `bun:"kind,notnull"`
+	// Name is unique per project and kind.
+	Name string `bun:"name,notnull"`
 	// Spec is the normalized desired spec as JSON; stored byte for byte.
-	Spec     json.RawMessage `bun:"spec,type:text"`
-	SpecHash string          `bun:"spec_hash,notnull"`
-	File     string          `bun:"file,notnull"`
+	Spec json.RawMessage `bun:"spec,type:text"`
+	// SpecHash identifies Spec; a change of hash is a change of desired state.
+	SpecHash string `bun:"spec_hash,notnull"`
+	// File is the repository path the spec came from.
+	File string `bun:"file,notnull"`
 	// Revision is the commit that last changed Spec or File.
 	Revision string `bun:"revision,notnull"`
 	// AppliedRevision is the revision the reconciler last applied.
-	AppliedRevision string    `bun:"applied_revision,notnull"`
-	Status          string    `bun:"status,notnull"`
-	StatusMessage   string    `bun:"status_message,notnull"`
-	Suspended       bool      `bun:"suspended,notnull"`
-	Deleted         bool      `bun:"deleted,notnull"`
-	DeletedAt       time.Time `bun:"deleted_at,nullzero"`
-	Version         int64     `bun:"version,notnull"`
-	CreatedAt       time.Time `bun:"created_at,notnull"`
-	UpdatedAt       time.Time `bun:"updated_at,notnull"`
+	AppliedRevision string `bun:"applied_revision,notnull"`
+	// Status is the reconciler's summary (its own vocabulary).
+	Status string `bun:"status,notnull"`
+	// StatusMessage explains Status to people.
+	StatusMessage string `bun:"status_message,notnull"`
+	// Suspended resources are not reconciled.
+	Suspended bool `bun:"suspended,notnull"`
+	// Deleted marks a resource removed from Git, awaiting finalization.
+	Deleted bool `bun:"deleted,notnull"`
+	// DeletedAt is when it was marked deleted.
+	DeletedAt time.Time `bun:"deleted_at,nullzero"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 }
 
 // Run is one submission of a task, service or dev environment.
 type Run struct {
 	bun.BaseModel `bun:"table:runs"`
 
-	ID                  string          `bun:"id,pk"`
-	Project             string          `bun:"project,notnull"`
-	Name                string          `bun:"name,notnull"`
-	Type                string          `bun:"type,notnull"`
-	ResourceKind        string          `bun:"resource_kind,notnull"`
-	ResourceName        string          `bun:"resource_name,notnull"`
-	Spec                json.RawMessage `bun:"spec,type:text"`
-	SpecHash            string          `bun:"spec_hash,notnull"`
-	Revision            string          `bun:"revision,notnull"`
-	Status              string          `bun:"status,notnull"`
-	StatusMessage       string          `bun:"status_message,notnull"`
-	TerminationReason   string          `bun:"termination_reason,notnull"`
-	FleetID             string          `bun:"fleet_id,notnull"`
-	Priority            int             `bun:"priority,notnull"`
-	SubmittedAt         time.Time       `bun:"submitted_at,notnull"`
-	FinishedAt          time.Time       `bun:"finished_at,nullzero"`
-	ResubmissionAttempt int             `bun:"resubmission_attempt,notnull"`
-	NextTriggeredAt     time.Time       `bun:"next_triggered_at,nullzero"`
-	DeploymentNum       int             `bun:"deployment_num,notnull"`
-	Deleted             bool            `bun:"deleted,notnull"`
-	RemovedFromGit      bool            `bun:"removed_from_git,notnull"`
-	Version             int64           `bun:"version,notnull"`
-	CreatedAt           time.Time       `bun:"created_at,notnull"`
-	UpdatedAt           time.Time       `bun:"updated_at,notnull"`
+	// ID is the run's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the owning project.
+	Project string `bun:"project,notnull"`
+	// Name is the run name; several runs (resubmissions) may share it.
+	Name string `bun:"name,notnull"`
+	// Type is "task", "service" or "dev-environment".
+	Type string `bun:"type,notnull"`
+	// ResourceKind is the kind of the Git resource that asked for the run.
+	ResourceKind string `bun:"resource_kind,notnull"`
+	// ResourceName is the name of that resource.
+	ResourceName string `bun:"resource_name,notnull"`
+	// Spec is the run spec as JSON.
+	Spec json.RawMessage `bun:"spec,type:text"`
+	// SpecHash identifies Spec.
+	SpecHash string `bun:"spec_hash,notnull"`
+	// Revision is the commit the run was submitted from.
+	Revision string `bun:"revision,notnull"`
+	// Status is one of the Run* constants (dstack's run vocabulary).
+	Status string `bun:"status,notnull"`
+	// StatusMessage is what people see (e.g. "pulling", "retrying").
+	StatusMessage string `bun:"status_message,notnull"`
+	// TerminationReason is dstack's RunTerminationReason, once terminating.
+	TerminationReason string `bun:"termination_reason,notnull"`
+	// FleetID is the fleet the run was placed on, if any.
+	FleetID string `bun:"fleet_id,notnull"`
+	// Priority orders submitted runs (higher first).
+	Priority int `bun:"priority,notnull"`
+	// SubmittedAt is when the run was submitted.
+	SubmittedAt time.Time `bun:"submitted_at,notnull"`
+	// FinishedAt is when the run reached a final status.
+	FinishedAt time.Time `bun:"finished_at,nullzero"`
+	// ResubmissionAttempt counts retries of the whole run.
+	ResubmissionAttempt int `bun:"resubmission_attempt,notnull"`
+	// NextTriggeredAt is the next scheduled (cron) start of a pending run.
+	NextTriggeredAt time.Time `bun:"next_triggered_at,nullzero"`
+	// DeploymentNum counts in-place updates of the run.
+	DeploymentNum int `bun:"deployment_num,notnull"`
+	// Deleted hides the run from lookups by name.
+	Deleted bool `bun:"deleted,notnull"`
+	// RemovedFromGit marks a run whose resource left the repository.
+	RemovedFromGit bool `bun:"removed_from_git,notnull"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
 }
 
@@ -253,37 +333,66 @@ type Run struct {
 type Job struct {
 	bun.BaseModel `bun:"table:jobs"`
 
-	ID                 string          `bun:"id,pk"`
-	RunID              string          `bun:"run_id,notnull"`
-	RunName            string          `bun:"run_name,notnull"`
-	JobName            string          `bun:"job_name,notnull"`
-	JobNum             int             `bun:"job_num,notnull"`
-	ReplicaNum         int             `bun:"replica_num,notnull"`
-	SubmissionNum      int             `bun:"submission_num,notnull"`
-	DeploymentNum      int             `bun:"deployment_num,notnull"`
-	Spec               json.RawMessage `bun:"spec,type:text"`
-	Status             string          `bun:"status,notnull"`
-	StatusMessage      string          `bun:"status_message,notnull"`
-	TerminationReason  string          `bun:"termination_reason,notnull"`
-	TerminationMessage string          `bun:"termination_message,notnull"`
-	ExitCode           *int            `bun:"exit_code"`
-	InstanceID         string          `bun:"instance_id,notnull"`
-	Backend            string          `bun:"backend,notnull"`
-	ShimTaskID         string          `bun:"shim_task_id,notnull"`
-	RunnerHost         string          `bun:"runner_host,notnull"`
-	RunnerPort         int             `bun:"runner_port,notnull"`
-	ProvisioningData   json.RawMessage `bun:"provisioning_data,type:text"`
-	RuntimeData        json.RawMessage `bun:"runtime_data,type:text"`
+	// ID is the job submission's UUID.
+	ID string `bun:"id,pk"`
+	// RunID is the owning run.
+	RunID string `bun:"run_id,notnull"`
+	// RunName is the owning run's name.
+	RunName string `bun:"run_name,notnull"`
+	// JobName is "<run>-<job_num>-<replica_num>".
+	JobName string `bun:"job_name,notnull"`
+	// JobNum is the node index of a multi-node task.
+	JobNum int `bun:"job_num,notnull"`
+	// ReplicaNum is the replica index of a service.
+	ReplicaNum int `bun:"replica_num,notnull"`
+	// SubmissionNum counts retries of this job (one row each).
+	SubmissionNum int `bun:"submission_num,notnull"`
+	// DeploymentNum is the run deployment this job belongs to.
+	DeploymentNum int `bun:"deployment_num,notnull"`
+	// Spec is the job spec as JSON.
+	Spec json.RawMessage `bun:"spec,type:text"`
+	// Status is one of the Job* constants (dstack's job vocabulary).
+	Status string `bun:"status,notnull"`
+	// StatusMessage is what people see, e.g. "exited (1)" or "no capacity".
+	StatusMessage string `bun:"status_message,notnull"`
+	// TerminationReason is dstack's JobTerminationReason.
+	TerminationReason string `bun:"termination_reason,notnull"`
+	// TerminationMessage is detail from the shim or runner.
+	TerminationMessage string `bun:"termination_message,notnull"`
+	// ExitCode is the container's exit code, when known.
+	ExitCode *int `bun:"exit_code"`
+	// InstanceID is the instance the job was placed on.
+	InstanceID string `bun:"instance_id,notnull"`
+	// Backend is the backend of that instance.
+	Backend string `bun:"backend,notnull"`
+	// ShimTaskID is the shim's task ID for the job's container.
+	ShimTaskID string `bun:"shim_task_id,notnull"`
+	// RunnerHost is the host the runner API is reached at.
+	RunnerHost string `bun:"runner_host,notnull"`
+	// RunnerPort is the runner API port.
+	RunnerPort int `bun:"runner_port,notnull"`
+	// ProvisioningData is backend detail about the placement, as JSON.
+	ProvisioningData json.RawMessage `bun:"provisioning_data,type:text"`
+	// RuntimeData is detail known once running (ports, ...), as JSON.
+	RuntimeData json.RawMessage `bun:"runtime_data,type:text"`
 	// LogCursor is the runner's log sequence number already copied into the store.
-	LogCursor                   int64     `bun:"log_cursor,notnull"`
-	GracefulTerminationAttempts *int      `bun:"graceful_termination_attempts"`
-	RemoveAt                    time.Time `bun:"remove_at,nullzero"`
-	SubmittedAt                 time.Time `bun:"submitted_at,notnull"`
-	StartedAt                   time.Time `bun:"started_at,nullzero"`
-	FinishedAt                  time.Time `bun:"finished_at,nullzero"`
-	Version                     int64     `bun:"version,notnull"`
-	CreatedAt                   time.Time `bun:"created_at,notnull"`
-	UpdatedAt                   time.Time `bun:"updated_at,notnull"`
+	LogCursor int64 `bun:"log_cursor,notnull"`
+	// GracefulTerminationAttempts counts graceful stop attempts, when stopping.
+	GracefulTerminationAttempts *int `bun:"graceful_termination_attempts"`
+	// RemoveAt delays processing of a terminating job until then.
+	RemoveAt time.Time `bun:"remove_at,nullzero"`
+	// SubmittedAt is when this submission was created.
+	SubmittedAt time.Time `bun:"submitted_at,notnull"`
+	// StartedAt is when the job started running.
+	StartedAt time.Time `bun:"started_at,nullzero"`
+	// FinishedAt is when the job reached a final status.
+	FinishedAt time.Time `bun:"finished_at,nullzero"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
 }
 
@@ -291,39 +400,66 @@ type Job struct {
 type Instance struct {
 	bun.BaseModel `bun:"table:instances"`
 
-	ID          string          `bun:"id,pk"`
-	Project     string          `bun:"project,notnull"`
-	Name        string          `bun:"name,notnull"`
-	FleetID     string          `bun:"fleet_id,nullzero"`
-	InstanceNum int             `bun:"instance_num,notnull"`
-	Backend     string          `bun:"backend,notnull"`
-	Region      string          `bun:"region,notnull"`
-	Offer       json.RawMessage `bun:"offer,type:text"`
-	Price       float64         `bun:"price,notnull"`
-	Hostname    string          `bun:"hostname,notnull"`
-	SSHPort     int             `bun:"ssh_port,notnull"`
-	SSHUser     string          `bun:"ssh_user,notnull"`
+	// ID is the instance's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the owning project.
+	Project string `bun:"project,notnull"`
+	// Name is the instance name, e.g. "<fleet>-<num>".
+	Name string `bun:"name,notnull"`
+	// FleetID is the owning fleet (empty for none).
+	FleetID string `bun:"fleet_id,nullzero"`
+	// InstanceNum is the index within the fleet.
+	InstanceNum int `bun:"instance_num,notnull"`
+	// Backend is the backend that provisioned the instance.
+	Backend string `bun:"backend,notnull"`
+	// Region is the backend region.
+	Region string `bun:"region,notnull"`
+	// Offer is the offer the instance was created from, as JSON.
+	Offer json.RawMessage `bun:"offer,type:text"`
+	// Price is the hourly price in USD.
+	Price float64 `bun:"price,notnull"`
+	// Hostname is the address hoist reaches the instance at.
+	Hostname string `bun:"hostname,notnull"`
+	// SSHPort is the instance's SSH port.
+	SSHPort int `bun:"ssh_port,notnull"`
+	// SSHUser is the SSH login user.
+	SSHUser string `bun:"ssh_user,notnull"`
 	// Ports maps container or service port names to host ports.
 	Ports map[string]int `bun:"ports,type:text"`
 	// HostKey is the pinned SSH host public key (authorized_keys format).
-	HostKey     string          `bun:"host_key,notnull"`
+	HostKey string `bun:"host_key,notnull"`
+	// BackendData is the backend's handle for the instance, as JSON.
 	BackendData json.RawMessage `bun:"backend_data,type:text"`
-	Status      string          `bun:"status,notnull"`
+	// Status is one of the Instance* constants (dstack's vocabulary).
+	Status string `bun:"status,notnull"`
 	// StatusMessage explains Status to people.
-	StatusMessage     string            `bun:"status_message,notnull"`
-	TerminationReason string            `bun:"termination_reason,notnull"`
-	OwnershipTags     map[string]string `bun:"ownership_tags,type:text"`
-	Unreachable       bool              `bun:"unreachable,notnull"`
-	Health            string            `bun:"health,notnull"`
-	LastSeenAt        time.Time         `bun:"last_seen_at,nullzero"`
-	StartedAt         time.Time         `bun:"started_at,nullzero"`
-	FinishedAt        time.Time         `bun:"finished_at,nullzero"`
-	TotalBlocks       int               `bun:"total_blocks,notnull"`
-	BusyBlocks        int               `bun:"busy_blocks,notnull"`
-	Deleted           bool              `bun:"deleted,notnull"`
-	Version           int64             `bun:"version,notnull"`
-	CreatedAt         time.Time         `bun:"created_at,notnull"`
-	UpdatedAt         time.Time         `bun:"updated_at,notnull"`
+	StatusMessage string `bun:"status_message,notnull"`
+	// TerminationReason is dstack's InstanceTerminationReason.
+	TerminationReason string `bun:"termination_reason,notnull"`
+	// OwnershipTags are the tags hoist put on cloud resources to recognize its own.
+	OwnershipTags map[string]string `bun:"ownership_tags,type:text"`
+	// Unreachable is set while health checks fail.
+	Unreachable bool `bun:"unreachable,notnull"`
+	// Health is "healthy", "warning" or "failure" (empty when unknown).
+	Health string `bun:"health,notnull"`
+	// LastSeenAt is when the instance last answered a health check.
+	LastSeenAt time.Time `bun:"last_seen_at,nullzero"`
+	// StartedAt is when provisioning started.
+	StartedAt time.Time `bun:"started_at,nullzero"`
+	// FinishedAt is when the instance was terminated.
+	FinishedAt time.Time `bun:"finished_at,nullzero"`
+	// TotalBlocks is how many job slots the instance has.
+	TotalBlocks int `bun:"total_blocks,notnull"`
+	// BusyBlocks is how many job slots are in use.
+	BusyBlocks int `bun:"busy_blocks,notnull"`
+	// Deleted hides a terminated instance.
+	Deleted bool `bun:"deleted,notnull"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
 }
 
@@ -331,21 +467,36 @@ type Instance struct {
 type Fleet struct {
 	bun.BaseModel `bun:"table:fleets"`
 
-	ID                   string          `bun:"id,pk"`
-	Project              string          `bun:"project,notnull"`
-	Name                 string          `bun:"name,notnull"`
-	Spec                 json.RawMessage `bun:"spec,type:text"`
-	SpecHash             string          `bun:"spec_hash,notnull"`
-	Revision             string          `bun:"revision,notnull"`
-	Status               string          `bun:"status,notnull"`
-	StatusMessage        string          `bun:"status_message,notnull"`
-	ConsolidationAttempt int             `bun:"consolidation_attempt,notnull"`
-	LastConsolidatedAt   time.Time       `bun:"last_consolidated_at,nullzero"`
-	Deleted              bool            `bun:"deleted,notnull"`
-	RemovedFromGit       bool            `bun:"removed_from_git,notnull"`
-	Version              int64           `bun:"version,notnull"`
-	CreatedAt            time.Time       `bun:"created_at,notnull"`
-	UpdatedAt            time.Time       `bun:"updated_at,notnull"`
+	// ID is the fleet's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the owning project.
+	Project string `bun:"project,notnull"`
+	// Name is the fleet name.
+	Name string `bun:"name,notnull"`
+	// Spec is the fleet spec as JSON.
+	Spec json.RawMessage `bun:"spec,type:text"`
+	// SpecHash identifies Spec.
+	SpecHash string `bun:"spec_hash,notnull"`
+	// Revision is the commit the spec came from.
+	Revision string `bun:"revision,notnull"`
+	// Status is one of the Fleet* constants.
+	Status string `bun:"status,notnull"`
+	// StatusMessage explains Status to people.
+	StatusMessage string `bun:"status_message,notnull"`
+	// ConsolidationAttempt counts failed consolidations (for back-off).
+	ConsolidationAttempt int `bun:"consolidation_attempt,notnull"`
+	// LastConsolidatedAt is when consolidation last ran.
+	LastConsolidatedAt time.Time `bun:"last_consolidated_at,nullzero"`
+	// Deleted hides a terminated fleet.
+	Deleted bool `bun:"deleted,notnull"`
+	// RemovedFromGit marks a fleet whose spec left the repository.
+	RemovedFromGit bool `bun:"removed_from_git,notnull"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
 }
 
@@ -353,26 +504,46 @@ type Fleet struct {
 type Volume struct {
 	bun.BaseModel `bun:"table:volumes"`
 
-	ID                 string          `bun:"id,pk"`
-	Project            string          `bun:"project,notnull"`
-	Name               string          `bun:"name,notnull"`
-	Spec               json.RawMessage `bun:"spec,type:text"`
-	SpecHash           string          `bun:"spec_hash,notnull"`
-	Revision           string          `bun:"revision,notnull"`
-	Backend            string          `bun:"backend,notnull"`
-	Region             string          `bun:"region,notnull"`
-	ExternalID         string          `bun:"external_id,notnull"`
-	SizeGB             float64         `bun:"size_gb,notnull"`
-	ProvisioningData   json.RawMessage `bun:"provisioning_data,type:text"`
-	Status             string          `bun:"status,notnull"`
-	StatusMessage      string          `bun:"status_message,notnull"`
-	ToBeDeleted        bool            `bun:"to_be_deleted,notnull"`
-	Deleted            bool            `bun:"deleted,notnull"`
-	RemovedFromGit     bool            `bun:"removed_from_git,notnull"`
-	LastJobProcessedAt time.Time       `bun:"last_job_processed_at,nullzero"`
-	Version            int64           `bun:"version,notnull"`
-	CreatedAt          time.Time       `bun:"created_at,notnull"`
-	UpdatedAt          time.Time       `bun:"updated_at,notnull"`
+	// ID is the volume's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the owning project.
+	Project string `bun:"project,notnull"`
+	// Name is the volume name.
+	Name string `bun:"name,notnull"`
+	// Spec is the volume spec as JSON.
+	Spec json.RawMessage `bun:"spec,type:text"`
+	// SpecHash identifies Spec.
+	SpecHash string `bun:"spec_hash,notnull"`
+	// Revision is the commit the spec came from.
+	Revision string `bun:"revision,notnull"`
+	// Backend is the backend that holds the volume.
+	Backend string `bun:"backend,notnull"`
+	// Region is the backend region.
+	Region string `bun:"region,notnull"`
+	// ExternalID is the backend's volume ID.
+	ExternalID string `bun:"external_id,notnull"`
+	// SizeGB is the volume size in GB.
+	SizeGB float64 `bun:"size_gb,notnull"`
+	// ProvisioningData is backend detail, as JSON.
+	ProvisioningData json.RawMessage `bun:"provisioning_data,type:text"`
+	// Status is one of the Volume* constants.
+	Status string `bun:"status,notnull"`
+	// StatusMessage explains Status to people.
+	StatusMessage string `bun:"status_message,notnull"`
+	// ToBeDeleted asks the volume pipeline to delete the volume.
+	ToBeDeleted bool `bun:"to_be_deleted,notnull"`
+	// Deleted hides a deleted volume.
+	Deleted bool `bun:"deleted,notnull"`
+	// RemovedFromGit marks a volume whose spec left the repository.
+	RemovedFromGit bool `bun:"removed_from_git,notnull"`
+	// LastJobProcessedAt is when a job last used the volume (idle clean-up).
+	LastJobProcessedAt time.Time `bun:"last_job_processed_at,nullzero"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
 }
 
@@ -380,37 +551,62 @@ type Volume struct {
 type VolumeAttachment struct {
 	bun.BaseModel `bun:"table:volume_attachments"`
 
-	VolumeID       string          `bun:"volume_id,pk"`
-	InstanceID     string          `bun:"instance_id,pk"`
+	// VolumeID is the attached volume.
+	VolumeID string `bun:"volume_id,pk"`
+	// InstanceID is the instance it is attached to.
+	InstanceID string `bun:"instance_id,pk"`
+	// AttachmentData is backend detail (e.g. the device name), as JSON.
 	AttachmentData json.RawMessage `bun:"attachment_data,type:text"`
-	CreatedAt      time.Time       `bun:"created_at,notnull"`
+	// CreatedAt is when the attachment was recorded.
+	CreatedAt time.Time `bun:"created_at,notnull"`
 }
 
 // Gateway is a service gateway (ingress) instance.
 type Gateway struct {
 	bun.BaseModel `bun:"table:gateways"`
 
-	ID             string            `bun:"id,pk"`
-	Project        string            `bun:"project,notnull"`
-	Name           string            `bun:"name,notnull"`
-	Spec           json.RawMessage   `bun:"spec,type:text"`
-	SpecHash       string            `bun:"spec_hash,notnull"`
-	Revision       string            `bun:"revision,notnull"`
-	Backend        string            `bun:"backend,notnull"`
-	Region         string            `bun:"region,notnull"`
-	Hostname       string            `bun:"hostname,notnull"`
-	IPAddress      string            `bun:"ip_address,notnull"`
-	SSHPort        int               `bun:"ssh_port,notnull"`
-	HostKey        string            `bun:"host_key,notnull"`
-	BackendData    json.RawMessage   `bun:"backend_data,type:text"`
-	OwnershipTags  map[string]string `bun:"ownership_tags,type:text"`
-	Status         string            `bun:"status,notnull"`
-	StatusMessage  string            `bun:"status_message,notnull"`
-	Deleted        bool              `bun:"deleted,notnull"`
-	RemovedFromGit bool              `bun:"removed_from_git,notnull"`
-	Version        int64             `bun:"version,notnull"`
-	CreatedAt      time.Time         `bun:"created_at,notnull"`
-	UpdatedAt      time.Time         `bun:"updated_at,notnull"`
+	// ID is the gateway's UUID.
+	ID string `bun:"id,pk"`
+	// Project is the owning project.
+	Project string `bun:"project,notnull"`
+	// Name is the gateway name.
+	Name string `bun:"name,notnull"`
+	// Spec is the gateway spec as JSON.
+	Spec json.RawMessage `bun:"spec,type:text"`
+	// SpecHash identifies Spec.
+	SpecHash string `bun:"spec_hash,notnull"`
+	// Revision is the commit the spec came from.
+	Revision string `bun:"revision,notnull"`
+	// Backend is the backend that runs the gateway.
+	Backend string `bun:"backend,notnull"`
+	// Region is the backend region.
+	Region string `bun:"region,notnull"`
+	// Hostname is the gateway's public host name.
+	Hostname string `bun:"hostname,notnull"`
+	// IPAddress is the gateway's public address.
+	IPAddress string `bun:"ip_address,notnull"`
+	// SSHPort is the gateway's SSH port.
+	SSHPort int `bun:"ssh_port,notnull"`
+	// HostKey is the pinned SSH host public key.
+	HostKey string `bun:"host_key,notnull"`
+	// BackendData is the backend's handle, as JSON.
+	BackendData json.RawMessage `bun:"backend_data,type:text"`
+	// OwnershipTags are the tags hoist put on cloud resources.
+	OwnershipTags map[string]string `bun:"ownership_tags,type:text"`
+	// Status is one of the Gateway* constants.
+	Status string `bun:"status,notnull"`
+	// StatusMessage explains Status to people.
+	StatusMessage string `bun:"status_message,notnull"`
+	// Deleted hides a deleted gateway.
+	Deleted bool `bun:"deleted,notnull"`
+	// RemovedFromGit marks a gateway whose spec left the repository.
+	RemovedFromGit bool `bun:"removed_from_git,notnull"`
+	// Version guards updates (optimistic concurrency).
+	Version int64 `bun:"version,notnull"`
+	// CreatedAt is when the row was created.
+	CreatedAt time.Time `bun:"created_at,notnull"`
+	// UpdatedAt is when the row was last written.
+	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
 }
 
@@ -418,12 +614,20 @@ type Gateway struct {
 type Event struct {
 	bun.BaseModel `bun:"table:events"`
 
-	ID         string    `bun:"id,pk"`
-	Time       time.Time `bun:"time,notnull"`
-	ObjectKind string    `bun:"object_kind,notnull"`
-	ObjectName string    `bun:"object_name,notnull"`
-	ObjectID   string    `bun:"object_id,notnull"`
-	Type       string    `bun:"type,notnull"`
-	Message    string    `bun:"message,notnull"`
-	Revision   string    `bun:"revision,notnull"`
+	// ID is a time-ordered UUID (version 7).
+	ID string `bun:"id,pk"`
+	// Time is when it happened.
+	Time time.Time `bun:"time,notnull"`
+	// ObjectKind is the kind of object, e.g. "run", "job", "instance", "sync".
+	ObjectKind string `bun:"object_kind,notnull"`
+	// ObjectName is the object's name.
+	ObjectName string `bun:"object_name,notnull"`
+	// ObjectID is the object's ID.
+	ObjectID string `bun:"object_id,notnull"`
+	// Type classifies the event, e.g. "created", "status", "deleted".
+	Type string `bun:"type,notnull"`
+	// Message is the human-readable text.
+	Message string `bun:"message,notnull"`
+	// Revision is the Git revision that caused it, if any.
+	Revision string `bun:"revision,notnull"`
 }

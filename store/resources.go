@@ -102,8 +102,11 @@ func (s *Store) RequestSync(ctx context.Context) (int64, error) {
 
 // ResourceFilter selects resources in ListResources; zero fields match all.
 type ResourceFilter struct {
-	Project        string
-	Kind           string
+	// Project keeps resources of this project.
+	Project string
+	// Kind keeps resources of this kind.
+	Kind string
+	// IncludeDeleted also returns resources marked deleted.
 	IncludeDeleted bool
 }
 

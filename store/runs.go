@@ -7,13 +7,17 @@ import (
 
 // RunFilter selects runs in ListRuns; zero fields match all.
 type RunFilter struct {
+	// Project keeps runs of this project.
 	Project string
-	Name    string
+	// Name keeps runs with this name.
+	Name string
 	// Status matches any of the given statuses.
 	Status []string
-	Type   string
+	// Type keeps runs of this type.
+	Type string
 	// Active limits the list to runs whose status is not final.
-	Active         bool
+	Active bool
+	// IncludeDeleted also returns runs marked deleted.
 	IncludeDeleted bool
 	// Limit caps the result (100 when zero).
 	Limit int
@@ -95,9 +99,12 @@ func (s *Store) UpdateRunLeased(ctx context.Context, l Lease, r *Run) error {
 
 // JobFilter selects jobs in ListJobsFiltered; zero fields match all.
 type JobFilter struct {
-	RunID      string
+	// RunID keeps jobs of this run.
+	RunID string
+	// InstanceID keeps jobs placed on this instance.
 	InstanceID string
-	Status     []string
+	// Status matches any of the given statuses.
+	Status []string
 	// Active limits the list to jobs whose status is not final.
 	Active bool
 	// Limit caps the result (1000 when zero).
