@@ -392,3 +392,36 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
 }
+
+func TestFleet_proxyJump(t *testing.T) {
+	f := newFleet(t, 2)
+	ctx := t.Context()
+	spec := f.spec(1, "jumped")
+	jump := f.hosts[0]
+	spec.Host.ProxyJump = &backends.SSHHost{Hostname: jump.ip, Port: jump.port, User: "root", PrivateKey: f.key}
+	inst, err := f.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+	if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[1].HostKey.PublicKey()) {
+		t.Fatalf("through the jump host: status %q, host key %q (want host 1's)", inst.Status, inst.HostKey)
+	}
+	out := runJob(t, ctx, f.b, inst, "jumped-task", f.image, "echo through the jump host")
+	if !strings.Contains(out, "through the jump host") {
+		t.Errorf("job output %q", out)
+	}
+
+	// The jump host's key was recorded too: a new key there is refused.
+	jump.RestartWithNewKey(t)
+	waitDisconnected(t, f.b, inst.ID)
+	if _, err := f.b.Describe(ctx, inst.ID); !errors.Is(err, backends.ErrHostKeyMismatch) {
+		t.Errorf("Describe after the jump host's key changed = %v; want ErrHostKeyMismatch", err)
+	}
+	jump.Kill() // cleanup terminates through a working jump host: give it back its key
+	spec.Host.ProxyJump.HostKeys = []string{tunnel.MarshalHostKey(jump.HostKey.PublicKey())}
+	jump.Restart(t)
+	if _, err := f.b.Create(ctx, spec); err != nil {
+		t.Errorf("Create with the jump host's new key pinned: %v", err)
+	}
+}
