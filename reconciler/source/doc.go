@@ -8,7 +8,7 @@
 //   - a local Git repository (go-git reads the object store directly; the
 //     .git refs are watched with fsnotify and polled as a safety net);
 //   - a remote Git URL (file://, http(s)://, ssh:// or scp-like), checked
-//     with a cheap ref listing and shallow-cloned only when the ref moved,
+//     with a cheap ref listing and fetched (depth 1) only when the ref moved,
 //     the Flux way: never a long-lived shallow work tree that is pulled into;
 //   - a plain directory that is not a Git repository (dev mode): watched with
 //     fsnotify, every change a revision named by a content hash.

@@ -46,9 +46,13 @@ type remoteGit struct {
 	order []string
 }
 
+// cachedRev is a fetched commit: its files, or the error that makes its
+// tree unusable (ErrPathNotFound, ErrTooLarge), which a refetch would only
+// repeat.
 type cachedRev struct {
 	rev Revision
 	fs  *memFS
+	err error
 }
 
 var _ Source = (*remoteGit)(nil)
@@ -120,7 +124,7 @@ func (s *remoteGit) listRefs(ctx context.Context) (map[plumbing.ReferenceName]*p
 	return refs, nil
 }
 
-// Latest implements Source with one ref listing.
+// Latest implements Source with one ref listing when the tip is known.
 func (s *remoteGit) Latest(ctx context.Context) (Revision, error) {
 	refs, err := s.listRefs(ctx)
 	if err != nil {
@@ -130,12 +134,24 @@ func (s *remoteGit) Latest(ctx context.Context) (Revision, error) {
 	if !ok {
 		return Revision{}, fmt.Errorf("branch %q of %s: %w", s.branch.Short(), s.remote.clean, ErrBranchNotFound)
 	}
-	id := ref.Hash().String()
-	if c, ok := s.cached(id); ok {
-		c.rev.Branch = s.branch.Short()
+	rev := Revision{ID: ref.Hash().String(), Branch: s.branch.Short()}
+	if c, ok := s.cached(rev.ID); ok {
+		c.rev.Branch = rev.Branch
 		return c.rev, nil
 	}
-	return Revision{ID: id, Branch: s.branch.Short()}, nil
+	// A tip never seen before: fetch it now (depth 1) so that the revision
+	// carries author, message and time. The Checkout that follows reuses
+	// the fetch, so nothing is spent twice.
+	if _, err := s.Checkout(ctx, rev); err != nil {
+		// Checkout reports it again to the caller; a fetched commit whose
+		// tree is unusable still has its metadata cached.
+		s.cfg.Logger.Debug("source_prefetch_failed", "source", s.Describe(), "rev", rev.ID, "err", err)
+	}
+	if c, ok := s.cached(rev.ID); ok {
+		c.rev.Branch = rev.Branch
+		return c.rev, nil
+	}
+	return rev, nil
 }
 
 func (s *remoteGit) cached(id string) (cachedRev, bool) {
@@ -159,10 +175,13 @@ func (s *remoteGit) remember(c cachedRev) {
 	}
 }
 
-func (s *remoteGit) snapshot(c cachedRev, branch string) *Snapshot {
+func (s *remoteGit) snapshot(c cachedRev, branch string) (*Snapshot, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	rev := c.rev
 	rev.Branch = branch
-	return &Snapshot{Revision: rev, FS: c.fs}
+	return &Snapshot{Revision: rev, FS: c.fs}, nil
 }
 
 // Checkout implements Source: a depth-1 fetch of the branch. If the branch
@@ -170,12 +189,12 @@ func (s *remoteGit) snapshot(c cachedRev, branch string) *Snapshot {
 // differs), the exact commit is fetched as CheckoutAt does.
 func (s *remoteGit) Checkout(ctx context.Context, rev Revision) (*Snapshot, error) {
 	if c, ok := s.cached(rev.ID); ok {
-		return s.snapshot(c, rev.Branch), nil
+		return s.snapshot(c, rev.Branch)
 	}
 	s.fetchMu.Lock()
 	defer s.fetchMu.Unlock()
 	if c, ok := s.cached(rev.ID); ok {
-		return s.snapshot(c, rev.Branch), nil
+		return s.snapshot(c, rev.Branch)
 	}
 	if rev.Branch != s.branch.Short() {
 		// Not a revision of the tracked branch from Latest: the branch tip
@@ -204,7 +223,7 @@ func (s *remoteGit) Checkout(ctx context.Context, rev Revision) (*Snapshot, erro
 	}
 	s.remember(c)
 	if c.rev.ID == rev.ID {
-		return s.snapshot(c, rev.Branch), nil
+		return s.snapshot(c, rev.Branch)
 	}
 	s.cfg.Logger.Info("source_branch_moved", "source", s.Describe(), "want", rev.ID, "got", c.rev.ID)
 	snap, err := s.checkoutExact(ctx, rev.ID)
@@ -221,7 +240,7 @@ func (s *remoteGit) Checkout(ctx context.Context, rev Revision) (*Snapshot, erro
 // head is fetched in full and searched.
 func (s *remoteGit) CheckoutAt(ctx context.Context, id string) (*Snapshot, error) {
 	if c, ok := s.cached(id); ok {
-		return s.snapshot(c, ""), nil
+		return s.snapshot(c, "")
 	}
 	s.fetchMu.Lock()
 	defer s.fetchMu.Unlock()
@@ -230,7 +249,7 @@ func (s *remoteGit) CheckoutAt(ctx context.Context, id string) (*Snapshot, error
 
 func (s *remoteGit) checkoutExact(ctx context.Context, id string) (*Snapshot, error) {
 	if c, ok := s.cached(id); ok {
-		return s.snapshot(c, ""), nil
+		return s.snapshot(c, "")
 	}
 	if !plumbing.IsHash(id) {
 		return nil, fmt.Errorf("%q is not a full commit id: %w", id, ErrRevisionNotFound)
@@ -253,7 +272,7 @@ func (s *remoteGit) checkoutExact(ctx context.Context, id string) (*Snapshot, er
 		return nil, err
 	}
 	s.remember(c)
-	return s.snapshot(c, ""), nil
+	return s.snapshot(c, "")
 }
 
 // fetchCommit fetches specs into a fresh repository (in memory, or in a
@@ -307,11 +326,14 @@ func (s *remoteGit) fetchCommit(ctx context.Context, specs []config.RefSpec, dep
 	if err != nil {
 		return cachedRev{}, fmt.Errorf("fetch %s: commit %s: %w", s.remote.clean, h, err)
 	}
+	rev := commitRevision(commit, "")
 	m, err := s.trees.snapshot(repo.Storer, commit, s.cfg.Path, s.cfg.MaxSnapshotBytes)
+	if isUserError(err) {
+		return cachedRev{rev: rev, err: err}, nil
+	}
 	if err != nil {
 		return cachedRev{}, err
 	}
-	rev := commitRevision(commit, "")
 	s.cfg.Logger.Info("source_fetched", "source", s.Describe(), "rev", rev.Short(),
 		"depth", depth, "duration", time.Since(start))
 	return cachedRev{rev: rev, fs: m}, nil

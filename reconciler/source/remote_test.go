@@ -59,12 +59,11 @@ func TestRemoteFollowsBranchOverHTTP(t *testing.T) {
 	if rev.ID != gitCmd(t, f.bare, "rev-parse", "main") || rev.Branch != "main" {
 		t.Fatalf("Latest() = %+v", rev)
 	}
+	if rev.Message != "first" || rev.Author != "Grace Hopper <grace@example.com>" || !rev.Time.Equal(f.work.when) {
+		t.Errorf("Latest() = %+v, want full metadata", rev)
+	}
 	if diff := cmp.Diff(map[string]string{"a.yml": "v1"}, checkout(t, src, rev)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
-	}
-	// Once checked out, Latest knows the metadata without fetching.
-	if again := latest(t, src); again.Message != "first" || again.Author != "Grace Hopper <grace@example.com>" {
-		t.Errorf("Latest() after Checkout = %+v, want full metadata", again)
 	}
 
 	second := f.commitAndPush(t, "second", map[string]string{"specs/a.yml": "v2", "specs/b/c.yml": "c"})
@@ -299,5 +298,40 @@ func TestRemoteOverHTTPSWithAPrivateCA(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), Config{Repo: url, Credentials: Credentials{CAFile: work.dir + "/a.yml"}}); err == nil {
 		t.Error("Open with a CA file holding no certificate succeeded")
+	}
+}
+
+func TestRemoteLatestFetchesANewTipOnce(t *testing.T) {
+	var fetches atomic.Int32
+	f := newRemoteFixture(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+				fetches.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	src := open(t, Config{Repo: f.url, Path: "specs"})
+	for i := range 3 {
+		rev := latest(t, src)
+		checkout(t, src, rev)
+		if got := fetches.Load(); got != 1 {
+			t.Fatalf("after Latest+Checkout #%d: %d fetches, want 1", i+1, got)
+		}
+	}
+	// A tip whose tree lacks Path: Latest has the metadata, Checkout the
+	// error, and polling does not fetch it again and again.
+	f.commitAndPush(t, "specs gone", map[string]string{"specs/a.yml": ""})
+	for range 3 {
+		rev := latest(t, src)
+		if rev.Message != "specs gone" {
+			t.Fatalf("Latest().Message = %q", rev.Message)
+		}
+		if _, err := src.Checkout(context.Background(), rev); !errors.Is(err, ErrPathNotFound) {
+			t.Fatalf("Checkout error = %v, want ErrPathNotFound", err)
+		}
+	}
+	if got := fetches.Load(); got != 2 {
+		t.Errorf("%d fetches for two tips, want 2", got)
 	}
 }

@@ -135,9 +135,12 @@ type Source interface {
 	// Describe returns a one-line description without secrets, e.g.
 	// "git /srv/specs@main (specs/)".
 	Describe() string
-	// Latest resolves the tracked ref to a revision without downloading
-	// content. For a remote, only ID and Branch are set unless the revision
-	// was checked out before; the Snapshot's Revision always has everything.
+	// Latest resolves the tracked ref to a revision with its metadata. It
+	// is cheap when nothing moved: a ref lookup (local), one ref listing
+	// (remote) or a stat walk (dev mode). When a remote tip is new, Latest
+	// fetches it right away, and the Checkout that follows reuses it; only
+	// if that fetch fails are Author, Message and Time left empty (Checkout
+	// then reports the error).
 	Latest(ctx context.Context) (Revision, error)
 	// Checkout reads the files of rev (as returned by Latest). The result's
 	// Revision.ID always equals rev.ID, or an error is returned.
