@@ -221,6 +221,17 @@ func nameFromFile(file string) string {
 	return sanitizeName(base)
 }
 
+// derivedName makes a valid name for a spec without one: the sanitized
+// file, directory or CUE label, prefixed with the kind when that alone is
+// too short (dstack would pick a random name; ours must be stable).
+func derivedName(kind Kind, base string) string {
+	if ValidName(base) {
+		return base
+	}
+	n := sanitizeName(string(kind) + "-" + base)
+	return strings.TrimRight(n, "-")
+}
+
 // sanitizeName turns a file or directory name into a valid resource name:
 // lowercase, other characters replaced by '-', at most 41 characters.
 func sanitizeName(s string) string {
@@ -277,10 +288,7 @@ func normalize(doc *node, kind Kind, fallbackName string) (string, any, []byte, 
 			d.errf(nn, "name", "invalid name %q: must match ^[a-z][a-z0-9-]{1,40}$", *name)
 		}
 	} else {
-		*name = fallbackName
-		if !ValidName(*name) {
-			d.errf(doc, "name", "missing name and the derived name %q is invalid: must match ^[a-z][a-z0-9-]{1,40}$; set `name`", *name)
-		}
+		*name = derivedName(kind, fallbackName)
 	}
 	if len(d.errs) > 0 {
 		return "", nil, nil, d.errs

@@ -413,8 +413,10 @@ func (n *node) describe() string {
 
 func (n *node) String() string {
 	switch n.kind {
-	case nMap, nList:
+	case nMap, nList, nNull:
 		return n.kind.String()
+	case nBool:
+		return strconv.FormatBool(n.b)
 	}
 	return fmt.Sprintf("%q", n.scalarText())
 }
