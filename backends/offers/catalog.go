@@ -163,8 +163,14 @@ func NormalizeOffer(o *Offer) bool {
 	}
 	name, memHint, known := NormalizeGPUName(o.GPUName)
 	o.GPUName = name
-	if known && o.GPUVendor != VendorGoogle {
-		info := gpuByKey[strings.ToUpper(name)]
+	info := gpuByKey[strings.ToUpper(name)]
+	if m := tpuSlice.FindStringSubmatch(name); known && info == nil && m != nil {
+		info = gpuByKey[strings.ToUpper(m[1])] // TPU slice: v5litepod-8 → v5litepod
+	}
+	if known && info != nil && info.Vendor == VendorGoogle && o.GPUVendor == "" {
+		o.GPUVendor = VendorGoogle
+	}
+	if known && info != nil && o.GPUVendor != VendorGoogle {
 		if o.GPUVendor == "" {
 			o.GPUVendor = info.Vendor
 		}

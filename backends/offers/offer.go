@@ -158,7 +158,9 @@ type Query struct {
 	// GPUNames accepts any of these GPU names (case-insensitive, normalized).
 	GPUNames []string
 	// GPUCount is the range of GPUs per instance. When its lower bound is
-	// 0 (or open), CPU-only offers pass every GPU filter, as in gpuhunt.
+	// set to 0 (dstack's default "0.."), CPU-only offers pass every GPU
+	// filter, as in gpuhunt; with an open lower bound they are held to the
+	// GPU filters like any other offer.
 	GPUCount Range
 	// GPUMemory is the per-GPU memory range in GB.
 	GPUMemory Range
