@@ -128,7 +128,9 @@ func (s *localGit) withRepo(fn func(*git.Repository) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := fn(s.repo)
-	if err == nil || isUserError(err) {
+	// An unknown revision may be in a pack the open repository has not
+	// indexed yet: retried too.
+	if err == nil || isUserError(err) && !errors.Is(err, ErrRevisionNotFound) {
 		return err
 	}
 	repo, oerr := git.PlainOpenWithOptions(s.dir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
