@@ -145,3 +145,20 @@ func shortID(id string) string {
 	}
 	return short(id)
 }
+
+// pageURL is /runs with the filters of f on page n.
+func pageURL(f RunFilter, n int) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": f.Status, "type": f.Type, "fleet": f.Fleet} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if n > 1 {
+		q.Set("page", strconv.Itoa(n))
+	}
+	if len(q) == 0 {
+		return "/runs"
+	}
+	return "/runs?" + q.Encode()
+}

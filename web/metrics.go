@@ -92,7 +92,7 @@ func (m *Metrics) observeHTTP(method, route string, code int, d time.Duration) {
 
 // runsCollector reports hoist_runs{status} from the store at scrape time.
 type runsCollector struct {
-	store Store
+	count func(context.Context) (map[string]int, error)
 	desc  *prometheus.Desc
 }
 
@@ -105,13 +105,13 @@ func (rc runsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range runStatuses {
 		counts[st] = 0
 	}
-	if runs, err := rc.store.ListRuns(ctx, RunFilter{}); err == nil {
-		for _, r := range runs {
-			counts[r.Status]++
-		}
-	} else {
+	n, err := rc.count(ctx)
+	if err != nil {
 		ch <- prometheus.NewInvalidMetric(rc.desc, err)
 		return
+	}
+	for st, k := range n {
+		counts[st] = k
 	}
 	for st, n := range counts {
 		ch <- prometheus.MustNewConstMetric(rc.desc, prometheus.GaugeValue, float64(n), st)

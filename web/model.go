@@ -78,7 +78,17 @@ type RunFilter struct {
 	Status string
 	Type   string
 	Fleet  string
-	Limit  int
+	// Limit caps the result; 0 means no limit.
+	Limit int
+	// Offset skips that many runs of the ordered result.
+	Offset int
+}
+
+// RunCounter is an optional Store capability: counting runs by status
+// without loading them (the overview and the hoist_runs metric use it).
+type RunCounter interface {
+	// CountRuns returns the number of runs per status.
+	CountRuns(ctx context.Context) (map[string]int, error)
 }
 
 // Event is one entry of the audit trail the reconciler writes.

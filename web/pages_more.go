@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sort"
@@ -54,24 +55,21 @@ func (s *Server) pageOverview(c *echo.Context) error {
 			}
 		}
 	}
-	all, err := s.deps.Store.ListRuns(ctx, RunFilter{})
+	counts, err := s.countRuns(ctx)
 	if err != nil {
 		return err
-	}
-	counts := map[string]int{}
-	for _, r := range all {
-		counts[r.Status]++
-		d.SpendPerHour += r.CostPerHour
 	}
 	for _, stName := range runStatuses {
 		if counts[stName] > 0 {
 			d.Counts = append(d.Counts, statusCount{stName, counts[stName]})
 		}
 	}
-	if len(all) > 10 {
-		all = all[:10]
+	if d.SpendPerHour, err = s.spendPerHour(ctx); err != nil {
+		return err
 	}
-	d.Runs = all
+	if d.Runs, err = s.deps.Store.ListRuns(ctx, RunFilter{Limit: 10}); err != nil {
+		return err
+	}
 	pts, err := s.spend(ctx, 24*time.Hour, time.Hour)
 	if err != nil {
 		return err
@@ -85,10 +83,19 @@ func (s *Server) pageRuns(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	page, err := int64Param(c, "page", 1)
+	if err != nil || page < 1 {
+		return echo.NewHTTPError(http.StatusBadRequest, "page must be a positive integer")
+	}
 	ctx := c.Request().Context()
+	f.Limit, f.Offset = runsPerPage+1, int(page-1)*runsPerPage
 	runs, err := s.deps.Store.ListRuns(ctx, f)
 	if err != nil {
 		return err
+	}
+	more := len(runs) > runsPerPage
+	if more {
+		runs = runs[:runsPerPage]
 	}
 	var fleets []string
 	if s.deps.Inventory != nil {
@@ -98,7 +105,7 @@ func (s *Server) pageRuns(c *echo.Context) error {
 			}
 		}
 	}
-	return s.render(c, http.StatusOK, runsPage(s.viewer(c), runs, f, fleets))
+	return s.render(c, http.StatusOK, runsPage(s.viewer(c), runs, f, fleets, pager{Page: int(page), More: more}))
 }
 
 func (s *Server) pageRun(c *echo.Context) error {
@@ -301,4 +308,49 @@ func (s *Server) formAutoSync(enabled bool) echo.HandlerFunc {
 func (s *Server) formSync(c *echo.Context) error {
 	s.trig.request()
 	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+// runsPerPage is how many runs one page of /runs lists.
+const runsPerPage = 100
+
+// pager is the position in a paged list.
+type pager struct {
+	Page int
+	More bool
+}
+
+// countRuns counts runs by status, through RunCounter when the store has it.
+func (s *Server) countRuns(ctx context.Context) (map[string]int, error) {
+	if rc, ok := s.deps.Store.(RunCounter); ok {
+		return rc.CountRuns(ctx)
+	}
+	runs, err := s.deps.Store.ListRuns(ctx, RunFilter{})
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, r := range runs {
+		counts[r.Status]++
+	}
+	return counts, nil
+}
+
+// spendPerHour sums the prices of the instances unfinished jobs occupy
+// (each instance once per run).
+func (s *Server) spendPerHour(ctx context.Context) (float64, error) {
+	jobs, err := s.deps.Store.ListJobs(ctx, JobFilter{Since: s.now()})
+	if err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	total := 0.0
+	for _, j := range jobs {
+		key := j.RunName + "/" + j.Instance
+		if j.FinishedAt != nil || finished(j.Status) || seen[key] {
+			continue
+		}
+		seen[key] = true
+		total += j.Price
+	}
+	return total, nil
 }

@@ -119,7 +119,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		done:   make(chan struct{}),
 	}
 	s.metrics = NewMetrics()
-	s.metrics.reg.MustRegister(runsCollector{store: deps.Store, desc: prometheus.NewDesc(
+	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
 	s.ctx = ctx
 	s.trig = newTrigger(deps.Syncer.Sync, log)

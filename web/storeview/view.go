@@ -20,9 +20,10 @@ type View struct {
 }
 
 var (
-	_ web.Store     = (*View)(nil)
-	_ web.Inventory = (*View)(nil)
-	_ web.Tokens    = (*View)(nil)
+	_ web.Store      = (*View)(nil)
+	_ web.Inventory  = (*View)(nil)
+	_ web.Tokens     = (*View)(nil)
+	_ web.RunCounter = (*View)(nil)
 )
 
 // New returns a view of project (store.DefaultProject when empty).
@@ -66,12 +67,12 @@ func (v *View) instances(ctx context.Context) (map[string]instInfo, error) {
 // ListRuns implements web.Store. Cost per hour is the sum of the prices of
 // the instances the run's active jobs occupy.
 func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error) {
-	sf := store.RunFilter{Project: v.project, Type: f.Type, Limit: f.Limit}
+	sf := store.RunFilter{Project: v.project, Type: f.Type, Limit: 100000}
 	if f.Status != "" {
 		sf.Status = []string{f.Status}
 	}
-	if sf.Limit == 0 {
-		sf.Limit = 100000
+	if f.Limit > 0 && f.Fleet == "" { // the fleet filter applies after the query
+		sf.Limit = f.Limit + f.Offset
 	}
 	fleetNames := map[string]string{}
 	fleets, err := v.st.ListFleets(ctx, store.InfraFilter{Project: v.project, IncludeDeleted: true, Limit: 100000})
@@ -98,6 +99,30 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 		wr.CostPerHour = cost[r.ID]
 		wr.Spec = nil
 		out = append(out, wr)
+	}
+	if f.Offset > 0 {
+		out = out[min(f.Offset, len(out)):]
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// CountRuns implements web.RunCounter with one grouped query.
+func (v *View) CountRuns(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		Status string `bun:"status"`
+		N      int    `bun:"n"`
+	}
+	err := v.st.DB().NewSelect().Table("runs").ColumnExpr("status, count(*) AS n").
+		Where("project = ? AND NOT deleted", v.project).Group("status").Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("count runs: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Status] = r.N
 	}
 	return out, nil
 }
@@ -251,15 +276,20 @@ func (v *View) ListEvents(ctx context.Context, f web.EventFilter) ([]web.Event, 
 	return out, nil
 }
 
-// ListJobs implements web.Store.
+// ListJobs implements web.Store: jobs still running or finished after
+// f.Since, newest first.
 func (v *View) ListJobs(ctx context.Context, f web.JobFilter) ([]web.Job, error) {
 	limit := f.Limit
 	if limit == 0 {
 		limit = 100000
 	}
-	js, err := v.st.ListJobsFiltered(ctx, store.JobFilter{Limit: limit})
-	if err != nil {
-		return nil, err
+	var js []store.Job
+	q := v.st.DB().NewSelect().Model(&js).OrderExpr("submitted_at DESC, submission_num DESC, id DESC").Limit(int64(limit))
+	if !f.Since.IsZero() {
+		q = q.Where("finished_at IS NULL OR finished_at >= ?", f.Since.UTC())
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	inst, err := v.instances(ctx)
 	if err != nil {
@@ -267,9 +297,6 @@ func (v *View) ListJobs(ctx context.Context, f web.JobFilter) ([]web.Job, error)
 	}
 	out := make([]web.Job, 0, len(js))
 	for _, j := range js {
-		if !j.FinishedAt.IsZero() && j.FinishedAt.Before(f.Since) {
-			continue
-		}
 		out = append(out, jobView(j, inst))
 	}
 	return out, nil

@@ -1,0 +1,109 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"hoist/store"
+	"hoist/web"
+	"hoist/web/internal/fixture"
+	"hoist/web/storeview"
+)
+
+// benchEnv serves a real store holding the fixture plus n more runs, each
+// with a finished job.
+func benchEnv(tb testing.TB, n int) (string, string) {
+	tb.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	st, err := store.Open(ctx, filepath.Join(tb.TempDir(), "hoist.db"), store.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	seeded, err := fixture.Seed(ctx, st, now)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	statuses := []string{store.RunDone, store.RunFailed, store.RunRunning, store.RunTerminated}
+	for i := range n {
+		r := &store.Run{Name: fmt.Sprintf("run-%04d", i), Type: "task", Revision: seeded.RevNew, Status: statuses[i%len(statuses)],
+			StatusMessage: "fixture", SubmittedAt: now.Add(-time.Duration(i) * time.Minute)}
+		if err := st.CreateRun(ctx, r); err != nil {
+			tb.Fatal(err)
+		}
+		if err := st.CreateJob(ctx, &store.Job{RunID: r.ID, RunName: r.Name, JobName: r.Name + "-0-0", Status: store.JobDone, SubmittedAt: r.SubmittedAt}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	view := storeview.New(st, "")
+	srv, err := web.New(web.Config{}, web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Close() })
+	ts := httptest.NewServer(srv.Handler())
+	tb.Cleanup(ts.Close)
+	return ts.URL, seeded.Tokens.Viewer
+}
+
+// BenchmarkRunsPage renders /runs over 1,000 runs in a real SQLite store.
+func BenchmarkRunsPage(b *testing.B) {
+	url, tok := benchEnv(b, 1000)
+	req, _ := http.NewRequest("GET", url+"/runs", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
+// TestRunsPageUnderWrk measures /runs with 1,000 runs under Debian's wrk
+// on loopback (goal: p99 ≤ 50 ms). It runs only with HOIST_BENCH=1.
+func TestRunsPageUnderWrk(t *testing.T) {
+	if os.Getenv("HOIST_BENCH") != "1" {
+		t.Skip("SKIP: set HOIST_BENCH=1 to run the wrk measurement")
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Skip("SKIP: wrk not installed")
+	}
+	url, tok := benchEnv(t, 1000)
+	for _, path := range []string{"/runs", "/api/v1/runs"} {
+		out, err := exec.Command("wrk", "-t2", "-c8", "-d10s", "--latency", "-H", "Authorization: Bearer "+tok, url+path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("wrk: %v\n%s", err, out)
+		}
+		t.Logf("wrk %s:\n%s", path, out)
+		m := regexp.MustCompile(`(?m)^\s+99%\s+([\d.]+)(us|ms|s)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("no p99 in wrk output")
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		switch string(m[2]) {
+		case "us":
+			v /= 1000
+		case "s":
+			v *= 1000
+		}
+		t.Logf("%s p99 = %.2f ms", path, v)
+		if path == "/runs" && v > 50 {
+			t.Errorf("/runs p99 %.1f ms exceeds 50 ms", v)
+		}
+	}
+}
