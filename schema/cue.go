@@ -374,7 +374,7 @@ func (c *cueChecker) describeConflict(msg string, target *node) string {
 	switch {
 	case strings.Contains(msg, "empty disjunction") || strings.Contains(msg, "conflicting values") || strings.Contains(msg, "mismatched types"):
 		if target.kind == nMap || target.kind == nList || target.kind == nNull {
-			return fmt.Sprintf("invalid value: %s is not allowed here", target.describe())
+			return fmt.Sprintf("invalid value: unexpected %s", target.describe())
 		}
 		return fmt.Sprintf("invalid value %s (%s)", target.String(), target.describe())
 	}
