@@ -2,6 +2,8 @@ package offers
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -88,5 +90,50 @@ func BenchmarkBuild200k(b *testing.B) {
 	tables := bigTables()
 	for b.Loop() {
 		New("", tables...)
+	}
+}
+
+// BenchmarkFirstQuery measures a cold start: parsing the embedded snapshot,
+// building its catalog and answering one query (goal: well under 200 ms).
+func BenchmarkFirstQuery(b *testing.B) {
+	q := Query{GPUNames: []string{"A100"}, GPUMemory: Exactly(80), GPUCount: Exactly(8)}
+	for b.Loop() {
+		c, err := loadEmbedded()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(c.Query(q)) == 0 {
+			b.Fatal("no offers")
+		}
+	}
+}
+
+// BenchmarkLoadDir200k measures LoadDir of the 200,000-row catalog written
+// as gpuhunt CSV files: what `--catalog-dir` with a large catalog costs at
+// start (Market.LoadAsync keeps it off the first query's path).
+func BenchmarkLoadDir200k(b *testing.B) {
+	dir := b.TempDir()
+	byProvider := map[string][]Offer{}
+	for _, t := range bigTables() {
+		byProvider[t.Provider] = append(byProvider[t.Provider], t.Offers...)
+	}
+	for p, offers := range byProvider {
+		f, err := os.Create(filepath.Join(dir, p+".csv"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := WriteCSV(f, offers, nil); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	for b.Loop() {
+		c, err := LoadDir(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c.Len() < 200_000 {
+			b.Fatalf("loaded %d rows", c.Len())
+		}
 	}
 }
