@@ -321,6 +321,18 @@ func TestLocalBareRepositorySeesPushesThatArriveAsPacks(t *testing.T) {
 	}
 	sha := work.commit(t, "many", files)
 	push(t, work.dir, bare, "main")
+	if packs := gitCmd(t, bare, "count-objects", "-v"); !strings.Contains(packs, "packs: 2") {
+		t.Fatalf("precondition: the push did not arrive as a second pack:\n%s", packs)
+	}
+	// Straight to the new commit by its SHA, before anything else reopened
+	// the repository: the open one has a stale pack index.
+	snap, err := src.CheckoutAt(context.Background(), sha)
+	if err != nil {
+		t.Fatalf("CheckoutAt(pushed sha): %v", err)
+	}
+	if got := len(snapshotFiles(t, snap)); got != 151 {
+		t.Errorf("CheckoutAt snapshot has %d files, want 151", got)
+	}
 	if !waitNudge(src, 5*time.Second) {
 		t.Fatal("no nudge for a push into the bare repository")
 	}
@@ -330,8 +342,5 @@ func TestLocalBareRepositorySeesPushesThatArriveAsPacks(t *testing.T) {
 	}
 	if got := len(checkout(t, src, rev)); got != 151 {
 		t.Errorf("snapshot has %d files, want 151", got)
-	}
-	if packs := gitCmd(t, bare, "count-objects", "-v"); !strings.Contains(packs, "packs: 2") {
-		t.Fatalf("precondition: the push did not arrive as a second pack:\n%s", packs)
 	}
 }
