@@ -476,8 +476,13 @@ type conn struct {
 	url string
 }
 
+// HTTPClient returns the client that reaches the instance's agents.
 func (c *conn) HTTPClient() *http.Client { return c.hc }
-func (c *conn) ShimURL() string          { return c.url }
+
+// ShimURL returns the shim's base URL.
+func (c *conn) ShimURL() string { return c.url }
+
+// Close drops the connection's idle HTTP connections.
 func (c *conn) Close() error {
 	c.tr.CloseIdleConnections()
 	return nil
@@ -493,6 +498,7 @@ type limits struct {
 	host    offers.Offer
 }
 
+// RoundTrip fills in the limits of a task creation and sends the request.
 func (l *limits) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost || req.URL.Path != "/api/v1/tasks" || req.Body == nil ||
 		!strings.HasPrefix(l.shimURL, req.URL.Scheme+"://"+req.URL.Host) {

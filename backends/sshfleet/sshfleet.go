@@ -662,8 +662,13 @@ type conn struct {
 	url string
 }
 
+// HTTPClient returns the client that reaches the instance's agents.
 func (c *conn) HTTPClient() *http.Client { return c.hc }
-func (c *conn) ShimURL() string          { return c.url }
+
+// ShimURL returns the shim's base URL.
+func (c *conn) ShimURL() string { return c.url }
+
+// Close drops the connection's idle HTTP connections.
 func (c *conn) Close() error {
 	c.hc.CloseIdleConnections()
 	return nil

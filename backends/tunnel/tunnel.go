@@ -213,6 +213,7 @@ func isClosed(ch chan struct{}) bool {
 // handshake turns it into a stalled backends.ErrHostKeyMismatch.
 type hostKeyError struct{ msg string }
 
+// Error returns the mismatch description.
 func (e *hostKeyError) Error() string { return e.msg }
 
 // hostKeyPolicy returns the host key callback and the host key algorithms to
