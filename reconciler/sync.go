@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"time"
 
 	"hoist/reconciler/plan"
@@ -243,22 +244,29 @@ func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
 	if err != nil {
 		return plan.Observed{}, err
 	}
-	var obs plan.Observed
+	// The latest run of every name, in one query (runs come newest first).
+	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Limit: math.MaxInt32})
+	if err != nil {
+		return plan.Observed{}, err
+	}
+	latest := make(map[string]*store.Run, len(runs))
+	for i := range runs {
+		if _, ok := latest[runs[i].Name]; !ok {
+			latest[runs[i].Name] = &runs[i]
+		}
+	}
+	obs := plan.Observed{Resources: make([]plan.Current, 0, len(rs))}
 	for _, r := range rs {
 		cur := plan.Current{
 			Kind: schema.Kind(r.Kind), Name: r.Name, File: r.File, Spec: r.Spec,
 			Status: r.Status, Suspended: r.Suspended, Prune: pruneOptIn(r.Spec),
 		}
 		if cur.Kind.IsRun() {
-			run, err := c.st.GetRunByName(ctx, c.cfg.Project, r.Name)
-			switch {
-			case err == nil:
+			if run, ok := latest[r.Name]; ok {
 				cur.Status = run.Status
 				cur.Finished = store.IsRunFinished(run.Status)
-			case errors.Is(err, store.ErrNotFound):
+			} else {
 				cur.Finished = true
-			default:
-				return plan.Observed{}, err
 			}
 		}
 		obs.Resources = append(obs.Resources, cur)

@@ -29,6 +29,7 @@ func newRootCmd() *cobra.Command {
 	}
 	// Subcommands: one line each.
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newPlanCmd())
 	root.AddCommand(newOffersCmd())
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
