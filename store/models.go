@@ -199,7 +199,7 @@ type Revision struct {
 	Message string `bun:"message,notnull"`
 	// CommittedAt is the commit time.
 	CommittedAt time.Time `bun:"committed_at,nullzero"`
-	// SeenAt is when hoist last recorded the revision.
+	// SeenAt is when hoist first recorded the revision.
 	SeenAt time.Time `bun:"seen_at,notnull"`
 	// Valid reports whether every spec in the revision validated.
 	Valid bool `bun:"valid,notnull"`

@@ -55,11 +55,16 @@ func (s *Store) ListRevisions(ctx context.Context, limit int) ([]Revision, error
 // GetSyncState returns the singleton sync state, creating it (status
 // "syncing", version 1) on first use.
 func (s *Store) GetSyncState(ctx context.Context) (SyncState, error) {
-	st := SyncState{ID: 1, Status: SyncSyncing, Version: 1}
-	if _, err := s.db.NewInsert().Model(&st).On("CONFLICT (id) DO NOTHING").Exec(ctx); err != nil {
-		return st, fmt.Errorf("init sync state: %w", err)
+	var st SyncState
+	err := s.db.NewSelect().Model(&st).Where("id = 1").Scan(ctx)
+	if isNoRows(err) {
+		st = SyncState{ID: 1, Status: SyncSyncing, Version: 1}
+		if _, err := s.db.NewInsert().Model(&st).On("CONFLICT (id) DO NOTHING").Exec(ctx); err != nil {
+			return st, fmt.Errorf("init sync state: %w", err)
+		}
+		err = s.db.NewSelect().Model(&st).Where("id = 1").Scan(ctx)
 	}
-	if err := s.db.NewSelect().Model(&st).Where("id = 1").Scan(ctx); err != nil {
+	if err != nil {
 		return st, fmt.Errorf("get sync state: %w", err)
 	}
 	return st, nil

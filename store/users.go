@@ -74,8 +74,9 @@ func hashToken(plain string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// LookupToken returns the user a plaintext token belongs to. Unknown,
-// revoked and expired tokens, and disabled users, return ErrNotFound.
+// LookupToken returns the user a plaintext token belongs to and records the
+// token's use (at most once a minute). Unknown, revoked and expired tokens,
+// and disabled users, return ErrNotFound.
 func (s *Store) LookupToken(ctx context.Context, plain string) (User, error) {
 	var t APIToken
 	if err := s.db.NewSelect().Model(&t).Where("token_hash = ?", hashToken(plain)).Scan(ctx); err != nil {
@@ -92,7 +93,11 @@ func (s *Store) LookupToken(ctx context.Context, plain string) (User, error) {
 	if u.Disabled {
 		return User{}, fmt.Errorf("lookup token: user disabled: %w", ErrNotFound)
 	}
-	_, _ = s.db.NewUpdate().Model((*APIToken)(nil)).Set("last_used_at = ?", now).Where("id = ?", t.ID).Exec(ctx)
+	// Record use at most once a minute: a write per API call would contend
+	// with the reconciler on SQLite.
+	if t.LastUsedAt.IsZero() || now.Sub(t.LastUsedAt) >= time.Minute {
+		_, _ = s.db.NewUpdate().Model((*APIToken)(nil)).Set("last_used_at = ?", now).Where("id = ?", t.ID).Exec(ctx)
+	}
 	return u, nil
 }
 
