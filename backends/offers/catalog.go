@@ -575,10 +575,21 @@ func (c *Catalog) compile(q Query) *rowMatcher {
 	} else if ids != nil {
 		rm.cand = append(rm.cand, lists(c.byBackend, ids))
 	}
-	if rm.regionOK, ids, none = idSet(&c.regionIDs, q.Regions, strings.ToLower); none {
-		rm.none = true
-	} else if ids != nil {
-		rm.cand = append(rm.cand, lists(c.byRegion, ids))
+	if len(q.Regions) > 0 {
+		// Regions also select their zones, so match against every region key.
+		rm.regionOK = make([]bool, len(c.regionIDs.vals))
+		ids = ids[:0]
+		for id, key := range c.regionIDs.vals {
+			if id != 0 && regionWanted(m.regions, key) {
+				rm.regionOK[id] = true
+				ids = append(ids, uint32(id))
+			}
+		}
+		if len(ids) == 0 {
+			rm.none = true
+		} else {
+			rm.cand = append(rm.cand, lists(c.byRegion, ids))
+		}
 	}
 	if rm.instOK, ids, none = idSet(&c.instIDs, q.InstanceTypes, strings.ToLower); none {
 		rm.none = true

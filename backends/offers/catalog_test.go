@@ -233,6 +233,8 @@ func TestCatalog_Query_filters(t *testing.T) {
 	}{
 		{"regions are case-insensitive", Query{Regions: []string{"FIN-01", "eu-NORTH1"}},
 			func(o Offer) bool { return o.Region == "FIN-01" || o.Region == "eu-north1" }},
+		{"a region selects its zones", Query{Regions: []string{"us-central2"}, SpotPolicy: SpotPolicyAuto},
+			func(o Offer) bool { return o.Region == "us-central2-a" || o.Region == "us-central2-b" }},
 		{"instance types are case-insensitive", Query{InstanceTypes: []string{"P4DE.24XLARGE"}},
 			func(o Offer) bool { return o.Instance == "p4de.24xlarge" }},
 		{"compute capability 9.0.. means Hopper or newer", Query{GPUCount: AtLeast(1), ComputeCapability: AtLeast(9)},
@@ -273,7 +275,7 @@ func TestCatalog_Query_unknownValuesMatchNothing(t *testing.T) {
 // genQuery draws queries over the values present in the catalog.
 func genQuery(c *Catalog) *rapid.Generator[Query] {
 	backends := c.Backends()
-	regions := []string{"us-east-1", "FIN-01", "eu-north1", "us-west-2", "CANADA-1", "Texas, US, NA"}
+	regions := []string{"us-east-1", "FIN-01", "eu-north1", "us-west-2", "CANADA-1", "Texas, US, NA", "us-central2", "us-east1-a"}
 	names := []string{"A100", "H100", "t4", "RTX4090", "L40S", "V520", "B200"}
 	rng := func(t *rapid.T, label string, hi float64) Range {
 		var r Range

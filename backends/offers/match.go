@@ -147,7 +147,7 @@ func (m *matcher) match(o *Offer) bool {
 			}
 		}
 	}
-	if m.regions != nil && !m.regions[strings.ToLower(o.Region)] {
+	if m.regions != nil && !regionWanted(m.regions, strings.ToLower(o.Region)) {
 		return false
 	}
 	if m.insts != nil && !m.insts[strings.ToLower(o.Instance)] {
@@ -184,6 +184,20 @@ func (m *matcher) matchGPU(o *Offer) bool {
 		return false
 	}
 	return true
+}
+
+// regionWanted reports whether a lower-cased region, or the region of a
+// zone ("us-central1-a" → "us-central1", as gpuhunt's GCP rows are per
+// zone), is in the wanted set.
+func regionWanted(wanted map[string]bool, region string) bool {
+	if wanted[region] {
+		return true
+	}
+	if n := len(region); n > 3 && region[n-2] == '-' && region[n-1] >= 'a' && region[n-1] <= 'z' &&
+		region[n-3] >= '0' && region[n-3] <= '9' {
+		return wanted[region[:n-2]]
+	}
+	return false
 }
 
 func archOrDefault(a string) string {
