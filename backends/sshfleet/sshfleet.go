@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -109,7 +110,8 @@ type Backend struct {
 	clients map[string]*tunnel.Client
 	shims   map[string]string // instance id → shim base URL
 	locks   map[string]*sync.Mutex
-	sums    map[string]string // local binary (path|size|mtime) → sha256
+	dials   map[string]*sync.Mutex // one SSH dial per instance at a time
+	sums    map[string]string      // local binary (path|size|mtime) → sha256
 }
 
 // New returns the backend, loading the records in cfg.StateDir.
@@ -142,7 +144,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{
 		cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), store: st,
-		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{}, sums: map[string]string{},
+		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{}, dials: map[string]*sync.Mutex{}, sums: map[string]string{},
 	}
 	b.feedLocked()
 	return b, nil
@@ -512,6 +514,20 @@ func (b *Backend) waitShim(ctx context.Context, c *tunnel.Client, r *record) err
 func (b *Backend) client(ctx context.Context, r *record, persist bool) (*tunnel.Client, error) {
 	b.mu.Lock()
 	c, ok := b.clients[r.ID]
+	dl, dok := b.dials[r.ID]
+	if !dok {
+		dl = &sync.Mutex{}
+		b.dials[r.ID] = dl
+	}
+	b.mu.Unlock()
+	if ok && c.Alive() {
+		return c, nil
+	}
+	// One dial per instance at a time; whoever waited reuses its result.
+	dl.Lock()
+	defer dl.Unlock()
+	b.mu.Lock()
+	c, ok = b.clients[r.ID]
 	b.mu.Unlock()
 	if ok && c.Alive() {
 		return c, nil
@@ -639,8 +655,17 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	return b.instance(r), nil
 }
 
-// Connect returns a connection to the instance's shim through the pooled SSH
-// connection. Closing the Conn leaves the SSH connection to the pool.
+// ShimHost is the host name of Conn.ShimURL: a stable name that the Conn's
+// dialer resolves to wherever the instance's shim listens now, so a Conn
+// survives both a reconnect of the SSH connection and a restart of the shim
+// (which picks a new port).
+const ShimHost = "hoist-shim"
+
+// Connect returns a connection to the instance's agents through the pooled
+// SSH connection of its host. Its ShimURL is http://hoist-shim (see
+// ShimHost); every dial goes through the host's current SSH connection,
+// redialed when it broke, so a Conn may be kept for the instance's life.
+// Closing it drops its idle HTTP connections only.
 func (b *Backend) Connect(ctx context.Context, inst backends.Instance) (backends.Conn, error) {
 	r, ok := b.record(inst.ID)
 	if !ok {
@@ -650,27 +675,57 @@ func (b *Backend) Connect(ctx context.Context, inst backends.Instance) (backends
 	if err != nil {
 		return nil, err
 	}
-	u, err := b.shimURL(ctx, c, r)
-	if err != nil {
+	if _, err := b.shimURL(ctx, c, r); err != nil {
 		return nil, backends.Transient(fmt.Errorf("sshfleet: instance %s: %w", inst.ID, err))
 	}
-	return &conn{hc: c.HTTPClient(), url: u}, nil
+	cn := &conn{b: b, id: inst.ID}
+	cn.tr = &http.Transport{DialContext: cn.dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+	cn.hc = &http.Client{Transport: cn.tr}
+	return cn, nil
 }
 
 type conn struct {
-	hc  *http.Client
-	url string
+	b  *Backend
+	id string
+	tr *http.Transport
+	hc *http.Client
+}
+
+// dial opens a channel from the host to addr; ShimHost:80 means the shim.
+func (c *conn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	r, ok := c.b.record(c.id)
+	if !ok {
+		return nil, fmt.Errorf("sshfleet: instance %s: %w", c.id, backends.ErrNotFound)
+	}
+	cl, err := c.b.client(ctx, r, true)
+	if err != nil {
+		return nil, err
+	}
+	if addr != ShimHost+":80" {
+		return cl.DialContext(ctx, network, addr)
+	}
+	for attempt := 0; ; attempt++ {
+		u, err := c.b.shimURL(ctx, cl, r)
+		if err != nil {
+			return nil, backends.Transient(fmt.Errorf("sshfleet: instance %s: %w", c.id, err))
+		}
+		nc, err := cl.DialContext(ctx, network, strings.TrimPrefix(u, "http://"))
+		if err == nil || attempt > 0 {
+			return nc, err
+		}
+		c.b.forgetShim(c.id) // the shim may have restarted on another port
+	}
 }
 
 // HTTPClient returns the client that reaches the instance's agents.
 func (c *conn) HTTPClient() *http.Client { return c.hc }
 
-// ShimURL returns the shim's base URL.
-func (c *conn) ShimURL() string { return c.url }
+// ShimURL returns the shim's base URL, http://hoist-shim.
+func (c *conn) ShimURL() string { return "http://" + ShimHost }
 
 // Close drops the connection's idle HTTP connections.
 func (c *conn) Close() error {
-	c.hc.CloseIdleConnections()
+	c.tr.CloseIdleConnections()
 	return nil
 }
 

@@ -184,6 +184,13 @@ func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
 	if err != nil || got.Status != backends.StatusRunning {
 		t.Fatalf("after reconnect: %+v, %v", got, err)
 	}
+	// A Conn taken before the shim crashes keeps working after its restart
+	// (on another port).
+	conn, err := b2.Connect(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	shimPid := readPid(t, filepath.Join(f.remote, insts[0].ID, "shim.pid"))
 	if err := syscall.Kill(shimPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -199,11 +206,6 @@ func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	conn, err := b2.Connect(ctx, got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	if task, err := api.NewShimClient(conn.ShimURL(), conn.HTTPClient()).GetTask(ctx, "task-0"); err != nil || task.ContainerID == "" {
 		t.Errorf("restarted shim lost its task: %+v, %v", task, err)
 	}
@@ -339,8 +341,16 @@ func TestFleet_killedSSHDIsUnreachable(t *testing.T) {
 	}
 	t.Cleanup(func() { f.b.Terminate(context.Background(), inst.ID) })
 
+	kept, err := f.b.Connect(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
 	f.hosts[0].Kill()
 	waitDisconnected(t, f.b, inst.ID)
+	if _, err := api.NewShimClient(kept.ShimURL(), kept.HTTPClient()).Health(ctx); !errors.Is(err, backends.ErrUnreachable) {
+		t.Errorf("a kept Conn to a dead host = %v; want ErrUnreachable", err)
+	}
 	got, err := f.b.Describe(ctx, inst.ID)
 	if err != nil || !got.Unreachable || got.Message == "" {
 		t.Fatalf("Describe of a dead host = %+v, %v; want Unreachable with a reason", got, err)
@@ -360,6 +370,9 @@ func TestFleet_killedSSHDIsUnreachable(t *testing.T) {
 	got, err = f.b.Describe(ctx, inst.ID)
 	if err != nil || got.Unreachable || got.Status != backends.StatusRunning {
 		t.Fatalf("Describe after the host came back = %+v, %v", got, err)
+	}
+	if _, err := api.NewShimClient(kept.ShimURL(), kept.HTTPClient()).Health(ctx); err != nil {
+		t.Errorf("the kept Conn after the host came back: %v", err)
 	}
 
 	// Terminating a dead host is retried until it answers.
