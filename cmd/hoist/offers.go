@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +27,7 @@ func newOffersCmd() *cobra.Command {
 		catalogURL string
 		groupBy    string
 		output     string
+		exportDir  string
 		local      bool
 	)
 	cmd := &cobra.Command{
@@ -74,6 +77,9 @@ func newOffersCmd() *cobra.Command {
 				q.Limit = 0 // group over every match, then cut groups
 			}
 			ans := m.Query(cmd.Context(), q)
+			if exportDir != "" {
+				return exportCatalog(cmd, exportDir, cat, ans.Offers)
+			}
 			out := cmd.OutOrStdout()
 			if len(keys) > 0 {
 				groups := offers.GroupBy(ans.Offers, keys)
@@ -113,6 +119,7 @@ func newOffersCmd() *cobra.Command {
 	fl.StringVar(&groupBy, "group-by", "", "aggregate by gpu, backend and/or region (comma-separated)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	fl.BoolVar(&local, "local", false, "include this machine as a local-backend offer")
+	fl.StringVar(&exportDir, "export-dir", "", "write the matching offers as gpuhunt BACKEND.csv files (usable as --catalog-dir) instead of listing them")
 	return cmd
 }
 
@@ -148,6 +155,43 @@ func loadOfferCatalog(cmd *cobra.Command, dir, url string) (*offers.Catalog, str
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: some catalogs could not be downloaded, using %s for them: %v\n", origin, err)
 	}
 	return r.Catalog(), url + " over " + origin, nil
+}
+
+// exportCatalog writes offers as one gpuhunt CSV per backend plus a
+// VERSION file carrying the catalog's snapshot date.
+func exportCatalog(cmd *cobra.Command, dir string, cat *offers.Catalog, list []offers.Offer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	byBackend := map[string][]offers.Offer{}
+	for _, o := range list {
+		byBackend[o.Backend] = append(byBackend[o.Backend], o)
+	}
+	for backend, rows := range byBackend {
+		if err := writeCatalogFile(filepath.Join(dir, backend+".csv"), rows); err != nil {
+			return err
+		}
+	}
+	if d := cat.SnapshotDate(); d != "" {
+		v := strings.ReplaceAll(d, "-", "") + "-0\n"
+		if err := os.WriteFile(filepath.Join(dir, "VERSION"), []byte(v), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Wrote %d offers of %d backends to %s\n", len(list), len(byBackend), dir)
+	return nil
+}
+
+func writeCatalogFile(path string, rows []offers.Offer) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := offers.WriteCSV(f, rows, nil); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -110,3 +110,25 @@ func TestOffersCmd_rejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestOffersCmd_exportDirRoundTripsThroughCatalogDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "export")
+	if _, err := runHoist(t, "offers", "--gpu", "H100", "--spot-policy", "auto", "--limit", "0", "--export-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	want, err := runHoist(t, "offers", "--gpu", "H100", "--spot-policy", "auto", "--limit", "0", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runHoist(t, "offers", "--catalog-dir", dir, "--gpu", "H100", "--spot-policy", "auto", "--limit", "0", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("offers read back from the export differ:\nwant %.300s\ngot  %.300s", want, got)
+	}
+	text, err := runHoist(t, "offers", "--catalog-dir", dir, "--gpu", "H100", "--limit", "1")
+	if err != nil || !strings.Contains(text, "prices as of 2026-11-21") {
+		t.Errorf("exported snapshot date lost: %v\n%s", err, text)
+	}
+}
