@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"hoist/agents/api"
 	"hoist/agents/shim"
 	"hoist/backends"
@@ -86,6 +88,8 @@ type Backend struct {
 	log  *slog.Logger
 	host offers.Offer // the whole host, from offers.LocalHost
 
+	docker *client.Client // shared by every instance's shim
+
 	mu     sync.Mutex
 	insts  map[string]*instance
 	closed bool
@@ -112,7 +116,8 @@ type record struct {
 	CreatedAt time.Time         `json:"created_at"`
 }
 
-// New returns the local backend. It restarts the shim of every instance
+// New returns the local backend. It checks that the Docker Engine answers
+// (else a transient error), then restarts the shim of every instance
 // recorded in cfg.StateDir, re-attaching to their containers (Recover).
 func New(cfg Config) (*Backend, error) {
 	if cfg.Name == "" {
@@ -137,8 +142,18 @@ func New(cfg Config) (*Backend, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
-	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), insts: map[string]*instance{}}
-	var err error
+	docker, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("local backend: docker client: %w", err)
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err = docker.Ping(pctx)
+	pcancel()
+	if err != nil {
+		docker.Close()
+		return nil, backends.Transient(fmt.Errorf("local backend: docker engine not answering: %w", err))
+	}
+	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), docker: docker, insts: map[string]*instance{}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if b.host, err = offers.LocalHost(ctx, cfg.StateDir); err != nil {
@@ -203,6 +218,9 @@ func (b *Backend) Close() error {
 		in.stop()
 		delete(b.insts, id)
 	}
+	if !b.closed {
+		b.docker.Close()
+	}
 	b.closed = true
 	return nil
 }
@@ -235,6 +253,7 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 		labels[k] = v
 	}
 	s, err := shim.New(shim.Config{
+		Docker:       b.docker,
 		RunnerBinary: b.cfg.RunnerBinary,
 		StateDir:     filepath.Join(b.instDir(r.ID), "shim"),
 		Labels:       labels,
