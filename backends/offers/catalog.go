@@ -392,9 +392,15 @@ func (c *Catalog) Query(q Query) []Offer {
 	if len(ids) == 0 {
 		return nil
 	}
+	// Copy runs of consecutive rows in bulk: broad answers are long runs.
 	out := make([]Offer, len(ids))
-	for k, i := range ids {
-		out[k] = c.offers[i]
+	for k := 0; k < len(ids); {
+		j := k + 1
+		for j < len(ids) && ids[j] == ids[j-1]+1 {
+			j++
+		}
+		copy(out[k:j], c.offers[ids[k]:ids[j-1]+1])
+		k = j
 	}
 	return out
 }
