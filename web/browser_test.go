@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -398,5 +399,37 @@ func TestBrowser_screenshotsOfEveryPage(t *testing.T) {
 	}
 	if err := chromedp.Do(tab, steps...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestBrowser_pagesReadWithJavaScriptOff(t *testing.T) {
+	tab := browser(t)
+	e := newLiveEnv(t)
+	if _, err := chromedp.Call(tab, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(tab,
+		e.login(e.seeded.Tokens.Admin),
+		chromedp.Navigate(e.url+"/runs/hello"),
+		chromedp.WaitVisible(css(`[data-testid=logs]`)),
+		chromedp.WaitVisible(css(`[data-testid=timeline]`)),
+		shoot("run-hello-nojs"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if logs := text(t, tab, `[data-testid=logs]`); !strings.Contains(logs, "hello line 3") {
+		t.Errorf("logs without JavaScript: %q", logs)
+	}
+	// Forms work without JavaScript: filter runs by status.
+	if err := chromedp.Do(tab,
+		chromedp.Navigate(e.url+"/runs"),
+		chromedp.SetValue(css(`[data-testid=filter-status]`), "failed"),
+		chromedp.Submit(css(`[data-testid=runs-filter]`)),
+		chromedp.WaitReady(css(`[data-testid=filter-status] option[value=failed][selected]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if rows := text(t, tab, `[data-testid=runs-table] tbody`); strings.Contains(rows, "hello") {
+		t.Errorf("filter ignored: %q", rows)
 	}
 }

@@ -58,6 +58,7 @@ func (m *memStore) ListRuns(_ context.Context, f RunFilter) ([]Run, error) {
 		}
 		return out[i].Name < out[j].Name
 	})
+	out = out[min(f.Offset, len(out)):]
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
