@@ -174,13 +174,21 @@ func (m *Market) Query(ctx context.Context, q Query) Answer {
 	}
 	catQ := q
 	if len(live) > 0 {
-		catQ.Limit = 0 // rows of live backends are dropped below
+		// Live answers replace the catalog's rows of their backends.
+		from := q.Backends
+		if len(from) == 0 {
+			from = cat.Backends()
+		}
+		catQ.Backends = nil
+		for _, b := range from {
+			if !live[BackendName(b)] {
+				catQ.Backends = append(catQ.Backends, b)
+			}
+		}
 	}
-	catOffers := cat.Query(catQ)
-	if len(live) > 0 {
-		catOffers = slices.DeleteFunc(catOffers, func(o Offer) bool { return live[o.Backend] })
+	if len(live) == 0 || len(catQ.Backends) > 0 {
+		lists = append(lists, cat.Query(catQ))
 	}
-	lists = append(lists, catOffers)
 	ans.Offers = mergeSorted(lists, q.Limit)
 	return ans
 }
