@@ -162,7 +162,7 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		k := Key(d.Kind, d.Name)
 		seen[k] = true
 		c := cur[k]
-		s := stepFor(d, c)
+		s := stepFor(d, c, opts.Confirmed)
 		p.Steps = append(p.Steps, s)
 		if opts.Estimate != nil && s.Action != Delete {
 			if v, ok := opts.Estimate(d); ok {
@@ -245,7 +245,7 @@ func kindOrder(k schema.Kind) int {
 	}
 }
 
-func stepFor(d *schema.Resource, c *Current) Step {
+func stepFor(d *schema.Resource, c *Current, confirmed bool) Step {
 	s := Step{Kind: d.Kind, Name: d.Name, File: d.File, Desired: d, Current: c}
 	switch {
 	case c == nil:
@@ -280,7 +280,7 @@ func stepFor(d *schema.Resource, c *Current) Step {
 		s.Action, s.Rolling, s.Reason = Replace, true, "spec changed; replicas are replaced by a rolling deployment"
 	case d.Kind == schema.KindVolume:
 		s.Action, s.Reason = Replace, "volumes cannot be updated in place; re-creating deletes the volume and needs confirmation"
-		s.Held = true
+		s.Held = !confirmed
 	case d.Kind.IsRun():
 		s.Action, s.Reason = Replace, "spec changed; the run is stopped and submitted again"
 	default:
