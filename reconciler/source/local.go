@@ -10,8 +10,13 @@ import (
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 )
 
 // localGit reads a Git repository on this machine straight from its object
@@ -24,14 +29,15 @@ type localGit struct {
 	commonDir string // where refs and objects live (differs in linked work trees)
 	branch    plumbing.ReferenceName
 
-	mu    sync.Mutex // guards repo and trees; go-git repositories are not safe for concurrent use
-	repo  *git.Repository
-	trees treeReader
+	mu      sync.Mutex // guards repo, storage and trees; go-git repositories are not safe for concurrent use
+	repo    *git.Repository
+	storage *filesystem.Storage
+	trees   treeReader
 }
 
 var _ Source = (*localGit)(nil)
 
-func openLocal(cfg Config, repo *git.Repository) (*localGit, error) {
+func openLocal(cfg Config) (*localGit, error) {
 	dir, err := filepath.Abs(cfg.Repo)
 	if err != nil {
 		return nil, fmt.Errorf("open git repository: %w", err)
@@ -40,7 +46,11 @@ func openLocal(cfg Config, repo *git.Repository) (*localGit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open git repository %s: %w", dir, err)
 	}
-	s := &localGit{nudger: newNudger(), cfg: cfg, dir: dir, gitDir: gitDir, commonDir: commonDir, repo: repo}
+	s := &localGit{nudger: newNudger(), cfg: cfg, dir: dir, gitDir: gitDir, commonDir: commonDir}
+	if err := s.reopen(); err != nil {
+		return nil, fmt.Errorf("open git repository %s: %w", dir, err)
+	}
+	repo := s.repo
 
 	if cfg.Branch != "" {
 		s.branch = plumbing.NewBranchReferenceName(strings.TrimPrefix(cfg.Branch, "refs/heads/"))
@@ -120,6 +130,27 @@ func (s *localGit) Describe() string {
 	return "git " + s.dir + "@" + s.branch.Short() + describePath(s.cfg.Path)
 }
 
+// reopen opens the repository afresh, closing the previous one. Pack files
+// stay open between reads (KeepDescriptors): without it go-git opens the
+// pack once per object, which was 40% of reading a 10,000-file tree.
+func (s *localGit) reopen() error {
+	var dot billy.Filesystem = osfs.New(s.gitDir, osfs.WithBoundOS())
+	if s.commonDir != s.gitDir {
+		dot = dotgit.NewRepositoryFilesystem(dot, osfs.New(s.commonDir, osfs.WithBoundOS()))
+	}
+	st := filesystem.NewStorageWithOptions(dot, cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	repo, err := git.Open(st, nil)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	if s.storage != nil {
+		s.storage.Close()
+	}
+	s.repo, s.storage = repo, st
+	return nil
+}
+
 // withRepo runs fn under the lock. Pack files can change under an open
 // repository (git gc, a large push) and go-git caches the pack index, so a
 // failure other than a user error is retried once on a freshly opened
@@ -133,12 +164,10 @@ func (s *localGit) withRepo(fn func(*git.Repository) error) error {
 	if err == nil || isUserError(err) && !errors.Is(err, ErrRevisionNotFound) {
 		return err
 	}
-	repo, oerr := git.PlainOpenWithOptions(s.dir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
-	if oerr != nil {
+	if oerr := s.reopen(); oerr != nil {
 		return err
 	}
-	s.repo = repo
-	return fn(repo)
+	return fn(s.repo)
 }
 
 func isUserError(err error) bool {

@@ -203,7 +203,7 @@ func Open(ctx context.Context, cfg Config) (Source, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("open source %s: not a directory", cfg.Repo)
 	}
-	repo, err := git.PlainOpenWithOptions(cfg.Repo, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	_, err = git.PlainOpenWithOptions(cfg.Repo, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		if cfg.Debounce <= 0 {
 			cfg.Debounce = DefaultDebounce
@@ -216,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open git repository %s: %w", cfg.Repo, err)
 	}
-	return openLocal(cfg, repo)
+	return openLocal(cfg)
 }
 
 // cleanSubPath normalizes Config.Path to a clean relative slash path, ""
