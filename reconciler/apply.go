@@ -70,6 +70,12 @@ func (c *Controller) applyRun(ctx context.Context, rev source.Revision, s plan.S
 		if _, err := c.upsert(ctx, rev, s); err != nil {
 			return err
 		}
+		if s.Current != nil && s.Current.Kind != s.Desired.Kind {
+			// A type change: the old kind's row must not outlive it.
+			if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Current.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
 		if err := c.stopRunByName(ctx, s.Name, reasonTerminatedByServer,
 			fmt.Sprintf("spec changed in %s (%s)", short(rev.ID), strings.Join(s.Changed, ", ")), rev.ID, false); err != nil {
 			return err
