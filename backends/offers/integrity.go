@@ -26,8 +26,9 @@ var regionPatterns = map[string]*regexp.Regexp{
 }
 
 // maxSkippedShare is the share of malformed rows above which a table is
-// considered broken rather than slightly dirty.
-const maxSkippedShare = 0.05
+// considered the wrong file rather than a catalog with a few bad rows
+// (which are skipped with a warning).
+const maxSkippedShare = 0.5
 
 // IntegrityError lists everything wrong with one provider table.
 type IntegrityError struct {
@@ -49,8 +50,9 @@ var ErrIntegrity = errors.New("catalog integrity")
 func (e *IntegrityError) Is(target error) bool { return target == ErrIntegrity }
 
 // CheckTable runs gpuhunt's catalog integrity checks on a table as read
-// (before normalization): the table is non-empty and not mostly malformed;
-// every row has an instance name and a location of the provider's shape, a
+// (before normalization): the table is non-empty and not mostly malformed
+// (a few malformed rows are merely skipped); every row has an instance
+// name and a location of the provider's shape, a
 // positive price, CPU count and memory, a positive disk size or none; GPU
 // fields are all set or all empty, and GPU rows carry a vendor (when the
 // file has that column; legacy 9-column files get the vendor from the
