@@ -10,11 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -286,8 +289,6 @@ func (s *remoteGit) fetchCommit(ctx context.Context, specs []config.RefSpec, dep
 	start := time.Now()
 
 	var st storage.Storer = memory.NewStorage()
-	var repo *git.Repository
-	var err error
 	if s.cfg.CacheDir != "" {
 		if err := os.MkdirAll(s.cfg.CacheDir, 0o700); err != nil {
 			return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)
@@ -297,15 +298,14 @@ func (s *remoteGit) fetchCommit(ctx context.Context, specs []config.RefSpec, dep
 			return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)
 		}
 		defer os.RemoveAll(tmp)
-		repo, err = git.PlainInit(tmp, true)
-		if err != nil {
-			return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)
-		}
-	} else {
-		repo, err = git.Init(st, nil)
-		if err != nil {
-			return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)
-		}
+		fst := filesystem.NewStorageWithOptions(osfs.New(tmp, osfs.WithBoundOS()), cache.NewObjectLRUDefault(),
+			filesystem.Options{KeepDescriptors: true})
+		defer fst.Close() // before RemoveAll
+		st = fst
+	}
+	repo, err := git.Init(st, nil)
+	if err != nil {
+		return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)
 	}
 	rem, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{s.remote.clean}})
 	if err != nil {
