@@ -478,19 +478,29 @@ func (b *Backend) forgetShim(id string) {
 	b.mu.Unlock()
 }
 
-// health asks the shim's health check once through c.
+// health asks the shim's health check through c. A failure through a cached
+// address is retried once with the address read afresh (the shim may have
+// restarted on another port).
 func (b *Backend) health(ctx context.Context, c *tunnel.Client, r *record) error {
-	u, err := b.shimURL(ctx, c, r)
-	if err != nil {
-		return err
-	}
-	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := api.NewShimClient(u, c.HTTPClient()).Health(hctx); err != nil {
+	for attempt := 0; ; attempt++ {
+		b.mu.Lock()
+		_, cached := b.shims[r.ID]
+		b.mu.Unlock()
+		u, err := b.shimURL(ctx, c, r)
+		if err != nil {
+			return err
+		}
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = api.NewShimClient(u, c.HTTPClient()).Health(hctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
 		b.forgetShim(r.ID)
-		return err
+		if !cached || attempt > 0 || !c.Alive() {
+			return err
+		}
 	}
-	return nil
 }
 
 func (b *Backend) waitShim(ctx context.Context, c *tunnel.Client, r *record) error {
@@ -611,7 +621,8 @@ func loadSigner(h backends.SSHHost) (ssh.Signer, error) {
 }
 
 // Describe observes the instance: it connects (pooled) and asks the shim's
-// health check through the connection. An unreachable host is not an error:
+// health check through the connection. A shim of an incompatible API version
+// is replaced by the agents of this server (upload, restart) on the spot. An unreachable host is not an error:
 // the instance comes back with Unreachable set and the reason in Message, so
 // the caller marks it and retries with back-off. A changed host key returns
 // the instance together with a stalled error wrapping
@@ -636,7 +647,19 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 		}
 		return inst, err
 	}
-	if err := b.health(ctx, c, r); err != nil {
+	err = b.health(ctx, c, r)
+	if errors.Is(err, api.ErrIncompatibleAgent) {
+		// An agent of another version answers: replace it with ours.
+		b.log.Warn("shim_incompatible", "instance", id, "error", err)
+		if derr := b.deploy(ctx, c, r); derr != nil {
+			err = fmt.Errorf("%w; replacing it failed: %w", err, derr)
+		} else {
+			wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+			err = b.waitShim(wctx, c, r)
+			cancel()
+		}
+	}
+	if err != nil {
 		if !c.Alive() {
 			inst := b.instance(r)
 			inst.Unreachable, inst.Message = true, err.Error()

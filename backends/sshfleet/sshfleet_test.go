@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -436,5 +437,66 @@ func TestFleet_proxyJump(t *testing.T) {
 	jump.Restart(t)
 	if _, err := f.b.Create(ctx, spec); err != nil {
 		t.Errorf("Create with the jump host's new key pinned: %v", err)
+	}
+}
+
+// TestFleet_incompatibleShimIsReplaced puts an agent of another API version
+// in place of the shim (busybox httpd answering the health check without
+// hoist's version header) and checks that Describe replaces it.
+func TestFleet_incompatibleShimIsReplaced(t *testing.T) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("SKIP: busybox not installed")
+	}
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "old-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := filepath.Join(f.remote, inst.ID)
+	fake := "#!/bin/sh\nmkdir -p www/api && echo '{\"service\":\"dstack-shim\",\"version\":\"0.19.0\"}' > www/api/healthcheck\n" +
+		"echo " + addr + " > shim.addr\nexec " + bb + " httpd -f -p " + addr + " -h www\n"
+	if err := os.WriteFile(filepath.Join(dir, "bin", "hoist-shim.new"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "bin", "hoist-shim.new"), filepath.Join(dir, "bin", "hoist-shim")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(readPid(t, filepath.Join(dir, "shim.pid")), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the supervisor to start the impostor.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the supervisor did not start the replaced binary")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got, err := f.b.Describe(ctx, inst.ID)
+	if err != nil || got.Status != backends.StatusRunning {
+		t.Fatalf("Describe with an incompatible shim = %+v, %v; want it replaced and running", got, err)
+	}
+	conn, err := f.b.Connect(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h, err := api.NewShimClient(conn.ShimURL(), conn.HTTPClient()).Health(ctx)
+	if err != nil || h.APIVersion != api.ShimAPIVersion {
+		t.Errorf("after the replacement: %+v, %v", h, err)
 	}
 }

@@ -70,6 +70,9 @@ type Client struct {
 	log     *slog.Logger
 	done    chan struct{}
 	once    sync.Once
+
+	hcMu sync.Mutex
+	hc   *http.Client
 }
 
 // Dial connects and authenticates to cfg.Addr (through cfg.Jump when set)
@@ -378,6 +381,11 @@ func (c *Client) Alive() bool { return !isClosed(c.done) }
 
 // Close closes the connection (and the jump connection, if any).
 func (c *Client) Close() error {
+	c.hcMu.Lock()
+	if c.hc != nil {
+		c.hc.CloseIdleConnections()
+	}
+	c.hcMu.Unlock()
 	err := c.ssh.Close()
 	c.markDone()
 	if c.jump != nil {
@@ -399,16 +407,22 @@ func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Con
 	return conn, nil
 }
 
-// HTTPClient returns an HTTP client whose every connection is dialed from the
-// host through this SSH connection: http://127.0.0.1:PORT reaches the host's
-// loopback. It has no overall timeout; callers use contexts.
+// HTTPClient returns the HTTP client whose every connection is dialed from
+// the host through this SSH connection: http://127.0.0.1:PORT reaches the
+// host's loopback. The client is made once per Client and shared; it has no
+// overall timeout (callers use contexts).
 func (c *Client) HTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext:         c.DialContext,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}}
+	c.hcMu.Lock()
+	defer c.hcMu.Unlock()
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: &http.Transport{
+			DialContext:         c.DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		}}
+	}
+	return c.hc
 }
 
 // ExitError is returned by Run when the remote command exits non-zero.
