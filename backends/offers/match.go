@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // backendAliases maps gpuhunt provider names and other spellings to hoist
@@ -82,10 +84,24 @@ func set(list []string, norm func(string) string) map[string]bool {
 	return m
 }
 
+// gpuKeys memoizes gpuKey: catalogs and feeds repeat a few dozen names.
+// gpuKeyCount bounds it against feeds inventing names.
+var (
+	gpuKeys     sync.Map // string → string
+	gpuKeyCount atomic.Int32
+)
+
 // gpuKey is the case-insensitive key of a GPU name after normalization.
 func gpuKey(name string) string {
+	if k, ok := gpuKeys.Load(name); ok {
+		return k.(string)
+	}
 	n, _, _ := NormalizeGPUName(name)
-	return strings.ToLower(n)
+	k := strings.ToLower(n)
+	if len(name) <= 64 && gpuKeyCount.Add(1) <= 4096 {
+		gpuKeys.Store(name, k)
+	}
+	return k
 }
 
 func newMatcher(q Query) *matcher {
