@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v5"
 )
@@ -112,13 +113,14 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 	}
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
+	fw := &follower{s: s, run: run.Name, job: job, checked: time.Now()}
 	var written int64
 	for {
 		n := logPage
 		if limit > 0 && limit-written < int64(n) {
 			n = int(limit - written)
 		}
-		lines, err := s.deps.Store.ReadLogs(ctx, job.ID, after, n)
+		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, n)
 		if err != nil {
 			return err
 		}
@@ -134,29 +136,21 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 		if len(lines) == n {
 			continue
 		}
-		if !follow {
+		if !follow || (finished(fw.job.Status) && len(lines) == 0) {
 			break
 		}
 		if err := bw.Flush(); err != nil {
 			return nil
 		}
 		http.NewResponseController(w).Flush()
-		if finished(job.Status) {
-			// Read once more after a terminal status so no tail is lost.
-			run, err = s.deps.Store.GetRun(ctx, run.Name)
-			if err != nil || len(lines) == 0 {
+		notified := true
+		if !finished(fw.job.Status) {
+			var ok bool
+			if notified, ok = s.waitLogs(ctx); !ok {
 				break
 			}
-			continue
 		}
-		if !s.waitLogs(ctx) {
-			break
-		}
-		if run, err = s.deps.Store.GetRun(ctx, run.Name); err == nil {
-			if j, ok := pickJob(run, job.ID); ok {
-				job = j
-			}
-		}
+		fw.refresh(ctx, notified)
 	}
 	return bw.Flush()
 }

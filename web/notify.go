@@ -7,7 +7,11 @@ import (
 )
 
 // logPoll is how often followers re-read logs when nobody calls NotifyLogs.
-const logPoll = 250 * time.Millisecond
+const logPoll = 100 * time.Millisecond
+
+// statusPoll is how often followers re-read their job's status between
+// notifications.
+const statusPoll = time.Second
 
 // broadcast wakes every waiter at once: waiters take the current channel,
 // and notify closes it and installs a fresh one.
@@ -42,17 +46,53 @@ func (s *Server) NotifyLogs() { s.logs.notify() }
 // NotifyChange tells live pages that run or sync state changed.
 func (s *Server) NotifyChange() { s.logs.notify() }
 
-// waitLogs blocks until NotifyLogs, the poll interval, or ctx; it reports
-// false when ctx is done.
-func (s *Server) waitLogs(ctx context.Context) bool {
+// waitLogs blocks until NotifyLogs, the poll interval, or ctx. It reports
+// whether it was notified, and false for ok when ctx is done.
+func (s *Server) waitLogs(ctx context.Context) (notified, ok bool) {
 	ch := s.logs.wait()
 	t := time.NewTimer(logPoll)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return false, false
 	case <-ch:
+		return true, true
 	case <-t.C:
+		return false, true
 	}
-	return true
+}
+
+// JobGetter is an optional Store capability: reading one job cheaply, for
+// live followers that watch its status.
+type JobGetter interface {
+	// GetJob returns the job with the given id, or ErrNotFound.
+	GetJob(ctx context.Context, id string) (Job, error)
+}
+
+// follower tracks one live follower's job.
+type follower struct {
+	s       *Server
+	run     string
+	job     Job
+	checked time.Time
+}
+
+// refresh re-reads the job's status when notified or when statusPoll has
+// passed since the last read.
+func (f *follower) refresh(ctx context.Context, notified bool) {
+	if !notified && time.Since(f.checked) < statusPoll {
+		return
+	}
+	f.checked = time.Now()
+	if jg, ok := f.s.deps.Store.(JobGetter); ok {
+		if j, err := jg.GetJob(ctx, f.job.ID); err == nil {
+			f.job = j
+		}
+		return
+	}
+	if r, err := f.s.deps.Store.GetRun(ctx, f.run); err == nil {
+		if j, ok := pickJob(r, f.job.ID); ok {
+			f.job = j
+		}
+	}
 }

@@ -51,10 +51,11 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 		return true
 	}
 	bw.WriteString("retry: 2000\n\n")
+	fw := &follower{s: s, run: run.Name, job: job, checked: time.Now()}
 	lastStatus := ""
-	lastBeat := s.now()
+	lastBeat := time.Now()
 	for {
-		lines, err := s.deps.Store.ReadLogs(ctx, job.ID, after, logPage)
+		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, logPage)
 		if err != nil {
 			return nil // the stream is committed; the client reconnects
 		}
@@ -68,30 +69,30 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 			}
 			continue
 		}
-		if job.Status != lastStatus {
-			writeSSE(bw, "status", "", job.Status)
-			lastStatus = job.Status
+		if fw.job.Status != lastStatus {
+			writeSSE(bw, "status", "", fw.job.Status)
+			lastStatus = fw.job.Status
 		}
-		if finished(job.Status) && len(lines) == 0 {
-			writeSSE(bw, "end", "", job.Status)
+		if finished(fw.job.Status) && len(lines) == 0 {
+			writeSSE(bw, "end", "", fw.job.Status)
 			flush()
 			return nil
 		}
-		if s.now().Sub(lastBeat) >= sseHeartbeat {
+		if time.Since(lastBeat) >= sseHeartbeat {
 			bw.WriteString(": ping\n\n")
-			lastBeat = s.now()
+			lastBeat = time.Now()
 		}
 		if !flush() {
 			return nil
 		}
-		if !finished(job.Status) && !s.waitLogs(ctx) {
-			return nil
-		}
-		if r, err := s.deps.Store.GetRun(ctx, run.Name); err == nil {
-			if j, ok := pickJob(r, job.ID); ok {
-				job = j
+		notified := true
+		if !finished(fw.job.Status) {
+			var ok bool
+			if notified, ok = s.waitLogs(ctx); !ok {
+				return nil
 			}
 		}
+		fw.refresh(ctx, notified)
 	}
 }
 

@@ -24,6 +24,7 @@ var (
 	_ web.Inventory  = (*View)(nil)
 	_ web.Tokens     = (*View)(nil)
 	_ web.RunCounter = (*View)(nil)
+	_ web.JobGetter  = (*View)(nil)
 )
 
 // New returns a view of project (store.DefaultProject when empty).
@@ -247,6 +248,15 @@ func sortJobs(js []web.Job) {
 			js[k], js[k-1] = js[k-1], js[k]
 		}
 	}
+}
+
+// GetJob implements web.JobGetter.
+func (v *View) GetJob(ctx context.Context, id string) (web.Job, error) {
+	j, err := v.st.GetJob(ctx, id)
+	if err != nil {
+		return web.Job{}, mapErr(err)
+	}
+	return jobView(j, nil), nil
 }
 
 // ReadLogs implements web.Store. Each stored chunk becomes one line, its
