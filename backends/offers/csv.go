@@ -159,6 +159,11 @@ func parseRow(get func(string) string) (Offer, error) {
 		}
 	}
 	o.GPUVendor = strings.ToLower(get("gpu_vendor"))
+	switch o.GPUVendor {
+	case "", VendorNVIDIA, VendorAMD, VendorGoogle, VendorIntel, VendorTenstorrent:
+	default:
+		return o, fmt.Errorf("gpu_vendor: %q is not a known vendor", o.GPUVendor)
+	}
 	if strings.HasPrefix(o.GPUName, "tpu-") {
 		o.GPUName = strings.TrimPrefix(o.GPUName, "tpu-")
 		if o.GPUVendor == "" {
