@@ -144,6 +144,21 @@ func FromResources(r schema.Resources) offers.Query {
 	return q
 }
 
+// FromSpec is FromResources plus the profile's placement and price
+// settings (backends, regions, instance types, spot policy, max price):
+// everything dstack's get_offers_by_requirements filters on.
+func FromSpec(r schema.Resources, p schema.Profile) offers.Query {
+	q := FromResources(r)
+	q.Backends = p.Backends
+	q.Regions = p.Regions
+	q.InstanceTypes = p.InstanceTypes
+	q.SpotPolicy = p.SpotPolicy
+	if p.MaxPrice != nil {
+		q.MaxPrice = *p.MaxPrice
+	}
+	return q
+}
+
 // ParseValues reads GET /api/v1/offers query parameters into a Query:
 // gpu, cpu, memory, disk (dstack grammar), spot (true/false), spot_policy,
 // max_price, backend, region, instance_type (repeatable or

@@ -152,3 +152,18 @@ func TestFromResources_usesSpecDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestFromSpec_addsProfile(t *testing.T) {
+	g, err := schema.ParseGPU("A100:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	price := 20.0
+	q := FromSpec(schema.Resources{GPU: g}, schema.Profile{Backends: []string{"lambda"}, Regions: []string{"us-east-1"},
+		InstanceTypes: []string{"gpu_8x_a100"}, SpotPolicy: "auto", MaxPrice: &price})
+	want := offers.Query{GPUNames: []string{"A100"}, GPUCount: offers.Exactly(8), Backends: []string{"lambda"},
+		Regions: []string{"us-east-1"}, InstanceTypes: []string{"gpu_8x_a100"}, SpotPolicy: "auto", MaxPrice: 20}
+	if diff := cmp.Diff(want, q); diff != "" {
+		t.Errorf("FromSpec (-want +got):\n%s", diff)
+	}
+}
