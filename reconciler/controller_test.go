@@ -1,0 +1,300 @@
+package reconciler
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/store"
+)
+
+const retryTask = `type: task
+name: flaky
+image: busybox
+commands: [exit 1]
+retry:
+  on_events: [error]
+  duration: 10m
+`
+
+// TestReconcileRun_retryOnError: a job that exits with an error is
+// resubmitted after dstack's back-off (15 s, then 30 s), and once
+// retry.duration has passed the run ends failed with retry_limit_exceeded.
+func TestReconcileRun_retryOnError(t *testing.T) {
+	f := newFixture(t, map[string]string{"flaky.dstack.yml": retryTask})
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	submitted := f.run("flaky").SubmittedAt
+
+	for attempt, wait := range []time.Duration{15 * time.Second, 30 * time.Second} {
+		f.runnerReports("flaky", api.JobFailed, 1)
+		f.reconcileJobs("flaky") // terminating → failed
+		if j := f.jobs(f.run("flaky").ID)[0]; j.Status != store.JobFailed || j.TerminationReason != reasonContainerExitedErr {
+			t.Fatalf("attempt %d: job = %s (%s), want failed (container_exited_with_error)", attempt, j.Status, j.TerminationReason)
+		}
+		after := f.reconcileRun("flaky")
+		run := f.run("flaky")
+		if run.Status != store.RunPending || run.StatusMessage != "retrying" || after != wait {
+			t.Fatalf("attempt %d: run %s (%s), wake in %s; want pending (retrying) in %s", attempt, run.Status, run.StatusMessage, after, wait)
+		}
+		if run.ResubmissionAttempt != attempt+1 {
+			t.Fatalf("resubmission attempt = %d, want %d", run.ResubmissionAttempt, attempt+1)
+		}
+		// Not yet: the back-off has not elapsed.
+		f.clock.Advance(wait - time.Second)
+		if after := f.reconcileRun("flaky"); after != time.Second || f.run("flaky").Status != store.RunPending {
+			t.Fatalf("attempt %d: before the back-off the run is %s (wake in %s)", attempt, f.run("flaky").Status, after)
+		}
+		f.clock.Advance(time.Second)
+		f.reconcileRun("flaky")
+		run = f.run("flaky")
+		latest := latestSubmissions(f.jobs(run.ID))
+		if run.Status != store.RunSubmitted || len(latest) != 1 || latest[0].SubmissionNum != attempt+1 || latest[0].Status != store.JobSubmitted {
+			t.Fatalf("attempt %d: after the back-off run %s, latest jobs %+v; want submitted with submission %d", attempt, run.Status, latest, attempt+1)
+		}
+	}
+	if n := len(f.runs("flaky")); n != 1 {
+		t.Fatalf("retries made %d runs, want 1 run with several submissions", n)
+	}
+
+	// Past retry.duration the failure is final.
+	f.clock.Advance(submitted.Add(10*time.Minute + time.Second).Sub(f.clock.Now()))
+	f.runnerReports("flaky", api.JobFailed, 1)
+	f.reconcileJobs("flaky")
+	f.reconcileRun("flaky")
+	run := f.run("flaky")
+	if run.Status != store.RunTerminating || run.TerminationReason != runReasonRetryExceeded {
+		t.Fatalf("run = %s (%s), want terminating (retry_limit_exceeded)", run.Status, run.TerminationReason)
+	}
+	f.reconcileRun("flaky")
+	if run = f.run("flaky"); run.Status != store.RunFailed {
+		t.Fatalf("run = %s, want failed", run.Status)
+	}
+}
+
+// TestReconcileRun_noRetryWithoutPolicy: an error without a retry policy
+// fails the run at once (job_failed), and a done job makes it done.
+func TestReconcileRun_finalWithoutRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name, state    string
+		exit           int
+		status, reason string
+	}{
+		{"error fails the run", api.JobFailed, 2, store.RunFailed, runReasonJobFailed},
+		{"done finishes it", api.JobDone, 0, store.RunDone, runReasonAllJobsDone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, map[string]string{"once.dstack.yml": "type: task\nname: once\nimage: busybox\ncommands: [x]\n"})
+			f.sync()
+			f.runnerReports("once", tc.state, tc.exit)
+			f.reconcileJobs("once")
+			f.reconcileRun("once")
+			f.reconcileRun("once")
+			run := f.run("once")
+			if run.Status != tc.status || run.TerminationReason != tc.reason {
+				t.Fatalf("run = %s (%s), want %s (%s)", run.Status, run.TerminationReason, tc.status, tc.reason)
+			}
+			j := f.jobs(run.ID)[0]
+			if j.ExitCode == nil || *j.ExitCode != tc.exit || j.FinishedAt.IsZero() {
+				t.Fatalf("job = %+v, want exit %d and a finish time", j, tc.exit)
+			}
+			// Finished is final: a later pass changes nothing, and the same
+			// revision synced again submits nothing.
+			f.reconcileRun("once")
+			f.sync()
+			if rs := f.runs("once"); len(rs) != 1 || rs[0].Status != tc.status {
+				t.Fatalf("after re-sync: %d runs, latest %s", len(rs), rs[0].Status)
+			}
+		})
+	}
+}
+
+// TestReconcileRun_noFleetsRetriesOnNoCapacity: with no fleet at all the
+// job fails with `no fleets` (dstack's no-capacity), which retry covers.
+func TestReconcileRun_noFleets(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"a.dstack.yml": "type: task\nname: nofleet\nimage: busybox\ncommands: [x]\n",
+		"b.dstack.yml": "type: task\nname: capretry\nimage: busybox\ncommands: [x]\nretry:\n  on_events: [no-capacity]\n  duration: 1h\n",
+	})
+	f.sync()
+	for _, name := range []string{"nofleet", "capretry"} {
+		f.reconcileJobs(name) // submitted → terminating (no fleets)
+		f.reconcileJobs(name) // terminating → failed
+		j := f.jobs(f.run(name).ID)[0]
+		if j.Status != store.JobFailed || j.TerminationReason != reasonNoCapacity || j.StatusMessage != "no fleets" {
+			t.Fatalf("%s: job = %s (%s, %q), want failed, no capacity, \"no fleets\"", name, j.Status, j.TerminationReason, j.StatusMessage)
+		}
+		f.reconcileRun(name)
+	}
+	if run := f.run("nofleet"); run.Status != store.RunTerminating || run.TerminationReason != runReasonJobFailed {
+		t.Fatalf("nofleet = %s (%s), want terminating (job_failed)", run.Status, run.TerminationReason)
+	}
+	if run := f.run("capretry"); run.Status != store.RunPending || !run.NextTriggeredAt.Equal(f.clock.Now().Add(15*time.Second)) {
+		t.Fatalf("capretry = %s next %s, want pending in 15s", run.Status, run.NextTriggeredAt)
+	}
+}
+
+// TestReconcileRun_scheduleGoesBackToPending: a scheduled task waits for
+// its cron time, runs, and goes back to pending for the next fire.
+func TestReconcileRun_schedule(t *testing.T) {
+	f := newFixture(t, map[string]string{"cron.dstack.yml": "type: task\nname: nightly\nimage: busybox\ncommands: [x]\nschedule:\n  cron: \"0 * * * *\"\n"})
+	f.sync()
+	run := f.run("nightly")
+	next := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+	if run.Status != store.RunPending || !run.NextTriggeredAt.Equal(next) || len(f.jobs(run.ID)) != 0 {
+		t.Fatalf("run = %s next %s with %d jobs, want pending until %s without jobs", run.Status, run.NextTriggeredAt, len(f.jobs(run.ID)), next)
+	}
+	if after := f.reconcileRun("nightly"); after != time.Hour {
+		t.Fatalf("pending run wakes in %s, want 1h", after)
+	}
+	f.clock.Advance(time.Hour)
+	f.reconcileRun("nightly")
+	if run = f.run("nightly"); run.Status != store.RunSubmitted || len(f.jobs(run.ID)) != 1 {
+		t.Fatalf("at the cron time run = %s with %d jobs, want submitted with 1", run.Status, len(f.jobs(run.ID)))
+	}
+	f.runnerReports("nightly", api.JobDone, 0)
+	f.reconcileJobs("nightly")
+	f.reconcileRun("nightly") // → terminating (all jobs done)
+	f.reconcileRun("nightly") // → pending for the next fire
+	run = f.run("nightly")
+	if run.Status != store.RunPending || !run.NextTriggeredAt.Equal(next.Add(time.Hour)) || run.TerminationReason != "" {
+		t.Fatalf("after a done fire run = %s (%s) next %s, want pending until %s", run.Status, run.TerminationReason, run.NextTriggeredAt, next.Add(time.Hour))
+	}
+	// Removing the spec stops it for good.
+	f.remove("cron.dstack.yml")
+	f.sync()
+	f.reconcileRun("nightly")
+	if run = f.run("nightly"); run.Status != store.RunTerminated || !run.RemovedFromGit {
+		t.Fatalf("after removal run = %s removed %v, want terminated and removed from Git", run.Status, run.RemovedFromGit)
+	}
+}
+
+// TestSync_typeChangeConverges: changing a run's type replaces it once; a
+// later sync of the same revision leaves the new run alone.
+func TestSync_typeChangeConverges(t *testing.T) {
+	f := newFixture(t, map[string]string{"x.dstack.yml": "type: task\nname: morph\nimage: busybox\ncommands: [x]\n"})
+	f.sync()
+	f.write("x.dstack.yml", "type: service\nname: morph\nimage: busybox\nport: 8000\ncommands: [x]\n")
+	f.sync()
+	svc := f.run("morph")
+	if svc.Type != "service" || store.IsRunFinished(svc.Status) || svc.Status == store.RunTerminating {
+		t.Fatalf("latest run = %s %s, want an active service", svc.Type, svc.Status)
+	}
+	for i := 0; i < 2; i++ {
+		f.sync()
+	}
+	if got := f.run("morph"); got.ID != svc.ID || got.Status == store.RunTerminating {
+		t.Fatalf("a re-sync of the same revision touched the service: %s %s (was %s)", got.ID, got.Status, svc.ID)
+	}
+	if _, err := f.st.GetResource(f.ctx, store.DefaultProject, "task", "morph"); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := f.st.ListResources(f.ctx, store.ResourceFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Kind != "service" {
+		t.Fatalf("live resources = %+v, want only service/morph", rs)
+	}
+}
+
+// TestSync_invalidRevisionChangesNothing: a broken spec rejects the whole
+// revision with file:line:col errors; the fix syncs.
+func TestSync_invalidRevision(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: keep\nimage: busybox\ncommands: [x]\n"})
+	f.sync()
+	good := f.syncState().AppliedSHA
+	keep := f.run("keep")
+	f.write("a.dstack.yml", "type: task\nname: keep\nimage: busybox\ncommands: [y]\n")
+	f.write("b.dstack.yml", "type: task\nname: bad\nimage: busybox\ncomands: [x]\n")
+	if res := f.sync(); res != resultInvalid {
+		t.Fatalf("sync = %s, want invalid", res)
+	}
+	st := f.syncState()
+	if st.Status != store.SyncInvalid || st.AppliedSHA != good || len(st.Errors) == 0 || !strings.HasPrefix(st.Errors[0], "b.dstack.yml:4:1: ") {
+		t.Fatalf("sync state = %+v, want invalid at b.dstack.yml:4:1 with %s still applied", st, good)
+	}
+	if got := f.run("keep"); got.ID != keep.ID || got.Status != keep.Status {
+		t.Fatalf("the valid change of the rejected revision was applied: %+v", got)
+	}
+	if _, err := f.st.GetRunByName(f.ctx, store.DefaultProject, "bad"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("run bad exists: %v", err)
+	}
+	f.write("b.dstack.yml", "type: task\nname: bad\nimage: busybox\ncommands: [x]\n")
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync after the fix = %s", res)
+	}
+	if got := f.run("keep"); got.ID == keep.ID {
+		t.Fatalf("keep was not replaced by the fixed revision")
+	}
+	f.run("bad")
+}
+
+// TestSync_massDeletionHeld: a revision deleting every live run is held;
+// nothing stops until it is confirmed.
+func TestSync_massDeletionHeld(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"a.dstack.yml": "type: task\nname: one\nimage: busybox\ncommands: [x]\n",
+		"b.dstack.yml": "type: task\nname: two\nimage: busybox\ncommands: [x]\n",
+	})
+	f.sync()
+	f.remove("a.dstack.yml")
+	f.remove("b.dstack.yml")
+	f.write("c.dstack.yml", "type: task\nname: three\nimage: busybox\ncommands: [x]\n")
+	if res := f.sync(); res != resultHeld {
+		t.Fatalf("sync = %s, want held", res)
+	}
+	st := f.syncState()
+	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], HeldPrefix) || st.AppliedSHA == st.LatestSHA {
+		t.Fatalf("sync state = %+v, want one held error and the old revision applied", st)
+	}
+	for _, n := range []string{"one", "two"} {
+		if r := f.run(n); r.Status != store.RunSubmitted || r.RemovedFromGit {
+			t.Fatalf("%s = %s removed %v while the plan is held", n, r.Status, r.RemovedFromGit)
+		}
+	}
+	if _, err := f.st.GetRunByName(f.ctx, store.DefaultProject, "three"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a held revision created run three: %v", err)
+	}
+	f.c.confirmed[st.LatestSHA] = true
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("confirmed sync = %s", res)
+	}
+	for _, n := range []string{"one", "two"} {
+		if r := f.run(n); r.Status != store.RunTerminating || !r.RemovedFromGit {
+			t.Fatalf("%s = %s removed %v after confirmation, want terminating and removed", n, r.Status, r.RemovedFromGit)
+		}
+	}
+	f.run("three")
+}
+
+// TestSync_restartNoDuplicates: a new controller on the same store syncs
+// the same revision without submitting anything again.
+func TestSync_restartNoDuplicates(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"a.dstack.yml": "type: task\nname: once\nimage: busybox\ncommands: [x]\n",
+		"b.dstack.yml": "type: service\nname: web\nimage: busybox\nport: 8000\nreplicas: 2\ncommands: [x]\n",
+	})
+	f.sync()
+	if n := len(f.jobs(f.run("web").ID)); n != 2 {
+		t.Fatalf("service with 2 replicas has %d jobs", n)
+	}
+	f.c = f.newController()
+	f.sync()
+	f.sync()
+	for _, n := range []string{"once", "web"} {
+		if rs := f.runs(n); len(rs) != 1 {
+			t.Fatalf("%s has %d runs after restart, want 1", n, len(rs))
+		}
+	}
+	// An in-place update keeps the run and bumps its deployment.
+	web := f.run("web")
+	f.write("b.dstack.yml", "type: service\nname: web\nimage: busybox\nport: 8000\nreplicas: 3\ncommands: [x]\n")
+	f.sync()
+	if got := f.run("web"); got.ID != web.ID || got.DeploymentNum != web.DeploymentNum+1 {
+		t.Fatalf("replicas change: run %s deployment %d, want %s deployment %d", got.ID, got.DeploymentNum, web.ID, web.DeploymentNum+1)
+	}
+}
