@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -192,6 +193,12 @@ func Open(ctx context.Context, cfg Config) (Source, error) {
 
 	if isURL(cfg.Repo) {
 		return openRemote(ctx, cfg)
+	}
+	if rest, ok := strings.CutPrefix(cfg.Repo, "~/"); ok {
+		// Not expanded by a shell when it comes from HOIST_REPO.
+		if home, err := os.UserHomeDir(); err == nil {
+			cfg.Repo = filepath.Join(home, rest)
+		}
 	}
 	info, err := os.Stat(cfg.Repo)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -87,6 +87,16 @@ func TestOpenPicksTheKindOfSource(t *testing.T) {
 	}
 }
 
+func TestOpenExpandsTildeInLocalPaths(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	writeFiles(t, home, map[string]string{"specs/a.yml": "v1"})
+	src := open(t, Config{Repo: "~/specs"})
+	if got, want := src.Describe(), "dir "+filepath.Join(home, "specs"); got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
+}
+
 func TestIsURL(t *testing.T) {
 	for repo, want := range map[string]bool{
 		"https://github.com/o/r.git": true, "file:///srv/r.git": true, "ssh://git@h:2222/r": true,
