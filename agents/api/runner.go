@@ -21,13 +21,20 @@ type JobSpec struct {
 	RunName string `json:"run_name"`
 	// JobID is the job's id (exported as HOIST_JOB_ID).
 	JobID string `json:"job_id"`
-	// Commands run one after another in one shell; the first failure ends the job.
+	// Commands run one after another in one shell; the first failure ends
+	// the job. With Entrypoint set they are its arguments instead. With
+	// neither, the job runs the image's entrypoint and cmd.
 	Commands []string `json:"commands"`
+	// Entrypoint, when set, is run directly (no shell) with Commands as its
+	// arguments, like dstack's entrypoint.
+	Entrypoint []string `json:"entrypoint,omitempty"`
 	// Env is added to the job's environment.
 	Env map[string]string `json:"env,omitempty"`
 	// Secrets are added to the job's environment like Env, and never logged.
 	Secrets map[string]string `json:"secrets,omitempty"`
-	// WorkingDir is where the commands run and uploads land ("" = /workflow).
+	// WorkingDir is where the commands run and uploads land ("" = the
+	// image's WORKDIR, or /workflow when it has none); a relative one is
+	// resolved against that default.
 	WorkingDir string `json:"working_dir,omitempty"`
 	// Shell runs the commands ("" = /bin/sh).
 	Shell string `json:"shell,omitempty"`

@@ -14,37 +14,41 @@ import (
 const prSetChildSubreaper = 36
 
 // reaper collects the exit status of every child of the process, so that a
-// runner running as PID 1 leaves no zombies behind. Processes the runner
+// runner running as PID 1 leaves no zombies behind. There is one per process
+// (sharedReaper). Processes the runner
 // starts itself are started through it and their status is delivered on a
 // channel; os/exec's Wait must not be used alongside it (see run).
 type reaper struct {
 	mu      sync.Mutex
 	waiting map[int]chan syscall.WaitStatus
-	stop    chan struct{}
+}
+
+var (
+	processReaper     *reaper
+	processReaperOnce sync.Once
+)
+
+// sharedReaper returns the process's one reaper: waiting for any child is
+// process-wide, so two reapers would steal each other's children.
+func sharedReaper() *reaper {
+	processReaperOnce.Do(func() { processReaper = newReaper() })
+	return processReaper
 }
 
 func newReaper() *reaper {
-	r := &reaper{waiting: map[int]chan syscall.WaitStatus{}, stop: make(chan struct{})}
+	r := &reaper{waiting: map[int]chan syscall.WaitStatus{}}
 	// Orphans of the job become the runner's children (as they are anyway
 	// when it is PID 1), so that they are reaped at once.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	go func() {
-		defer signal.Stop(sigs)
-		for {
-			select {
-			case <-sigs:
-				r.reap()
-			case <-r.stop:
-				return
-			}
+		for range sigs {
+			r.reap()
 		}
 	}()
 	return r
 }
-
-func (r *reaper) close() { close(r.stop) }
 
 // reap collects every exited child without blocking.
 func (r *reaper) reap() {

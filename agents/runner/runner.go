@@ -17,8 +17,8 @@ import (
 	"hoist/agents/api"
 )
 
-// DefaultWorkingDir is where a job runs when its spec names no working dir,
-// and what a relative working dir is resolved against.
+// DefaultWorkingDir is where a job runs when neither its spec nor the image
+// names a working dir, and what a relative working dir is resolved against.
 const DefaultWorkingDir = "/workflow"
 
 // drainAfterExit bounds how long the runner keeps reading output after the
@@ -41,6 +41,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// ImageCommand is the image's entrypoint followed by its cmd; a job
+	// without commands or entrypoint runs it.
+	ImageCommand []string
+	// ImageWorkingDir is the image's WORKDIR: the default working dir of the
+	// job and the base of a relative one ("" = DefaultWorkingDir).
+	ImageWorkingDir string
 	// LogSegmentBytes is the size of one log segment file, the unit in
 	// which acknowledged logs are deleted (0: 16 MiB).
 	LogSegmentBytes int64
@@ -96,7 +102,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		now:     cfg.Now,
-		reaper:  newReaper(),
+		reaper:  sharedReaper(),
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
 		logs:    logs,
@@ -139,15 +145,19 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 	if r.state.State != api.JobPending {
 		return fmt.Errorf("job is %s, submit only before run: %w", r.state.State, errConflict)
 	}
-	if len(spec.Commands) == 0 {
-		return errors.New("job has no commands")
+	if len(spec.Commands) == 0 && len(spec.Entrypoint) == 0 && len(r.cfg.ImageCommand) == 0 {
+		return errors.New("job has no commands and the image has no entrypoint or cmd")
+	}
+	base := DefaultWorkingDir
+	if r.cfg.ImageWorkingDir != "" && filepath.IsAbs(r.cfg.ImageWorkingDir) {
+		base = r.cfg.ImageWorkingDir
 	}
 	wd := spec.WorkingDir
 	switch {
 	case wd == "":
-		wd = DefaultWorkingDir
+		wd = base
 	case !filepath.IsAbs(wd):
-		wd = filepath.Join(DefaultWorkingDir, wd)
+		wd = filepath.Join(base, wd)
 	}
 	r.spec = &spec
 	r.workDir = filepath.Clean(wd)
@@ -179,6 +189,34 @@ func (r *Runner) Run() (api.RunResponse, error) {
 		return api.RunResponse{WorkingDir: r.workDir, State: r.state}, nil
 	}
 	return api.RunResponse{WorkingDir: r.workDir, State: r.state}, nil
+}
+
+// argv returns what the job runs: the commands in the shell; or the job's
+// entrypoint with the commands as its arguments; or, with neither, the
+// image's entrypoint and cmd.
+func (r *Runner) argv() []string {
+	spec := r.spec
+	switch {
+	case len(spec.Entrypoint) > 0:
+		return append(append([]string(nil), spec.Entrypoint...), spec.Commands...)
+	case len(spec.Commands) == 0:
+		return append([]string(nil), r.cfg.ImageCommand...)
+	}
+	shell := spec.Shell
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	return []string{shell, "-c", script(spec.Commands)}
+}
+
+// jobEnvPath returns the PATH the job will see.
+func (r *Runner) jobEnvPath() string {
+	for _, kv := range r.env() {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // script joins the commands into one shell script that stops at the first
@@ -231,13 +269,10 @@ func (r *Runner) startLocked() error {
 	if err := os.MkdirAll(r.workDir, 0o755); err != nil {
 		return fmt.Errorf("create working dir: %w", err)
 	}
-	shell := spec.Shell
-	if shell == "" {
-		shell = "/bin/sh"
-	}
-	shellPath, err := lookPath(shell)
+	argv := r.argv()
+	path, err := lookPathIn(argv[0], r.jobEnvPath())
 	if err != nil {
-		return fmt.Errorf("find shell: %w", err)
+		return fmt.Errorf("find %s: %w", argv[0], err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -251,9 +286,13 @@ func (r *Runner) startLocked() error {
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
-	proc, exited, err := r.reaper.start(shellPath, []string{shell, "-c", script(spec.Commands)}, &os.ProcAttr{
+	proc, exited, err := r.reaper.start(path, argv, &os.ProcAttr{
 		Dir:   r.workDir,
 		Env:   r.env(),
 		Files: []*os.File{devnull, outW, errW},
@@ -265,7 +304,7 @@ func (r *Runner) startLocked() error {
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return fmt.Errorf("start shell: %w", err)
+		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	// The pid is kept apart from proc: Release sets proc.Pid to -1, and a
 	// kill of -(-1) would signal PID 1.
@@ -273,7 +312,7 @@ func (r *Runner) startLocked() error {
 	r.pid = pid
 	_ = proc.Release() // the reaper waits for it, not os.Process
 	r.setStateLocked(api.JobState{State: api.JobRunning})
-	r.log.Info("job_started", "pid", pid, "shell", shell)
+	r.log.Info("job_started", "pid", pid, "program", argv[0])
 
 	var pumps sync.WaitGroup
 	pumps.Add(2)
@@ -476,8 +515,7 @@ func (r *Runner) waitChange() (api.JobState, <-chan struct{}) {
 	return r.state, r.changed
 }
 
-// Close stops reaping and closes the log file. It does not stop the job.
+// Close closes the log files. It does not stop the job.
 func (r *Runner) Close() error {
-	r.reaper.close()
 	return r.logs.closeFiles()
 }

@@ -459,3 +459,57 @@ func TestRunner_logQuotaCountsOnlyUnacknowledgedLog(t *testing.T) {
 		t.Errorf("read %d bytes, want %d", total, 100*2001)
 	}
 }
+
+func TestRunner_whatTheJobRuns(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    runner.Config
+		job    api.JobSpec
+		stdout string
+	}{
+		{"commands in the shell", runner.Config{}, api.JobSpec{Commands: []string{"echo $((1+2))"}}, "3\n"},
+		{"entrypoint with commands as arguments", runner.Config{}, api.JobSpec{Entrypoint: []string{"echo", "entry"}, Commands: []string{"a b", "$HOME"}}, "entry a b $HOME\n"},
+		{"image command without commands", runner.Config{ImageCommand: []string{"echo", "from", "image"}}, api.JobSpec{}, "from image\n"},
+		{"commands win over the image command", runner.Config{ImageCommand: []string{"echo", "image"}}, api.JobSpec{Commands: []string{"echo job"}}, "job\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Home = t.TempDir()
+			c, _, wd := newRunnerWith(t, tt.cfg)
+			tt.job.WorkingDir = wd
+			if st := run(t, c, tt.job); st.State != api.JobDone {
+				t.Fatalf("job = %+v, want done", st)
+			}
+			if got, _ := stdout(t, c); got != tt.stdout {
+				t.Errorf("stdout = %q, want %q", got, tt.stdout)
+			}
+		})
+	}
+}
+
+func TestRunner_workingDirDefaultsToTheImages(t *testing.T) {
+	imageWD := t.TempDir()
+	c, _, _ := newRunnerWith(t, runner.Config{Home: t.TempDir(), ImageWorkingDir: imageWD})
+	run(t, c, api.JobSpec{Commands: []string{"pwd"}})
+	if got, _ := stdout(t, c); got != imageWD+"\n" {
+		t.Errorf("pwd = %q, want the image's WORKDIR %s", got, imageWD)
+	}
+	c, _, _ = newRunnerWith(t, runner.Config{Home: t.TempDir(), ImageWorkingDir: imageWD})
+	run(t, c, api.JobSpec{Commands: []string{"pwd"}, WorkingDir: "sub"})
+	if got, _ := stdout(t, c); got != filepath.Join(imageWD, "sub")+"\n" {
+		t.Errorf("pwd = %q, want sub under the image's WORKDIR", got)
+	}
+}
+
+func TestRunner_submitWithNothingToRunIsRefused(t *testing.T) {
+	c, _, _ := newRunner(t)
+	err := c.Submit(ctx(t), api.JobSpec{})
+	if !isStatus(err, http.StatusBadRequest) {
+		t.Errorf("Submit without commands, entrypoint or image command: err = %v, want http 400", err)
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.Status == status
+}

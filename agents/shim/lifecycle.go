@@ -14,6 +14,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 
 	"hoist/agents/api"
 )
@@ -64,8 +66,10 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	}
 
 	need := spec.PullPolicy == api.PullAlways
+	var img image.InspectResponse
 	if !need {
-		if _, err := s.docker.ImageInspect(ctx, spec.Image); err != nil {
+		var err error
+		if img, err = s.docker.ImageInspect(ctx, spec.Image); err != nil {
 			if !errdefs.IsNotFound(err) {
 				if canceled() {
 					return
@@ -87,6 +91,14 @@ func (s *Shim) start(ctx context.Context, t *task) {
 			fail(api.ReasonImagePullError, err.Error())
 			return
 		}
+		var err error
+		if img, err = s.docker.ImageInspect(ctx, spec.Image); err != nil {
+			if canceled() {
+				return
+			}
+			fail(api.ReasonImagePullError, fmt.Sprintf("inspect pulled image %s: %v", spec.Image, err))
+			return
+		}
 	}
 	if canceled() {
 		return
@@ -104,7 +116,7 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		}
 		runnerHostPort = p
 	}
-	cfg, hcfg := s.containerConfig(spec, runnerHostPort)
+	cfg, hcfg := s.containerConfig(spec, runnerHostPort, img.Config)
 	created, err := s.docker.ContainerCreate(ctx, cfg, hcfg, nil, nil, spec.Name)
 	if err != nil {
 		if canceled() {
@@ -156,7 +168,7 @@ func (s *Shim) start(ctx context.Context, t *task) {
 
 // containerConfig builds the container for spec: the runner as entrypoint,
 // its binary and home bind-mounted, the shim's labels.
-func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int) (*container.Config, *container.HostConfig) {
+func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *dockerspec.DockerOCIImageConfig) (*container.Config, *container.HostConfig) {
 	labels := map[string]string{}
 	for k, v := range s.cfg.Labels {
 		labels[k] = v
@@ -183,6 +195,17 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int) (*containe
 		Labels:     labels,
 		Entrypoint: []string{RunnerPath},
 		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
+	}
+	if imgCfg != nil {
+		// The runner replaces the image's entrypoint; it runs it for a job
+		// without commands.
+		if argv := append(append([]string(nil), imgCfg.Entrypoint...), imgCfg.Cmd...); len(argv) > 0 {
+			b, _ := json.Marshal(argv)
+			cfg.Cmd = append(cfg.Cmd, "--image-command", string(b))
+		}
+		if imgCfg.WorkingDir != "" {
+			cfg.Cmd = append(cfg.Cmd, "--image-workdir", imgCfg.WorkingDir)
+		}
 	}
 	hcfg := &container.HostConfig{
 		Privileged: spec.Privileged,

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 
 	"hoist/agents/api"
 )
@@ -461,5 +463,38 @@ func TestShim_volumeMountsPersistAcrossTasks(t *testing.T) {
 	}
 	if got := output(t, rc, api.StreamStdout); got != "kept\n" {
 		t.Errorf("reader's output = %q, want the writer's file", got)
+	}
+}
+
+func TestShim_jobWithoutCommandsRunsTheImagesEntrypoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	ref := fmt.Sprintf("hoist-test/entrypoint:%s", e.shim.ID())
+	c, err := e.docker.ContainerCreate(ctx, &container.Config{Image: e.image, Cmd: []string{"mkdir", "-p", "/app"}, Labels: map[string]string{"hoist.test": "shim"}}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.docker.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+	if err := e.docker.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, e, c.ID)
+	if _, err := e.docker.ContainerCommit(ctx, c.ID, container.CommitOptions{
+		Reference: ref,
+		Changes:   []string{`ENTRYPOINT ["sh", "-c", "echo entry $0 in $(pwd)"]`, `CMD ["arg"]`, `WORKDIR /app`},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		removeShimContainers(t, e.docker, e.shim.ID())
+		_, _ = e.docker.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+	_, rc := e.runTask(t, api.TaskSpec{ID: "entry", Image: ref})
+	if st := runJob(t, rc, api.JobSpec{}); st.State != api.JobDone {
+		t.Fatalf("job = %+v, want done", st)
+	}
+	if got := output(t, rc, api.StreamStdout); got != "entry arg in /app\n" {
+		t.Errorf("stdout = %q, want the image's entrypoint and cmd run in its WORKDIR", got)
 	}
 }

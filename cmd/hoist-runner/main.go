@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +37,8 @@ func run() error {
 	submitTimeout := flag.Duration("submit-timeout", 10*time.Minute, "exit when no job is submitted within this time")
 	linger := flag.Duration("linger", 5*time.Minute, "after the job has finished, exit once the API has been idle this long")
 	stopGrace := flag.Duration("stop-grace", 10*time.Second, "on SIGTERM, how long the job may take to exit before SIGKILL")
+	imageCommand := flag.String("image-command", "", "the image's entrypoint and cmd as a JSON array, run by a job without commands")
+	imageWorkDir := flag.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -43,7 +46,13 @@ func run() error {
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	r, err := runner.New(runner.Config{Home: *home, Version: version, Logger: log})
+	var imageCmd []string
+	if *imageCommand != "" {
+		if err := json.Unmarshal([]byte(*imageCommand), &imageCmd); err != nil {
+			return fmt.Errorf("--image-command: %w", err)
+		}
+	}
+	r, err := runner.New(runner.Config{Home: *home, Version: version, Logger: log, ImageCommand: imageCmd, ImageWorkingDir: *imageWorkDir})
 	if err != nil {
 		return err
 	}
