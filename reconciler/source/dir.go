@@ -242,6 +242,10 @@ func (s *dirSource) Run(ctx context.Context) error {
 	spec := watchSpec{
 		recursive: []string{s.spec},
 		skipDir:   func(p string) bool { return skipDirName(filepath.Base(p)) },
+		// A long copy into the directory should end before a nudge, so
+		// that half-copied trees are rarely read (the hash makes a
+		// later, complete read a new revision anyway).
+		maxWait: 2 * time.Second,
 		relevant: func(ev fsnotify.Event) bool {
 			return ev.Op != fsnotify.Chmod && !ignoredName(filepath.Base(ev.Name))
 		},

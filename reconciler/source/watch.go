@@ -37,6 +37,9 @@ type watchSpec struct {
 	flat      []string // directories watched alone
 	skipDir   func(path string) bool
 	relevant  func(ev fsnotify.Event) bool
+	// maxWait bounds how long a stream of events can postpone the nudge;
+	// zero means 10 debounce periods.
+	maxWait time.Duration
 }
 
 // newWatcher sets up all watches before returning, so that a change made
@@ -49,7 +52,10 @@ func newWatcher(log *slog.Logger, spec watchSpec, debounce time.Duration, nudge 
 	w := &watcher{
 		fsw: fsw, log: log, recursive: map[string]bool{}, roots: spec.recursive,
 		skipDir: spec.skipDir, relevant: spec.relevant,
-		debounce: debounce, maxWait: 10 * debounce, nudge: nudge,
+		debounce: debounce, maxWait: spec.maxWait, nudge: nudge,
+	}
+	if w.maxWait <= 0 {
+		w.maxWait = 10 * debounce
 	}
 	if w.skipDir == nil {
 		w.skipDir = func(string) bool { return false }
