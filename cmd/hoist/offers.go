@@ -29,6 +29,8 @@ func newOffersCmd() *cobra.Command {
 		output     string
 		exportDir  string
 		local      bool
+		onDemand   bool
+		spotAuto   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "offers",
@@ -47,6 +49,18 @@ func newOffersCmd() *cobra.Command {
 			keys, err := offers.ParseGroupBy(groupBy)
 			if err != nil {
 				return err
+			}
+			for _, alias := range []struct {
+				set    bool
+				policy string
+			}{{onDemand, offers.SpotPolicyOnDemand}, {spotAuto, offers.SpotPolicyAuto}} {
+				if !alias.set {
+					continue
+				}
+				if f.SpotPolicy != "" && f.SpotPolicy != alias.policy {
+					return fmt.Errorf("conflicting spot policies %q and %q", f.SpotPolicy, alias.policy)
+				}
+				f.SpotPolicy = alias.policy
 			}
 			q, err := f.Query()
 			if err != nil {
@@ -109,6 +123,8 @@ func newOffersCmd() *cobra.Command {
 	fl.StringVar(&f.Disk, "disk", "", "disk range (100GB..)")
 	fl.BoolVar(&f.Spot, "spot", false, "spot offers only (same as --spot-policy spot)")
 	fl.StringVar(&f.SpotPolicy, "spot-policy", "", "spot, on-demand (default) or auto (both)")
+	fl.BoolVar(&onDemand, "on-demand", false, "on-demand offers only (the default; same as --spot-policy on-demand)")
+	fl.BoolVar(&spotAuto, "spot-auto", false, "spot and on-demand offers (same as --spot-policy auto)")
 	fl.Float64Var(&f.MaxPrice, "max-price", 0, "highest price per hour in USD (0 = no limit)")
 	fl.StringSliceVarP(&f.Backends, "backend", "b", nil, "backends to include (repeatable or comma-separated)")
 	fl.StringSliceVarP(&f.Regions, "region", "r", nil, "regions to include (repeatable or comma-separated)")

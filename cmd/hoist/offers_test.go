@@ -104,6 +104,8 @@ func TestOffersCmd_rejectsBadInput(t *testing.T) {
 		{"offers", "--output", "yaml"},
 		{"offers", "--spot-policy", "never"},
 		{"offers", "--catalog-dir", "/nonexistent"},
+		{"offers", "--spot", "--spot-auto"},
+		{"offers", "--on-demand", "--spot-auto"},
 	} {
 		if _, err := runHoist(t, args...); err == nil {
 			t.Errorf("hoist %v succeeded", args)
@@ -130,5 +132,25 @@ func TestOffersCmd_exportDirRoundTripsThroughCatalogDir(t *testing.T) {
 	text, err := runHoist(t, "offers", "--catalog-dir", dir, "--gpu", "H100", "--limit", "1")
 	if err != nil || !strings.Contains(text, "prices as of 2026-11-21") {
 		t.Errorf("exported snapshot date lost: %v\n%s", err, text)
+	}
+}
+
+func TestOffersCmd_spotAutoIncludesBothKinds(t *testing.T) {
+	out, err := runHoist(t, "offers", "--gpu", "B300", "--backend", "verda", "--spot-auto", "-o", "json", "--limit", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct{ Spot bool }
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	spot := 0
+	for _, r := range rows {
+		if r.Spot {
+			spot++
+		}
+	}
+	if len(rows) != 5 || spot == 0 || spot == len(rows) {
+		t.Errorf("got %d offers, %d spot; want 5 mixing both", len(rows), spot)
 	}
 }
