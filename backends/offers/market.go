@@ -59,6 +59,15 @@ type Market struct {
 	log      *slog.Logger
 	now      func() time.Time
 	inflight singleflight.Group
+	unknown  sync.Map // provider + "/" + GPU name already reported
+}
+
+// reportUnknown logs, once per provider and name, a GPU the knowledge
+// table does not know; the offer itself is kept.
+func (m *Market) reportUnknown(provider, gpu string) {
+	if _, seen := m.unknown.LoadOrStore(provider+"/"+gpu, true); !seen {
+		m.log.Warn("offer with unknown gpu kept", "provider", provider, "gpu", gpu)
+	}
 }
 
 // Answer is the result of Market.Query.
@@ -164,7 +173,9 @@ func (m *Market) Query(ctx context.Context, q Query) Answer {
 			if o.Backend == "" {
 				o.Backend = BackendName(p.name)
 			}
-			NormalizeOffer(&o)
+			if !NormalizeOffer(&o) {
+				m.reportUnknown(p.name, o.GPUName)
+			}
 			if mt.match(&o) {
 				keep = append(keep, o)
 			}

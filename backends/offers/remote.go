@@ -155,7 +155,11 @@ func (r *Remote) Refresh(ctx context.Context) error {
 		}
 	}
 	if changed {
-		r.current.Store(r.build())
+		c := r.build()
+		if u := c.UnknownGPUs(); len(u) > 0 {
+			r.log.Warn("catalog has unknown gpus", "gpus", u)
+		}
+		r.current.Store(c)
 	}
 	return errors.Join(errs...)
 }
