@@ -247,3 +247,19 @@ func TestMarket_LoadAsync_servesCurrentCatalogMeanwhile(t *testing.T) {
 		t.Errorf("failed load: err %v, catalog %d rows (want the previous one kept)", err, m.Catalog().Len())
 	}
 }
+
+func TestMarket_Query_keepsAndReportsUnknownGPUs(t *testing.T) {
+	var logs strings.Builder
+	p := &scripted{name: "bazaar", offers: []Offer{{Instance: "x", Region: "r", Price: 1, CPUs: 4, MemoryGB: 16,
+		GPUCount: 1, GPUName: "Mystery 9000", GPUMemoryGB: 20}}}
+	m := NewMarket(MarketConfig{Online: []Provider{p}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 2 {
+		ans := m.Query(t.Context(), Query{GPUNames: []string{"mystery9000"}, GPUCount: AtLeast(1)})
+		if len(ans.Offers) != 1 || ans.Offers[0].GPUName != "Mystery9000" {
+			t.Fatalf("offers = %+v", ans.Offers)
+		}
+	}
+	if n := strings.Count(logs.String(), "unknown gpu"); n != 1 {
+		t.Errorf("unknown GPU reported %d times, want once:\n%s", n, logs.String())
+	}
+}
