@@ -27,6 +27,7 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/stop", r.handleStop)
 	mux.HandleFunc("GET /api/v1/logs", r.handleLogs)
 	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
+	mux.HandleFunc("GET /api/v1/logs/stream", r.handleLogStream)
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.touch()
@@ -219,4 +220,47 @@ func (r *Runner) handleAck(w http.ResponseWriter, req *http.Request) {
 	}
 	kept := r.logs.ack(ar.Seq)
 	writeJSON(w, http.StatusOK, api.AckResponse{FirstSeq: r.logs.firstSeq(), KeptBytes: kept})
+}
+
+// handleLogStream streams the records after after_seq as JSON lines, live,
+// until the job has finished and its last record was sent (for people and
+// curl; the Go client long-polls /api/v1/logs instead).
+func (r *Runner) handleLogStream(w http.ResponseWriter, req *http.Request) {
+	after, _ := strconv.ParseInt(req.URL.Query().Get("after_seq"), 10, 64)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	for {
+		_, closed, changed := r.logs.status()
+		frames, end, err := r.logs.read(after, 10000, 1<<20)
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(bytesReader(frames))
+		for {
+			l, err := api.ReadFrame(br)
+			if err != nil {
+				break
+			}
+			if err := enc.Encode(l); err != nil {
+				return
+			}
+			after = l.Seq
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if end || (closed && len(frames) == 0) {
+			return
+		}
+		if len(frames) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-req.Context().Done():
+			return
+		}
+	}
 }

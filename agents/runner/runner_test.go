@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -512,4 +513,40 @@ func TestRunner_submitWithNothingToRunIsRefused(t *testing.T) {
 func isStatus(err error, status int) bool {
 	var ae *api.Error
 	return errors.As(err, &ae) && ae.Status == status
+}
+
+func TestRunner_logStreamServesJSONLinesLive(t *testing.T) {
+	r, err := runner.New(runner.Config{Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.Handler())
+	defer r.Close()
+	defer srv.Close()
+	c := api.NewRunnerClient(srv.URL, nil)
+	if err := c.Submit(ctx(t), api.JobSpec{Commands: []string{"echo one", "sleep 0.2", "echo two >&2"}, WorkingDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, srv.URL+"/api/v1/logs/stream", nil)
+	resp, err := http.DefaultClient.Do(req) // before the job writes anything
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := c.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var l api.LogLine
+		if err := dec.Decode(&l); err != nil {
+			break
+		}
+		got = append(got, fmt.Sprintf("%d %s %s", l.Seq, l.Stream, l.Data))
+	}
+	want := []string{"1 stdout one\n", "2 stderr two\n"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stream (-want +got):\n%s", diff)
+	}
 }
