@@ -2,7 +2,6 @@ package offers
 
 import (
 	"context"
-	"math"
 	"strconv"
 )
 
@@ -107,22 +106,6 @@ func (r Range) IsZero() bool { return !r.HasMin && !r.HasMax }
 // Contains reports whether v lies within the range, bounds included.
 func (r Range) Contains(v float64) bool {
 	return (!r.HasMin || v >= r.Min) && (!r.HasMax || v <= r.Max)
-}
-
-// lo returns the lower bound, 0 when open.
-func (r Range) lo() float64 {
-	if r.HasMin {
-		return r.Min
-	}
-	return 0
-}
-
-// hi returns the upper bound, +Inf when open.
-func (r Range) hi() float64 {
-	if r.HasMax {
-		return r.Max
-	}
-	return math.Inf(1)
 }
 
 // String renders the range in dstack's grammar ("2..8", "24..", "..4", "8").
