@@ -8,10 +8,14 @@
 //     directory of PROVIDER.csv files (LoadDir), or gpuhunt's published
 //     layout refreshed periodically (Remote), each built into an immutable,
 //     indexed Catalog;
-//   - online providers queried live (Provider), each behind a timeout and a
-//     short cache so one failing provider never breaks a query;
+//   - online providers queried live (Provider; Feed reads a gpuhunt CSV
+//     from a URL), each behind a timeout and a short cache so one failing
+//     provider never breaks a query;
 //   - hosts hoist already has (the local machine, SSH fleet hosts), fed by
 //     backends through the HostSource interface.
+//
+// Open builds a daemon's Market from its flags (--catalog-dir,
+// --catalog-url) and keeps remote catalogs refreshed in the background.
 //
 // GPU names are normalized through a knowledge table (KnownGPUs); offers
 // with GPUs the table does not know are kept and reported (UnknownGPUs).
