@@ -12,7 +12,7 @@
 //     from a URL), each behind a timeout and a short cache so one failing
 //     provider never breaks a query;
 //   - hosts hoist already has (the local machine, SSH fleet hosts), fed by
-//     backends through the HostSource interface.
+//     backends through a HostPool (a Provider).
 //
 // Open builds a daemon's Market from its flags (--catalog-dir,
 // --catalog-url) and keeps remote catalogs refreshed in the background.
