@@ -120,6 +120,7 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 		if limit > 0 && limit-written < int64(n) {
 			n = int(limit - written)
 		}
+		seen := s.logs.current()
 		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, n)
 		if err != nil {
 			return err
@@ -146,7 +147,7 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 		notified := true
 		if !finished(fw.job.Status) {
 			var ok bool
-			if notified, ok = s.waitLogs(ctx); !ok {
+			if notified, ok = s.waitLogs(ctx, seen); !ok {
 				break
 			}
 		}

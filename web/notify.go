@@ -13,16 +13,32 @@ const logPoll = 100 * time.Millisecond
 // notifications.
 const statusPoll = time.Second
 
-// broadcast wakes every waiter at once: waiters take the current channel,
-// and notify closes it and installs a fresh one.
+// broadcast wakes every waiter at once. Its generation counts
+// notifications, so a waiter that read state at generation g and then waits
+// "after g" is woken at once by a notification it would otherwise miss.
 type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu  sync.Mutex
+	ch  chan struct{}
+	gen uint64
 }
 
-func (b *broadcast) wait() <-chan struct{} {
+// current returns the generation to pass to after.
+func (b *broadcast) current() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.gen
+}
+
+// after returns a channel closed by the first notification after
+// generation seen (already closed if there was one).
+func (b *broadcast) after(seen uint64) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gen != seen {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
 	if b.ch == nil {
 		b.ch = make(chan struct{})
 	}
@@ -32,6 +48,7 @@ func (b *broadcast) wait() <-chan struct{} {
 func (b *broadcast) notify() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.gen++
 	if b.ch != nil {
 		close(b.ch)
 		b.ch = nil
@@ -46,10 +63,11 @@ func (s *Server) NotifyLogs() { s.logs.notify() }
 // NotifyChange tells live pages that run or sync state changed.
 func (s *Server) NotifyChange() { s.logs.notify() }
 
-// waitLogs blocks until NotifyLogs, the poll interval, or ctx. It reports
-// whether it was notified, and false for ok when ctx is done.
-func (s *Server) waitLogs(ctx context.Context) (notified, ok bool) {
-	ch := s.logs.wait()
+// waitLogs blocks until a NotifyLogs after generation seen, the poll
+// interval, or ctx. It reports whether it was notified, and false for ok
+// when ctx is done.
+func (s *Server) waitLogs(ctx context.Context, seen uint64) (notified, ok bool) {
+	ch := s.logs.after(seen)
 	t := time.NewTimer(logPoll)
 	defer t.Stop()
 	select {

@@ -55,6 +55,7 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 	lastStatus := ""
 	lastBeat := time.Now()
 	for {
+		seen := s.logs.current()
 		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, logPage)
 		if err != nil {
 			return nil // the stream is committed; the client reconnects
@@ -88,7 +89,7 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 		notified := true
 		if !finished(fw.job.Status) {
 			var ok bool
-			if notified, ok = s.waitLogs(ctx); !ok {
+			if notified, ok = s.waitLogs(ctx, seen); !ok {
 				return nil
 			}
 		}
