@@ -69,6 +69,11 @@ type Observer interface {
 	Synced(result string, d time.Duration)
 	// QueueDepth reports the number of keys waiting in kind's queue.
 	QueueDepth(kind string, n int)
+	// LogsAppended is called when output of a job was stored, so that live
+	// followers (server-sent events) look at once.
+	LogsAppended(jobID string)
+	// Changed is called after an object was processed and may have changed.
+	Changed()
 }
 
 // Controller reconciles desired state from Git with what is provisioned.
@@ -164,6 +169,8 @@ type nopObserver struct{}
 func (nopObserver) Reconciled(string, time.Duration, error) {}
 func (nopObserver) Synced(string, time.Duration)            {}
 func (nopObserver) QueueDepth(string, int)                  {}
+func (nopObserver) LogsAppended(string)                     {}
+func (nopObserver) Changed()                                {}
 
 // Run runs the source watchers, the revision pipeline, the workers and the
 // periodic resync until ctx is done.
@@ -213,6 +220,7 @@ func (c *Controller) work(ctx context.Context, kind string, q *queue.Queue[strin
 		after, err := fn(ctx, id)
 		c.obs.Reconciled(kind, c.now().Sub(start), err)
 		c.obs.QueueDepth(kind, q.Len())
+		c.obs.Changed()
 		switch {
 		case err == nil:
 			q.Forget(id)

@@ -11,6 +11,7 @@ import (
 	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/offers"
+	"hoist/backends/offers/query"
 	"hoist/schema"
 	"hoist/store"
 )
@@ -276,36 +277,12 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (s
 }
 
 // instanceQuery is the offer filter an instance must pass to take a job of
-// spec. Disk is the host's own and not filtered; spot policy is left to
-// fleets (a host is what it is).
+// spec. Disk is the host's own and not filtered; spot policy and backends
+// are the fleet's business (a host is what it is).
 func instanceQuery(spec runSpec) offers.Query {
-	r := spec.Resources
-	q := offers.Query{
-		CPU: rangeOf(r.CPU.Count), CPUArch: r.CPU.Arch, Memory: rangeOf(r.Memory),
-		GPUVendor: r.GPU.Vendor, GPUNames: r.GPU.Names, GPUCount: rangeOf(r.GPU.Count),
-		Regions: spec.Regions, InstanceTypes: spec.InstanceTypes, SpotPolicy: offers.SpotPolicyAuto,
-	}
-	if r.GPU.Memory != nil {
-		q.GPUMemory = rangeOf(*r.GPU.Memory)
-	}
-	if r.GPU.TotalMemory != nil {
-		q.GPUTotalMemory = rangeOf(*r.GPU.TotalMemory)
-	}
-	if spec.MaxPrice != nil {
-		q.MaxPrice = *spec.MaxPrice
-	}
+	q := query.FromSpec(spec.Resources, spec.Profile)
+	q.Disk, q.Backends, q.SpotPolicy = offers.Range{}, nil, offers.SpotPolicyAuto
 	return q
-}
-
-func rangeOf(r schema.Range) offers.Range {
-	var o offers.Range
-	if r.Min != nil {
-		o.Min, o.HasMin = *r.Min, true
-	}
-	if r.Max != nil {
-		o.Max, o.HasMax = *r.Max, true
-	}
-	return o
 }
 
 // shimFor returns a client of the shim of an instance, reusing one

@@ -9,6 +9,7 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/offers"
+	"hoist/backends/offers/query"
 	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
 	"hoist/schema"
@@ -219,15 +220,12 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 // cheapestOffer asks the fleet's backends (all configured ones when it
 // names none) for offers and returns the cheapest that fits.
 func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet) (offers.Offer, string, error) {
-	q := offers.Query{Backends: spec.Backends, Regions: spec.Regions, InstanceTypes: spec.InstanceTypes, SpotPolicy: spec.SpotPolicy}
+	var res schema.Resources
 	if spec.Resources != nil {
-		rs := instanceQuery(runSpec{RunConfig: schema.RunConfig{Resources: *spec.Resources}})
-		q.CPU, q.Memory, q.GPUVendor, q.GPUNames, q.GPUCount, q.GPUMemory, q.GPUTotalMemory =
-			rs.CPU, rs.Memory, rs.GPUVendor, rs.GPUNames, rs.GPUCount, rs.GPUMemory, rs.GPUTotalMemory
+		res = *spec.Resources
 	}
-	if spec.MaxPrice != nil {
-		q.MaxPrice = *spec.MaxPrice
-	}
+	q := query.FromSpec(res, schema.Profile{Backends: spec.Backends, Regions: spec.Regions,
+		InstanceTypes: spec.InstanceTypes, SpotPolicy: spec.SpotPolicy, MaxPrice: spec.MaxPrice})
 	var all []offers.Offer
 	var errs []string
 	for name, be := range c.bes {

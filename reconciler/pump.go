@@ -162,6 +162,7 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 			return nil
 		}
 		_, err := c.st.AppendLogs(context.WithoutCancel(ctx), job.ID, batch)
+		c.obs.LogsAppended(job.ID)
 		if errors.Is(err, store.ErrLogQuota) {
 			return nil // the runner enforces the quota and stops the job
 		}

@@ -195,7 +195,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	defer srv.Close()
-	obs.m = srv.Metrics()
+	obs.m, obs.srv = srv.Metrics(), srv
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

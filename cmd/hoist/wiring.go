@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing/fstest"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/offers"
+	"hoist/backends/offers/query"
 	"hoist/reconciler"
 	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
@@ -123,7 +126,16 @@ func agentLocator(dir, dataDir string) backends.AgentBinaries {
 		dirs = append(dirs, filepath.Dir(exe))
 	}
 	dirs = append(dirs, filepath.Join(dataDir, "agents"))
+	var once sync.Once
+	var extractErr error
 	return func(arch string) (string, string, error) {
+		if emb := embeddedAgents(); emb != nil {
+			// Binaries built into hoist win: extract them once per version.
+			once.Do(func() { extractErr = extractAgents(emb, filepath.Join(dataDir, "agents")) })
+			if extractErr != nil {
+				return "", "", extractErr
+			}
+		}
 		find := func(agent string) (string, error) {
 			names := []string{fmt.Sprintf("hoist-%s-linux-%s", agent, arch)}
 			if arch == runtime.GOARCH {
@@ -151,6 +163,36 @@ func agentLocator(dir, dataDir string) backends.AgentBinaries {
 	}
 }
 
+// extractAgents copies the embedded agent binaries into dir (executable),
+// rewriting a file only when its content differs.
+func extractAgents(emb fs.FS, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("agents: %w", err)
+	}
+	entries, err := fs.ReadDir(emb, ".")
+	if err != nil {
+		return fmt.Errorf("agents: %w", err)
+	}
+	for _, e := range entries {
+		b, err := fs.ReadFile(emb, e.Name())
+		if err != nil {
+			return fmt.Errorf("agents: %w", err)
+		}
+		p := filepath.Join(dir, e.Name())
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, b) {
+			continue
+		}
+		tmp := p + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			return fmt.Errorf("agents: %w", err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			return fmt.Errorf("agents: %w", err)
+		}
+	}
+	return nil
+}
+
 // estimator prices a desired resource from the offers: the cheapest offer
 // matching its resources and profile.
 func estimator(m *offers.Market) func(r *schema.Resource) (float64, bool) {
@@ -173,13 +215,8 @@ func estimator(m *offers.Market) func(r *schema.Resource) (float64, bool) {
 		if res.GPU.Count.Min != nil && *res.GPU.Count.Min == 0 {
 			return 0, false
 		}
-		q := offers.Query{Backends: prof.Backends, Regions: prof.Regions, SpotPolicy: prof.SpotPolicy, Limit: 1}
-		q.GPUVendor, q.GPUNames = res.GPU.Vendor, res.GPU.Names
-		q.GPUCount = toRange(res.GPU.Count)
-		if res.GPU.Memory != nil {
-			q.GPUMemory = toRange(*res.GPU.Memory)
-		}
-		q.CPU, q.Memory = toRange(res.CPU.Count), toRange(res.Memory)
+		q := query.FromSpec(*res, prof)
+		q.Disk, q.Limit = offers.Range{}, 1
 		ans := m.Catalog().Query(q)
 		if len(ans) == 0 {
 			return 0, false
@@ -188,19 +225,24 @@ func estimator(m *offers.Market) func(r *schema.Resource) (float64, bool) {
 	}
 }
 
-func toRange(r schema.Range) offers.Range {
-	var o offers.Range
-	if r.Min != nil {
-		o.Min, o.HasMin = *r.Min, true
-	}
-	if r.Max != nil {
-		o.Max, o.HasMax = *r.Max, true
-	}
-	return o
+// metricsObserver feeds the reconciler's outcomes into the web's metrics
+// and wakes the web's live followers.
+type metricsObserver struct {
+	m   *web.Metrics
+	srv *web.Server
 }
 
-// metricsObserver feeds the reconciler's outcomes into the web's metrics.
-type metricsObserver struct{ m *web.Metrics }
+func (o *metricsObserver) LogsAppended(string) {
+	if o.srv != nil {
+		o.srv.NotifyLogs()
+	}
+}
+
+func (o *metricsObserver) Changed() {
+	if o.srv != nil {
+		o.srv.NotifyChange()
+	}
+}
 
 func (o *metricsObserver) Reconciled(kind string, d time.Duration, err error) {
 	if o.m == nil {
