@@ -1,6 +1,7 @@
 package offers
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -544,4 +545,21 @@ func TestCatalog_rowMatch_agreesWithOfferMatch(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestOffer_jsonRoundTripIsLossless(t *testing.T) {
+	in := Offer{Backend: "lambda", Instance: "gpu_1x_gh200", Region: "us-east-3", Price: 1.49, CPUs: 64, CPUArch: ArchARM,
+		MemoryGB: 463, GPUVendor: VendorNVIDIA, GPUName: "GH200", GPUCount: 1, GPUMemoryGB: 96, DiskGB: 4096,
+		Availability: AvailabilityIdle, Flags: []string{"lambda-arm"}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Offer
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, out); diff != "" {
+		t.Errorf("JSON round trip (-in +out):\n%s", diff)
+	}
 }

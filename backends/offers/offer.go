@@ -40,8 +40,8 @@ const (
 // An Offer is one thing that can be rented: an instance type in a region
 // (or zone) of a backend at a price per hour, spot or on demand. It is one
 // row of a gpuhunt catalog with the provider made explicit. GPU fields are
-// all zero for CPU-only offers. Only the JSON keys documented for
-// `hoist offers --output json` are serialized.
+// all zero for CPU-only offers. Its JSON form is lossless (stores persist
+// it); `hoist offers --output json` prints a fixed subset of the keys.
 type Offer struct {
 	// Backend is the hoist backend name (aws, lambda, vastai, local, ...).
 	Backend string `json:"backend"`
@@ -56,7 +56,7 @@ type Offer struct {
 	// CPUs is the number of vCPUs.
 	CPUs int `json:"cpus"`
 	// CPUArch is x86 or arm.
-	CPUArch string `json:"-"`
+	CPUArch string `json:"cpu_arch,omitempty"`
 	// MemoryGB is RAM in GB (GiB in practice, as gpuhunt).
 	MemoryGB float64 `json:"memory_gb"`
 	// GPUVendor is nvidia, amd, google, intel or tenstorrent; empty without GPUs.
@@ -72,7 +72,7 @@ type Offer struct {
 	// Availability is one of the Availability* constants.
 	Availability string `json:"availability"`
 	// Flags are gpuhunt's kebab-case row flags (e.g. lambda-arm).
-	Flags []string `json:"-"`
+	Flags []string `json:"flags,omitempty"`
 }
 
 // Range is an inclusive range of a non-negative quantity, as dstack's

@@ -107,10 +107,7 @@ func newOffersCmd() *cobra.Command {
 				return printGroups(out, groups, keys)
 			}
 			if output == "json" {
-				if ans.Offers == nil {
-					ans.Offers = []offers.Offer{}
-				}
-				return writeJSON(out, ans.Offers)
+				return writeJSON(out, offerJSON(ans.Offers))
 			}
 			printSnapshot(out, cat, origin)
 			return printOffers(out, ans.Offers, total)
@@ -208,6 +205,33 @@ func writeCatalogFile(path string, rows []offers.Offer) error {
 		return err
 	}
 	return f.Close()
+}
+
+// jsonOffer is one offer as `hoist offers --output json` prints it: a
+// fixed set of keys, whatever else offers.Offer carries.
+type jsonOffer struct {
+	Backend      string  `json:"backend"`
+	Instance     string  `json:"instance"`
+	Region       string  `json:"region"`
+	Price        float64 `json:"price"`
+	Spot         bool    `json:"spot"`
+	CPUs         int     `json:"cpus"`
+	MemoryGB     float64 `json:"memory_gb"`
+	GPUVendor    string  `json:"gpu_vendor"`
+	GPUName      string  `json:"gpu_name"`
+	GPUCount     int     `json:"gpu_count"`
+	GPUMemoryGB  float64 `json:"gpu_memory_gb"`
+	DiskGB       float64 `json:"disk_gb"`
+	Availability string  `json:"availability"`
+}
+
+func offerJSON(list []offers.Offer) []jsonOffer {
+	out := make([]jsonOffer, len(list))
+	for i, o := range list {
+		out[i] = jsonOffer{o.Backend, o.Instance, o.Region, o.Price, o.Spot, o.CPUs, o.MemoryGB,
+			o.GPUVendor, o.GPUName, o.GPUCount, o.GPUMemoryGB, o.DiskGB, o.Availability}
+	}
+	return out
 }
 
 func writeJSON(w io.Writer, v any) error {
