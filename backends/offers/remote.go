@@ -47,7 +47,13 @@ type RemoteConfig struct {
 	Client *http.Client
 	// Logger receives refresh outcomes; default slog.Default().
 	Logger *slog.Logger
+	// Timeout bounds each provider's fetch (version and zip); default
+	// DefaultFetchTimeout.
+	Timeout time.Duration
 }
+
+// DefaultFetchTimeout bounds one provider's catalog fetch.
+const DefaultFetchTimeout = 2 * time.Minute
 
 // A Remote keeps catalogs downloaded from gpuhunt's published layout up to
 // date. Each provider is fetched independently: a provider whose version
@@ -59,6 +65,7 @@ type Remote struct {
 	client    *http.Client
 	log       *slog.Logger
 	baseCat   *Catalog
+	timeout   time.Duration
 
 	mu      sync.Mutex // serializes Refresh
 	loaded  map[string]*Table
@@ -78,7 +85,11 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 		client:    cfg.Client,
 		log:       cfg.Logger,
 		baseCat:   cfg.Base,
+		timeout:   cfg.Timeout,
 		loaded:    map[string]*Table{},
+	}
+	if r.timeout <= 0 {
+		r.timeout = DefaultFetchTimeout
 	}
 	if len(r.providers) == 0 {
 		r.providers = GPUHuntProviders
@@ -197,6 +208,8 @@ func (r *Remote) build() *Catalog {
 // fetch returns the provider's table when its version differs from prev's,
 // nil when unchanged.
 func (r *Remote) fetch(ctx context.Context, provider string, prev *Table) (*Table, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
 	vb, err := r.get(ctx, r.base+"/"+url.PathEscape(provider)+"/version")
 	if err != nil {
 		return nil, err

@@ -254,3 +254,22 @@ func TestOpen_catalogDirThenRemoteInBackground(t *testing.T) {
 		t.Errorf("verda offers after refresh: %d", len(ans.Offers))
 	}
 }
+
+func TestRemote_stalledServerTimesOut(t *testing.T) {
+	stall := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(stall); srv.Close() })
+	r, err := NewRemote(RemoteConfig{URL: srv.URL, Providers: []string{"aws"}, Client: srv.Client(),
+		Timeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Refresh = %v, want a deadline error", err)
+	}
+}
