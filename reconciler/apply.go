@@ -76,9 +76,13 @@ func (c *Controller) applyRun(ctx context.Context, rev source.Revision, s plan.S
 				return err
 			}
 		}
-		if err := c.stopRunByName(ctx, s.Name, reasonTerminatedByServer,
-			fmt.Sprintf("spec changed in %s (%s)", short(rev.ID), strings.Join(s.Changed, ", ")), rev.ID, false); err != nil {
-			return err
+		// A rolling deployment keeps the old run serving until the new one
+		// runs (the run worker stops it then); anything else stops first.
+		if !rolling(s) {
+			if err := c.stopRunByName(ctx, s.Name, reasonTerminatedByServer,
+				fmt.Sprintf("spec changed in %s (%s)", short(rev.ID), strings.Join(s.Changed, ", ")), rev.ID, false); err != nil {
+				return err
+			}
 		}
 		return c.submitRun(ctx, rev, s.Desired, fmt.Sprintf("spec changed in %s: %s", short(rev.ID), strings.Join(s.Changed, ", ")))
 	case plan.Update:
@@ -209,6 +213,12 @@ func (c *Controller) stopRun(ctx context.Context, run *store.Run, reason, msg, r
 		c.runs.Add(run.ID)
 		return nil
 	}
+}
+
+// rolling reports whether a replace step is a rolling deployment: a
+// service whose previous run is still active.
+func rolling(s plan.Step) bool {
+	return s.Rolling && s.Current != nil && !s.Current.Finished
 }
 
 // pruneOptIn reports whether a volume or gateway spec opted in to being

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/schema"
 	"hoist/store"
 )
 
@@ -119,11 +120,16 @@ func (c *Controller) setTerminating(ctx context.Context, l store.Lease, job *sto
 
 // placeJob assigns the job to an instance of a matching fleet.
 func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
-	// A replaced run's successor waits until its predecessor has finished.
-	if older, err := c.olderActiveRun(ctx, run); err != nil {
-		return 0, err
-	} else if older {
-		return 2 * time.Second, nil
+	// A replaced run's successor waits until its predecessor has finished
+	// (a service's does not: rolling deployments overlap).
+	if run.Type != string(schema.KindService) {
+		older, err := c.olderActiveRun(ctx, run)
+		if err != nil {
+			return 0, err
+		}
+		if older {
+			return 2 * time.Second, nil
+		}
 	}
 	inst, err := c.place(ctx, run, spec)
 	if errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity) {

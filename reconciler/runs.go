@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"hoist/schema"
 	"hoist/store"
 )
 
@@ -81,6 +83,11 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		return 0, c.finishRun(ctx, l, &run, spec, now)
 	}
 
+	if schema.Kind(spec.Type) == schema.KindService {
+		if latest, err = c.scaleService(ctx, &run, spec, latest); err != nil {
+			return 0, err
+		}
+	}
 	status, term := deriveRunStatus(latest)
 	if term == runReasonJobFailed {
 		if failed, ok := firstFailed(latest); ok {
@@ -133,6 +140,11 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		}
 		if status != prev {
 			c.event(ctx, "run", run.Name, run.ID, status, run.Revision, "run "+status)
+		}
+		if status == store.RunRunning && prev != store.RunRunning && schema.Kind(spec.Type) == schema.KindService {
+			if err := c.retireOlderRuns(ctx, &run); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return 0, nil
@@ -248,6 +260,70 @@ func (c *Controller) SetRunSuspended(ctx context.Context, kind, name string, sus
 	c.event(ctx, kind, name, r.ID, what, r.AppliedRevision, kind+" "+what)
 	if !suspended {
 		c.requestSync(true)
+	}
+	return nil
+}
+
+// scaleService keeps a service run at replicas.min replicas: missing
+// replicas get a submission, replicas above the count are scaled down. It
+// returns the latest submissions of the replicas that count.
+func (c *Controller) scaleService(ctx context.Context, run *store.Run, spec runSpec, latest []store.Job) ([]store.Job, error) {
+	want := 1
+	if spec.Replicas != nil && spec.Replicas.Min != nil {
+		want = int(*spec.Replicas.Min)
+	}
+	have := map[int]bool{}
+	var keep []store.Job
+	for _, j := range latest {
+		if j.ReplicaNum >= want || j.TerminationReason == reasonScaledDown {
+			if !store.IsJobFinished(j.Status) && j.Status != store.JobTerminating {
+				if err := c.terminateJob(ctx, j.ID, reasonScaledDown, "scaled down to "+strconv.Itoa(want)+" replicas"); err != nil {
+					return nil, err
+				}
+				c.event(ctx, "run", run.Name, run.ID, "scaled_down", run.Revision, "replica "+strconv.Itoa(j.ReplicaNum)+" scaled down")
+			}
+			continue
+		}
+		have[j.ReplicaNum] = true
+		keep = append(keep, j)
+	}
+	sub := 0
+	for _, j := range latest {
+		sub = max(sub, j.SubmissionNum)
+	}
+	for r := 0; r < want; r++ {
+		if have[r] {
+			continue
+		}
+		j := store.Job{
+			RunID: run.ID, RunName: run.Name, ReplicaNum: r, JobName: fmt.Sprintf("%s-0-%d", run.Name, r),
+			SubmissionNum: sub, DeploymentNum: run.DeploymentNum, Spec: run.Spec, Status: store.JobSubmitted,
+		}
+		if err := c.st.CreateJob(ctx, &j); err != nil {
+			return nil, err
+		}
+		c.jobs.Add(j.ID)
+		c.event(ctx, "run", run.Name, run.ID, "scaled_up", run.Revision, "replica "+strconv.Itoa(r)+" submitted")
+		keep = append(keep, j)
+	}
+	return keep, nil
+}
+
+// retireOlderRuns stops the older active runs of a service once its new
+// run is running: the end of a rolling deployment.
+func (c *Controller) retireOlderRuns(ctx context.Context, run *store.Run) error {
+	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Name: run.Name, Active: true})
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		r := &runs[i]
+		if r.ID == run.ID || !r.SubmittedAt.Before(run.SubmittedAt) {
+			continue
+		}
+		if err := c.stopRun(ctx, r, reasonTerminatedByServer, "replaced by a rolling deployment (revision "+short(run.Revision)+")", run.Revision, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }
