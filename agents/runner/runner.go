@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -403,14 +404,7 @@ func (r *Runner) pump(stream string, f *os.File) {
 	}
 }
 
-func lastNewline(b []byte) int {
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			return i
-		}
-	}
-	return -1
-}
+func lastNewline(b []byte) int { return bytes.LastIndexByte(b, '\n') }
 
 // exited records the job's end from the shell's wait status.
 func (r *Runner) exited(ws syscall.WaitStatus) {

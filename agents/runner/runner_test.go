@@ -26,12 +26,12 @@ import (
 
 // newRunner serves a fresh runner over HTTP and returns its client and the
 // job's working dir (a temporary directory).
-func newRunner(t *testing.T) (*api.RunnerClient, *runner.Runner, string) {
+func newRunner(t testing.TB) (*api.RunnerClient, *runner.Runner, string) {
 	t.Helper()
 	return newRunnerWith(t, runner.Config{Home: t.TempDir(), Version: "test"})
 }
 
-func newRunnerWith(t *testing.T, cfg runner.Config) (*api.RunnerClient, *runner.Runner, string) {
+func newRunnerWith(t testing.TB, cfg runner.Config) (*api.RunnerClient, *runner.Runner, string) {
 	t.Helper()
 	r, err := runner.New(cfg)
 	if err != nil {
