@@ -10,6 +10,10 @@
 // return an error wrapping ErrIncompatibleAgent, so the caller can replace the
 // agent.
 //
+// Both agents refuse request fields they do not know (HTTP 400), so that an
+// agent never silently ignores part of a newer server's request: a server
+// that sends a field an agent lacks must replace the agent.
+//
 // The clients take an *http.Client so that the caller may dial through an SSH
 // tunnel; every address in this package is as seen from the shim's host.
 //

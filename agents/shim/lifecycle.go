@@ -143,6 +143,11 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	addr, ports, err := s.published(ctx, created.ID, spec, runnerHostPort)
 	if err != nil {
 		s.log.Warn("task_ports_unknown", "task_id", spec.ID, "err", err)
+		s.mu.Lock()
+		if t.stopReason == "" {
+			t.stopReason, t.stopMessage = api.ReasonExecutorError, fmt.Sprintf("find the runner's port: %v", err)
+		}
+		s.mu.Unlock()
 		s.stopContainer(created.ID, 0)
 		return
 	}
@@ -330,19 +335,24 @@ func (s *Shim) recordExit(t *task, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var code *int
-	oom := false
+	oom, neverStarted := false, false
 	c, err := s.docker.ContainerInspect(ctx, id)
 	switch {
 	case err == nil && c.State != nil:
 		ec := c.State.ExitCode
 		code = &ec
 		oom = c.State.OOMKilled
+		neverStarted = c.State.Status == "created"
 	case errdefs.IsNotFound(err):
 	default:
 		s.log.Warn("container_inspect_failed", "task_id", t.info.ID, "err", err)
 	}
 	job := readJobState(filepath.Join(s.RunnerDir(t.info.ID), api.RunnerStateFile))
 	reason, message := exitReason(code, oom, job, err != nil && errdefs.IsNotFound(err))
+	if neverStarted {
+		code = nil
+		reason, message = api.ReasonExecutorError, "the container was created but never started (the shim restarted meanwhile)"
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !t.info.Terminated() {
