@@ -62,6 +62,9 @@ func newOffersCmd() *cobra.Command {
 				}
 				f.SpotPolicy = alias.policy
 			}
+			if exportDir != "" && !cmd.Flags().Changed("limit") {
+				f.Limit = 0 // an export takes every match unless told otherwise
+			}
 			q, err := f.Query()
 			if err != nil {
 				return err

@@ -115,7 +115,7 @@ func TestOffersCmd_rejectsBadInput(t *testing.T) {
 
 func TestOffersCmd_exportDirRoundTripsThroughCatalogDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "export")
-	if _, err := runHoist(t, "offers", "--gpu", "H100", "--spot-policy", "auto", "--limit", "0", "--export-dir", dir); err != nil {
+	if _, err := runHoist(t, "offers", "--gpu", "H100", "--spot-policy", "auto", "--export-dir", dir); err != nil {
 		t.Fatal(err)
 	}
 	want, err := runHoist(t, "offers", "--gpu", "H100", "--spot-policy", "auto", "--limit", "0", "-o", "json")
