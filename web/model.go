@@ -329,3 +329,10 @@ type Tokens interface {
 	// ErrNotFound.
 	LookupToken(ctx context.Context, token string) (Principal, error)
 }
+
+// LogTailer is an optional Store capability: the last sequence number of a
+// job's log, so the run page can open on the newest lines.
+type LogTailer interface {
+	// LastLogSeq returns the Seq of the job's last line (0 without logs).
+	LastLogSeq(ctx context.Context, jobID string) (int64, error)
+}

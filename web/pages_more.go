@@ -124,8 +124,16 @@ func (s *Server) pageRun(c *echo.Context) error {
 	}
 	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
 		Timeline: runTimeline(run, s.now())}
+	if ok && c.QueryParam("after") == "" {
+		// Open on the newest lines when the store can say where they are.
+		if lt, isTailer := s.deps.Store.(LogTailer); isTailer {
+			if last, err := lt.LastLogSeq(ctx, job.ID); err == nil && last > pageLogLines {
+				d.After = last - pageLogLines
+			}
+		}
+	}
 	if ok {
-		d.Lines, err = s.deps.Store.ReadLogs(ctx, job.ID, after, pageLogLines+1)
+		d.Lines, err = s.deps.Store.ReadLogs(ctx, job.ID, d.After, pageLogLines+1)
 		if err != nil {
 			return err
 		}

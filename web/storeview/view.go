@@ -25,6 +25,7 @@ var (
 	_ web.Tokens     = (*View)(nil)
 	_ web.RunCounter = (*View)(nil)
 	_ web.JobGetter  = (*View)(nil)
+	_ web.LogTailer  = (*View)(nil)
 )
 
 // New returns a view of project (store.DefaultProject when empty).
@@ -257,6 +258,12 @@ func (v *View) GetJob(ctx context.Context, id string) (web.Job, error) {
 		return web.Job{}, mapErr(err)
 	}
 	return jobView(j, nil), nil
+}
+
+// LastLogSeq implements web.LogTailer.
+func (v *View) LastLogSeq(ctx context.Context, jobID string) (int64, error) {
+	_, last, err := v.st.LogSize(ctx, jobID)
+	return last, err
 }
 
 // ReadLogs implements web.Store. Each stored chunk becomes one line, its
