@@ -154,6 +154,16 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		}
 		return 30 * time.Second, nil
 	case store.InstanceIdle, store.InstanceBusy:
+		if reap, why, err := c.idleReapable(ctx, inst); err != nil {
+			return 0, err
+		} else if reap {
+			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminating, "idle_timeout", why
+			if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+				return 0, err
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+why)
+			return time.Millisecond, nil
+		}
 		bi, err := be.Describe(ctx, inst.ID)
 		if errors.Is(err, backends.ErrNotFound) {
 			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "error", "the instance is gone"
@@ -218,6 +228,55 @@ func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance)
 	if !bi.Unreachable {
 		inst.LastSeenAt = c.now().UTC()
 	}
+}
+
+// idleReapable reports whether an instance of a backend fleet has been idle
+// longer than the fleet's idle_duration while the fleet has more than
+// nodes.min instances (reference §2.5). The local host and SSH hosts are
+// never reaped: they are the fleet.
+func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
+	if inst.Backend == c.cfg.LocalBackend || inst.Backend == SSHBackend || inst.FleetID == "" {
+		return false, "", nil
+	}
+	f, err := c.st.GetFleet(ctx, inst.FleetID)
+	if err != nil {
+		return false, "", err
+	}
+	var spec schema.Fleet
+	if json.Unmarshal(f.Spec, &spec) != nil || spec.IdleDuration <= 0 || spec.Nodes == nil {
+		return false, "", nil
+	}
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: inst.ID})
+	if err != nil {
+		return false, "", err
+	}
+	idleSince := inst.StartedAt
+	for _, j := range jobs {
+		if !store.IsJobFinished(j.Status) {
+			return false, "", nil
+		}
+		if j.FinishedAt.After(idleSince) {
+			idleSince = j.FinishedAt
+		}
+	}
+	idle := time.Duration(spec.IdleDuration) * time.Second
+	if idleSince.IsZero() || c.now().Sub(idleSince) < idle {
+		return false, "", nil
+	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return false, "", err
+	}
+	active := 0
+	for _, i := range insts {
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			active++
+		}
+	}
+	if active <= spec.Nodes.Min {
+		return false, "", nil
+	}
+	return true, fmt.Sprintf("idle for more than %s and the fleet has more than nodes.min (%d) instances", idle, spec.Nodes.Min), nil
 }
 
 func (c *Controller) instanceBusy(ctx context.Context, id string) (bool, error) {
