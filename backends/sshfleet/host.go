@@ -1,6 +1,7 @@
 package sshfleet
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"crypto/sha256"
@@ -15,25 +16,34 @@ import (
 	"hoist/backends/offers"
 )
 
-// probeScript prints key=value facts about a host; it needs only a POSIX
-// shell and coreutils.
-const probeScript = `echo "os=$(uname -s)"
+// probeScript prints key=value facts about a host and the agents already in
+// dir, a shell expression for the instance directory (it may use $HOME); it
+// needs only a POSIX shell and coreutils.
+func probeScript(dir string) string {
+	return `D=` + dir + `
+echo "os=$(uname -s)"
 echo "arch=$(uname -m)"
 echo "home=$HOME"
+echo "dir=$D"
 echo "hostname=$(hostname 2>/dev/null || cat /etc/hostname)"
 echo "cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
 echo "mem_kb=$(awk '/^MemTotal:/{print $2}' /proc/meminfo 2>/dev/null)"
 echo "disk_kb=$(df -Pk "$HOME" 2>/dev/null | awk 'NR==2{print $2}')"
+echo "tar=$(command -v tar)"
+for f in hoist-runner hoist-shim; do echo "sum:$f=$(sha256sum "$D/bin/$f" 2>/dev/null | cut -d' ' -f1)"; done
 if v=$(docker version --format '{{.Server.Version}}' 2>&1); then echo "docker=$v"; else echo "docker_error=$(echo "$v" | tr '\n' ' ')"; fi
 if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'; fi
 `
+}
 
 // hostFacts is what probeScript found.
 type hostFacts struct {
-	OS, Arch, Home, Hostname, Docker, DockerError string
-	CPUs                                          int
-	MemKB, DiskKB                                 int64
-	GPUs                                          []gpuFact
+	OS, Arch, Home, Dir, Hostname, Docker, DockerError, Tar string
+	CPUs                                                    int
+	MemKB, DiskKB                                           int64
+	GPUs                                                    []gpuFact
+	// Sums are the SHA-256 of the agents already in Dir/bin, by name.
+	Sums map[string]string
 }
 
 type gpuFact struct {
@@ -42,7 +52,7 @@ type gpuFact struct {
 }
 
 func parseFacts(out []byte) hostFacts {
-	var f hostFacts
+	f := hostFacts{Sums: map[string]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
@@ -57,6 +67,10 @@ func parseFacts(out []byte) hostFacts {
 			f.Arch = v
 		case "home":
 			f.Home = v
+		case "dir":
+			f.Dir = v
+		case "tar":
+			f.Tar = v
 		case "hostname":
 			f.Hostname = v
 		case "cpus":
@@ -69,6 +83,10 @@ func parseFacts(out []byte) hostFacts {
 			f.Docker = v
 		case "docker_error":
 			f.DockerError = v
+		case "sum:hoist-runner", "sum:hoist-shim":
+			if v != "" {
+				f.Sums[strings.TrimPrefix(k, "sum:")] = v
+			}
 		case "gpu":
 			name, mem, _ := strings.Cut(v, ",")
 			mb, _ := strconv.ParseInt(strings.TrimSpace(mem), 10, 64)
@@ -99,8 +117,10 @@ func (f hostFacts) check() error {
 		return backends.Stalled(fmt.Errorf("%w: architecture %q, want x86_64 or aarch64", backends.ErrUnsupportedHost, f.Arch))
 	case f.Docker == "":
 		return backends.Stalled(fmt.Errorf("%w: docker engine not usable: %s", backends.ErrUnsupportedHost, f.DockerError))
-	case f.Home == "":
+	case f.Home == "" || f.Dir == "":
 		return backends.Stalled(fmt.Errorf("%w: login user has no $HOME", backends.ErrUnsupportedHost))
+	case f.Tar == "":
+		return backends.Stalled(fmt.Errorf("%w: tar not found", backends.ErrUnsupportedHost))
 	}
 	return nil
 }
@@ -180,4 +200,40 @@ func fileSum(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// tarFile is one file of the deploy stream: from a local path or from data.
+type tarFile struct {
+	name  string
+	local string
+	data  []byte
+	mode  int64
+}
+
+// writeTar writes files as a tar stream to w.
+func writeTar(w io.Writer, files []tarFile) error {
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		var r io.Reader = bytes.NewReader(f.data)
+		size := int64(len(f.data))
+		if f.local != "" {
+			fh, err := os.Open(f.local)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			st, err := fh.Stat()
+			if err != nil {
+				return err
+			}
+			r, size = fh, st.Size()
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, r); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
 }

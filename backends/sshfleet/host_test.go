@@ -9,7 +9,7 @@ import (
 )
 
 func TestHostFacts_check(t *testing.T) {
-	good := hostFacts{OS: "Linux", Arch: "x86_64", Home: "/root", Docker: "24.0.7", CPUs: 8, MemKB: 32 << 20}
+	good := hostFacts{OS: "Linux", Arch: "x86_64", Home: "/root", Dir: "/root/.hoist/i", Tar: "/usr/bin/tar", Docker: "24.0.7", CPUs: 8, MemKB: 32 << 20}
 	tests := []struct {
 		name   string
 		change func(*hostFacts)
@@ -20,7 +20,8 @@ func TestHostFacts_check(t *testing.T) {
 		{"not linux", func(f *hostFacts) { f.OS = "Darwin" }, false},
 		{"unsupported architecture", func(f *hostFacts) { f.Arch = "riscv64" }, false},
 		{"docker not usable", func(f *hostFacts) { f.Docker, f.DockerError = "", "permission denied while trying to connect" }, false},
-		{"no home", func(f *hostFacts) { f.Home = "" }, false},
+		{"no home", func(f *hostFacts) { f.Home, f.Dir = "", "" }, false},
+		{"no tar", func(f *hostFacts) { f.Tar = "" }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,11 +39,14 @@ func TestHostFacts_check(t *testing.T) {
 }
 
 func TestParseFacts_offer(t *testing.T) {
-	out := []byte("os=Linux\narch=aarch64\nhome=/home/u\nhostname=gpu-1\ncpus=64\nmem_kb=263856736\ndisk_kb=1031018508\n" +
+	out := []byte("os=Linux\narch=aarch64\nhome=/home/u\ndir=/home/u/.hoist/i\ntar=/bin/tar\nsum:hoist-shim=abc\nsum:hoist-runner=\nhostname=gpu-1\ncpus=64\nmem_kb=263856736\ndisk_kb=1031018508\n" +
 		"docker=27.3.1\ngpu=NVIDIA H100 80GB HBM3, 81559\ngpu=NVIDIA H100 80GB HBM3, 81559\n")
 	f := parseFacts(out)
 	if err := f.check(); err != nil {
 		t.Fatal(err)
+	}
+	if f.Sums["hoist-shim"] != "abc" || f.Sums["hoist-runner"] != "" {
+		t.Errorf("sums of the agents on the host = %v", f.Sums)
 	}
 	o := f.offer("ssh")
 	if o.Backend != "ssh" || o.Instance != "gpu-1" || o.Region != Region || o.CPUs != 64 || o.CPUArch != offers.ArchARM {

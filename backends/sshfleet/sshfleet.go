@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -289,7 +290,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		}
 		return b.instance(r), err
 	}
-	out, err := c.Run(ctx, probeScript, nil)
+	out, err := c.Run(ctx, probeScript(b.remoteDirExpr(spec.ID)), nil)
 	if err != nil {
 		return b.instance(r), fmt.Errorf("sshfleet: probe %s: %w", spec.Host.Hostname, err)
 	}
@@ -303,13 +304,13 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	r.Arch = goArch(facts.Arch)
 	r.Offer = facts.offer(b.cfg.Name)
-	r.Dir = b.remoteDir(facts.Home, spec.ID)
+	r.Dir = facts.Dir
 	if err := b.save(r); err != nil {
 		return b.instance(r), err
 	}
 	log.Info("host_checked", "arch", r.Arch, "cpus", facts.CPUs, "docker", facts.Docker, "dir", r.Dir, "elapsed", time.Since(began))
 
-	if err := b.deploy(ctx, c, r); err != nil {
+	if err := b.deploy(ctx, c, r, facts.Sums); err != nil {
 		b.note(r, err)
 		return b.instance(r), fmt.Errorf("sshfleet: deploy to %s: %w", spec.Host.Hostname, err)
 	}
@@ -335,21 +336,21 @@ func (b *Backend) note(r *record, err error) {
 	_ = b.save(r)
 }
 
-func (b *Backend) remoteDir(home, id string) string {
-	base := b.cfg.RemoteDir
-	switch {
-	case base == "":
-		base = path.Join(home, ".hoist")
-	case strings.HasPrefix(base, "~/"):
-		base = path.Join(home, base[2:])
-	case !path.IsAbs(base):
-		base = path.Join(home, base)
-	}
+// remoteDirExpr returns a shell expression for the instance's directory on
+// the host: <RemoteDir>/<id>, RemoteDir relative to $HOME unless absolute.
+func (b *Backend) remoteDirExpr(id string) string {
 	name := safeName(id)
 	if strings.HasPrefix(name, ".") {
 		name = "_" + name
 	}
-	return path.Join(base, name)
+	base := strings.TrimPrefix(b.cfg.RemoteDir, "~/")
+	switch {
+	case base == "":
+		return `"$HOME"/` + tunnel.Quote(".hoist/"+name)
+	case path.IsAbs(base):
+		return tunnel.Quote(path.Join(base, name))
+	}
+	return `"$HOME"/` + tunnel.Quote(path.Join(base, name))
 }
 
 // shimArgs are the hoist-shim flags the supervisor passes: loopback only, on
@@ -368,62 +369,74 @@ func shimArgs(r *record) string {
 	return strings.Join(args, " ")
 }
 
-// deploy uploads the agents (unless the host has them already) and the
-// supervisor script, and starts the supervisor unless it is running; a
-// changed shim binary restarts the shim. It takes three SSH sessions plus one
-// per binary uploaded.
-func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record) error {
+// deploy brings the agents (those whose SHA-256 differs from remoteSums) and
+// the supervisor script to the host in one tar stream and starts the
+// supervisor unless it is running (a changed shim is restarted), all in one
+// SSH session, which answers once the shim has written its address.
+func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record, remoteSums map[string]string) error {
 	shimBin, runnerBin, err := b.cfg.Agents(r.Arch)
 	if err != nil {
 		return backends.Stalled(fmt.Errorf("agent binaries for %s: %w", r.Arch, err))
 	}
-	q := tunnel.Quote
-	bins := []struct{ local, remote string }{
-		{runnerBin, r.Dir + "/bin/hoist-runner"},
-		{shimBin, r.Dir + "/bin/hoist-shim"},
-	}
-	out, err := c.Run(ctx, fmt.Sprintf("mkdir -p %s %s && cd %s && for f in hoist-runner hoist-shim; do echo \"$f=$(sha256sum bin/$f 2>/dev/null | cut -d' ' -f1)\"; done",
-		q(r.Dir+"/bin"), q(r.Dir+"/state"), q(r.Dir)), nil)
-	if err != nil {
-		return fmt.Errorf("prepare %s: %w", r.Dir, err)
-	}
-	remoteSums := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
-			remoteSums[k] = v
-		}
-	}
+	var files []tarFile
 	shimChanged := false
-	for _, bin := range bins {
+	for _, bin := range []struct{ name, local string }{{"hoist-runner", runnerBin}, {"hoist-shim", shimBin}} {
 		sum, err := b.sum(bin.local)
 		if err != nil {
 			return backends.Stalled(fmt.Errorf("agent binary: %w", err))
 		}
-		if remoteSums[path.Base(bin.remote)] == sum {
-			continue
+		if remoteSums[bin.name] != sum {
+			files = append(files, tarFile{name: "bin/" + bin.name, local: bin.local, mode: 0o755})
+			shimChanged = shimChanged || bin.name == "hoist-shim"
 		}
-		f, err := os.Open(bin.local)
-		if err != nil {
-			return backends.Stalled(fmt.Errorf("agent binary: %w", err))
-		}
-		err = c.Upload(ctx, bin.remote, 0o755, f)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		shimChanged = shimChanged || path.Base(bin.remote) == "hoist-shim"
 	}
+	files = append(files, tarFile{name: "supervise.sh", data: []byte(supervisorScript(shimArgs(r))), mode: 0o755})
+
 	restart := ""
 	if shimChanged {
-		restart = `[ -f shim.pid ] && kill -TERM "$(cat shim.pid)" 2>/dev/null; `
+		restart = `rm -f shim.addr; [ -f shim.pid ] && kill -TERM "$(cat shim.pid)" 2>/dev/null; `
 	}
-	start := fmt.Sprintf(`cd %s && cat > supervise.sh.part && chmod 755 supervise.sh.part && mv -f supervise.sh.part supervise.sh && if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then %secho running; else rm -f stop; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo started; fi`, q(r.Dir), restart)
-	out, err = c.Run(ctx, start, strings.NewReader(supervisorScript(shimArgs(r))))
+	waitSteps := int(b.cfg.ReadyTimeout / (50 * time.Millisecond))
+	script := fmt.Sprintf(`set -e
+mkdir -p %[1]s
+cd %[1]s
+mkdir -p bin state
+rm -rf .new && mkdir .new
+tar -xf - -C .new
+for f in $(cd .new && find . -type f); do mv -f ".new/$f" "$f"; done
+rm -rf .new
+set +e
+if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then %[2]secho state=running; else rm -f stop shim.addr; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo state=started; fi
+i=0; while [ ! -s shim.addr ] && [ $i -lt %[3]d ]; do sleep 0.05; i=$((i+1)); done
+echo "addr=$(cat shim.addr 2>/dev/null)"
+`, tunnel.Quote(r.Dir), restart, waitSteps)
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeTar(pw, files)) }()
+	out, err := c.Run(ctx, script, pr)
+	pr.Close()
 	if err != nil {
-		return fmt.Errorf("start supervisor: %w", err)
+		return fmt.Errorf("deploy agents to %s: %w", r.Dir, err)
 	}
-	b.log.Info("shim_supervisor", "instance", r.ID, "state", strings.TrimSpace(string(out)), "shim_updated", shimChanged)
-	b.forgetShim(r.ID)
+	var state, addr string
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			switch k {
+			case "state":
+				state = v
+			case "addr":
+				addr = v
+			}
+		}
+	}
+	b.log.Info("shim_supervisor", "instance", r.ID, "state", state, "shim_updated", shimChanged, "uploaded", len(files)-1)
+	b.mu.Lock()
+	if addr != "" {
+		b.shims[r.ID] = "http://" + addr
+	} else {
+		delete(b.shims, r.ID)
+	}
+	b.mu.Unlock()
 	return nil
 }
 
@@ -651,7 +664,7 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	if errors.Is(err, api.ErrIncompatibleAgent) {
 		// An agent of another version answers: replace it with ours.
 		b.log.Warn("shim_incompatible", "instance", id, "error", err)
-		if derr := b.deploy(ctx, c, r); derr != nil {
+		if derr := b.deploy(ctx, c, r, nil); derr != nil {
 			err = fmt.Errorf("%w; replacing it failed: %w", err, derr)
 		} else {
 			wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
