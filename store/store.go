@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -119,6 +120,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if err := s.db.PingContext(ctx); err != nil {
 		s.Close()
+		if strings.Contains(err.Error(), "SSL is not enabled") {
+			return nil, fmt.Errorf("connect to %s database: %w (add sslmode=disable to the DSN for a server without TLS)", s.dialect, err)
+		}
 		return nil, fmt.Errorf("connect to %s database: %w", s.dialect, err)
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -161,6 +165,14 @@ func (s *Store) Now() time.Time { return s.now().UTC() }
 // the transaction to end.
 func (s *Store) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	return s.db.RunInTx(ctx, nil, fn)
+}
+
+func isLoopback(host string) bool {
+	if host == "" || host == "localhost" || strings.HasPrefix(host, "/") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isPostgres(dsn string) bool {
@@ -225,9 +237,20 @@ func openPostgres(dsn string, maxConns int) (*bun.DB, error) {
 	}
 	if !hasTZ {
 		q.Set("TimeZone", "UTC")
-		u.RawQuery = q.Encode()
 	}
-	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
+	// pgdriver insists on TLS unless told otherwise (libpq would fall back);
+	// on loopback, where servers rarely have TLS, default to plain.
+	if !q.Has("sslmode") && isLoopback(u.Hostname()) {
+		q.Set("sslmode", "disable")
+	}
+	u.RawQuery = q.Encode()
+	opts := []pgdriver.Option{pgdriver.WithDSN(u.String())}
+	// pgdriver's default read timeout (10 s) would fail a migration waiting
+	// for another replica's advisory lock, or any long query.
+	if !q.Has("read_timeout") && !q.Has("timeout") {
+		opts = append(opts, pgdriver.WithReadTimeout(5*time.Minute))
+	}
+	sqldb := sql.OpenDB(pgdriver.NewConnector(opts...))
 	if maxConns <= 0 {
 		maxConns = 20
 	}

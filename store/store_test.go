@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"hoist/e2e/testenv"
 )
 
 func TestOpen_sqliteSecondOpenFailsFast(t *testing.T) {
@@ -784,4 +787,19 @@ func TestResources_concurrentWritersNeverLoseAnUpdate(t *testing.T) {
 				r.StatusMessage, r.Version, writers*each, 1+writers*each, conflicts.Load())
 		}
 	})
+}
+
+func TestOpen_postgresLoopbackWithoutSSLMode(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("sslmode")
+	u.RawQuery = q.Encode()
+	s := openTest(t, u.String(), Options{})
+	if s.Dialect() != DialectPostgres {
+		t.Errorf("Dialect() = %q", s.Dialect())
+	}
 }
