@@ -23,6 +23,7 @@ type agentClient struct {
 	hc      *http.Client
 	service string
 	want    int
+	token   string // bearer token, when the agent demands one
 }
 
 func newAgentClient(baseURL string, hc *http.Client, service string, want int) agentClient {
@@ -67,6 +68,9 @@ func (c *agentClient) send(ctx context.Context, method, path string, body io.Rea
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -30,6 +30,14 @@ func NewRunnerClient(baseURL string, hc *http.Client) *RunnerClient {
 	return &RunnerClient{c: newAgentClient(baseURL, hc, RunnerService, RunnerAPIVersion)}
 }
 
+// WithToken returns a client that authenticates with token (TaskInfo.RunnerToken)
+// to a runner that demands one. The health check needs no token.
+func (r *RunnerClient) WithToken(token string) *RunnerClient {
+	c := *r
+	c.c.token = token
+	return &c
+}
+
 // Health asks the runner's health check. It fails with ErrIncompatibleAgent
 // when the agent is not a runner of RunnerAPIVersion.
 func (r *RunnerClient) Health(ctx context.Context) (Health, error) { return r.c.health(ctx) }

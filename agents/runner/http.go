@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"crypto/subtle"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -29,9 +30,15 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
 	mux.HandleFunc("GET /api/v1/logs/stream", r.handleLogStream)
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
+	want := []byte("Bearer " + r.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.touch()
 		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.RunnerAPIVersion))
+		if r.cfg.Token != "" && req.URL.Path != api.HealthPath &&
+			subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), want) != 1 {
+			writeJSON(w, http.StatusUnauthorized, api.Error{Message: "missing or wrong runner token"})
+			return
+		}
 		mux.ServeHTTP(w, req)
 		r.touch()
 	})

@@ -116,7 +116,13 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		}
 		runnerHostPort = p
 	}
+	s.mu.Lock()
+	token := t.info.RunnerToken
+	s.mu.Unlock()
 	cfg, hcfg := s.containerConfig(spec, runnerHostPort, img.Config)
+	if token != "" {
+		cfg.Env = append(cfg.Env, RunnerTokenEnv+"="+token)
+	}
 	created, err := s.docker.ContainerCreate(ctx, cfg, hcfg, nil, nil, spec.Name)
 	if err != nil {
 		if canceled() {

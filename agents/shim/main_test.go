@@ -54,6 +54,8 @@ type env struct {
 	image  string
 	state  string
 	url    string
+	// runnerAuth starts the shim with Config.RunnerAuth.
+	runnerAuth bool
 }
 
 func dockerClient(t testing.TB) *client.Client {
@@ -68,11 +70,13 @@ func dockerClient(t testing.TB) *client.Client {
 
 // newEnv starts a shim on a fresh state dir; every container it creates is
 // removed when the test ends, also on failure.
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvAuth(t, false) }
+
+func newEnvAuth(t testing.TB, runnerAuth bool) *env {
 	t.Helper()
 	image := testenv.Docker(t)
 	dc := dockerClient(t)
-	e := &env{docker: dc, image: image, state: t.TempDir()}
+	e := &env{docker: dc, image: image, state: t.TempDir(), runnerAuth: runnerAuth}
 	e.start(t)
 	id := e.shim.ID()
 	t.Cleanup(func() { removeShimContainers(t, dc, id) })
@@ -88,6 +92,7 @@ func (e *env) start(t testing.TB) {
 		StateDir:     e.state,
 		Labels:       map[string]string{"hoist.test": "shim"},
 		Version:      "test",
+		RunnerAuth:   e.runnerAuth,
 	})
 	if err != nil {
 		t.Fatalf("shim.New: %v", err)
@@ -138,7 +143,7 @@ func (e *env) runTask(t testing.TB, spec api.TaskSpec) (api.TaskInfo, *api.Runne
 	if info.Status != api.TaskRunning {
 		t.Fatalf("task %s: status %s (%s: %s), want running", spec.ID, info.Status, info.TerminationReason, info.TerminationMessage)
 	}
-	return info, api.NewRunnerClient(info.RunnerAddr, nil)
+	return info, api.NewRunnerClient(info.RunnerAddr, nil).WithToken(info.RunnerToken)
 }
 
 // runJob submits and runs a job and waits until it has finished.

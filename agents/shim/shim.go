@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -39,6 +40,9 @@ const (
 	RunnerHome = "/hoist/run"
 	// RunnerPort is the runner's port inside a bridge-network container.
 	RunnerPort = 10999
+	// RunnerTokenEnv is the container variable that hands the runner its
+	// token; the runner keeps it out of the job's environment.
+	RunnerTokenEnv = "HOIST_RUNNER_TOKEN"
 )
 
 // runnerReadyTimeout bounds how long a started container may take until its
@@ -60,6 +64,11 @@ type Config struct {
 	// ID names this shim in container labels so that several shims can share
 	// one Engine; "" derives it from StateDir.
 	ID string
+	// RunnerAuth makes every runner demand a bearer token of its own,
+	// reported as TaskInfo.RunnerToken, so that nothing else that can reach
+	// its port (another container on the bridge network, a local user on
+	// the host network) can drive it.
+	RunnerAuth bool
 	// Labels are added to every container the shim creates.
 	Labels map[string]string
 	// Version is the shim binary's version.
@@ -241,6 +250,14 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 		cancel:  cancel,
 		settled: make(chan struct{}),
 		exited:  make(chan struct{}),
+	}
+	if s.cfg.RunnerAuth {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			cancel()
+			return api.TaskInfo{}, fmt.Errorf("runner token: %w", err)
+		}
+		t.info.RunnerToken = hex.EncodeToString(b[:])
 	}
 	s.tasks[spec.ID] = t
 	if err := os.MkdirAll(s.taskDir(spec.ID), 0o755); err != nil {

@@ -498,3 +498,29 @@ func TestShim_jobWithoutCommandsRunsTheImagesEntrypoint(t *testing.T) {
 		t.Errorf("stdout = %q, want the image's entrypoint and cmd run in its WORKDIR", got)
 	}
 }
+
+func TestShim_runnerAuthDemandsTheTasksToken(t *testing.T) {
+	t.Parallel()
+	e := newEnvAuth(t, true)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "auth"})
+	if len(info.RunnerToken) != 64 {
+		t.Fatalf("RunnerToken = %q, want 32 random bytes in hex", info.RunnerToken)
+	}
+	bare := api.NewRunnerClient(info.RunnerAddr, nil)
+	if _, err := bare.Health(ctx); err != nil {
+		t.Errorf("Health without token: %v, want ok", err)
+	}
+	for name, c := range map[string]*api.RunnerClient{"no token": bare, "wrong token": bare.WithToken("x")} {
+		if _, err := c.State(ctx); !isStatus(err, http.StatusUnauthorized) {
+			t.Errorf("State with %s: err = %v, want http 401", name, err)
+		}
+	}
+	st := runJob(t, rc, api.JobSpec{Commands: []string{"env | grep -c HOIST_RUNNER_ || true"}})
+	if st.State != api.JobDone {
+		t.Fatalf("job = %+v", st)
+	}
+	if got := output(t, rc, api.StreamStdout); got != "0\n" {
+		t.Errorf("the job sees %s HOIST_RUNNER_ variables, want none", strings.TrimSpace(got))
+	}
+}

@@ -52,7 +52,10 @@ func run() error {
 			return fmt.Errorf("--image-command: %w", err)
 		}
 	}
-	r, err := runner.New(runner.Config{Home: *home, Version: version, Logger: log, ImageCommand: imageCmd, ImageWorkingDir: *imageWorkDir})
+	r, err := runner.New(runner.Config{
+		Home: *home, Version: version, Logger: log, ImageCommand: imageCmd, ImageWorkingDir: *imageWorkDir,
+		Token: os.Getenv("HOIST_RUNNER_TOKEN"), // set by the shim; kept out of the job's environment
+	})
 	if err != nil {
 		return err
 	}
