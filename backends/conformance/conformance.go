@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func Run(t *testing.T, opts Options) {
 	t.Run("connect", func(t *testing.T) { k.connect(t, first) })
 	created := []backends.Instance{first}
 	if opts.Capacity >= 2 {
-		t.Run("create_second", func(t *testing.T) { created = append(created, k.createDescribe(t, 1)) })
+		t.Run("create_second_concurrently", func(t *testing.T) { created = append(created, k.createConcurrently(t, 1)) })
 	}
 	t.Run("list_by_tags", func(t *testing.T) { k.list(t, created) })
 	t.Run("terminate_twice", func(t *testing.T) {
@@ -200,6 +201,38 @@ func (k *kit) createDescribe(t *testing.T, i int) backends.Instance {
 		t.Errorf("Describe: offer not filled in: %+v", inst.Offer)
 	}
 	return inst
+}
+
+// createConcurrently calls Create twice at once with the same new id (two
+// workers racing, a retry overlapping a slow first call): both must succeed
+// with the same instance, and only one may exist.
+func (k *kit) createConcurrently(t *testing.T, i int) backends.Instance {
+	spec := k.spec(t, i)
+	k.ids = append(k.ids, spec.ID)
+	var wg sync.WaitGroup
+	var got [2]backends.Instance
+	var errs [2]error
+	for j := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[j], errs[j] = k.b.Create(t.Context(), spec)
+		}()
+	}
+	wg.Wait()
+	for j := range 2 {
+		if errs[j] != nil {
+			t.Fatalf("concurrent Create %d of %s: %v", j, spec.ID, errs[j])
+		}
+		k.checkInstance(t, got[j], spec, "concurrent Create")
+	}
+	if got[0].ProviderID != got[1].ProviderID {
+		t.Errorf("concurrent Creates made two instances: %q and %q", got[0].ProviderID, got[1].ProviderID)
+	}
+	if l, err := k.b.List(t.Context(), map[string]string{backends.TagInstance: spec.ID}); err != nil || len(l) != 1 {
+		t.Errorf("List(instance=%s) after concurrent Creates = %v, %v; want exactly one", spec.ID, ids(l), err)
+	}
+	return k.waitRunning(t, spec.ID)
 }
 
 func (k *kit) waitRunning(t *testing.T, id string) backends.Instance {

@@ -1,7 +1,7 @@
 // Package conformance is the test kit every backend driver runs against
 // itself: offers are well formed and filterable; create → describe →
-// terminate; terminate twice; create with a reused id; terminate and describe
-// of an unknown id; ownership tags present; list-by-tags finds everything
+// terminate; terminate twice; create with a reused id, and twice at once with
+// a new id; terminate and describe of an unknown id; ownership tags present; list-by-tags finds everything
 // created (the leak audit); and, for drivers that implement
 // backends.Connector, the shim answers through the connection.
 //
