@@ -18,7 +18,7 @@ func BenchmarkClaims(b *testing.B) {
 		for _, mode := range []string{"release", "complete", "withlease+release"} {
 			b.Run(c.name+"/"+mode, func(b *testing.B) {
 				dsn := c.dsn(b)
-				a := openTest(b, dsn, Options{MaxOpenConns: benchConns})
+				a := openTest(b, dsn, Options{})
 				// SQLite has one server: its two claimers share the one pool.
 				r := a
 				if isPostgres(dsn) {
@@ -27,7 +27,7 @@ func BenchmarkClaims(b *testing.B) {
 				insertDueRuns(b, a, b.N)
 				b.ResetTimer()
 				start := time.Now()
-				st := runClaimers(context.Background(), []*Store{a, r}, 8, b.N, mode)
+				st := runClaimers(context.Background(), []*Store{a, r}, benchWorkers, b.N, mode)
 				elapsed := time.Since(start)
 				b.StopTimer()
 				for _, err := range st.errs {
@@ -102,7 +102,8 @@ func BenchmarkLogs(b *testing.B) {
 	}
 }
 
-var benchConns = 0
+// benchWorkers is the number of workers per replica in BenchmarkClaims.
+const benchWorkers = 8
 
 func logData(n int) []byte {
 	return fmt.Appendf(nil, "step %07d loss=0.%06d lr=3e-4 tokens/s=12345 some more text to make a line\n", n, n%999983)
