@@ -61,5 +61,7 @@
 // and another worker took the row, so a stale worker never overwrites newer
 // work. On PostgreSQL Claim uses SELECT … FOR UPDATE SKIP LOCKED, so several
 // hoist servers share the work; on SQLite one server owns the file and the
-// same guarded UPDATE is atomic.
+// same guarded UPDATE is atomic. Lease times come from each server's clock
+// (Options.Now), so the servers sharing a Postgres database need synchronized
+// clocks (NTP); skew shortens or lengthens leases by the same amount.
 package store

@@ -111,7 +111,8 @@ func claimQuery(db bun.IDB, dialect string, now time.Time, req ClaimRequest, bat
 }
 
 // Heartbeat extends l by d from now and returns the extended lease, or
-// ErrLeaseLost when another worker has taken the row.
+// ErrLeaseLost when another worker has taken the row. A lease that expired
+// but was not taken by anyone is extended.
 func (s *Store) Heartbeat(ctx context.Context, l Lease, d time.Duration) (Lease, error) {
 	return heartbeat(ctx, s.db, s.Now(), l, d)
 }
