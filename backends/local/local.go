@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,7 @@ type record struct {
 	ID        string            `json:"id"`
 	Name      string            `json:"name,omitempty"`
 	Offer     offers.Offer      `json:"offer"`
+	GPUIDs    []string          `json:"gpu_ids,omitempty"` // host GPU indexes reserved for the instance
 	Tags      map[string]string `json:"tags"`
 	CreatedAt time.Time         `json:"created_at"`
 }
@@ -375,7 +377,12 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if o.CPUs > b.host.CPUs || o.MemoryGB > b.host.MemoryGB || !b.fitsLocked(o, "") {
 		return backends.Instance{}, backends.Transient(fmt.Errorf("local backend: instance %s (%d cpus, %.1f GB): %w", spec.ID, o.CPUs, o.MemoryGB, backends.ErrNoCapacity))
 	}
-	r := record{ID: spec.ID, Name: spec.Name, Offer: o, Tags: backends.CopyTags(spec.Tags), CreatedAt: b.cfg.Now()}
+	var used [][]string
+	for _, in := range b.insts {
+		used = append(used, in.rec.GPUIDs)
+	}
+	r := record{ID: spec.ID, Name: spec.Name, Offer: o, GPUIDs: allocGPUs(b.host.GPUCount, used, o.GPUCount),
+		Tags: backends.CopyTags(spec.Tags), CreatedAt: b.cfg.Now()}
 	dir := b.instDir(spec.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return backends.Instance{}, fmt.Errorf("local backend: %w", err)
@@ -483,7 +490,7 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
 	return &conn{
-		hc:  &http.Client{Transport: &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, host: b.host}},
+		hc:  &http.Client{Transport: &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host}},
 		tr:  tr,
 		url: in.url,
 	}, nil
@@ -514,6 +521,7 @@ type limits struct {
 	base    http.RoundTripper
 	shimURL string
 	offer   offers.Offer
+	gpus    []string
 	host    offers.Offer
 }
 
@@ -536,6 +544,7 @@ func (l *limits) RoundTrip(req *http.Request) (*http.Response, error) {
 		if spec.MemoryBytes == 0 && l.offer.MemoryGB > 0 && l.offer.MemoryGB < l.host.MemoryGB {
 			spec.MemoryBytes = int64(l.offer.MemoryGB * (1 << 30))
 		}
+		spec.GPUIDs = taskGPUs(spec.GPUCount, spec.GPUIDs, l.gpus)
 		if b, err := json.Marshal(spec); err == nil {
 			raw = b
 		}
@@ -545,4 +554,41 @@ func (l *limits) RoundTrip(req *http.Request) (*http.Response, error) {
 	r2.ContentLength = int64(len(raw))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
 	return l.base.RoundTrip(r2)
+}
+
+// allocGPUs picks n GPU indexes of a host with total GPUs, lowest first,
+// skipping those in used; nil when n is 0 (or not enough are free, which
+// the capacity check rules out).
+func allocGPUs(total int, used [][]string, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	taken := map[string]bool{}
+	for _, ids := range used {
+		for _, id := range ids {
+			taken[id] = true
+		}
+	}
+	var out []string
+	for i := 0; i < total && len(out) < n; i++ {
+		if id := strconv.Itoa(i); !taken[id] {
+			out = append(out, id)
+		}
+	}
+	if len(out) < n {
+		return nil
+	}
+	return out
+}
+
+// taskGPUs confines a task's GPU request to the instance's GPUs: explicit
+// ids are kept; a count (-1: all) becomes the instance's first ids.
+func taskGPUs(count int, ids, instance []string) []string {
+	if len(ids) > 0 || count == 0 || len(instance) == 0 {
+		return ids
+	}
+	if count < 0 || count > len(instance) {
+		return slices.Clone(instance)
+	}
+	return slices.Clone(instance[:count])
 }

@@ -1,0 +1,55 @@
+package local
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestAllocGPUs(t *testing.T) {
+	tests := []struct {
+		name  string
+		total int
+		used  [][]string
+		n     int
+		want  []string
+	}{
+		{"no gpus asked", 8, nil, 0, nil},
+		{"lowest first", 8, nil, 2, []string{"0", "1"}},
+		{"skips reserved", 8, [][]string{{"0", "1"}, {"3"}}, 3, []string{"2", "4", "5"}},
+		{"not enough free", 4, [][]string{{"0", "1", "2"}}, 2, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, allocGPUs(tt.total, tt.used, tt.n)); diff != "" {
+				t.Errorf("allocGPUs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTaskGPUs(t *testing.T) {
+	inst := []string{"4", "5"}
+	tests := []struct {
+		name  string
+		count int
+		ids   []string
+		want  []string
+	}{
+		{"no gpus", 0, nil, nil},
+		{"count within the instance", 1, nil, []string{"4"}},
+		{"all of the instance", -1, nil, []string{"4", "5"}},
+		{"more than the instance has", 3, nil, []string{"4", "5"}},
+		{"explicit ids kept", 1, []string{"7"}, []string{"7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, taskGPUs(tt.count, tt.ids, inst)); diff != "" {
+				t.Errorf("taskGPUs (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := taskGPUs(2, nil, nil); got != nil {
+		t.Errorf("an instance without reserved gpus changed the request: %v", got)
+	}
+}
