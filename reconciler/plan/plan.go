@@ -403,6 +403,9 @@ func hasField(spec []byte, name string) bool {
 // field paths, sorted: top-level names, and one level deeper for objects
 // (e.g. "resources.gpu", "ssh_config.hosts").
 func ChangedFields(before, after []byte) []string {
+	if bytes.Equal(before, after) {
+		return nil // canonical specs that mean the same are byte-identical
+	}
 	var b, a map[string]json.RawMessage
 	if json.Unmarshal(before, &b) != nil || json.Unmarshal(after, &a) != nil {
 		if bytes.Equal(before, after) {
