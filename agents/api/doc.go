@@ -4,7 +4,7 @@
 //
 // Every request and response is JSON under /api/v1/ except the health check
 // (GET /api/healthcheck, unversioned so that any version can be asked) and the
-// binary log stream (see LogFrame). Every response carries the agent's API
+// binary log encoding (see LogFramesContentType). Every response carries the agent's API
 // version in the Hoist-Api-Version header; the clients refuse to talk to an
 // agent whose version differs from ShimAPIVersion or RunnerAPIVersion and
 // return an error wrapping ErrIncompatibleAgent, so the caller can replace the
@@ -16,6 +16,31 @@
 //
 // The clients take an *http.Client so that the caller may dial through an SSH
 // tunnel; every address in this package is as seen from the shim's host.
+//
+// Shim endpoints (ShimClient):
+//
+//	GET  /api/healthcheck                 Health
+//	GET  /api/v1/host                     HostInfo
+//	GET  /api/v1/tasks                    TaskList (tasks and unknown containers)
+//	POST /api/v1/tasks                    TaskSpec → TaskInfo (status pending; 409 if the id exists)
+//	GET  /api/v1/tasks/{id}               TaskInfo; ?wait_for=<status>&timeout_ms= long-polls
+//	POST /api/v1/tasks/{id}/terminate     TerminateRequest → TaskInfo once stopped
+//	POST /api/v1/tasks/{id}/remove        409 unless terminated
+//	GET  /api/v1/tasks/{id}/logs          the job log left on the host, as log frames
+//
+// Runner endpoints (RunnerClient):
+//
+//	GET  /api/healthcheck                 Health
+//	POST /api/v1/submit                   JobSpec (repeatable until run)
+//	POST /api/v1/upload                   tar.gz into the working dir (after submit, before run)
+//	POST /api/v1/run                      → RunResponse
+//	GET  /api/v1/state                    JobState
+//	GET  /api/v1/wait?timeout_ms=         JobState once finished (long-poll)
+//	POST /api/v1/stop                     StopRequest → JobState once finished
+//	GET  /api/v1/logs?after_seq=|since=&limit=&max_bytes=&wait_ms=&format=frames|ndjson
+//	POST /api/v1/logs/ack                 AckRequest → AckResponse (deletes stored records)
+//	GET  /api/v1/logs/stream?after_seq=   live JSON lines until the job's end
+//	GET  /api/v1/metrics                  Metrics
 //
 // Package api imports nothing of hoist. The server (reconciler, backends), the
 // shim and the runner import it.
