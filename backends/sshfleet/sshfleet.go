@@ -273,6 +273,10 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if ok && r.Status == backends.StatusTerminating {
 		return b.instance(r), backends.Stalled(fmt.Errorf("sshfleet: instance %s is being terminated", spec.ID))
 	}
+	if ok && tunnel.HostPort(r.Host.Hostname, r.Host.Port) != tunnel.HostPort(spec.Host.Hostname, spec.Host.Port) {
+		return b.instance(r), backends.Stalled(fmt.Errorf("sshfleet: instance %s runs on %s, not %s: terminate it and create another",
+			spec.ID, tunnel.HostPort(r.Host.Hostname, r.Host.Port), tunnel.HostPort(spec.Host.Hostname, spec.Host.Port)))
+	}
 	if !ok {
 		r = &record{ID: spec.ID, Name: spec.Name, Status: backends.StatusProvisioning, CreatedAt: b.cfg.Now()}
 	}

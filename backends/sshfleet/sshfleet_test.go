@@ -169,6 +169,9 @@ func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
 		insts = append(insts, inst)
 		t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
 	}
+	if _, err := f.b.Create(ctx, f.spec(1, "host-0")); !backends.IsStalled(err) {
+		t.Errorf("Create of host-0 on the other host = %v; want stalled (an instance keeps its host)", err)
+	}
 	for i, inst := range insts {
 		out := runJob(t, ctx, f.b, inst, "task-"+strconv.Itoa(i), f.image, "echo hello from $(hostname) job "+strconv.Itoa(i))
 		if !strings.Contains(out, "job "+strconv.Itoa(i)) {
