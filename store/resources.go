@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/uptrace/bun"
 )
 
 // RecordRevision inserts or updates the revision with rev.SHA (author,
@@ -215,4 +213,3 @@ func (s *Store) PurgeResource(ctx context.Context, id string) error {
 	return nil
 }
 
-var _ bun.IDB = (*bun.DB)(nil)
