@@ -212,4 +212,3 @@ func (s *Store) PurgeResource(ctx context.Context, id string) error {
 	}
 	return nil
 }
-
