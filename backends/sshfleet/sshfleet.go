@@ -801,7 +801,8 @@ touch stop
 if [ -f supervisor.pid ]; then kill -TERM "$(cat supervisor.pid)" 2>/dev/null; fi
 i=0; while [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 if [ -f shim.pid ]; then kill -KILL "$(cat shim.pid)" 2>/dev/null; fi
-cd / && rm -rf %s`, tunnel.Quote(r.Dir), tunnel.Quote(r.Dir))
+%s
+cd / && rm -rf %s`, tunnel.Quote(r.Dir), leftovers(r), tunnel.Quote(r.Dir))
 		if _, err := c.Run(ctx, stop, nil); err != nil {
 			b.note(r, err)
 			return fmt.Errorf("sshfleet: stop shim on %s: %w", id, err)
@@ -821,6 +822,16 @@ cd / && rm -rf %s`, tunnel.Quote(r.Dir), tunnel.Quote(r.Dir))
 	}
 	log.Info("instance_terminated")
 	return nil
+}
+
+// leftovers returns a shell command that removes containers still labelled
+// with the instance's id (a shim that did not answer could not drain them).
+func leftovers(r *record) string {
+	id, ok := r.Tags[backends.TagInstance]
+	if !ok || id == "" {
+		return ":"
+	}
+	return `ids=$(docker ps -aq --filter label=` + tunnel.Quote(backends.TagInstance+"="+id) + ` 2>/dev/null); [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true`
 }
 
 // drain terminates and removes every task of the instance's shim. A shim

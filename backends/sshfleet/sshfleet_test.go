@@ -503,3 +503,37 @@ func TestFleet_incompatibleShimIsReplaced(t *testing.T) {
 		t.Errorf("after the replacement: %+v, %v", h, err)
 	}
 }
+
+// TestFleet_drainWithoutShimRemovesLabelledContainers kills the supervisor
+// and the shim of a host with a running task: Terminate cannot drain through
+// the shim and removes the containers labelled with the instance instead.
+func TestFleet_drainWithoutShimRemovesLabelledContainers(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "orphan"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := f.b.Connect(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sc := api.NewShimClient(conn.ShimURL(), conn.HTTPClient())
+	if _, err := sc.CreateTask(ctx, api.TaskSpec{ID: "left", Image: f.image, Labels: map[string]string{testLabel: "backends-sshfleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := sc.WaitTask(ctx, "left", api.TaskRunning)
+	if err != nil || info.ContainerID == "" {
+		t.Fatalf("task: %+v, %v", info, err)
+	}
+	dir := filepath.Join(f.remote, "orphan")
+	_ = syscall.Kill(readPid(t, filepath.Join(dir, "supervisor.pid")), syscall.SIGKILL)
+	_ = syscall.Kill(readPid(t, filepath.Join(dir, "shim.pid")), syscall.SIGKILL)
+	if err := f.b.Terminate(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+info.ContainerID).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("container %s of a shim that could not drain is still there", info.ContainerID)
+	}
+}
