@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -462,8 +463,17 @@ func (s *Shim) TerminateTask(ctx context.Context, id, reason, message string, gr
 	}
 	s.mu.Lock()
 	cid, done := t.info.ContainerID, t.info.Terminated()
+	addr, token := t.info.RunnerAddr, t.info.RunnerToken
 	s.mu.Unlock()
 	if !done && cid != "" {
+		if addr != "" && grace > 0 {
+			// The runner stops the job's process group with the full grace
+			// and records why; Docker's own SIGTERM would give it the
+			// runner's default grace only.
+			start := time.Now()
+			s.stopJob(ctx, addr, token, grace, reason, message)
+			grace = max(time.Second, grace-time.Since(start))
+		}
 		s.stopContainer(cid, grace)
 		select {
 		case <-exited:
@@ -471,6 +481,17 @@ func (s *Shim) TerminateTask(ctx context.Context, id, reason, message string, gr
 		}
 	}
 	return s.GetTask(id)
+}
+
+// stopJob asks the task's runner to stop the job with grace; a runner that
+// does not answer is left to Docker's stop.
+func (s *Shim) stopJob(ctx context.Context, addr, token string, grace time.Duration, reason, message string) {
+	ctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
+	defer cancel()
+	rc := api.NewRunnerClient(addr, &http.Client{}).WithToken(token)
+	if _, err := rc.StopWithReason(ctx, grace, reason, message); err != nil {
+		s.log.Warn("runner_stop_failed", "runner_addr", addr, "err", err)
+	}
 }
 
 // RemoveTask removes a terminated task's container and files.

@@ -524,3 +524,35 @@ func TestShim_runnerAuthDemandsTheTasksToken(t *testing.T) {
 		t.Errorf("the job sees %s HOIST_RUNNER_ variables, want none", strings.TrimSpace(got))
 	}
 }
+
+func TestShim_terminateLetsTheJobCleanUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "graceful"})
+	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{`trap 'sleep 0.3; echo cleaned up; exit 0' TERM; echo started; while :; do sleep 0.05; done`}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, rc, "started\n")
+	term, err := e.client.TerminateTask(ctx, info.ID, api.ReasonTerminatedByUser, "bye", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term.Job == nil || term.Job.State != api.JobTerminated || term.Job.TerminationReason != api.ReasonTerminatedByUser {
+		t.Errorf("job after TerminateTask = %+v, want terminated by user", term.Job)
+	}
+	logs, err := e.client.TaskLogs(ctx, info.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for _, l := range logs {
+		out += string(l.Data)
+	}
+	if out != "started\ncleaned up\n" {
+		t.Errorf("job output = %q, want its clean-up line", out)
+	}
+}
