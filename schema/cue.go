@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"sort"
@@ -205,7 +206,27 @@ func (c *cueChecker) check(kind Kind, doc *node) Errors {
 			out = append(out, placeError(doc, k.str, re))
 		}
 	}
-	return dedupeByPos(out)
+	return dropAncestors(dedupeByPos(out))
+}
+
+// dropAncestors drops an error when another one lies strictly below its
+// path: a failed disjunction reports every enclosing value too.
+func dropAncestors(es Errors) Errors {
+	out := es[:0:0]
+	for _, e := range es {
+		covered := false
+		for _, o := range es {
+			if o != e && e.Path != "" && len(o.Path) > len(e.Path) && strings.HasPrefix(o.Path, e.Path) &&
+				(o.Path[len(e.Path)] == '.' || o.Path[len(e.Path)] == '[') {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // checkField unifies one field value with its constraint.
@@ -470,6 +491,11 @@ func toAST(n *node) ast.Expr {
 	case nInt:
 		return &ast.BasicLit{Kind: token.INT, Value: strconv.FormatInt(n.i, 10)}
 	case nFloat:
+		if n.f == math.Trunc(n.f) && math.Abs(n.f) < 1<<53 {
+			// pydantic's lax mode takes an integral float wherever an int is
+			// expected; every float constraint in the schema accepts ints.
+			return &ast.BasicLit{Kind: token.INT, Value: strconv.FormatInt(int64(n.f), 10)}
+		}
 		s := strconv.FormatFloat(n.f, 'g', -1, 64)
 		if !strings.ContainsAny(s, ".eE") {
 			s += ".0"

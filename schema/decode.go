@@ -133,6 +133,9 @@ func (d *dec) boolean(n *node, path string) (bool, bool) {
 	if n.kind == nInt && (n.i == 0 || n.i == 1) {
 		return n.i == 1, true
 	}
+	if n.kind == nFloat && (n.f == 0 || n.f == 1) {
+		return n.f == 1, true
+	}
 	if n.kind == nString {
 		switch strings.ToLower(n.str) {
 		case "true", "yes", "on", "1", "t", "y":
@@ -158,6 +161,11 @@ func (d *dec) integer(n *node, path string) (int64, bool) {
 	switch n.kind {
 	case nInt:
 		return n.i, true
+	case nBool: // pydantic's lax mode reads true as 1
+		if n.b {
+			return 1, true
+		}
+		return 0, true
 	case nFloat:
 		if n.f == math.Trunc(n.f) && !math.IsInf(n.f, 0) && math.Abs(n.f) < 1e18 {
 			return int64(n.f), true
@@ -234,6 +242,11 @@ func (d *dec) duration(n *node, path string) (int64, bool) {
 	switch n.kind {
 	case nInt:
 		return n.i, true
+	case nBool: // dstack's Duration.parse treats a bool as a number
+		if n.b {
+			return 1, true
+		}
+		return 0, true
 	case nFloat:
 		return int64(n.f), true
 	case nString:
@@ -332,7 +345,7 @@ func (d *dec) rangeOf(n *node, path string, mem bool) (Range, bool) {
 			return Range{}, false
 		}
 		return r, true
-	case nInt, nFloat:
+	case nInt, nFloat, nBool:
 		v, ok := scalar(n)
 		if !ok {
 			return Range{}, false
@@ -353,6 +366,11 @@ func (d *dec) memory(n *node, path string) (float64, bool) {
 	switch n.kind {
 	case nInt:
 		return float64(n.i), true
+	case nBool: // dstack's Memory.parse treats a bool as a number
+		if n.b {
+			return 1, true
+		}
+		return 0, true
 	case nFloat:
 		return n.f, true
 	case nString:

@@ -254,13 +254,12 @@ func ParseGPUVendor(s string) (string, error) {
 	return "", fmt.Errorf("invalid GPU vendor %q", s)
 }
 
-// ParseCPUArch casts a CPU architecture name to "x86" or "arm".
+// ParseCPUArch casts a CPU architecture name ("x86" or "arm",
+// case-insensitive).
 func ParseCPUArch(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "x86", "x86_64", "x86-64", "amd64":
-		return "x86", nil
-	case "arm", "arm64", "aarch64":
-		return "arm", nil
+	switch v := strings.ToLower(s); v {
+	case "x86", "arm":
+		return v, nil
 	}
 	return "", fmt.Errorf("invalid CPU architecture %q", s)
 }

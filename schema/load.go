@@ -284,7 +284,7 @@ func normalize(doc *node, kind Kind, fallbackName string) (string, any, []byte, 
 		spec, name = g, &g.Name
 	}
 	if nn := doc.get("name"); !nn.isNull() {
-		if *name != "" && !ValidName(*name) {
+		if nn.kind != nMap && nn.kind != nList && nn.kind != nBool && !ValidName(*name) {
 			d.errf(nn, "name", "invalid name %q: must match ^[a-z][a-z0-9-]{1,40}$", *name)
 		}
 	} else {

@@ -100,10 +100,9 @@ func (d *dec) resources(n *node, path string) Resources {
 func (d *dec) cpu(n *node, path string) CPU {
 	def := CPU{Count: Range{Min: f64(2)}}
 	switch n.kind {
-	case nInt:
-		return CPU{Count: Range{Min: f64(float64(n.i)), Max: f64(float64(n.i))}}
-	case nString:
-		c, err := ParseCPU(n.str)
+	case nInt, nString, nBool:
+		// dstack parses an int as its text: "-1" is not a count.
+		c, err := ParseCPU(n.scalarText())
 		if err != nil {
 			d.errf(n, path, "%v", err)
 			return def
@@ -150,10 +149,9 @@ func (d *dec) cpu(n *node, path string) CPU {
 func (d *dec) gpu(n *node, path string) GPU {
 	def := GPU{Count: Range{Min: f64(1)}}
 	switch n.kind {
-	case nInt:
-		return GPU{Count: Range{Min: f64(float64(n.i)), Max: f64(float64(n.i))}}
-	case nString:
-		g, err := ParseGPU(n.str)
+	case nInt, nString, nBool:
+		// dstack parses an int (and, being Python, a bool) as its text.
+		g, err := ParseGPU(n.scalarText())
 		if err != nil {
 			d.errf(n, path, "%v", err)
 			return def
@@ -263,6 +261,11 @@ func (d *dec) ports(n *node, path string) []PortMapping {
 	}
 	var out []PortMapping
 	for i, it := range n.items {
+		if it.kind == nFloat {
+			// dstack's shorthand takes ints and strings only here.
+			d.errf(it, idx(path, i), "expected a port mapping, got float")
+			continue
+		}
 		if pm, ok := d.port(it, idx(path, i)); ok {
 			out = append(out, pm)
 		}
@@ -272,12 +275,11 @@ func (d *dec) ports(n *node, path string) []PortMapping {
 
 func (d *dec) port(n *node, path string) (PortMapping, bool) {
 	switch n.kind {
-	case nInt:
-		if n.i < 1 || n.i > 65535 {
-			d.errf(n, path, "invalid port %d: must be between 1 and 65535", n.i)
+	case nInt, nBool, nFloat:
+		p, ok := d.portNum(n, path)
+		if !ok {
 			return PortMapping{}, false
 		}
-		p := int(n.i)
 		return PortMapping{LocalPort: &p, ContainerPort: p}, true
 	case nString:
 		pm, err := ParsePort(n.str)
@@ -410,8 +412,9 @@ func (d *dec) retry(n *node, path string) *Retry {
 	if n.isNull() {
 		return nil
 	}
-	if n.kind == nBool {
-		if !n.b {
+	if n.kind != nMap {
+		b, ok := d.boolean(n, path)
+		if !ok || !b {
 			return nil
 		}
 		return &Retry{OnEvents: append([]string(nil), retryEvents...), Duration: DefaultRetryDuration}
@@ -468,10 +471,12 @@ func (d *dec) tags(n *node, path string) map[string]string {
 	out := map[string]string{}
 	for i, k := range n.keys {
 		p := join(path, k.str)
-		v, ok := d.str(n.vals[i], p)
-		if !ok {
+		if n.vals[i].kind != nString {
+			// dstack's tag validator runs before any coercion.
+			d.errf(n.vals[i], p, "invalid tag value: expected a string, got %s", n.vals[i].describe())
 			continue
 		}
+		v := n.vals[i].str
 		if !tagKeyRE.MatchString(k.str) {
 			d.errf(k, p, "invalid tag key %s: the key must match regex '%s'", k.str, tagKeyRE)
 			continue
@@ -569,8 +574,8 @@ func (d *dec) maxPrice(n *node, path string) *float64 {
 
 func (d *dec) entityRef(n *node, path string) (EntityRef, bool) {
 	switch n.kind {
-	case nString:
-		r, err := ParseEntityRef(n.str)
+	case nString, nInt, nFloat:
+		r, err := ParseEntityRef(n.scalarText())
 		if err != nil {
 			d.errf(n, path, "%v", err)
 			return EntityRef{}, false
@@ -855,7 +860,8 @@ func (d *dec) runConfig(n *node, kind Kind) RunConfig {
 	if v := n.get("python"); !v.isNull() && rc.Image != "" {
 		d.errf(v, "python", "`image` and `python` are mutually exclusive fields")
 	}
-	if v := n.get("docker"); rc.Docker && v != nil {
+	// dstack only checks a literal `true` here (`docker: 1` slips through).
+	if v := n.get("docker"); v != nil && v.kind == nBool && v.b {
 		switch {
 		case rc.Image != "":
 			d.errf(v, "docker", "`image` and `docker` are mutually exclusive fields")
@@ -1444,7 +1450,8 @@ func (d *dec) probes(n *node, path string) []Probe {
 					d.errf(v, join(p, "body"), "length must be between 1 and 2048")
 				}
 				pr.Body = s
-				if pr.Method == "get" || pr.Method == "head" {
+				// dstack checks an explicit method only (the default is get).
+				if m := it.get("method"); !m.isNull() && (pr.Method == "get" || pr.Method == "head") {
 					d.errf(v, join(p, "body"), "cannot set request body for the `%s` method", pr.Method)
 				}
 			}
@@ -1557,7 +1564,7 @@ func (d *dec) service(n *node) *Service {
 		d.errf(n, "", "field \"port\" is required")
 	} else {
 		switch v.kind {
-		case nInt:
+		case nInt, nBool, nFloat:
 			if pn, ok := d.portNum(v, "port"); ok {
 				lp := 80
 				s.Port = PortMapping{LocalPort: &lp, ContainerPort: pn}
@@ -1583,9 +1590,21 @@ func (d *dec) service(n *node) *Service {
 		}
 	}
 	if v := n.get("gateway"); !v.isNull() {
-		switch v.kind {
-		case nBool:
-			s.Gateway = &GatewayRef{Enabled: v.b}
+		b, isBool := false, v.kind == nBool
+		if isBool {
+			b = v.b
+		} else if v.kind == nString {
+			// pydantic tries bool first (left to right): "true", "no", ...
+			switch strings.ToLower(v.str) {
+			case "0", "off", "f", "false", "n", "no":
+				isBool = true
+			case "1", "on", "t", "true", "y", "yes":
+				b, isBool = true, true
+			}
+		}
+		switch {
+		case isBool:
+			s.Gateway = &GatewayRef{Enabled: b}
 		default:
 			if r, ok := d.entityRef(v, "gateway"); ok {
 				s.Gateway = &GatewayRef{Enabled: true, Ref: &r}
@@ -1621,7 +1640,7 @@ func (d *dec) service(n *node) *Service {
 			}
 		}
 	}
-	if r := s.Replicas; r.Exact() && s.Scaling != nil && groupsN.isNull() {
+	if r := s.Replicas; r.Exact() && s.Scaling != nil && groupsN.isNull() && !replicasN.isNull() {
 		d.errf(n.get("scaling"), "scaling", "to use `scaling`, `replicas` must be set to a range")
 	}
 	if !groupsN.isNull() {
@@ -1977,7 +1996,7 @@ func (d *dec) nodes(n *node, path string) *Nodes {
 	var minN, targetN, maxN *node
 	nd := &Nodes{}
 	switch n.kind {
-	case nInt, nFloat:
+	case nInt, nBool:
 		x, ok := d.integer(n, path)
 		if !ok {
 			return nil
@@ -1989,23 +2008,35 @@ func (d *dec) nodes(n *node, path string) *Nodes {
 		v := int(x)
 		return &Nodes{Min: v, Target: v, Max: &v}
 	case nString:
-		r, err := ParseRange(n.str)
-		if err != nil {
-			// dstack accepts "0.." and "..2"; only the grammar errors end here.
-			lo, hi, isRange, _ := splitRange(n.str)
-			if !isRange || (lo == "" && hi == "") {
-				d.errf(n, path, "%v", err)
+		// Unlike other ranges, dstack reads ".." here as 0 and unbounded.
+		lo, hi, isRange, err := splitRange(n.str)
+		if !isRange {
+			lo, hi = n.str, n.str
+			if strings.TrimSpace(n.str) == "" {
+				d.errf(n, path, "invalid integer %q", n.str)
 				return nil
 			}
+		}
+		if err != nil {
 			d.errf(n, path, "%v", err)
 			return nil
 		}
-		if r.Min != nil {
-			nd.Min = int(*r.Min)
+		if lo != "" {
+			x, err := parseInt(lo)
+			if err != nil {
+				d.errf(n, path, "%v", err)
+				return nil
+			}
+			nd.Min = int(x)
 		}
 		nd.Target = nd.Min
-		if r.Max != nil {
-			m := int(*r.Max)
+		if hi != "" {
+			x, err := parseInt(hi)
+			if err != nil {
+				d.errf(n, path, "%v", err)
+				return nil
+			}
+			m := int(x)
 			nd.Max = &m
 		}
 	case nMap:
@@ -2124,8 +2155,8 @@ func (d *dec) sshConfig(n *node, path string) *SSHConfig {
 	for i, h := range hosts.items {
 		p := idx(join(path, "hosts"), i)
 		switch h.kind {
-		case nString:
-			c.Hosts = append(c.Hosts, SSHHost{Hostname: h.str})
+		case nString, nInt, nFloat:
+			c.Hosts = append(c.Hosts, SSHHost{Hostname: h.scalarText()})
 		case nMap:
 			if !d.object(h, p, "hostname", "port", "user", "identity_file", "proxy_jump", "internal_ip", "ssh_key", "blocks") {
 				continue
