@@ -259,7 +259,10 @@ func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
 	for _, r := range rs {
 		cur := plan.Current{
 			Kind: schema.Kind(r.Kind), Name: r.Name, File: r.File, Spec: r.Spec,
-			Status: r.Status, Suspended: r.Suspended, Prune: pruneOptIn(r.Spec),
+			Status: r.Status, Suspended: r.Suspended,
+		}
+		if cur.Kind == schema.KindVolume || cur.Kind == schema.KindGateway {
+			cur.Prune = pruneOptIn(r.Spec) // only their deletes need it
 		}
 		if cur.Kind.IsRun() {
 			if run, ok := latest[r.Name]; ok {
