@@ -639,7 +639,8 @@ func loadSigner(h backends.SSHHost) (ssh.Signer, error) {
 
 // Describe observes the instance: it connects (pooled) and asks the shim's
 // health check through the connection. A shim of an incompatible API version
-// is replaced by the agents of this server (upload, restart) on the spot. An unreachable host is not an error:
+// is replaced by the agents of this server (upload, restart) on the spot, and
+// a supervisor that is not running (a rebooted host) is started again. An unreachable host is not an error:
 // the instance comes back with Unreachable set and the reason in Message, so
 // the caller marks it and retries with back-off. A changed host key returns
 // the instance together with a stalled error wrapping
@@ -676,6 +677,17 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 			cancel()
 		}
 	}
+	if err != nil && c.Alive() && r.Dir != "" {
+		// A host that rebooted (or lost the supervisor) gets it started
+		// again: the shim recovers its containers.
+		if restarted, rerr := b.restartSupervisor(ctx, c, r); rerr != nil {
+			err = fmt.Errorf("%w; restarting the supervisor failed: %w", err, rerr)
+		} else if restarted {
+			wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+			err = b.waitShim(wctx, c, r)
+			cancel()
+		}
+	}
 	if err != nil {
 		if !c.Alive() {
 			inst := b.instance(r)
@@ -693,6 +705,32 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 		_ = b.save(r)
 	}
 	return b.instance(r), nil
+}
+
+// restartSupervisor starts the instance's supervisor when it is not running
+// (re-sending only the script: the agents are assumed in place) and reports
+// whether it did.
+func (b *Backend) restartSupervisor(ctx context.Context, c *tunnel.Client, r *record) (bool, error) {
+	out, err := c.Run(ctx, fmt.Sprintf(`cd %s 2>/dev/null || { echo gone; exit 0; }
+if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then echo running; else echo stopped; fi`, tunnel.Quote(r.Dir)), nil)
+	if err != nil {
+		return false, err
+	}
+	if strings.TrimSpace(string(out)) != "stopped" {
+		return false, nil
+	}
+	shimBin, runnerBin, err := b.cfg.Agents(r.Arch)
+	if err != nil {
+		return false, backends.Stalled(fmt.Errorf("agent binaries for %s: %w", r.Arch, err))
+	}
+	sums := map[string]string{}
+	for name, p := range map[string]string{"hoist-shim": shimBin, "hoist-runner": runnerBin} {
+		if sums[name], err = b.sum(p); err != nil {
+			return false, backends.Stalled(fmt.Errorf("agent binary: %w", err))
+		}
+	}
+	b.log.Warn("shim_supervisor_restart", "instance", r.ID)
+	return true, b.deploy(ctx, c, r, sums)
 }
 
 // ShimHost is the host name of Conn.ShimURL: a stable name that the Conn's

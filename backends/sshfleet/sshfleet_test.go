@@ -505,8 +505,9 @@ func TestFleet_incompatibleShimIsReplaced(t *testing.T) {
 }
 
 // TestFleet_drainWithoutShimRemovesLabelledContainers kills the supervisor
-// and the shim of a host with a running task: Terminate cannot drain through
-// the shim and removes the containers labelled with the instance instead.
+// and the shim of a host with a running task: Describe starts them again;
+// killed once more, Terminate cannot drain through the shim and removes the
+// containers labelled with the instance instead.
 func TestFleet_drainWithoutShimRemovesLabelledContainers(t *testing.T) {
 	f := newFleet(t, 1)
 	ctx := t.Context()
@@ -528,8 +529,23 @@ func TestFleet_drainWithoutShimRemovesLabelledContainers(t *testing.T) {
 		t.Fatalf("task: %+v, %v", info, err)
 	}
 	dir := filepath.Join(f.remote, "orphan")
-	_ = syscall.Kill(readPid(t, filepath.Join(dir, "supervisor.pid")), syscall.SIGKILL)
-	_ = syscall.Kill(readPid(t, filepath.Join(dir, "shim.pid")), syscall.SIGKILL)
+	killAgents := func() {
+		_ = syscall.Kill(readPid(t, filepath.Join(dir, "supervisor.pid")), syscall.SIGKILL)
+		_ = syscall.Kill(readPid(t, filepath.Join(dir, "shim.pid")), syscall.SIGKILL)
+	}
+
+	// A host that lost its supervisor (a reboot): Describe starts it again
+	// and the new shim still knows the task.
+	killAgents()
+	got, err := f.b.Describe(ctx, inst.ID)
+	if err != nil || got.Status != backends.StatusRunning {
+		t.Fatalf("Describe after the agents died = %+v, %v; want the supervisor restarted", got, err)
+	}
+	if task, err := sc.GetTask(ctx, "left"); err != nil || task.ContainerID != info.ContainerID {
+		t.Errorf("the restarted shim lost the task: %+v, %v", task, err)
+	}
+
+	killAgents()
 	if err := f.b.Terminate(ctx, inst.ID); err != nil {
 		t.Fatal(err)
 	}
