@@ -158,7 +158,8 @@ type Source interface {
 	// Trigger asks for a check now (webhooks, "sync now"); it never blocks.
 	Trigger()
 	// Run runs the watchers and the poll until ctx is done, then returns
-	// nil. A watcher that cannot start is logged, and polling goes on.
+	// nil once they have stopped. A watcher that cannot start is logged,
+	// and polling goes on. Call it once.
 	Run(ctx context.Context) error
 }
 
@@ -170,8 +171,10 @@ func isURL(repo string) bool {
 }
 
 // Open picks the kind of source from cfg.Repo and checks that it is usable:
-// the path exists, the URL parses and answers, the branch and Path exist.
-// For a remote, Open lists the remote's refs once.
+// the path exists, the URL parses and answers, the branch exists, and Path
+// exists (in the branch tip of a local repository, or in a directory; a
+// remote's Path is checked by Checkout). For a remote, Open lists the
+// remote's refs once.
 func Open(ctx context.Context, cfg Config) (Source, error) {
 	if cfg.Repo == "" {
 		return nil, errors.New("open source: no repository given")
