@@ -550,9 +550,11 @@ func TestShim_terminateLetsTheJobCleanUp(t *testing.T) {
 	}
 	var out string
 	for _, l := range logs {
-		out += string(l.Data)
+		if l.Stream == api.StreamStdout { // the shell may report "Terminated" on stderr
+			out += string(l.Data)
+		}
 	}
 	if out != "started\ncleaned up\n" {
-		t.Errorf("job output = %q, want its clean-up line", out)
+		t.Errorf("job stdout = %q, want its clean-up line", out)
 	}
 }
