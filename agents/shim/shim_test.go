@@ -132,7 +132,7 @@ func TestShim_terminateStopsTheJobAndItsChildrenWithinGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > grace+5*time.Second {
+	if took := time.Since(start); took > grace+10*time.Second {
 		t.Errorf("TerminateTask took %s with a grace of %s", took, grace)
 	}
 	if term.Status != api.TaskTerminated || term.TerminationReason != api.ReasonTerminatedByUser || term.TerminationMessage != "stop requested" {
