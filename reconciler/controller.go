@@ -266,7 +266,7 @@ func (c *Controller) resync(ctx context.Context) {
 	for _, r := range runs {
 		c.runs.Add(r.ID)
 	}
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: activeJobStatuses})
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: activeJobStatuses, Limit: 1 << 30}) // every one, not the first 1000
 	if err != nil {
 		c.log.Warn("resync jobs failed", "error", err)
 	}
