@@ -1,10 +1,14 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uptrace/bun"
 
 	"hoist/agents/api"
 	"hoist/store"
@@ -296,5 +300,33 @@ func TestSync_restartNoDuplicates(t *testing.T) {
 	f.sync()
 	if got := f.run("web"); got.ID != web.ID || got.DeploymentNum != web.DeploymentNum+1 {
 		t.Fatalf("replicas change: run %s deployment %d, want %s deployment %d", got.ID, got.DeploymentNum, web.ID, web.DeploymentNum+1)
+	}
+}
+
+// TestResync_queuesEveryActiveJob: the periodic resync re-queues every
+// active job, however many there are.
+func TestResync_queuesEveryActiveJob(t *testing.T) {
+	f := newFixture(t, nil)
+	run := store.Run{Name: "many", Type: "task", Status: store.RunRunning, Spec: []byte(`{"type":"task"}`)}
+	if err := f.st.CreateRun(f.ctx, &run); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100
+	err := f.st.RunInTx(f.ctx, func(ctx context.Context, tx bun.Tx) error {
+		for i := 0; i < n; i++ {
+			j := store.Job{ID: fmt.Sprintf("job-%04d", i), RunID: run.ID, RunName: run.Name, JobNum: i, JobName: fmt.Sprintf("many-%d-0", i),
+				Status: store.JobRunning, Version: 1, SubmittedAt: f.clock.Now(), CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
+			if _, err := tx.NewInsert().Model(&j).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c.resync(f.ctx)
+	if got := f.c.jobs.Len(); got != n {
+		t.Fatalf("resync queued %d of %d active jobs", got, n)
 	}
 }
