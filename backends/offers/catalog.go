@@ -51,7 +51,8 @@ type Catalog struct {
 	unknown  map[string]int
 
 	backendIDs, regionIDs, instIDs, gpuIDs, vendorIDs dict
-	gpuCC                                             []float64 // by gpu id; 0 = unknown or not NVIDIA
+	gpuCC                                             []float64           // by gpu id; 0 = unknown or not NVIDIA
+	regionGroups                                      map[string][]uint32 // region key → its id and its zones' ids
 
 	byBackend, byRegion, byInst, byGPU, byVendor [][]int32
 	byCount                                      map[int32][]int32
@@ -233,6 +234,13 @@ func (c *Catalog) index() {
 			c.bySpot[1] = append(c.bySpot[1], id)
 		} else {
 			c.bySpot[0] = append(c.bySpot[0], id)
+		}
+	}
+	c.regionGroups = make(map[string][]uint32, len(c.regionIDs.vals))
+	for id, key := range c.regionIDs.vals[1:] {
+		c.regionGroups[key] = append(c.regionGroups[key], uint32(id+1))
+		if p := zoneParent(key); p != "" {
+			c.regionGroups[p] = append(c.regionGroups[p], uint32(id+1))
 		}
 	}
 	c.gpuCC = make([]float64, len(c.gpuIDs.vals))
@@ -581,13 +589,15 @@ func (c *Catalog) compile(q Query) *rowMatcher {
 		rm.cand = append(rm.cand, lists(c.byBackend, ids))
 	}
 	if len(q.Regions) > 0 {
-		// Regions also select their zones, so match against every region key.
+		// Regions also select their zones (regionGroups).
 		rm.regionOK = make([]bool, len(c.regionIDs.vals))
 		ids = ids[:0]
-		for id, key := range c.regionIDs.vals {
-			if id != 0 && regionWanted(m.regions, key) {
-				rm.regionOK[id] = true
-				ids = append(ids, uint32(id))
+		for key := range m.regions {
+			for _, id := range c.regionGroups[key] {
+				if !rm.regionOK[id] {
+					rm.regionOK[id] = true
+					ids = append(ids, id)
+				}
 			}
 		}
 		if len(ids) == 0 {

@@ -209,11 +209,20 @@ func regionWanted(wanted map[string]bool, region string) bool {
 	if wanted[region] {
 		return true
 	}
-	if n := len(region); n > 3 && region[n-2] == '-' && region[n-1] >= 'a' && region[n-1] <= 'z' &&
-		region[n-3] >= '0' && region[n-3] <= '9' {
-		return wanted[region[:n-2]]
+	if p := zoneParent(region); p != "" {
+		return wanted[p]
 	}
 	return false
+}
+
+// zoneParent returns the region of a GCP-style zone name ("us-central1-a"
+// → "us-central1"), or "" when the name is not one.
+func zoneParent(region string) string {
+	if n := len(region); n > 3 && region[n-2] == '-' && region[n-1] >= 'a' && region[n-1] <= 'z' &&
+		region[n-3] >= '0' && region[n-3] <= '9' {
+		return region[:n-2]
+	}
+	return ""
 }
 
 func archOrDefault(a string) string {
