@@ -107,8 +107,43 @@ func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan err
 	}
 }
 
+// syncLockKey is the Postgres advisory lock that makes one server at a
+// time run the revision pipeline.
+const syncLockKey = 0x686f697374 // "hoist"
+
+// syncLock takes the revision pipeline's lock: on Postgres a session
+// advisory lock, so that of several servers sharing the database one syncs
+// at a time; on SQLite one server owns the file and the lock is a no-op.
+// ok is false when another server holds it.
+func (c *Controller) syncLock(ctx context.Context) (unlock func(), ok bool, err error) {
+	if c.st.Dialect() != store.DialectPostgres {
+		return func() {}, true, nil
+	}
+	conn, err := c.st.DB().Conn(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	var got bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(?)", syncLockKey).Scan(&got); err != nil || !got {
+		_ = conn.Close()
+		return nil, false, err
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock(?)", syncLockKey)
+		_ = conn.Close()
+	}, true, nil
+}
+
 // syncOnce runs the revision pipeline once.
 func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
+	unlock, ok, err := c.syncLock(ctx)
+	if err != nil {
+		return "", fmt.Errorf("sync lock: %w", err)
+	}
+	if !ok {
+		return resultUnchanged, nil // another server is syncing
+	}
+	defer unlock()
 	rev, err := c.src.Latest(ctx)
 	if err != nil {
 		return "", fmt.Errorf("resolve latest revision: %w", err)
