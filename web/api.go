@@ -17,19 +17,18 @@ func (s *Server) apiListRuns(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := s.deps.Store.ListRuns(c.Request().Context(), f)
+	runs, err := s.runList.list(c.Request().Context(), s.deps.Store, f)
 	if err != nil {
 		return err
 	}
-	if runs == nil {
-		runs = []Run{}
-	}
-	for i := range runs {
-		if runs[i].Jobs == nil {
-			runs[i].Jobs = []Job{}
+	out := make([]Run, len(runs)) // the cached slice is shared
+	for i, r := range runs {
+		if r.Jobs == nil {
+			r.Jobs = []Job{}
 		}
+		out[i] = r
 	}
-	return c.JSON(http.StatusOK, runs)
+	return c.JSON(http.StatusOK, out)
 }
 
 func runFilter(c *echo.Context) (RunFilter, error) {

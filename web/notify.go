@@ -60,8 +60,12 @@ func (b *broadcast) notify() {
 // poll every 250 ms.
 func (s *Server) NotifyLogs() { s.logs.notify() }
 
-// NotifyChange tells live pages that run or sync state changed.
-func (s *Server) NotifyChange() { s.logs.notify() }
+// NotifyChange tells the server that run or sync state changed: live
+// followers re-read their job and shared run lists are dropped.
+func (s *Server) NotifyChange() {
+	s.runList.invalidate()
+	s.logs.notify()
+}
 
 // waitLogs blocks until a NotifyLogs after generation seen, the poll
 // interval, or ctx. It reports whether it was notified, and false for ok

@@ -67,7 +67,7 @@ func (s *Server) pageOverview(c *echo.Context) error {
 	if d.SpendPerHour, err = s.spendPerHour(ctx); err != nil {
 		return err
 	}
-	if d.Runs, err = s.deps.Store.ListRuns(ctx, RunFilter{Limit: 10}); err != nil {
+	if d.Runs, err = s.runList.list(ctx, s.deps.Store, RunFilter{Limit: 10}); err != nil {
 		return err
 	}
 	pts, err := s.spend(ctx, 24*time.Hour, time.Hour)
@@ -89,7 +89,7 @@ func (s *Server) pageRuns(c *echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	f.Limit, f.Offset = runsPerPage+1, int(page-1)*runsPerPage
-	runs, err := s.deps.Store.ListRuns(ctx, f)
+	runs, err := s.runList.list(ctx, s.deps.Store, f)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,9 @@ type Config struct {
 	Now func() time.Time
 	// SessionTTL is how long a login cookie stays valid; zero means 12h.
 	SessionTTL time.Duration
+	// ListCacheTTL is how long a run list may be shared between viewers
+	// (NotifyChange clears it early); zero means 1s, negative disables.
+	ListCacheTTL time.Duration
 }
 
 // Deps are the collaborators the server consumes. Store and Syncer are
@@ -73,6 +76,7 @@ type Server struct {
 	logs    broadcast
 	metrics *Metrics
 	seen    *deliveries
+	runList *runListCache
 	prs     *prPlans
 	bg      sync.WaitGroup
 	ctx     context.Context
@@ -103,20 +107,24 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
+	if cfg.ListCacheTTL == 0 {
+		cfg.ListCacheTTL = time.Second
+	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:    cfg,
-		deps:   deps,
-		log:    log,
-		now:    now,
-		sess:   newSessions(now, cfg.SessionTTL),
-		seen:   newDeliveries(now, deliveryTTL, deliveryMax),
-		prs:    newPRPlans(),
-		cancel: cancel,
-		done:   make(chan struct{}),
+		cfg:     cfg,
+		deps:    deps,
+		log:     log,
+		now:     now,
+		sess:    newSessions(now, cfg.SessionTTL),
+		seen:    newDeliveries(now, deliveryTTL, deliveryMax),
+		prs:     newPRPlans(),
+		runList: newRunListCache(cfg.ListCacheTTL),
+		cancel:  cancel,
+		done:    make(chan struct{}),
 	}
 	s.metrics = NewMetrics()
 	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(

@@ -46,7 +46,7 @@ func newFixture(t *testing.T, mutate ...func(*Config, *Deps)) *fixture {
 	st.appendLog("job-2", "hello", "world")
 	st.appendLog("job-1", "boom")
 	sy := &fakeSyncer{status: SyncStatus{Status: SyncSynced, Revision: "0123", LatestRevision: "0123"}}
-	cfg := Config{AdminToken: adminTok, WebhookSecret: "It's a Secret to Everybody", Now: func() time.Time { return t0 }}
+	cfg := Config{AdminToken: adminTok, WebhookSecret: "It's a Secret to Everybody", Now: func() time.Time { return t0 }, ListCacheTTL: -1}
 	deps := Deps{Store: st, Syncer: sy, Tokens: fakeTokens{
 		userTok:   {Name: "ursula", Role: RoleUser},
 		viewerTok: {Name: "vic", Role: RoleViewer},

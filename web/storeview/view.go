@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"hoist/store"
 	"hoist/web"
 )
@@ -66,27 +68,50 @@ func (v *View) instances(ctx context.Context) (map[string]instInfo, error) {
 	return m, nil
 }
 
-// ListRuns implements web.Store. Cost per hour is the sum of the prices of
-// the instances the run's active jobs occupy.
+// runColumns are the columns the run list needs (no spec, no leases).
+var runColumns = []string{"id", "name", "type", "status", "status_message", "termination_reason", "revision",
+	"fleet_id", "submitted_at", "updated_at", "removed_from_git"}
+
+// ListRuns implements web.Store with narrow queries: the runs' listed
+// columns, fleet names, and the prices of the instances active jobs occupy.
+// Cost per hour is the sum of those prices per run.
 func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error) {
-	sf := store.RunFilter{Project: v.project, Type: f.Type, Limit: 100000}
+	db := v.st.DB()
+	var runs []store.Run
+	q := db.NewSelect().Model(&runs).Column(runColumns...).
+		Where("project = ? AND NOT deleted", v.project).OrderExpr("submitted_at DESC, id DESC")
 	if f.Status != "" {
-		sf.Status = []string{f.Status}
+		q = q.Where("status = ?", f.Status)
 	}
-	if f.Limit > 0 && f.Fleet == "" { // the fleet filter applies after the query
-		sf.Limit = f.Limit + f.Offset
+	if f.Type != "" {
+		q = q.Where("type = ?", f.Type)
 	}
-	fleetNames := map[string]string{}
-	fleets, err := v.st.ListFleets(ctx, store.InfraFilter{Project: v.project, IncludeDeleted: true, Limit: 100000})
-	if err != nil {
-		return nil, err
+	var fleets []store.Fleet
+	if err := db.NewSelect().Model(&fleets).Column("id", "name", "deleted").Where("project = ?", v.project).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list fleets: %w", err)
 	}
+	fleetNames := make(map[string]string, len(fleets))
+	var fleetIDs []string
 	for _, fl := range fleets {
 		fleetNames[fl.ID] = fl.Name
+		if f.Fleet != "" && fl.Name == f.Fleet {
+			fleetIDs = append(fleetIDs, fl.ID)
+		}
 	}
-	runs, err := v.st.ListRuns(ctx, sf)
-	if err != nil {
-		return nil, err
+	if f.Fleet != "" {
+		if len(fleetIDs) == 0 {
+			return []web.Run{}, nil
+		}
+		q = q.Where("fleet_id IN (?)", bun.In(fleetIDs))
+	}
+	if f.Limit > 0 {
+		q = q.Limit(int64(f.Limit))
+	}
+	if f.Offset > 0 {
+		q = q.Offset(int64(f.Offset))
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	cost, err := v.activeCost(ctx)
 	if err != nil {
@@ -95,20 +120,47 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 	out := make([]web.Run, 0, len(runs))
 	for _, r := range runs {
 		wr := runView(r, fleetNames)
-		if f.Fleet != "" && wr.Fleet != f.Fleet {
-			continue
-		}
 		wr.CostPerHour = cost[r.ID]
-		wr.Spec = nil
 		out = append(out, wr)
 	}
-	if f.Offset > 0 {
-		out = out[min(f.Offset, len(out)):]
-	}
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
 	return out, nil
+}
+
+// activeCost sums, per run id, the prices of the instances its unfinished
+// jobs occupy (each instance once per run).
+func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
+	db := v.st.DB()
+	var jobs []store.Job
+	err := db.NewSelect().Model(&jobs).Column("run_id", "instance_id").
+		Where("instance_id != '' AND status NOT IN (?)", bun.In([]string{store.JobTerminated, store.JobAborted, store.JobFailed, store.JobDone})).
+		Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list active jobs: %w", err)
+	}
+	cost := map[string]float64{}
+	if len(jobs) == 0 {
+		return cost, nil
+	}
+	ids := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		ids = append(ids, j.InstanceID)
+	}
+	var insts []store.Instance
+	if err := db.NewSelect().Model(&insts).Column("id", "price").Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list instance prices: %w", err)
+	}
+	price := make(map[string]float64, len(insts))
+	for _, i := range insts {
+		price[i.ID] = i.Price
+	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if k := j.RunID + "/" + j.InstanceID; !seen[k] {
+			seen[k] = true
+			cost[j.RunID] += price[j.InstanceID]
+		}
+	}
+	return cost, nil
 }
 
 // CountRuns implements web.RunCounter with one grouped query.
@@ -127,31 +179,6 @@ func (v *View) CountRuns(ctx context.Context) (map[string]int, error) {
 		out[r.Status] = r.N
 	}
 	return out, nil
-}
-
-// activeCost sums instance prices of active jobs per run id.
-func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
-	jobs, err := v.st.ListJobsFiltered(ctx, store.JobFilter{Active: true, Limit: 100000})
-	if err != nil {
-		return nil, err
-	}
-	cost := map[string]float64{}
-	if len(jobs) == 0 {
-		return cost, nil
-	}
-	inst, err := v.instances(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		if j.InstanceID == "" || seen[j.RunID+"/"+j.InstanceID] {
-			continue
-		}
-		seen[j.RunID+"/"+j.InstanceID] = true
-		cost[j.RunID] += inst[j.InstanceID].price
-	}
-	return cost, nil
 }
 
 func runView(r store.Run, fleetNames map[string]string) web.Run {

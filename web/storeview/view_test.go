@@ -29,6 +29,18 @@ func open(t *testing.T) (*storeview.View, fixture.Seeded) {
 	return storeview.New(st, ""), seeded
 }
 
+func openB(b *testing.B) (*storeview.View, *store.Store) {
+	st, err := store.Open(b.Context(), filepath.Join(b.TempDir(), "hoist.db"), store.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	if _, err := fixture.Seed(b.Context(), st, now); err != nil {
+		b.Fatal(err)
+	}
+	return storeview.New(st, ""), st
+}
+
 func TestView_runsJobsAndLogs(t *testing.T) {
 	v, seeded := open(t)
 	ctx := t.Context()
