@@ -357,7 +357,11 @@ func readTables(fsys fs.FS, version, origin string) ([]*Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open catalog: %w", err)
 		}
-		t, err := ReadCSV(f, strings.TrimSuffix(name, ".csv"))
+		hint := 0
+		if fi, err := f.Stat(); err == nil {
+			hint = int(fi.Size() / 80) // gpuhunt rows run 50-110 bytes
+		}
+		t, err := readCSV(f, strings.TrimSuffix(name, ".csv"), hint)
 		f.Close()
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,9 +16,6 @@ var CSVColumns = []string{
 	"instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
 	"gpu_memory", "spot", "disk_size", "gpu_vendor", "flags", "cpu_arch", "provider_data",
 }
-
-// requiredColumns must be present in a catalog header and non-empty in a row.
-var requiredColumns = []string{"instance_name", "location", "price", "cpu", "memory", "gpu_count", "spot"}
 
 // A Table is one provider's catalog as read from a gpuhunt CSV file.
 type Table struct {
@@ -52,12 +50,38 @@ func (e *RowError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.
 // Unwrap returns the underlying error.
 func (e *RowError) Unwrap() error { return e.Err }
 
+// Column positions in CSVColumns.
+const (
+	colInstance = iota
+	colLocation
+	colPrice
+	colCPU
+	colMemory
+	colGPUCount
+	colGPUName
+	colGPUMemory
+	colSpot
+	colDisk
+	colGPUVendor
+	colFlags
+	colCPUArch
+	colProviderData
+)
+
+// requiredCols must be present in a catalog header and non-empty in a row.
+var requiredCols = []int{colInstance, colLocation, colPrice, colCPU, colMemory, colGPUCount, colSpot}
+
 // ReadCSV reads a gpuhunt catalog CSV for provider. Columns are found by
 // header name, so gpuhunt's v2 (14 columns), v1 (11) and older 9-column
 // files all load; missing optional columns take gpuhunt's defaults. A
 // malformed row is skipped and recorded in Table.Skipped, never failing the
 // file; a missing or unusable header fails it.
 func ReadCSV(r io.Reader, provider string) (*Table, error) {
+	return readCSV(r, provider, 0)
+}
+
+// readCSV is ReadCSV with a guess of the row count for preallocation.
+func readCSV(r io.Reader, provider string, rowsHint int) (*Table, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -66,21 +90,34 @@ func ReadCSV(r io.Reader, provider string) (*Table, error) {
 		return nil, fmt.Errorf("read %s catalog header: %w", provider, err)
 	}
 	header = append([]string(nil), header...)
-	col := make(map[string]int, len(header))
-	for i, h := range header {
-		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
+	var cols [colProviderData + 1]int // position in the file, -1 when absent
+	for k := range cols {
+		cols[k] = -1
 	}
-	for _, c := range requiredColumns {
-		if _, ok := col[c]; !ok {
-			return nil, fmt.Errorf("read %s catalog: column %q missing from header", provider, c)
+	for i, h := range header {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		if k := slices.Index(CSVColumns, h); k >= 0 && cols[k] < 0 {
+			cols[k] = i
 		}
 	}
-	t := &Table{Provider: provider, Columns: header}
-	_, hasPD := col["provider_data"]
+	for _, k := range requiredCols {
+		if cols[k] < 0 {
+			return nil, fmt.Errorf("read %s catalog: column %q missing from header", provider, CSVColumns[k])
+		}
+	}
+	t := &Table{Provider: provider, Columns: header, Offers: make([]Offer, 0, rowsHint)}
+	hasPD := cols[colProviderData] >= 0
 	backend := BackendName(provider)
 	line := 1
+	var rec []string
+	get := func(k int) string {
+		if i := cols[k]; i >= 0 && i < len(rec) {
+			return strings.TrimSpace(rec[i])
+		}
+		return ""
+	}
 	for {
-		rec, err := cr.Read()
+		rec, err = cr.Read()
 		line++
 		if err == io.EOF {
 			break
@@ -93,12 +130,6 @@ func ReadCSV(r io.Reader, provider string) (*Table, error) {
 			}
 			return nil, fmt.Errorf("read %s catalog: %w", provider, err)
 		}
-		get := func(name string) string {
-			if i, ok := col[name]; ok && i < len(rec) {
-				return strings.TrimSpace(rec[i])
-			}
-			return ""
-		}
 		o, err := parseRow(get)
 		if err != nil {
 			t.Skipped = append(t.Skipped, &RowError{Line: line, Err: err})
@@ -107,7 +138,7 @@ func ReadCSV(r io.Reader, provider string) (*Table, error) {
 		o.Backend = backend
 		t.Offers = append(t.Offers, o)
 		if hasPD {
-			pd := get("provider_data")
+			pd := get(colProviderData)
 			if pd == "" {
 				pd = "{}"
 			}
@@ -118,47 +149,47 @@ func ReadCSV(r io.Reader, provider string) (*Table, error) {
 }
 
 // parseRow converts one CSV row, applying gpuhunt's back-compat rules.
-func parseRow(get func(string) string) (Offer, error) {
+func parseRow(get func(int) string) (Offer, error) {
 	var o Offer
-	for _, c := range requiredColumns {
-		if get(c) == "" {
-			return o, fmt.Errorf("required field %s is empty", c)
+	for _, k := range requiredCols {
+		if get(k) == "" {
+			return o, fmt.Errorf("required field %s is empty", CSVColumns[k])
 		}
 	}
 	var err error
-	o.Instance = get("instance_name")
-	o.Region = get("location")
-	if o.Price, err = parseFloat("price", get("price")); err != nil {
+	o.Instance = get(colInstance)
+	o.Region = get(colLocation)
+	if o.Price, err = parseFloat("price", get(colPrice)); err != nil {
 		return o, err
 	}
-	if o.CPUs, err = parseInt("cpu", get("cpu")); err != nil {
+	if o.CPUs, err = parseInt("cpu", get(colCPU)); err != nil {
 		return o, err
 	}
-	if o.MemoryGB, err = parseFloat("memory", get("memory")); err != nil {
+	if o.MemoryGB, err = parseFloat("memory", get(colMemory)); err != nil {
 		return o, err
 	}
-	if o.GPUCount, err = parseInt("gpu_count", get("gpu_count")); err != nil {
+	if o.GPUCount, err = parseInt("gpu_count", get(colGPUCount)); err != nil {
 		return o, err
 	}
-	switch strings.ToLower(get("spot")) {
+	switch strings.ToLower(get(colSpot)) {
 	case "true":
 		o.Spot = true
 	case "false":
 	default:
-		return o, fmt.Errorf("spot: %q is neither True nor False", get("spot"))
+		return o, fmt.Errorf("spot: %q is neither True nor False", get(colSpot))
 	}
-	o.GPUName = get("gpu_name")
-	if v := get("gpu_memory"); v != "" {
+	o.GPUName = get(colGPUName)
+	if v := get(colGPUMemory); v != "" {
 		if o.GPUMemoryGB, err = parseFloat("gpu_memory", v); err != nil {
 			return o, err
 		}
 	}
-	if v := get("disk_size"); v != "" {
+	if v := get(colDisk); v != "" {
 		if o.DiskGB, err = parseFloat("disk_size", v); err != nil {
 			return o, err
 		}
 	}
-	o.GPUVendor = strings.ToLower(get("gpu_vendor"))
+	o.GPUVendor = strings.ToLower(get(colGPUVendor))
 	switch o.GPUVendor {
 	case "", VendorNVIDIA, VendorAMD, VendorGoogle, VendorIntel, VendorTenstorrent:
 	default:
@@ -170,11 +201,11 @@ func parseRow(get func(string) string) (Offer, error) {
 			o.GPUVendor = VendorGoogle
 		}
 	}
-	o.CPUArch = strings.ToLower(get("cpu_arch"))
+	o.CPUArch = strings.ToLower(get(colCPUArch))
 	if o.CPUArch == "" {
 		o.CPUArch = ArchX86
 	}
-	if f := get("flags"); f != "" {
+	if f := get(colFlags); f != "" {
 		o.Flags = strings.Fields(f)
 	}
 	o.Availability = AvailabilityUnknown
