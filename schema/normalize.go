@@ -1930,7 +1930,7 @@ func (d *dec) fleet(n *node) *Fleet {
 		// An SSH fleet does not support the backend fleet fields.
 		for _, k := range []string{"reservation", "resources", "backends", "regions", "availability_zones",
 			"instance_types", "spot_policy", "retry", "max_price", "idle_duration", "tags", "backend_options"} {
-			if v := n.get(k); !v.isNull() && !(k == "retry" && v.kind == nBool && !v.b) {
+			if v := n.get(k); !v.isNull() {
 				d.errf(n.keyNode(k), k, "SSH fleet configuration does not support `%s`", k)
 			}
 		}
