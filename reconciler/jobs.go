@@ -179,7 +179,9 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, "the spec names no image and no default image is configured")
 	}
 	ts := api.TaskSpec{
-		ID: job.ID, Name: "hoist-" + job.JobName + "-" + strconv.Itoa(job.SubmissionNum),
+		// The job id's random tail keeps names unique when the runs of a
+		// rolling deployment overlap (same job name and submission number).
+		ID: job.ID, Name: "hoist-" + job.JobName + "-" + strconv.Itoa(job.SubmissionNum) + "-" + job.ID[max(0, len(job.ID)-8):],
 		Image: image, User: spec.User, Privileged: spec.Privileged,
 		Labels: map[string]string{"hoist.run": run.Name, "hoist.job": job.ID},
 	}
