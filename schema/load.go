@@ -85,7 +85,7 @@ func Load(fsys fs.FS) (*Desired, error) {
 // files of one directory and package are evaluated together, so they may
 // share definitions and references.
 func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
-	sort.Strings(files)
+	files = sortedSet(files) // a file named twice is loaded once
 	units := workUnits(files)
 	type result struct {
 		res  []Resource

@@ -113,6 +113,7 @@ func pyFloat(f float64) string {
 // resolved with YAML 1.1 rules (as PyYAML, which dstack uses, does): `on`,
 // `off`, `yes`, `no` are booleans, `1:30` is sexagesimal, `1e3` is a string.
 func parseYAML(file string, src []byte) (*node, *Error) {
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
@@ -160,7 +161,10 @@ func yamlError(file string, err error) *Error {
 type converter struct {
 	file  string
 	depth int
+	nodes int // budget against alias bombs ("billion laughs")
 }
+
+const maxNodes = 1_000_000
 
 const maxDepth = 100
 
@@ -173,6 +177,9 @@ func (c *converter) convert(y *yaml.Node) (*node, *Error) {
 	defer func() { c.depth-- }()
 	if c.depth > maxDepth {
 		return nil, &Error{Pos: c.pos(y), Msg: "document nested too deeply"}
+	}
+	if c.nodes++; c.nodes > maxNodes {
+		return nil, &Error{Pos: c.pos(y), Msg: "document too large (aliases expand to more than a million values)"}
 	}
 	switch y.Kind {
 	case yaml.DocumentNode:
