@@ -401,7 +401,7 @@ func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record, remot
 		restart = `rm -f shim.addr; [ -f shim.pid ] && kill -TERM "$(cat shim.pid)" 2>/dev/null; `
 	}
 	waitSteps := int(b.cfg.ReadyTimeout / (50 * time.Millisecond))
-	script := fmt.Sprintf(`set -e
+	script := fmt.Sprintf(aliveFunc+`set -e
 mkdir -p %[1]s
 cd %[1]s
 mkdir -p bin state
@@ -410,7 +410,7 @@ tar -xf - -C .new
 for f in $(cd .new && find . -type f); do mv -f ".new/$f" "$f"; done
 rm -rf .new
 set +e
-if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then %[2]secho state=running; else rm -f stop shim.addr; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo state=started; fi
+if [ -f supervisor.pid ] && alive "$(cat supervisor.pid)"; then %[2]secho state=running; else rm -f stop shim.addr; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo state=started; fi
 i=0; while [ ! -s shim.addr ] && [ $i -lt %[3]d ]; do sleep 0.05; i=$((i+1)); done
 echo "addr=$(cat shim.addr 2>/dev/null)"
 `, tunnel.Quote(r.Dir), restart, waitSteps)
@@ -707,12 +707,18 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	return b.instance(r), nil
 }
 
+// aliveFunc defines alive PID for the scripts: the process exists and is not
+// a zombie (kill -0 succeeds on zombies, which hosts without a reaping init
+// keep around).
+const aliveFunc = `alive() { s=$(sed -n 's/^[0-9]* (.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ]; }
+`
+
 // restartSupervisor starts the instance's supervisor when it is not running
 // (re-sending only the script: the agents are assumed in place) and reports
 // whether it did.
 func (b *Backend) restartSupervisor(ctx context.Context, c *tunnel.Client, r *record) (bool, error) {
-	out, err := c.Run(ctx, fmt.Sprintf(`cd %s 2>/dev/null || { echo gone; exit 0; }
-if [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null; then echo running; else echo stopped; fi`, tunnel.Quote(r.Dir)), nil)
+	out, err := c.Run(ctx, fmt.Sprintf(aliveFunc+`cd %s 2>/dev/null || { echo gone; exit 0; }
+if [ -f supervisor.pid ] && alive "$(cat supervisor.pid)"; then echo running; else echo stopped; fi`, tunnel.Quote(r.Dir)), nil)
 	if err != nil {
 		return false, err
 	}
@@ -834,10 +840,10 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 			b.note(r, err)
 			return fmt.Errorf("sshfleet: drain %s: %w", id, err)
 		}
-		stop := fmt.Sprintf(`cd %s 2>/dev/null || exit 0
+		stop := fmt.Sprintf(aliveFunc+`cd %s 2>/dev/null || exit 0
 touch stop
 if [ -f supervisor.pid ]; then kill -TERM "$(cat supervisor.pid)" 2>/dev/null; fi
-i=0; while [ -f supervisor.pid ] && kill -0 "$(cat supervisor.pid)" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+i=0; while [ -f supervisor.pid ] && alive "$(cat supervisor.pid)" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 if [ -f shim.pid ]; then kill -KILL "$(cat shim.pid)" 2>/dev/null; fi
 %s
 cd / && rm -rf %s`, tunnel.Quote(r.Dir), leftovers(r), tunnel.Quote(r.Dir))
