@@ -76,7 +76,7 @@ const (
 
 // LogLine is one record of a job's output: one or more whole lines written to
 // one stream. Data ends with a newline unless the job paused in the middle of
-// a line, the line was longer than 64 KiB, or it is the job's last output.
+// a line, the line was longer than 256 KiB, or it is the job's last output.
 // Seq numbers start at 1 and increase by one per record, so a reader that
 // resumes with afterSeq neither loses nor duplicates output.
 type LogLine struct {

@@ -282,12 +282,14 @@ func (r *Runner) startLocked() error {
 	if err != nil {
 		return fmt.Errorf("stdout pipe: %w", err)
 	}
+	growPipe(outW)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
 		return fmt.Errorf("stderr pipe: %w", err)
 	}
+	growPipe(errW)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		outR.Close()
@@ -358,11 +360,11 @@ func (r *Runner) startLocked() error {
 	return nil
 }
 
-// pump records one output stream: whole lines, in records of up to 64 KiB;
+// pump records one output stream: whole lines, in records of up to 256 KiB;
 // an incomplete line is recorded after flushPartialAfter without more output.
 func (r *Runner) pump(stream string, f *os.File) {
 	defer f.Close()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 256<<10)
 	n := 0
 	emit := func(b []byte) {
 		if len(b) == 0 {
@@ -516,3 +518,16 @@ func (r *Runner) waitChange() (api.JobState, <-chan struct{}) {
 func (r *Runner) Close() error {
 	return r.logs.closeFiles()
 }
+
+// growPipe asks for a 1 MiB pipe buffer (best effort; the default is 64 KiB),
+// so that a fast writer blocks less often.
+func growPipe(f *os.File) {
+	if sc, err := f.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) {
+			_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSz, 1<<20)
+		})
+	}
+}
+
+// fSetPipeSz is fcntl's F_SETPIPE_SZ.
+const fSetPipeSz = 1031
