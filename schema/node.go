@@ -145,6 +145,10 @@ func yamlError(file string, err error) *Error {
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
+		if strings.HasPrefix(msg, "did not find expected") {
+			// yaml.v3 reports these parser errors with a 0-based line.
+			line++
+		}
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 		if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
