@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,7 +85,11 @@ func TestRunsPageUnderWrk(t *testing.T) {
 		t.Skip("SKIP: wrk not installed")
 	}
 	url, tok := benchEnv(t, 1000)
-	for _, path := range []string{"/runs", "/api/v1/runs"} {
+	paths := []string{"/runs", "/api/v1/runs"}
+	if p := os.Getenv("HOIST_BENCH_PATHS"); p != "" {
+		paths = strings.Split(p, ",")
+	}
+	for _, path := range paths {
 		out, err := exec.Command("wrk", "-t2", "-c8", "-d10s", "--latency", "-H", "Authorization: Bearer "+tok, url+path).CombinedOutput()
 		if err != nil {
 			t.Fatalf("wrk: %v\n%s", err, out)

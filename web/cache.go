@@ -11,7 +11,9 @@ import (
 
 // runListCache shares run lists between concurrent viewers: identical
 // queries within TTL are answered from one store read (and concurrent
-// misses collapse into one read). NotifyChange clears it. A dashboard that
+// misses collapse into one read); an entry up to staleFor×TTL old is
+// answered at once while one background read refreshes it, so no viewer
+// waits on a periodic miss. NotifyChange clears it. A dashboard that
 // many people keep open then costs the store one query per TTL.
 type runListCache struct {
 	ttl   time.Duration
@@ -20,6 +22,10 @@ type runListCache struct {
 	group singleflight.Group
 	gen   uint64
 }
+
+// staleFor bounds, in TTLs, how old an entry may be served while it is
+// being refreshed.
+const staleFor = 5
 
 type runListEntry struct {
 	runs []Run
@@ -43,7 +49,7 @@ func (c *runListCache) list(ctx context.Context, st Store, f RunFilter) ([]Run, 
 	if ok && time.Since(e.at) < c.ttl {
 		return e.runs, nil
 	}
-	v, err, _ := c.group.Do(fmt.Sprintf("%d|%+v", gen, f), func() (any, error) {
+	refresh := func() (any, error) {
 		runs, err := st.ListRuns(context.WithoutCancel(ctx), f)
 		if err != nil {
 			return nil, err
@@ -57,7 +63,14 @@ func (c *runListCache) list(ctx context.Context, st Store, f RunFilter) ([]Run, 
 		}
 		c.mu.Unlock()
 		return runs, nil
-	})
+	}
+	key := fmt.Sprintf("%d|%+v", gen, f)
+	if ok && time.Since(e.at) < staleFor*c.ttl {
+		// Stale but recent: answer now, refresh once in the background.
+		c.group.DoChan(key, refresh)
+		return e.runs, nil
+	}
+	v, err, _ := c.group.Do(key, refresh)
 	if err != nil {
 		return nil, err
 	}

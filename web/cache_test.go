@@ -53,3 +53,29 @@ func TestRunListCache_sharesAndInvalidates(t *testing.T) {
 		t.Errorf("another filter shares an entry")
 	}
 }
+
+func TestRunListCache_staleEntryAnswersAtOnceAndRefreshes(t *testing.T) {
+	st := &countingStore{memStore: newMemStore()}
+	st.putRun(Run{Name: "a", Status: "done"})
+	c := newRunListCache(20 * time.Millisecond)
+	c.list(t.Context(), st, RunFilter{})
+	st.putRun(Run{Name: "b", Status: "done"})
+	time.Sleep(30 * time.Millisecond) // stale, within staleFor TTLs
+	st.hold = make(chan struct{})
+	runs, err := c.list(t.Context(), st, RunFilter{}) // must not wait for the held read
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("stale answer: %d runs, %v", len(runs), err)
+	}
+	close(st.hold)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		n := len(c.m[RunFilter{}].runs)
+		c.mu.Unlock()
+		if n == 2 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("background refresh never landed")
+}
