@@ -330,3 +330,68 @@ func TestResync_queuesEveryActiveJob(t *testing.T) {
 		t.Fatalf("resync queued %d of %d active jobs", got, n)
 	}
 }
+
+// TestSync_volumeChangesWaitForConfirmation: re-creating a changed volume
+// or deleting a removed one waits for confirmation; confirmed, it leaves one
+// live volume row.
+func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
+	const vol = "type: volume\nname: data\nbackend: aws\nregion: us-east-1\nsize: %dGB\n"
+	f := newFixture(t, map[string]string{
+		"v.dstack.yml": fmt.Sprintf(vol, 100),
+		"t.dstack.yml": "type: task\nname: keep\nimage: busybox\ncommands: [x]\n",
+		"u.dstack.yml": "type: task\nname: keep2\nimage: busybox\ncommands: [x]\n",
+	})
+	f.sync()
+	first, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.write("v.dstack.yml", fmt.Sprintf(vol, 200))
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	st := f.syncState()
+	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], HeldPrefix+"volume data") {
+		t.Fatalf("sync errors = %q, want the volume replace held", st.Errors)
+	}
+	if v, _ := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); v.ID != first.ID {
+		t.Fatalf("an unconfirmed replace re-created the volume")
+	}
+	f.c.confirmed[st.LatestSHA] = true
+	f.sync()
+	second, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data")
+	if err != nil || second.ID == first.ID {
+		t.Fatalf("confirmed replace: volume %+v (%v), want a new row", second, err)
+	}
+	vs, err := f.st.ListVolumes(f.ctx, store.InfraFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, v := range vs {
+		if !v.Deleted {
+			live++
+		}
+	}
+	if live != 1 {
+		t.Fatalf("%d live volume rows, want 1", live)
+	}
+	if st := f.syncState(); len(st.Errors) != 0 {
+		t.Fatalf("errors after the confirmed replace: %q", st.Errors)
+	}
+
+	// Removing the spec holds the delete until confirmed.
+	f.remove("v.dstack.yml")
+	f.sync()
+	if st := f.syncState(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "volume data") {
+		t.Fatalf("sync errors = %q, want the volume delete held", st.Errors)
+	}
+	if _, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); err != nil {
+		t.Fatalf("an unconfirmed delete removed the volume: %v", err)
+	}
+	f.c.confirmed[f.syncState().LatestSHA] = true
+	f.sync()
+	if _, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a confirmed delete left the volume: %v", err)
+	}
+}
