@@ -550,3 +550,27 @@ func TestRunner_logStreamServesJSONLinesLive(t *testing.T) {
 		t.Errorf("stream (-want +got):\n%s", diff)
 	}
 }
+
+func TestRunner_logsDefaultToJSONLines(t *testing.T) {
+	r, err := runner.New(runner.Config{Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.Handler())
+	defer r.Close()
+	defer srv.Close()
+	c := api.NewRunnerClient(srv.URL, nil)
+	run(t, c, api.JobSpec{Commands: []string{"echo hi"}, WorkingDir: t.TempDir()})
+	resp, err := http.Get(srv.URL + "/api/v1/logs?after_seq=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l api.LogLine
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("Content-Type") != "application/x-ndjson" || l.Seq != 1 || l.Stream != api.StreamStdout || string(l.Data) != "hi\n" || l.Time.IsZero() {
+		t.Errorf("GET /api/v1/logs = %s %+v, want one JSON line with seq, time, stream and data", resp.Header.Get("Content-Type"), l)
+	}
+}
