@@ -176,6 +176,12 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		if seen[Key(c.Kind, c.Name)] {
 			continue
 		}
+		if c.Suspended {
+			// No sync while suspended, removal included.
+			p.Steps = append(p.Steps, Step{Kind: c.Kind, Name: c.Name, File: c.File, Action: Noop, Current: c,
+				Reason: "suspended; removal from Git waits until resumed"})
+			continue
+		}
 		s := Step{Kind: c.Kind, Name: c.Name, File: c.File, Action: Delete, Current: c}
 		switch {
 		case c.Kind.IsRun() && c.Finished:
