@@ -119,11 +119,14 @@ func TestCompute_deletes(t *testing.T) {
 	finished.Finished, finished.Status = true, "done"
 	pruned := cur(schema.KindVolume, "v")
 	pruned.Prune = true
+	suspended := cur(schema.KindService, "paused")
+	suspended.Suspended = true
 	for _, tc := range []struct {
 		name      string
 		gone      plan.Current
 		confirmed bool
 		held      bool
+		keep      bool
 		reason    string
 	}{
 		{name: "active run is stopped", gone: cur(schema.KindService, "svc"), reason: "stopped"},
@@ -133,6 +136,7 @@ func TestCompute_deletes(t *testing.T) {
 		{name: "gateway needs confirmation", gone: cur(schema.KindGateway, "g"), held: true, reason: "confirmation"},
 		{name: "confirmed volume delete", gone: cur(schema.KindVolume, "v"), confirmed: true},
 		{name: "volume that opted in to pruning", gone: pruned, reason: "pruning"},
+		{name: "suspended run waits", gone: suspended, keep: true, reason: "suspended"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := plan.Observed{Resources: append(slices.Clone(keep), tc.gone)}
@@ -141,15 +145,23 @@ func TestCompute_deletes(t *testing.T) {
 				t.Fatalf("one delete among four held the plan: %s", p.HoldReason)
 			}
 			i := slices.IndexFunc(p.Steps, func(s plan.Step) bool { return s.Name == tc.gone.Name })
-			if i < 0 || p.Steps[i].Action != plan.Delete {
-				t.Fatalf("steps = %+v, want a delete of %s", p.Steps, tc.gone.Name)
+			want := plan.Delete
+			if tc.keep {
+				want = plan.Noop
+			}
+			if i < 0 || p.Steps[i].Action != want {
+				t.Fatalf("steps = %+v, want a %s of %s", p.Steps, want, tc.gone.Name)
 			}
 			s := p.Steps[i]
 			if s.Held != tc.held || !strings.Contains(s.Reason, tc.reason) {
 				t.Errorf("delete held %v reason %q, want held %v and a reason with %q", s.Held, s.Reason, tc.held, tc.reason)
 			}
-			if p.Count(plan.Noop) != 3 {
-				t.Errorf("no-ops = %d, want 3", p.Count(plan.Noop))
+			wantNoops := 3 // the kept runs
+			if tc.keep {
+				wantNoops++
+			}
+			if n := p.Count(plan.Noop); n != wantNoops {
+				t.Errorf("no-ops = %d, want %d", n, wantNoops)
 			}
 		})
 	}
