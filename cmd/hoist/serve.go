@@ -41,7 +41,8 @@ func registry() backends.Registry {
 type serveOptions struct {
 	repo, branch, path, listen, dataDir, db string
 	pollInterval, resync                    time.Duration
-	config, catalogDir, agentsDir           string
+	config, catalogDir, catalogURL          string
+	agentsDir                               string
 	webhookSecretFile, defaultImage         string
 	logLevel, externalURL, installation     string
 }
@@ -75,6 +76,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often every active object is re-checked (with jitter)")
 	f.StringVar(&o.config, "config", "", "server config file (YAML) with backends and their credentials")
 	f.StringVar(&o.catalogDir, "catalog-dir", "", "directory of offer catalogs (PROVIDER.csv) replacing the embedded snapshot")
+	f.StringVar(&o.catalogURL, "catalog-url", "", "base URL of catalogs in gpuhunt's published layout, refreshed periodically (the last good copy is kept)")
 	f.StringVar(&o.agentsDir, "agents-dir", "", "directory holding the hoist-shim and hoist-runner binaries (default: next to hoist)")
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (or HOIST_WEBHOOK_SECRET)")
 	f.StringVar(&o.defaultImage, "default-image", "", "image for specs that name none")
@@ -171,7 +173,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
-	market, err := openMarket(o.catalogDir, log)
+	market, err := offers.Open(ctx, offers.Sources{
+		CatalogDir: o.catalogDir, CatalogURL: o.catalogURL, Hosts: []offers.Provider{hostOffers{st}},
+		Logger: log.With("component", "offers"),
+	})
 	if err != nil {
 		return err
 	}
@@ -261,20 +266,6 @@ func readSecret(file, env string) (string, error) {
 		return strings.TrimSpace(string(b)), nil
 	}
 	return os.Getenv(env), nil
-}
-
-func openMarket(dir string, log *slog.Logger) (*offers.Market, error) {
-	var cat *offers.Catalog
-	var err error
-	if dir != "" {
-		cat, err = offers.LoadDir(dir)
-	} else {
-		cat, err = offers.Embedded()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("offers catalog: %w", err)
-	}
-	return offers.NewMarket(offers.MarketConfig{Catalog: cat, Logger: log.With("component", "offers")}), nil
 }
 
 func backendNames(bes map[string]backends.Backend) []string {

@@ -225,6 +225,37 @@ func estimator(m *offers.Market) func(r *schema.Resource) (float64, bool) {
 	}
 }
 
+// hostOffers offers the hosts hoist already manages (this host, SSH fleet
+// hosts, provisioned instances) from the store: idle ones as idle, the
+// others as busy.
+type hostOffers struct{ st *store.Store }
+
+func (h hostOffers) Name() string { return "hosts" }
+
+func (h hostOffers) Offers(ctx context.Context, _ offers.Query) ([]offers.Offer, error) {
+	insts, err := h.st.ListInstances(ctx, store.InfraFilter{})
+	if err != nil {
+		return nil, err
+	}
+	var out []offers.Offer
+	for _, i := range insts {
+		if (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) || len(i.Offer) == 0 || i.Unreachable {
+			continue
+		}
+		var o offers.Offer
+		if json.Unmarshal(i.Offer, &o) != nil {
+			continue
+		}
+		o.Backend, o.Instance, o.Price = i.Backend, i.Name, i.Price
+		o.Availability = offers.AvailabilityIdle
+		if i.Status == store.InstanceBusy {
+			o.Availability = offers.AvailabilityBusy
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
 // metricsObserver feeds the reconciler's outcomes into the web's metrics
 // and wakes the web's live followers.
 type metricsObserver struct {
