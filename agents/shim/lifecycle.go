@@ -208,6 +208,9 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 		Entrypoint: []string{RunnerPath},
 		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
 	}
+	if s.cfg.RunnerLinger > 0 {
+		cfg.Cmd = append(cfg.Cmd, "--linger", s.cfg.RunnerLinger.String())
+	}
 	if imgCfg != nil {
 		// The runner replaces the image's entrypoint; it runs it for a job
 		// without commands.

@@ -56,6 +56,8 @@ type env struct {
 	url    string
 	// runnerAuth starts the shim with Config.RunnerAuth.
 	runnerAuth bool
+	// linger is the shim's Config.RunnerLinger.
+	linger time.Duration
 }
 
 func dockerClient(t testing.TB) *client.Client {
@@ -93,6 +95,7 @@ func (e *env) start(t testing.TB) {
 		Labels:       map[string]string{"hoist.test": "shim"},
 		Version:      "test",
 		RunnerAuth:   e.runnerAuth,
+		RunnerLinger: e.linger,
 	})
 	if err != nil {
 		t.Fatalf("shim.New: %v", err)

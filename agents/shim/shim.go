@@ -69,6 +69,10 @@ type Config struct {
 	// its port (another container on the bridge network, a local user on
 	// the host network) can drive it.
 	RunnerAuth bool
+	// RunnerLinger is how long a runner keeps serving after its job has
+	// finished and its API fell idle, before it exits and so ends the
+	// container (0: the runner's default, 5 minutes).
+	RunnerLinger time.Duration
 	// Labels are added to every container the shim creates.
 	Labels map[string]string
 	// Version is the shim binary's version.

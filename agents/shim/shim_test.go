@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"hoist/agents/api"
+	"hoist/e2e/testenv"
 )
 
 func TestShim_echoHello(t *testing.T) {
@@ -556,5 +557,38 @@ func TestShim_terminateLetsTheJobCleanUp(t *testing.T) {
 	}
 	if out != "started\ncleaned up\n" {
 		t.Errorf("job stdout = %q, want its clean-up line", out)
+	}
+}
+
+func TestShim_finishedJobEndsItsTaskAfterTheLinger(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		command string
+		reason  string
+		code    int
+	}{
+		{"done", "echo ok", api.ReasonDoneByRunner, 0},
+		{"failed", "exit 7", api.ReasonContainerExitedWithError, 1},
+	}
+	image := testenv.Docker(t)
+	dc := dockerClient(t)
+	e := &env{docker: dc, image: image, state: t.TempDir(), linger: 300 * time.Millisecond}
+	e.start(t)
+	t.Cleanup(func() { removeShimContainers(t, dc, e.shim.ID()) })
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info, rc := e.runTask(t, api.TaskSpec{ID: "linger-" + tt.name})
+			runJob(t, rc, api.JobSpec{Commands: []string{tt.command}})
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			got, err := e.client.WaitTask(ctx, info.ID, api.TaskTerminated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != api.TaskTerminated || got.TerminationReason != tt.reason || got.ExitCode == nil || *got.ExitCode != tt.code {
+				t.Errorf("task = %s/%s exit %v, want terminated/%s exit %d", got.Status, got.TerminationReason, got.ExitCode, tt.reason, tt.code)
+			}
+		})
 	}
 }
