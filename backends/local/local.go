@@ -167,6 +167,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
+		b.Close()
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	for _, e := range ents {
