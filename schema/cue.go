@@ -28,13 +28,15 @@ var schemaSource []byte
 // field hoist accepts.
 func SchemaSource() []byte { return append([]byte(nil), schemaSource...) }
 
-var schemaFile = func() *ast.File {
+// parseSchema parses the embedded schema. Each CUE context needs its own
+// AST: building a file resolves (writes) identifiers in it.
+func parseSchema() *ast.File {
 	f, err := parser.ParseFile("schema.cue", schemaSource, parser.ParseComments)
 	if err != nil {
 		panic(fmt.Sprintf("schema: embedded schema does not parse: %v", err))
 	}
 	return f
-}()
+}
 
 var defNames = map[Kind]string{
 	KindTask:           "#Task",
@@ -73,7 +75,7 @@ func newCueChecker() *cueChecker {
 // worker renews it now and then.
 func (c *cueChecker) reset() {
 	c.ctx = cuecontext.New()
-	c.schema = c.ctx.BuildFile(schemaFile)
+	c.schema = c.ctx.BuildFile(parseSchema())
 	if err := c.schema.Err(); err != nil {
 		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
 	}
