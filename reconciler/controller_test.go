@@ -395,3 +395,85 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 		t.Fatalf("a confirmed delete left the volume: %v", err)
 	}
 }
+
+// setRunning marks every unfinished submission of the latest run named name
+// running, as the job worker does once the runner took the job.
+func (f *fixture) setRunning(name string) {
+	f.t.Helper()
+	for _, j := range f.jobs(f.run(name).ID) {
+		if store.IsJobFinished(j.Status) || j.Status == store.JobTerminating {
+			continue
+		}
+		j.Status = store.JobRunning
+		if err := f.st.UpdateJob(f.ctx, &j); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// TestReconcileRun_serviceScalingAndRolling: replicas change in place
+// (scale down, scale up) without failing the run; a commands change is a
+// rolling deployment whose old run stops once the new one runs.
+func TestReconcileRun_serviceScalingAndRolling(t *testing.T) {
+	const svc = "type: service\nname: web\nimage: busybox\nport: 8000\nreplicas: %d\ncommands: [%s]\n"
+	f := newFixture(t, map[string]string{"web.dstack.yml": fmt.Sprintf(svc, 2, "serve")})
+	f.sync()
+	f.setRunning("web")
+	f.reconcileRun("web")
+	first := f.run("web")
+	if first.Status != store.RunRunning {
+		t.Fatalf("run = %s, want running", first.Status)
+	}
+
+	// Scale down: replica 1 stops as scaled_down; the run keeps running.
+	f.write("web.dstack.yml", fmt.Sprintf(svc, 1, "serve"))
+	f.sync()
+	f.reconcileRun("web")
+	f.reconcileJobs("web") // the scaled-down replica finishes
+	f.reconcileRun("web")
+	run := f.run("web")
+	latest := latestSubmissions(f.jobs(run.ID))
+	if run.ID != first.ID || run.Status != store.RunRunning {
+		t.Fatalf("after scale-down run %s is %s, want %s running", run.ID, run.Status, first.ID)
+	}
+	for _, j := range latest {
+		if j.ReplicaNum == 1 && (j.Status != store.JobTerminated || j.TerminationReason != reasonScaledDown) {
+			t.Fatalf("replica 1 = %s (%s), want terminated (scaled_down)", j.Status, j.TerminationReason)
+		}
+		if j.ReplicaNum == 0 && j.Status != store.JobRunning {
+			t.Fatalf("replica 0 = %s, want running", j.Status)
+		}
+	}
+
+	// Scale up again: replica 1 gets a new submission.
+	f.write("web.dstack.yml", fmt.Sprintf(svc, 2, "serve"))
+	f.sync()
+	f.reconcileRun("web")
+	submitted := 0
+	for _, j := range latestSubmissions(f.jobs(run.ID)) {
+		if j.ReplicaNum == 1 && j.Status == store.JobSubmitted {
+			submitted++
+		}
+	}
+	if run = f.run("web"); submitted != 1 || run.Status != store.RunRunning {
+		t.Fatalf("after scale-up: %d new submissions of replica 1, run %s; want 1 and running", submitted, run.Status)
+	}
+	f.setRunning("web")
+
+	// Rolling deployment: the old run serves until the new one runs.
+	f.clock.Advance(time.Minute)
+	f.write("web.dstack.yml", fmt.Sprintf(svc, 2, "serve --v2"))
+	f.sync()
+	if old, err := f.st.GetRun(f.ctx, first.ID); err != nil || old.Status != store.RunRunning {
+		t.Fatalf("old run = %s (%v) right after the commit, want still running", old.Status, err)
+	}
+	next := f.run("web")
+	if next.ID == first.ID {
+		t.Fatalf("commands change did not submit a new run")
+	}
+	f.setRunning("web")
+	f.reconcileRun("web")
+	if old, _ := f.st.GetRun(f.ctx, first.ID); old.Status != store.RunTerminating || old.TerminationReason != reasonTerminatedByServer {
+		t.Fatalf("old run = %s (%s) once the new one runs, want terminating", old.Status, old.TerminationReason)
+	}
+}
