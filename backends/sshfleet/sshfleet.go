@@ -56,6 +56,11 @@ type Config struct {
 	// DrainGrace is the grace period tasks get when a host is drained
 	// (default 10 s).
 	DrainGrace time.Duration
+	// DefaultKey is the PEM private key for hosts whose spec names none.
+	DefaultKey []byte
+	// KnownHosts is known_hosts content pinning hosts, added to what each
+	// host's spec gives.
+	KnownHosts string
 	// Hosts, when set, is fed the offers of the fleet's hosts whenever
 	// hosts come and go, for offers.Market.
 	Hosts *offers.HostPool
@@ -73,6 +78,11 @@ type Options struct {
 	ConnectTimeout string `json:"connect_timeout"`
 	// DrainGrace overrides Config.DrainGrace, e.g. "30s".
 	DrainGrace string `json:"drain_grace"`
+	// IdentityFile is the private key used for hosts that name none.
+	IdentityFile string `json:"identity_file"`
+	// KnownHostsFile is a known_hosts file that pins every host's key (in
+	// addition to what a host's spec gives).
+	KnownHostsFile string `json:"known_hosts_file"`
 }
 
 // Factory builds the backend from a config entry; use it in cmd/hoist's
@@ -96,6 +106,23 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 			return nil, fmt.Errorf("drain_grace: %w", err)
 		}
 		c.DrainGrace = d
+	}
+	if o.IdentityFile != "" {
+		key, err := os.ReadFile(o.IdentityFile)
+		if err != nil {
+			return nil, fmt.Errorf("identity_file: %w", err)
+		}
+		if _, err := ssh.ParsePrivateKey(key); err != nil {
+			return nil, fmt.Errorf("identity_file %s: %w", o.IdentityFile, err)
+		}
+		c.DefaultKey = key
+	}
+	if o.KnownHostsFile != "" {
+		kh, err := os.ReadFile(o.KnownHostsFile)
+		if err != nil {
+			return nil, fmt.Errorf("known_hosts_file: %w", err)
+		}
+		c.KnownHosts = string(kh)
 	}
 	return New(c)
 }
@@ -590,6 +617,12 @@ func (b *Backend) client(ctx context.Context, r *record, persist bool) (*tunnel.
 }
 
 func (b *Backend) tunnelConfig(h backends.SSHHost, recorded, recordedJump string) (tunnel.Config, error) {
+	if len(h.PrivateKey) == 0 && h.IdentityFile == "" {
+		h.PrivateKey = b.cfg.DefaultKey
+	}
+	if b.cfg.KnownHosts != "" {
+		h.KnownHosts = strings.TrimRight(h.KnownHosts, "\n") + "\n" + b.cfg.KnownHosts
+	}
 	signer, err := loadSigner(h)
 	if err != nil {
 		return tunnel.Config{}, err
@@ -640,9 +673,10 @@ func loadSigner(h backends.SSHHost) (ssh.Signer, error) {
 // Describe observes the instance: it connects (pooled) and asks the shim's
 // health check through the connection. A shim of an incompatible API version
 // is replaced by the agents of this server (upload, restart) on the spot, and
-// a supervisor that is not running (a rebooted host) is started again. An unreachable host is not an error:
-// the instance comes back with Unreachable set and the reason in Message, so
-// the caller marks it and retries with back-off. A changed host key returns
+// a supervisor that is not running (a rebooted host) is started again. An
+// unreachable host is not an error: the instance comes back with Unreachable
+// set and the reason in Message, so the caller marks it and retries with
+// back-off. A changed host key returns
 // the instance together with a stalled error wrapping
 // backends.ErrHostKeyMismatch.
 func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, error) {

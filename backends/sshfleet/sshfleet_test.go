@@ -553,3 +553,55 @@ func TestFleet_drainWithoutShimRemovesLabelledContainers(t *testing.T) {
 		t.Errorf("container %s of a shim that could not drain is still there", info.ContainerID)
 	}
 }
+
+func TestFactory_options(t *testing.T) {
+	f := newFleet(t, 1)
+	h := f.hosts[0]
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "id")
+	if err := os.WriteFile(keyFile, f.key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	knownHosts := func(k ssh.PublicKey) string {
+		p := filepath.Join(t.TempDir(), "known_hosts")
+		line := "[" + h.ip + "]:" + strconv.Itoa(h.port) + " " + tunnel.MarshalHostKey(k) + "\n"
+		if err := os.WriteFile(p, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	open := func(opts string) (backends.Backend, error) {
+		return sshfleet.Factory(backends.Config{Name: "ssh", Type: "ssh", Options: []byte(opts)},
+			backends.Deps{StateDir: t.TempDir(), Agents: agentbin.Agents})
+	}
+	for _, bad := range []string{`{"identity_fil": "x"}`, `{"identity_file": "/nonexistent"}`, `{"connect_timeout": "soon"}`, `{"known_hosts_file": "/nonexistent"}`} {
+		if _, err := open(bad); err == nil {
+			t.Errorf("options %s accepted", bad)
+		}
+	}
+	ctx := t.Context()
+	spec := backends.InstanceSpec{ID: "by-config", Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: "root"},
+		Tags: map[string]string{testLabel: "backends-sshfleet", backends.TagInstance: "by-config"}}
+
+	wrong, err := open(`{"remote_dir": "` + f.remote + `", "identity_file": "` + keyFile + `", "known_hosts_file": "` + knownHosts(newSignerPub(t)) + `"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrong.Create(ctx, spec); !errors.Is(err, backends.ErrHostKeyMismatch) {
+		t.Errorf("Create against the config's known_hosts of another key = %v", err)
+	}
+
+	b, err := open(`{"remote_dir": "` + f.remote + `", "identity_file": "` + keyFile + `", "known_hosts_file": "` + knownHosts(h.HostKey.PublicKey()) + `"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.(*sshfleet.Backend).Close()
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Terminate(context.Background(), inst.ID) })
+	if inst.Status != backends.StatusRunning {
+		t.Errorf("host reached with the config's key and known_hosts: %+v", inst)
+	}
+}
