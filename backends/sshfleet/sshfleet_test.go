@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,16 +43,14 @@ type fleet struct {
 	state  string
 	remote string
 	image  string
+	user   string
 }
 
 func newFleet(t *testing.T, n int) *fleet {
 	t.Helper()
 	image := testenv.Docker(t)
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: the sshd fleet tests log in as root")
-	}
 	client, pemKey := newKey(t)
-	f := &fleet{key: pemKey, state: t.TempDir(), remote: t.TempDir(), image: image}
+	f := &fleet{key: pemKey, state: t.TempDir(), remote: t.TempDir(), image: image, user: loginUser(t)}
 	for i := range n {
 		f.hosts = append(f.hosts, startSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.PublicKey()))
 	}
@@ -80,7 +79,7 @@ func (f *fleet) spec(i int, id string) backends.InstanceSpec {
 	h := f.hosts[i]
 	return backends.InstanceSpec{
 		ID:   id,
-		Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: "root", PrivateKey: f.key},
+		Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: f.user, PrivateKey: f.key},
 		Tags: map[string]string{testLabel: "backends-sshfleet", backends.TagInstance: id},
 	}
 }
@@ -260,7 +259,7 @@ func TestFleet_changedHostKeyIsRefused(t *testing.T) {
 	// A host pinned by known_hosts content from the start.
 	f2 := spec
 	f2.ID = "known-hosts"
-	f2.Host = &backends.SSHHost{Hostname: f.hosts[0].ip, Port: f.hosts[0].port, User: "root", PrivateKey: f.key,
+	f2.Host = &backends.SSHHost{Hostname: f.hosts[0].ip, Port: f.hosts[0].port, User: loginUser(t), PrivateKey: f.key,
 		KnownHosts: "[" + f.hosts[0].ip + "]:" + strconv.Itoa(f.hosts[0].port) + " " + tunnel.MarshalHostKey(newSignerPub(t)) + "\n"}
 	if _, err := f.b.Create(ctx, f2); !errors.Is(err, backends.ErrHostKeyMismatch) {
 		t.Errorf("Create against a known_hosts entry of another key = %v", err)
@@ -415,7 +414,7 @@ func TestFleet_proxyJump(t *testing.T) {
 	ctx := t.Context()
 	spec := f.spec(1, "jumped")
 	jump := f.hosts[0]
-	spec.Host.ProxyJump = &backends.SSHHost{Hostname: jump.ip, Port: jump.port, User: "root", PrivateKey: f.key}
+	spec.Host.ProxyJump = &backends.SSHHost{Hostname: jump.ip, Port: jump.port, User: loginUser(t), PrivateKey: f.key}
 	inst, err := f.b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -580,7 +579,7 @@ func TestFactory_options(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	spec := backends.InstanceSpec{ID: "by-config", Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: "root"},
+	spec := backends.InstanceSpec{ID: "by-config", Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: loginUser(t)},
 		Tags: map[string]string{testLabel: "backends-sshfleet", backends.TagInstance: "by-config"}}
 
 	wrong, err := open(`{"remote_dir": "` + f.remote + `", "identity_file": "` + keyFile + `", "known_hosts_file": "` + knownHosts(newSignerPub(t)) + `"}`)
@@ -604,4 +603,14 @@ func TestFactory_options(t *testing.T) {
 	if inst.Status != backends.StatusRunning {
 		t.Errorf("host reached with the config's key and known_hosts: %+v", inst)
 	}
+}
+
+// loginUser is the user the test's sshd lets in: the one running the test
+// (a non-root sshd can only log in its own user).
+func loginUser(t *testing.T) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }
