@@ -356,8 +356,9 @@ type Service struct {
 	StripPrefix bool        `json:"strip_prefix"`
 	Model       *Model      `json:"model,omitempty"`
 	// HTTPS is "true", "false" or "auto".
-	HTTPS      string      `json:"https"`
-	Auth       bool        `json:"auth"`
+	HTTPS string `json:"https"`
+	Auth  bool   `json:"auth"`
+	// Replicas is the replica range (1 by default); empty when Groups is set.
 	Replicas   Range       `json:"replicas"`
 	Scaling    *Scaling    `json:"scaling,omitempty"`
 	RateLimits []RateLimit `json:"rate_limits,omitempty"`
