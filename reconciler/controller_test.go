@@ -477,3 +477,87 @@ func TestReconcileRun_serviceScalingAndRolling(t *testing.T) {
 		t.Fatalf("old run = %s (%s) once the new one runs, want terminating", old.Status, old.TerminationReason)
 	}
 }
+
+// TestReconcileJob_timeouts: a job stuck provisioning past the timeout
+// fails (waiting_instance_limit_exceeded, which retry counts as an error);
+// a terminating job whose instance cannot be reached is retried for the
+// grace period, then finished without cleanup.
+func TestReconcileJob_timeouts(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: stuck\nimage: busybox\ncommands: [x]\n"})
+	f.sync()
+	j := f.jobs(f.run("stuck").ID)[0]
+	j.Status, j.InstanceID = store.JobProvisioning, "gone-instance"
+	if err := f.st.UpdateJob(f.ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(provisioningTimeout + time.Second)
+	if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = f.st.GetJob(f.ctx, j.ID)
+	if j.Status != store.JobTerminating || j.TerminationReason != reasonWaitingInstance {
+		t.Fatalf("job = %s (%s), want terminating (%s)", j.Status, j.TerminationReason, reasonWaitingInstance)
+	}
+	if retryEvent(j.TerminationReason) != "error" {
+		t.Fatalf("a provisioning timeout is not retryable as an error")
+	}
+
+	// The instance is unreachable: cleanup is retried within the grace...
+	j.ShimTaskID = j.ID
+	if err := f.st.UpdateJob(f.ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.reconcileJob(f.ctx, j.ID); err == nil {
+		t.Fatalf("finishing a job on an unreachable instance succeeded within the grace period")
+	}
+	if j, _ = f.st.GetJob(f.ctx, j.ID); j.Status != store.JobTerminating {
+		t.Fatalf("job = %s within the grace, want terminating", j.Status)
+	}
+	// ...and the job is finished without it afterwards.
+	f.clock.Advance(unreachableGrace + time.Second)
+	if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ = f.st.GetJob(f.ctx, j.ID); j.Status != store.JobFailed || j.FinishedAt.IsZero() {
+		t.Fatalf("job = %s after the grace, want failed with a finish time", j.Status)
+	}
+	f.reconcileRun("stuck")
+	f.reconcileRun("stuck")
+	if run := f.run("stuck"); run.Status != store.RunFailed || run.TerminationReason != runReasonJobFailed {
+		t.Fatalf("run = %s (%s), want failed (job_failed)", run.Status, run.TerminationReason)
+	}
+}
+
+// TestStopAndRerun: a user's stop terminates the run (stopped_by_user →
+// terminated) and a re-run submits the same spec again as a new run.
+func TestStopAndRerun(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: job\nimage: busybox\ncommands: [x]\n"})
+	f.sync()
+	if err := f.c.RerunRun(f.ctx, "job"); err == nil {
+		t.Fatal("re-running an active run was accepted")
+	}
+	if err := f.c.StopRun(f.ctx, "job", false); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileRun("job") // jobs → terminating
+	f.reconcileJobs("job")
+	f.reconcileRun("job")
+	first := f.run("job")
+	if first.Status != store.RunTerminated || first.TerminationReason != runReasonStoppedByUser {
+		t.Fatalf("stopped run = %s (%s), want terminated (stopped_by_user)", first.Status, first.TerminationReason)
+	}
+	if j := f.jobs(first.ID)[0]; j.Status != store.JobTerminated || j.TerminationReason != reasonTerminatedByUser {
+		t.Fatalf("job = %s (%s), want terminated (terminated_by_user)", j.Status, j.TerminationReason)
+	}
+	// A stopped run stays stopped across syncs of the same revision.
+	f.sync()
+	if got := f.run("job"); got.ID != first.ID {
+		t.Fatalf("sync resubmitted a run the user stopped")
+	}
+	if err := f.c.RerunRun(f.ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run("job"); got.ID == first.ID || got.Status != store.RunSubmitted || got.SpecHash != first.SpecHash {
+		t.Fatalf("re-run = %+v, want a new submitted run of the same spec", got)
+	}
+}
