@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/tools/txtar"
 
 	"hoist/schema"
 )
@@ -39,22 +42,23 @@ func TestDifferential_dstack(t *testing.T) {
 	}
 	dir := t.TempDir()
 	diffDir, _ := filepath.Abs("testdata/differential")
-	corpus, _ := filepath.Abs("testdata/corpus")
-	// The corpus archives hold the configs; extract them for mutate.py.
+	// The golden archives hold the configs; extract them for mutate.py.
 	src := filepath.Join(dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	archives, _ := filepath.Glob(filepath.Join(corpus, "*.txtar"))
-	for _, a := range archives {
-		data, _ := os.ReadFile(a)
-		body := string(data)
-		start := strings.Index(body, ".dstack.yml --\n")
-		end := strings.Index(body, "\n-- want.")
-		if start < 0 || end < 0 {
-			continue
+	archives, _ := filepath.Glob("testdata/corpus/*.txtar")
+	valid, _ := filepath.Glob("testdata/valid/*.txtar")
+	for i, a := range append(archives, valid...) {
+		ar, err := txtar.ParseFile(a)
+		if err != nil {
+			t.Fatal(err)
 		}
-		_ = os.WriteFile(filepath.Join(src, filepath.Base(a)+".yml"), []byte(body[start+len(".dstack.yml --\n"):end+1]), 0o644)
+		for j, f := range ar.Files {
+			if strings.HasSuffix(f.Name, ".yml") {
+				_ = os.WriteFile(filepath.Join(src, fmt.Sprintf("%d-%d.yml", i, j)), f.Data, 0o644)
+			}
+		}
 	}
 	py := func(args ...string) []byte {
 		cmd := exec.Command("python3", args...)
@@ -67,7 +71,14 @@ func TestDifferential_dstack(t *testing.T) {
 		return out
 	}
 	mutDir := filepath.Join(dir, "mut")
-	py(filepath.Join(diffDir, "mutate.py"), mutDir, "1", "2000", filepath.Join(src, "*.yml"))
+	seed, count := os.Getenv("HOIST_DIFF_SEED"), os.Getenv("HOIST_DIFF_COUNT")
+	if seed == "" {
+		seed = "1"
+	}
+	if count == "" {
+		count = "2000"
+	}
+	py(filepath.Join(diffDir, "mutate.py"), mutDir, seed, count, filepath.Join(src, "*.yml"))
 	files, _ := filepath.Glob(filepath.Join(mutDir, "*", "*.yml"))
 	verdicts := map[string]struct {
 		OK  bool

@@ -926,11 +926,21 @@ func validDockerTarget(p string) bool {
 	return strings.HasPrefix(p, "/") && !strings.ContainsRune(p, 0)
 }
 
-var unixUserRE = regexp.MustCompile(`^[^:]+(?::[^:]+)?$`)
-
+// validateUnixUser mirrors dstack's `user[:group]` parser: names or ids,
+// ids not negative, no empty parts.
 func validateUnixUser(u string) error {
-	if !unixUserRE.MatchString(u) {
-		return fmt.Errorf("invalid user %q: expected `user[:group]` or `uid[:gid]`", u)
+	parts := strings.Split(u, ":")
+	if len(parts) > 2 {
+		return fmt.Errorf("invalid user format: too many parts")
+	}
+	for i, p := range parts {
+		what := [...]string{"user", "group"}[i]
+		if p == "" {
+			return fmt.Errorf("invalid user format: empty %s name or id", what)
+		}
+		if id, err := parseInt(p); err == nil && id < 0 {
+			return fmt.Errorf("invalid user format: negative %cid %d", what[0], id)
+		}
 	}
 	return nil
 }
