@@ -134,9 +134,13 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		}
 		bi, err := be.Create(ctx, spec)
 		if err != nil {
+			prev := inst.StatusMessage
 			inst.StatusMessage = err.Error()
-			inst.Unreachable = backends.KindOf(err) != backends.KindWait
+			inst.Unreachable = errors.Is(err, backends.ErrUnreachable)
 			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+			if backends.IsStalled(err) && prev != inst.StatusMessage {
+				c.event(ctx, "instance", inst.Name, inst.ID, "stalled", "", "instance needs attention: "+err.Error())
+			}
 			return 0, err
 		}
 		c.observeInstance(&inst, bi)
