@@ -185,6 +185,11 @@ func (d *dec) number(n *node, path string) (float64, bool) {
 	switch n.kind {
 	case nInt:
 		return float64(n.i), true
+	case nBool: // pydantic's lax mode reads true as 1.0
+		if n.b {
+			return 1, true
+		}
+		return 0, true
 	case nFloat:
 		if math.IsNaN(n.f) || math.IsInf(n.f, 0) {
 			d.errf(n, path, "expected a finite number")
