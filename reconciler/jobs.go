@@ -194,6 +194,12 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	if s := spec.Resources.ShmSize; s != nil {
 		ts.ShmSizeBytes = int64(*s * (1 << 30))
 	}
+	for _, p := range spec.Ports {
+		ts.Ports = append(ts.Ports, api.PortMapping{Host: derefInt(p.LocalPort), Container: p.ContainerPort})
+	}
+	if spec.Port != nil && spec.Port.ContainerPort > 0 {
+		ts.Ports = append(ts.Ports, api.PortMapping{Host: derefInt(spec.Port.LocalPort), Container: spec.Port.ContainerPort})
+	}
 	for _, m := range spec.Volumes {
 		if m.InstancePath != "" {
 			ts.InstanceMounts = append(ts.InstanceMounts, api.InstanceMount{InstancePath: m.InstancePath, Path: m.Path})
@@ -210,6 +216,13 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	}
 	c.runs.Add(run.ID)
 	return time.Millisecond, nil
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // startJob waits for the container's runner and submits the job to it.

@@ -110,6 +110,13 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, store.ErrLogQuota) {
+			// The job wrote more than its log quota: stop it, as dstack does.
+			if j, gerr := c.st.GetJob(ctx, job.ID); gerr == nil {
+				_ = c.setTerminating(ctx, lease(), &j, reasonLogQuota, "the job's output exceeded its log quota")
+			}
+			return
+		}
 		if err == nil {
 			sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
 			st, serr := runner.State(sctx)
@@ -151,11 +158,12 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 	var (
 		mu      sync.Mutex
 		pending []store.LogLine
+		lastSeq int64 // the runner's sequence number of the last pending line
 		flushed = make(chan struct{})
 	)
 	flush := func() error {
 		mu.Lock()
-		batch := pending
+		batch, seq := pending, lastSeq
 		pending = nil
 		mu.Unlock()
 		if len(batch) == 0 {
@@ -163,10 +171,15 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 		}
 		_, err := c.st.AppendLogs(context.WithoutCancel(ctx), job.ID, batch)
 		c.obs.LogsAppended(job.ID)
-		if errors.Is(err, store.ErrLogQuota) {
-			return nil // the runner enforces the quota and stops the job
+		if err != nil {
+			return err
 		}
-		return err
+		// Stored: the runner may drop its copy (best effort; it keeps
+		// unacknowledged output on disk until then).
+		actx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+		_, _ = runner.Ack(actx, seq)
+		cancel()
+		return nil
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -191,6 +204,7 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 	err = runner.Follow(fctx, after, func(line api.LogLine) error {
 		mu.Lock()
 		pending = append(pending, store.LogLine{Time: line.Time, Stream: line.Stream, Data: line.Data})
+		lastSeq = line.Seq
 		mu.Unlock()
 		return nil
 	})

@@ -17,6 +17,7 @@ type runSpec struct {
 	schema.RunConfig
 	Commands []string             `json:"commands"`
 	Ports    []schema.PortMapping `json:"ports"`
+	Port     *schema.PortMapping  `json:"port"`
 	Nodes    int                  `json:"nodes"`
 	Replicas *schema.Range        `json:"replicas"`
 	Init     []string             `json:"init"`
