@@ -1,0 +1,379 @@
+package testenv
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// SSHDPath is where Debian's openssh-server installs sshd.
+const SSHDPath = "/usr/sbin/sshd"
+
+// SSHKey is a generated ed25519 key pair; Path holds the private key in
+// OpenSSH PEM form (mode 0600), usable as an identity_file.
+type SSHKey struct {
+	// Signer signs with the private key.
+	Signer ssh.Signer
+	// PEM is the private key in OpenSSH PEM form.
+	PEM []byte
+	// Path is the file holding PEM.
+	Path string
+}
+
+// NewSSHKey generates an ed25519 key and writes it to dir/name.
+func NewSSHKey(t testing.TB, dir, name string) SSHKey {
+	t.Helper()
+	s, p := newEd25519(t)
+	k := SSHKey{Signer: s, PEM: p, Path: filepath.Join(dir, name)}
+	if err := os.WriteFile(k.Path, p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newEd25519(t testing.TB) (ssh.Signer, []byte) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, pem.EncodeToMemory(blk)
+}
+
+// LoginUser returns the name of the user running the test: a throwaway sshd
+// started without root can only log that user in (as root it is root).
+func LoginUser(t testing.TB) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}
+
+// SSHD is a throwaway OpenSSH server on a loopback address, with its own
+// generated ed25519 host key, authorizing the keys it was started with.
+// StartSSHD registers its Kill in t.Cleanup.
+type SSHD struct {
+	// IP is the loopback address sshd listens on.
+	IP string
+	// Port is its TCP port.
+	Port int
+
+	dir string
+
+	mu      sync.Mutex
+	hostKey ssh.Signer
+	cmd     *exec.Cmd
+	done    chan struct{}
+	stderr  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// StartSSHD starts `sshd -D -e` on ip (a 127.0.0.0/8 address) and a free
+// port, authorizing the given client keys. Without openssh-server the test
+// is skipped (failed under CI). sshd and every connection it serves are
+// killed by PID when the test ends.
+func StartSSHD(t testing.TB, ip string, authorized ...ssh.PublicKey) *SSHD {
+	t.Helper()
+	if _, err := os.Stat(SSHDPath); err != nil {
+		if InCI() {
+			t.Fatalf("openssh-server not installed: %v", err)
+		}
+		t.Skipf("SKIP: openssh-server not installed: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		// sshd's privilege separation directory.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &SSHD{IP: ip, dir: t.TempDir()}
+	var auth []byte
+	for _, k := range authorized {
+		auth = append(auth, ssh.MarshalAuthorizedKey(k)...)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "authorized_keys"), auth, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s (a loopback address): %v", ip, err)
+	}
+	s.Port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	t.Cleanup(s.Kill)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sshd %s stderr:\n%s", s.Addr(), s.Log())
+		}
+	})
+	s.start(t, nil)
+	return s
+}
+
+// Addr returns ip:port.
+func (s *SSHD) Addr() string { return net.JoinHostPort(s.IP, strconv.Itoa(s.Port)) }
+
+// HostKey returns the public host key sshd presents now.
+func (s *SSHD) HostKey() ssh.PublicKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hostKey.PublicKey()
+}
+
+// KnownHostsLine returns the known_hosts line pinning sshd's current host
+// key ("[ip]:port ssh-ed25519 …").
+func (s *SSHD) KnownHostsLine() string {
+	return knownhosts.Line([]string{knownhosts.Normalize(s.Addr())}, s.HostKey())
+}
+
+// WriteKnownHosts writes a known_hosts file pinning the current host keys of
+// servers to path.
+func WriteKnownHosts(t testing.TB, path string, servers ...*SSHD) {
+	t.Helper()
+	var b strings.Builder
+	for _, s := range servers {
+		b.WriteString(s.KnownHostsLine() + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Log returns what sshd wrote to stderr since its last (re)start.
+func (s *SSHD) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stderr == nil {
+		return ""
+	}
+	return s.stderr.String()
+}
+
+// PID returns the listener's process id (0 when not running).
+func (s *SSHD) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// start (re)starts sshd with key (PEM), or with a new host key when key is
+// nil, and waits until it accepts connections.
+func (s *SSHD) start(t testing.TB, key []byte) {
+	t.Helper()
+	signer := s.hostKey
+	if key == nil {
+		signer, key = newEd25519(t)
+	} else {
+		var err error
+		if signer, err = ssh.ParsePrivateKey(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hk := filepath.Join(s.dir, "host_ed25519")
+	if err := os.WriteFile(hk, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(s.dir, "sshd_config")
+	conf := fmt.Sprintf(`Port %d
+ListenAddress %s
+HostKey %s
+AuthorizedKeysFile %s
+PidFile %s
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+StrictModes no
+AllowTcpForwarding yes
+ClientAliveInterval 0
+LogLevel INFO
+`, s.Port, s.IP, hk, filepath.Join(s.dir, "authorized_keys"), filepath.Join(s.dir, "sshd.pid"))
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(SSHDPath, "-t", "-f", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("sshd -t: %v: %s", err, out)
+	}
+	s.mu.Lock()
+	s.hostKey = signer
+	s.stderr = &syncBuffer{}
+	s.cmd = exec.Command(SSHDPath, "-D", "-e", "-f", cfg)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		s.mu.Unlock()
+		t.Fatal(err)
+	}
+	s.done = make(chan struct{})
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("sshd on %s exited: %s", s.Addr(), s.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd on %s did not come up: %v\n%s", s.Addr(), err, s.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill stops sshd and every per-connection sshd process it forked (by PID),
+// so that established connections drop too: a host going away. Killing a
+// stopped sshd does nothing.
+func (s *SSHD) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	children := sshdChildren(cmd.Process.Pid)
+	_ = cmd.Process.Kill()
+	for _, pid := range children {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	<-done
+}
+
+// Restart kills sshd and starts it again on the same address with the same
+// host key (a host coming back).
+func (s *SSHD) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	b, err := os.ReadFile(filepath.Join(s.dir, "host_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(t, b)
+}
+
+// RestartWithNewKey kills sshd and starts it again on the same address with
+// a freshly generated host key (a reinstalled host, or a man in the middle).
+func (s *SSHD) RestartWithNewKey(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	s.start(t, nil)
+}
+
+// RestartWithKey kills sshd and starts it again with the given host key
+// (PEM), e.g. one saved with HostKeyPEM before RestartWithNewKey.
+func (s *SSHD) RestartWithKey(t testing.TB, key []byte) {
+	t.Helper()
+	s.Kill()
+	s.start(t, key)
+}
+
+// HostKeyPEM returns the private host key sshd uses now (PEM).
+func (s *SSHD) HostKeyPEM(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "host_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sshdChildren lists the sshd processes descending from pid: the
+// per-connection and privilege-separated processes of the listener.
+func sshdChildren(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		parent[p] = pp
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for c, pp := range parent {
+			if name := procComm(c); pp == p && (name == "sshd" || name == "sshd-session") {
+				out = append(out, c)
+				walk(c)
+			}
+		}
+	}
+	walk(pid)
+	return out
+}
+
+func procComm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
