@@ -591,37 +591,43 @@ func ValidName(s string) bool { return resourceNameRE.MatchString(s) }
 var groupNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
 
 // GPUVendorsByName returns the vendors a GPU name is known to belong to
-// (case-insensitive); nil for unknown names.
+// (case-insensitive), from gpuhunt's table of known accelerators; nil for
+// unknown names. TPUs are "<version>-<cores>", e.g. v5litepod-8.
 func GPUVendorsByName(name string) []string {
 	n := strings.ToLower(name)
-	switch {
-	case knownNVIDIA[n]:
-		return []string{VendorNVIDIA}
-	case amdNameRE.MatchString(n):
-		return []string{VendorAMD}
-	case tpuNameRE.MatchString(n):
-		return []string{VendorGoogle}
-	case strings.HasPrefix(n, "gaudi"):
-		return []string{VendorIntel}
-	case ttNameRE.MatchString(n):
-		return []string{VendorTenstorrent}
+	var out []string
+	for _, v := range []struct {
+		vendor string
+		names  map[string]bool
+	}{{VendorNVIDIA, knownNVIDIA}, {VendorAMD, knownAMD}, {VendorIntel, knownIntel}, {VendorTenstorrent, knownTenstorrent}} {
+		if v.names[n] {
+			out = append(out, v.vendor)
+		}
 	}
-	return nil
+	if version, cores, ok := strings.Cut(n, "-"); ok && isDigits(cores) && knownTPU[version] {
+		out = append(out, VendorGoogle)
+	}
+	return out
 }
 
-var (
-	amdNameRE = regexp.MustCompile(`^mi[0-9]{2,3}[a-z]?$`)
-	tpuNameRE = regexp.MustCompile(`^v[2-9](?:e|p|litepod)?(?:-[0-9]+)?$`)
-	ttNameRE  = regexp.MustCompile(`^(?:n150|n300|p100a?|p150a?|p150b|p300|tt-.*|galaxy.*)$`)
+func lowerSet(names string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(names) {
+		m[strings.ToLower(n)] = true
+	}
+	return m
+}
 
-	knownNVIDIA = func() map[string]bool {
-		m := map[string]bool{}
-		for _, n := range strings.Fields(`A10 A10G A100 A100-40GB A2 A2000 A30 A40 A4000 A4500 A5000 A6000 A800
-			B200 B300 GB200 GB300 GB10 GH200 H100 H100NVL H200 H20 H800 K520 K80 L4 L40 L40S M60 P100 P4 P40
-			RTX2000Ada RTX3060 RTX3070 RTX3080 RTX3080Ti RTX3090 RTX3090Ti RTX4000 RTX4000Ada RTX4060 RTX4070
-			RTX4080 RTX4090 RTX5000 RTX5000Ada RTX5090 RTX6000 RTX6000Ada RTXPRO6000 T4 T4g V100 A4 L20 L40G`) {
-			m[strings.ToLower(n)] = true
-		}
-		return m
-	}()
+// Known accelerator names (gpuhunt 3584151).
+var (
+	knownNVIDIA = lowerSet(`A10 A100 A10G A16 A40 A4000 A4500 A5000 A6000 B200 B300 GB200 GH200 H100 H100NVL
+		H200 H200NVL L4 L40 L40S P100 RTX2000Ada RTX2060 RTX2060SUPER RTX2070 RTX2070SUPER RTX2080
+		RTX2080SUPER RTX2080Ti RTX3050 RTX3060 RTX3060Ti RTX3070 RTX3070Ti RTX3080 RTX3080Ti RTX3090
+		RTX3090Ti RTX4000Ada RTX4060 RTX4060Ti RTX4070 RTX4070SUPER RTX4070Ti RTX4070TiSUPER RTX4080
+		RTX4080SUPER RTX4090 RTX5060 RTX5060Ti RTX5070 RTX5070Ti RTX5080 RTX5090 RTX6000 RTX6000Ada
+		RTXPRO4500 RTXPRO6000 T4 V100`)
+	knownAMD         = lowerSet(`MI100 MI210 MI250 MI250X MI300A MI300X MI308X MI325X MI350X MI355X`)
+	knownIntel       = lowerSet(`Gaudi Gaudi2 Gaudi3`)
+	knownTenstorrent = lowerSet(`n150 n300 p100a p150 p300 tt-galaxy-bh tt-galaxy-wh`)
+	knownTPU         = lowerSet(`v2 v3 v4 v5litepod v5p v6e`)
 )
