@@ -33,6 +33,9 @@ type Config struct {
 	// LeaseFor is how long a claimed row stays this server's before another
 	// server may take it (30 s when zero); held leases are extended.
 	LeaseFor time.Duration
+	// UnreachableGrace is how long a running job's runner may not answer
+	// before the job fails as instance_unreachable (2 min when zero).
+	UnreachableGrace time.Duration
 	// DefaultImage runs specs that name no image (dstack uses its base image).
 	DefaultImage string
 	// LocalFleet is the name of the fleet of this host, created by default
@@ -127,6 +130,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.LeaseFor <= 0 {
 		cfg.LeaseFor = 30 * time.Second
+	}
+	if cfg.UnreachableGrace <= 0 {
+		cfg.UnreachableGrace = unreachableGrace
 	}
 	if cfg.LocalFleet == "" {
 		cfg.LocalFleet = "local"

@@ -17,7 +17,7 @@ import (
 // Timeouts of the job lifecycle (reference §7).
 const (
 	provisioningTimeout = 10 * time.Minute
-	unreachableGrace    = 2 * time.Minute
+	unreachableGrace    = 2 * time.Minute // default of Config.UnreachableGrace
 	agentCallTimeout    = 9 * time.Second
 )
 
@@ -319,7 +319,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	if job.InstanceID != "" && job.ShimTaskID != "" {
 		shim, conn, err := c.shimFor(ctx, job.InstanceID)
 		if err != nil {
-			if c.now().Sub(job.UpdatedAt) < unreachableGrace {
+			if c.now().Sub(job.UpdatedAt) < c.cfg.UnreachableGrace {
 				return 0, err
 			}
 			c.log.Warn("instance unreachable; finishing job without cleanup", "job", job.JobName, "error", err)

@@ -131,9 +131,9 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) {
 			if unreachableSince.IsZero() {
 				unreachableSince = c.now()
 			}
-			if c.now().Sub(unreachableSince) > unreachableGrace {
+			if c.now().Sub(unreachableSince) > c.cfg.UnreachableGrace {
 				if j, gerr := c.st.GetJob(ctx, job.ID); gerr == nil {
-					_ = c.setTerminating(ctx, lease(), &j, reasonInstanceUnreachable, "the runner did not answer for "+unreachableGrace.String())
+					_ = c.setTerminating(ctx, lease(), &j, reasonInstanceUnreachable, "the runner did not answer for "+c.cfg.UnreachableGrace.String())
 				}
 				return
 			}
