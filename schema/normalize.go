@@ -871,6 +871,10 @@ func (d *dec) runConfig(n *node, kind Kind) RunConfig {
 			d.errf(v, "docker", "`nvcc` and `docker` are mutually exclusive fields")
 		}
 	}
+	if v := n.get("working_dir"); !v.isNull() && rc.WorkingDir != "" && !strings.HasPrefix(rc.WorkingDir, "/") {
+		// `dstack apply` rejects it before submitting.
+		d.errf(v, "working_dir", "working_dir must be absolute")
+	}
 	if v := n.get("user"); !v.isNull() {
 		if err := validateUnixUser(rc.User); err != nil {
 			d.errf(v, "user", "%v", err)
@@ -1109,12 +1113,15 @@ func (d *dec) task(n *node) *Task {
 			if i < len(t.Groups) {
 				cmds, paths := commandNodes(it.get("commands"), idx("groups", i)+".commands")
 				d.checkGroupsRefs(cmds, paths, "nodes", sizes)
+				d.checkCommandsInterpolation(cmds, paths)
 			}
 		}
 	} else {
 		cmds, paths := commandNodes(n.get("commands"), "commands")
 		d.checkGroupsRefs(cmds, paths, "nodes", []int{t.Nodes})
+		d.checkCommandsInterpolation(cmds, paths)
 	}
+	d.checkEnvInterpolation(n, t.Env)
 	return t
 }
 
@@ -1248,6 +1255,7 @@ func (d *dec) devEnvironment(n *node) *DevEnvironment {
 	d.checkEnvGroupsRefs(n.get("env"), e.Env)
 	cmds, paths := commandNodes(n.get("init"), "init")
 	d.checkGroupsRefs(cmds, paths, "", nil)
+	d.checkEnvInterpolation(n, e.Env)
 	return e
 }
 
@@ -1728,6 +1736,7 @@ func (d *dec) service(n *node) *Service {
 	}
 	cmds, paths := commandNodes(n.get("commands"), "commands")
 	d.checkGroupsRefs(cmds, paths, "replicas", sizes)
+	d.checkCommandsInterpolation(cmds, paths)
 	if groupsN != nil && groupsN.kind == nList {
 		key := "groups"
 		if n.get("groups").isNull() {
@@ -1737,9 +1746,11 @@ func (d *dec) service(n *node) *Service {
 			if it.kind == nMap {
 				cmds, paths := commandNodes(it.get("commands"), idx(key, i)+".commands")
 				d.checkGroupsRefs(cmds, paths, "replicas", sizes)
+				d.checkCommandsInterpolation(cmds, paths)
 			}
 		}
 	}
+	d.checkEnvInterpolation(n, s.Env)
 	return s
 }
 

@@ -110,3 +110,131 @@ func commandNodes(list *node, path string) ([]*node, []string) {
 	}
 	return list.items, paths
 }
+
+// validRefName mirrors dstack's VariablesInterpolator.validate_name:
+// exactly one dot, both parts starting with a letter or '_', then letters,
+// digits, '_' and '.'.
+func validRefName(s string) bool {
+	dot := strings.IndexByte(s, '.')
+	if strings.Count(s, ".") != 1 || dot <= 0 || dot >= len(s)-1 {
+		return false
+	}
+	first := func(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+	if !first(s[0]) || !first(s[dot+1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !first(c) && !(c >= '0' && c <= '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkInterpolation mirrors how `dstack apply` interpolates `${{ ... }}`
+// in a string before submitting: `$$` escapes, secrets and groups
+// references are left for later (but must be well-formed), and any other
+// name must be one of vars.
+func checkInterpolation(s string, vars map[string]bool) error {
+	var missing []string
+	start := 0
+	for start < len(s) {
+		dollar := strings.IndexByte(s[start:], '$')
+		if dollar < 0 {
+			break
+		}
+		dollar += start
+		if dollar == len(s)-1 {
+			break
+		}
+		if s[dollar+1] == '$' {
+			start = dollar + 2
+			continue
+		}
+		opening := strings.Index(s[start:], "${{")
+		if opening < 0 {
+			break
+		}
+		opening += start
+		closing := strings.Index(s[opening:], "}}")
+		if closing < 0 {
+			return fmt.Errorf("no pattern closing: %s", s[opening:])
+		}
+		closing += opening
+		name := strings.TrimSpace(s[opening+3 : closing])
+		root := name
+		if i := strings.IndexAny(root, ".["); i >= 0 {
+			root = root[:i]
+		}
+		switch {
+		case root == "secrets":
+			if !validRefName(name) {
+				return fmt.Errorf("illegal reference name: %s", name)
+			}
+		case root == "groups":
+			if !groupsIPNameRE.MatchString(name) {
+				return fmt.Errorf("illegal reference name: %s", name)
+			}
+		case !validRefName(name):
+			return fmt.Errorf("illegal reference name: %s", name)
+		case !vars[name]:
+			missing = append(missing, name)
+		}
+		start = closing + 2
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("failed to interpolate due to missing vars: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// checkCommandsInterpolation applies the check to command nodes, where
+// only ${{ run.args }} is defined.
+func (d *dec) checkCommandsInterpolation(cmds []*node, paths []string) {
+	vars := map[string]bool{"run.args": true}
+	for i, c := range cmds {
+		if c != nil && c.kind == nString {
+			if err := checkInterpolation(c.str, vars); err != nil {
+				d.errf(c, paths[i], "%v", err)
+			}
+		}
+	}
+}
+
+// checkEnvInterpolation checks registry_auth and probe fields, where the
+// run's env variables are defined as ${{ env.NAME }}.
+func (d *dec) checkEnvInterpolation(n *node, env []EnvVar) {
+	vars := map[string]bool{}
+	for _, e := range env {
+		vars["env."+e.Name] = true
+	}
+	check := func(v *node, path string) {
+		if v != nil && v.kind == nString {
+			if err := checkInterpolation(v.str, vars); err != nil {
+				d.errf(v, path, "%v", err)
+			}
+		}
+	}
+	if ra := n.get("registry_auth"); ra != nil && ra.kind == nMap {
+		check(ra.get("username"), "registry_auth.username")
+		check(ra.get("password"), "registry_auth.password")
+	}
+	if pr := n.get("probes"); pr != nil && pr.kind == nList {
+		for i, p := range pr.items {
+			if p.kind != nMap {
+				continue
+			}
+			pp := idx("probes", i)
+			check(p.get("url"), pp+".url")
+			check(p.get("body"), pp+".body")
+			if hs := p.get("headers"); hs != nil && hs.kind == nList {
+				for j, h := range hs.items {
+					if h.kind == nMap {
+						check(h.get("value"), idx(pp+".headers", j)+".value")
+					}
+				}
+			}
+		}
+	}
+}
