@@ -168,6 +168,9 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+why)
 			return time.Millisecond, nil
 		}
+		if _, ok := be.(backends.Connector); ok && !inst.Unreachable {
+			c.sweepTasks(ctx, inst.ID)
+		}
 		bi, err := be.Describe(ctx, inst.ID)
 		if errors.Is(err, backends.ErrNotFound) {
 			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "error", "the instance is gone"

@@ -312,10 +312,13 @@ func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec) map[st
 }
 
 // finishJob stops what is left of a terminating job and records its final
-// status: a graceful stop through the runner, the rest of its output, then
-// the container is terminated and removed.
+// status: a graceful stop through the runner and the rest of its output
+// first; the final status is written as soon as the job itself is over, and
+// the container is terminated and removed after that (a removal that fails
+// is retried by the instance's sweep of dangling tasks).
 func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Job, spec runSpec) (time.Duration, error) {
 	c.stopPump(job.ID)
+	var cleanup func()
 	if job.InstanceID != "" && job.ShimTaskID != "" {
 		shim, conn, err := c.shimFor(ctx, job.InstanceID)
 		if err != nil {
@@ -336,20 +339,11 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 				}
 				cancel()
 				c.drainLogs(ctx, job, runner)
+				cleanup = func() { c.removeTask(ctx, shim, job) }
+			} else {
+				// No runner ever answered: terminating the task is the stop.
+				c.removeTask(ctx, shim, job)
 			}
-			tctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
-			info, err := shim.TerminateTask(tctx, job.ShimTaskID, job.TerminationReason, job.TerminationMessage, 0)
-			if err == nil && info.ExitCode != nil && job.ExitCode == nil && job.TerminationReason != reasonDoneByRunner {
-				job.ExitCode = info.ExitCode
-			}
-			if err != nil && !errors.Is(err, api.ErrNotFound) {
-				cancel()
-				return 0, fmt.Errorf("terminate task: %w", err)
-			}
-			if err := shim.RemoveTask(tctx, job.ShimTaskID); err != nil && !errors.Is(err, api.ErrNotFound) {
-				c.log.Warn("remove task failed", "job", job.JobName, "error", err)
-			}
-			cancel()
 		}
 	}
 	job.Status = jobFinalStatus(job.TerminationReason)
@@ -360,5 +354,56 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	}
 	c.event(ctx, "job", job.JobName, job.ID, job.Status, "", fmt.Sprintf("job %s: %s", job.Status, job.StatusMessage))
 	c.runs.Add(job.RunID)
+	if cleanup != nil {
+		cleanup()
+	}
 	return 0, nil
+}
+
+// removeTask terminates and removes a job's task on its shim; failures are
+// logged and left to the sweep of dangling tasks.
+func (c *Controller) removeTask(ctx context.Context, shim *api.ShimClient, job *store.Job) {
+	tctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	defer cancel()
+	info, err := shim.TerminateTask(tctx, job.ShimTaskID, job.TerminationReason, job.TerminationMessage, 0)
+	if err == nil && info.ExitCode != nil && job.ExitCode == nil && job.TerminationReason != reasonDoneByRunner {
+		job.ExitCode = info.ExitCode
+	}
+	if err != nil && !errors.Is(err, api.ErrNotFound) {
+		c.log.Warn("terminate task failed", "job", job.JobName, "error", err)
+		return
+	}
+	if err := shim.RemoveTask(tctx, job.ShimTaskID); err != nil && !errors.Is(err, api.ErrNotFound) {
+		c.log.Warn("remove task failed", "job", job.JobName, "error", err)
+	}
+}
+
+// sweepTasks removes the tasks an instance's shim still keeps for jobs that
+// are finished or unknown: the leftovers of a crash between recording a
+// job's end and removing its container (dstack's dangling task removal).
+func (c *Controller) sweepTasks(ctx context.Context, instanceID string) {
+	shim, _, err := c.shimFor(ctx, instanceID)
+	if err != nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	tasks, err := shim.ListTasks(lctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	for _, t := range tasks {
+		job, err := c.st.GetJob(ctx, t.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err == nil && !store.IsJobFinished(job.Status) {
+			continue
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			job = store.Job{ID: t.ID, JobName: t.ID, ShimTaskID: t.ID, TerminationReason: reasonTerminatedByServer}
+		}
+		c.log.Info("removing dangling task", "job", job.JobName, "task", t.ID)
+		c.removeTask(ctx, shim, &job)
+	}
 }
