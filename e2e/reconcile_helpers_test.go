@@ -19,7 +19,7 @@ func (r *repo) remove(name string) {
 }
 
 // service writes a service spec of busybox httpd answering on port 8000.
-func service(name string, replicas int, extra string) string {
+func serviceSpec(name string, replicas int, extra string) string {
 	return fmt.Sprintf("type: service\nname: %s\nimage: %s\nport: 8000\nreplicas: %d\ncommands:\n  - busybox httpd -f -p 8000%s\n",
 		name, testenv.BusyboxImage, replicas, extra)
 }

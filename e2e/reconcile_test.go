@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-const within = 90 * time.Second
+const reconcileWait = 90 * time.Second
 
 // TestReconcile_gitOps drives one `hoist serve` through the reconciler's
 // user-visible behaviour with real Git and real Docker, phase by phase
@@ -21,28 +21,28 @@ func TestReconcile_gitOps(t *testing.T) {
 	r := newRepo(t)
 	longV1 := task("long", "  - echo start\n  - sleep 300\n")
 	r.write("long.dstack.yml", longV1)
-	r.write("web.dstack.yml", service("web", 1, ""))
+	r.write("web.dstack.yml", serviceSpec("web", 1, ""))
 	sha1 := r.commit("add long and web")
 	s := startServer(t, r.dir)
 
 	t.Log("phase: create")
-	long := s.waitRunCond("long", within, "running at "+sha1, func(r apiRunFull) bool {
+	long := s.waitRunCond("long", reconcileWait, "running at "+sha1, func(r apiRunFull) bool {
 		return r.Revision == sha1 && r.Status == "running"
 	})
-	web := s.waitRunCond("web", within, "running with 1 replica", func(r apiRunFull) bool {
+	web := s.waitRunCond("web", reconcileWait, "running with 1 replica", func(r apiRunFull) bool {
 		return r.Revision == sha1 && r.Status == "running" && countStatus(currentJobs(r), "running") == 1
 	})
 	longJob, webJob := long.Jobs[0].SubmissionID, web.Jobs[0].SubmissionID
 
 	t.Log("phase: in-place updates (task priority, service replicas)")
 	r.write("long.dstack.yml", longV1+"priority: 5\n")
-	r.write("web.dstack.yml", service("web", 2, ""))
+	r.write("web.dstack.yml", serviceSpec("web", 2, ""))
 	sha2 := r.commit("priority and replicas")
-	long = s.waitRunCond("long", within, "updated in place to "+sha2, func(r apiRunFull) bool { return r.Revision == sha2 })
+	long = s.waitRunCond("long", reconcileWait, "updated in place to "+sha2, func(r apiRunFull) bool { return r.Revision == sha2 })
 	if js := currentJobs(long); long.Status != "running" || len(js) != 1 || js[0].SubmissionID != longJob {
 		t.Fatalf("a priority change restarted the task: %+v, want job %s still running", long, longJob)
 	}
-	web = s.waitRunCond("web", within, "two running replicas at "+sha2, func(r apiRunFull) bool {
+	web = s.waitRunCond("web", reconcileWait, "two running replicas at "+sha2, func(r apiRunFull) bool {
 		return r.Revision == sha2 && countStatus(currentJobs(r), "running") == 2
 	})
 	if !slices.ContainsFunc(currentJobs(web), func(j apiJobFull) bool { return j.SubmissionID == webJob && j.Status == "running" }) {
@@ -51,9 +51,9 @@ func TestReconcile_gitOps(t *testing.T) {
 
 	t.Log("phase: replace (task commands, service commands)")
 	r.write("long.dstack.yml", task("long", "  - echo start2\n  - sleep 300\n")+"priority: 5\n")
-	r.write("web.dstack.yml", service("web", 2, " -v"))
+	r.write("web.dstack.yml", serviceSpec("web", 2, " -v"))
 	sha3 := r.commit("new commands")
-	long = s.waitRunCond("long", within, "replaced and running at "+sha3, func(r apiRunFull) bool {
+	long = s.waitRunCond("long", reconcileWait, "replaced and running at "+sha3, func(r apiRunFull) bool {
 		return r.Revision == sha3 && r.Status == "running"
 	})
 	if js := currentJobs(long); len(js) != 1 || js[0].SubmissionID == longJob {
@@ -61,9 +61,9 @@ func TestReconcile_gitOps(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() string { return "the replaced task's output" }, func() bool { return s.logs("long") == "start2\n" })
 	// A rolling deployment: the new replicas run, then the old ones stop.
-	web = s.waitRunCond("web", within, "replaced with two running replicas at "+sha3+" and the old ones stopped", func(r apiRunFull) bool {
+	web = s.waitRunCond("web", reconcileWait, "replaced with two running replicas at "+sha3+" and the old ones stopped", func(r apiRunFull) bool {
 		return r.Revision == sha3 && countStatus(currentJobs(r), "running") == 2 && !slices.ContainsFunc(r.Jobs, func(j apiJobFull) bool {
-			return j.Revision != "" && !finished(j.Status)
+			return j.Revision != "" && !isFinishedStatus(j.Status)
 		})
 	})
 	for _, j := range web.Jobs {
@@ -76,15 +76,15 @@ func TestReconcile_gitOps(t *testing.T) {
 
 	t.Log("phase: broken commit while they run")
 	r.write("broken.dstack.yml", "type: task\nname: broken\nimage: x\ncomands:\n  - echo\n")
-	r.write("web.dstack.yml", service("web", 1, " -v"))
+	r.write("web.dstack.yml", serviceSpec("web", 1, " -v"))
 	bad := r.commit("broken spec and a valid change")
-	st := s.waitSync(within, "invalid at "+bad, func(st apiSync) bool { return st.Status == "invalid" && st.LatestRevision == bad })
+	st := s.waitSync(reconcileWait, "invalid at "+bad, func(st apiSync) bool { return st.Status == "invalid" && st.LatestRevision == bad })
 	if st.Revision != sha3 || len(st.Errors) == 0 || !strings.HasPrefix(st.Errors[0], "broken.dstack.yml:4:1: ") {
 		t.Fatalf("sync = %+v, want %s applied and an error at broken.dstack.yml:4:1", st, sha3)
 	}
 	// Give the server a chance to (wrongly) act on the rejected revision.
 	s.do("POST", "/api/v1/sync?wait=true", nil)
-	long, web = s.run("long"), s.run("web")
+	long, web = s.getRun("long"), s.getRun("web")
 	if long.Revision != sha3 || long.Status != "running" || currentJobs(long)[0].SubmissionID != longJob {
 		t.Fatalf("the broken revision touched long: %+v", long)
 	}
@@ -93,8 +93,8 @@ func TestReconcile_gitOps(t *testing.T) {
 	}
 	r.write("broken.dstack.yml", task("broken", "  - echo fixed\n"))
 	fixed := r.commit("fix spec")
-	s.waitRun("broken", fixed, "done", within)
-	web = s.waitRunCond("web", within, "scaled down to one replica at "+fixed, func(r apiRunFull) bool {
+	s.waitRun("broken", fixed, "done", reconcileWait)
+	web = s.waitRunCond("web", reconcileWait, "scaled down to one replica at "+fixed, func(r apiRunFull) bool {
 		return r.Revision == fixed && countStatus(currentJobs(r), "running") == 1
 	})
 	if web.Status != "running" {
@@ -105,13 +105,13 @@ func TestReconcile_gitOps(t *testing.T) {
 	const lines = 50
 	r.write("count.dstack.yml", numberedTask("count", lines))
 	shaCount := r.commit("count")
-	waitFor(t, within, func() string { return "count to print line 10" }, func() bool {
+	waitFor(t, reconcileWait, func() string { return "count to print line 10" }, func() bool {
 		var run apiRunFull
 		return s.getJSON("/api/v1/runs/count", &run) == 200 && run.Revision == shaCount && strings.Contains(s.logs("count"), "line 10\n")
 	})
 	runsBefore := countRuns(t, s)
 	s.restart()
-	count := s.waitRunCond("count", within, "done", func(r apiRunFull) bool { return r.Status == "done" })
+	count := s.waitRunCond("count", reconcileWait, "done", func(r apiRunFull) bool { return r.Status == "done" })
 	if len(count.Jobs) != 1 || count.Jobs[0].SubmissionNum != 0 {
 		t.Fatalf("count after restart has jobs %+v, want its one first submission", count.Jobs)
 	}
@@ -125,7 +125,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	if n := countRuns(t, s); n != runsBefore {
 		t.Fatalf("runs after restart = %d, want %d", n, runsBefore)
 	}
-	long, web = s.run("long"), s.run("web")
+	long, web = s.getRun("long"), s.getRun("web")
 	if long.Status != "running" || currentJobs(long)[0].SubmissionID != longJob || countStatus(currentJobs(web), "running") != 1 {
 		t.Fatalf("the restart resubmitted running jobs: long %+v web %+v", long, web)
 	}
@@ -133,7 +133,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	t.Log("phase: delete the task, then the service")
 	r.remove("long.dstack.yml")
 	r.commit("remove long")
-	long = s.waitRunCond("long", within, "terminated and removed", func(r apiRunFull) bool {
+	long = s.waitRunCond("long", reconcileWait, "terminated and removed", func(r apiRunFull) bool {
 		return r.Status == "terminated" && r.RemovedFromGit
 	})
 	if long.Revision != sha3 {
@@ -141,7 +141,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	}
 	r.remove("web.dstack.yml")
 	r.commit("remove web")
-	s.waitRunCond("web", within, "terminated and removed", func(r apiRunFull) bool {
+	s.waitRunCond("web", reconcileWait, "terminated and removed", func(r apiRunFull) bool {
 		return r.Status == "terminated" && r.RemovedFromGit && countStatus(r.Jobs, "running") == 0
 	})
 
@@ -152,13 +152,13 @@ func TestReconcile_gitOps(t *testing.T) {
 	shaM := r.commit("three sleepers")
 	ids := map[string]string{}
 	for _, n := range []string{"m1", "m2", "m3"} {
-		run := s.waitRunCond(n, within, "running", func(r apiRunFull) bool { return r.Revision == shaM && r.Status == "running" })
+		run := s.waitRunCond(n, reconcileWait, "running", func(r apiRunFull) bool { return r.Revision == shaM && r.Status == "running" })
 		ids[n] = run.Jobs[0].SubmissionID
 	}
 	r.remove("m1.dstack.yml")
 	r.remove("m2.dstack.yml")
 	held := r.commit("remove two of three")
-	st = s.waitSync(within, "held at "+held, func(st apiSync) bool {
+	st = s.waitSync(reconcileWait, "held at "+held, func(st apiSync) bool {
 		return st.LatestRevision == held && len(st.Errors) > 0 && strings.HasPrefix(st.Errors[0], "held: ")
 	})
 	if st.Revision == held {
@@ -166,7 +166,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	}
 	s.do("POST", "/api/v1/sync?wait=true", nil)
 	for _, n := range []string{"m1", "m2", "m3"} {
-		if run := s.run(n); run.Status != "running" || run.RemovedFromGit || run.Jobs[0].SubmissionID != ids[n] {
+		if run := s.getRun(n); run.Status != "running" || run.RemovedFromGit || run.Jobs[0].SubmissionID != ids[n] {
 			t.Fatalf("%s changed while the deletion is held: %+v", n, run)
 		}
 	}
@@ -180,18 +180,18 @@ func TestReconcile_gitOps(t *testing.T) {
 		t.Fatalf("POST /api/v1/sync/confirm = %d %s", code, body)
 	}
 	for _, n := range []string{"m1", "m2"} {
-		s.waitRunCond(n, within, "terminated after confirmation", func(r apiRunFull) bool { return r.Status == "terminated" && r.RemovedFromGit })
+		s.waitRunCond(n, reconcileWait, "terminated after confirmation", func(r apiRunFull) bool { return r.Status == "terminated" && r.RemovedFromGit })
 	}
-	if st := s.waitSync(within, "synced at "+held, func(st apiSync) bool { return st.Revision == held }); st.Status != "synced" || len(st.Errors) != 0 {
+	if st := s.waitSync(reconcileWait, "synced at "+held, func(st apiSync) bool { return st.Revision == held }); st.Status != "synced" || len(st.Errors) != 0 {
 		t.Fatalf("sync after confirmation = %+v", st)
 	}
-	if run := s.run("m3"); run.Status != "running" || run.Jobs[0].SubmissionID != ids["m3"] {
+	if run := s.getRun("m3"); run.Status != "running" || run.Jobs[0].SubmissionID != ids["m3"] {
 		t.Fatalf("confirmation touched m3: %+v", run)
 	}
 }
 
 // run returns the run named name as the API shows it.
-func (s *server) run(name string) apiRunFull {
+func (s *server) getRun(name string) apiRunFull {
 	s.t.Helper()
 	var r apiRunFull
 	if code := s.getJSON("/api/v1/runs/"+name, &r); code != 200 {
@@ -209,6 +209,6 @@ func jobIDs(js []apiJobFull) []string {
 	return ids
 }
 
-func finished(status string) bool {
+func isFinishedStatus(status string) bool {
 	return status == "done" || status == "failed" || status == "terminated" || status == "aborted"
 }
