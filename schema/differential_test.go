@@ -16,8 +16,8 @@ import (
 	"hoist/schema"
 )
 
-// serverRules are messages of rules dstack enforces on its server (at
-// apply), not in its parser; hoist rejects them at load time as well.
+// serverRules are messages of rules dstack enforces on its server or in
+// `dstack apply` (not in its parser); hoist rejects them at load time too.
 var serverRules = []string{
 	"either `nodes` or `ssh_config`", "must be set when the requested accelerator", "no ssh user", "no ssh key",
 	"either `size` or", "retry.duration cannot be negative", "certificate type is not supported",
@@ -26,7 +26,8 @@ var serverRules = []string{
 	"at most 3", "cannot interpolate gateway", "maximum time_window", "scheduled services",
 	"probe timeout cannot be longer", "more than 10 probes", "illegal reference", "invalid reference",
 	"groups IP references", "external volumes", "invalid volume mount path", "cron expression",
-	"`nodes` and `ssh_config` are mutually exclusive",
+	"`nodes` and `ssh_config` are mutually exclusive", "working_dir must be absolute", "failed to interpolate",
+	"no pattern closing",
 }
 
 // knownDeviations are dstack rejections hoist accepts on purpose: configs
