@@ -198,7 +198,9 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		ts.Ports = append(ts.Ports, api.PortMapping{Host: derefInt(p.LocalPort), Container: p.ContainerPort})
 	}
 	if spec.Port != nil && spec.Port.ContainerPort > 0 {
-		ts.Ports = append(ts.Ports, api.PortMapping{Host: derefInt(spec.Port.LocalPort), Container: spec.Port.ContainerPort})
+		// An ephemeral host port: replicas of a service (and the old and
+		// new runs of a rolling deployment) share the host.
+		ts.Ports = append(ts.Ports, api.PortMapping{Host: 0, Container: spec.Port.ContainerPort})
 	}
 	for _, m := range spec.Volumes {
 		if m.InstancePath != "" {
