@@ -59,6 +59,20 @@
 //
 // SchemaSource returns the embedded CUE schema (`hoist schema`).
 //
+// # Fidelity to dstack
+//
+// Besides the parser's rules (closed models, pydantic's lax coercions,
+// shorthands, cross-field validators), Load applies the checks dstack makes
+// in `dstack apply` and on its server at submit time: resource names, SSH
+// vs backend fleet fields, SSH host user/key, gateway backends and
+// certificates, volume size or id, the default image vs non-NVIDIA
+// accelerators and ARM CPUs, ${{ }} interpolation, groups IP references,
+// probe and utilization limits. Two documented deviations accept configs
+// from dstack's own docs that its parser rejects: `optional` on a network
+// volume mount, and the gateway-level `router` block. An opt-in
+// differential test (testdata/differential) compares verdicts with dstack's
+// parser on mutated specs.
+//
 // # Performance
 //
 // Each worker (GOMAXPROCS of them) owns a CUE context with the schema
