@@ -1986,6 +1986,23 @@ func (d *dec) checkSSHHosts(n *node, c *SSHConfig) {
 			withIP++
 		}
 	}
+	// Push the fleet-wide defaults down so each host is complete.
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.User == "" {
+			h.User = c.User
+		}
+		if h.Port == 0 {
+			h.Port = c.Port
+		}
+		if h.IdentityFile == "" {
+			h.IdentityFile = c.IdentityFile
+		}
+		if h.ProxyJump == nil && c.ProxyJump != nil {
+			pj := *c.ProxyJump
+			h.ProxyJump = &pj
+		}
+	}
 	if withIP != 0 && withIP != len(c.Hosts) {
 		d.errf(hostsN, "ssh_config.hosts", "internal_ip must be specified for all hosts")
 	}
