@@ -240,3 +240,49 @@ func (nopSource) CheckoutAt(context.Context, string) (*source.Snapshot, error) {
 func (nopSource) Changes() <-chan struct{}  { return nil }
 func (nopSource) Trigger()                  {}
 func (nopSource) Run(context.Context) error { return nil }
+
+// BenchmarkObserveQueries_10k splits observe into its two store queries and
+// shows what a narrow query of the latest run statuses would cost instead
+// of reading every run row whole.
+func BenchmarkObserveQueries_10k(b *testing.B) {
+	r := sharedBenchRepo(b)
+	ctx := context.Background()
+	st := r.c.st
+	b.Run("ListResources", func(b *testing.B) {
+		cpu := cpuTime()
+		defer reportCPU(b, cpu)
+		for b.Loop() {
+			if _, err := st.ListResources(ctx, store.ResourceFilter{Project: store.DefaultProject}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ListRuns", func(b *testing.B) {
+		cpu := cpuTime()
+		defer reportCPU(b, cpu)
+		for b.Loop() {
+			if _, err := st.ListRuns(ctx, store.RunFilter{Project: store.DefaultProject, Limit: 1 << 30}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("LatestRunStatusesSQL", func(b *testing.B) {
+		cpu := cpuTime()
+		defer reportCPU(b, cpu)
+		for b.Loop() {
+			var rows []struct {
+				Name   string `bun:"name"`
+				Status string `bun:"status"`
+			}
+			err := st.DB().NewRaw(`SELECT name, status FROM runs r WHERE project = ? AND NOT deleted
+				AND submitted_at = (SELECT max(submitted_at) FROM runs WHERE project = r.project AND name = r.name AND NOT deleted)`,
+				store.DefaultProject).Scan(ctx, &rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(rows) < 8000 {
+				b.Fatalf("%d latest runs", len(rows))
+			}
+		}
+	})
+}
