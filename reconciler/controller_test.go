@@ -561,3 +561,35 @@ func TestStopAndRerun(t *testing.T) {
 		t.Fatalf("re-run = %+v, want a new submitted run of the same spec", got)
 	}
 }
+
+// TestSync_doneTaskStaysDone: a done task is not run again when its file is
+// rewritten with the same meaning (or moved), only when its normalized spec
+// changes.
+func TestSync_doneTaskStaysDone(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: once\nimage: busybox\ncommands: [x]\nenv:\n  A: \"1\"\n"})
+	f.sync()
+	f.runnerReports("once", api.JobDone, 0)
+	f.reconcileJobs("once")
+	f.reconcileRun("once")
+	f.reconcileRun("once")
+	done := f.run("once")
+	if done.Status != store.RunDone {
+		t.Fatalf("run = %s, want done", done.Status)
+	}
+	f.remove("a.dstack.yml")
+	f.write("b.dstack.yml", "name: once\nenv: [A=1]\ncommands:\n  - x\nimage: busybox\ntype: task\n")
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	if got := f.run("once"); got.ID != done.ID || got.Status != store.RunDone {
+		t.Fatalf("a respelled, moved spec re-ran the task: %s %s", got.ID, got.Status)
+	}
+	if r, err := f.st.GetResource(f.ctx, store.DefaultProject, "task", "once"); err != nil || r.File != "b.dstack.yml" {
+		t.Fatalf("resource file = %q (%v), want b.dstack.yml", r.File, err)
+	}
+	f.write("b.dstack.yml", "name: once\nenv: [A=2]\ncommands:\n  - x\nimage: busybox\ntype: task\n")
+	f.sync()
+	if got := f.run("once"); got.ID == done.ID || got.Status != store.RunSubmitted {
+		t.Fatalf("a changed spec did not run the task again: %s %s", got.ID, got.Status)
+	}
+}
