@@ -27,7 +27,7 @@ var (
 		"regions", "availability_zones", "instance_types", "spot_policy", "retry", "max_price", "idle_duration",
 		"tags", "backend_options", "ssh_config", "env"}
 	gatewayFields = []string{"type", "name", "default", "backend", "region", "instance_type", "domain",
-		"public_ip", "certificate", "replicas", "tags", "router"}
+		"public_ip", "certificate", "replicas", "tags", "router", "hoist"}
 	topFields = map[Kind][]string{KindTask: taskFields, KindService: serviceFields,
 		KindDevEnvironment: devEnvFields, KindFleet: fleetFields, KindGateway: gatewayFields}
 	resourcesFields = []string{"cpu", "memory", "shm_size", "gpu", "disk"}
@@ -2261,7 +2261,7 @@ func (d *dec) volume(n *node) *Volume {
 		return nil
 	}
 	v.Backend = backend
-	common := []string{"type", "backend", "name", "size", "auto_cleanup_duration", "tags"}
+	common := []string{"type", "backend", "name", "size", "auto_cleanup_duration", "tags", "hoist"}
 	var allowed []string
 	switch backend {
 	case "aws", "gcp":
@@ -2282,6 +2282,7 @@ func (d *dec) volume(n *node) *Volume {
 	}
 	v.AutoCleanupDuration = d.idleDuration(n.get("auto_cleanup_duration"), "auto_cleanup_duration", Off)
 	v.Tags = d.tags(n.get("tags"), "tags")
+	v.Hoist = d.hoistOptions(n.get("hoist"))
 	r := n.get("region")
 	if r.isNull() && backend != "kubernetes" {
 		d.errf(n, "", "field \"region\" is required")
@@ -2378,6 +2379,7 @@ func (d *dec) gateway(n *node) *Gateway {
 		}
 	}
 	g.Tags = d.tags(n.get("tags"), "tags")
+	g.Hoist = d.hoistOptions(n.get("hoist"))
 	d.checkGateway(n, g)
 	if v := n.get("router"); !v.isNull() && d.object(v, "router", "type", "policy", "pd_disaggregation") {
 		r := &GatewayRouter{Type: "sglang", Policy: "cache_aware"}
@@ -2444,4 +2446,18 @@ func (d *dec) checkGateway(n *node, g *Gateway) {
 			d.errf(at("certificate"), "certificate", "the `lets-encrypt` certificate type is not supported for gateways with `replicas` greater than 1; set `certificate: null` or use `acm` on aws")
 		}
 	}
+}
+
+// hoistOptions decodes the `hoist:` block, hoist's own extension to a
+// volume or gateway spec (dstack has no such field): `prune: true` lets
+// hoist delete the resource when its spec leaves Git, without asking.
+func (d *dec) hoistOptions(n *node) *HoistOptions {
+	if n.isNull() || !d.object(n, "hoist", "prune") {
+		return nil
+	}
+	o := &HoistOptions{Prune: d.optBool(n.get("prune"), "hoist.prune", false)}
+	if !o.Prune {
+		return nil
+	}
+	return o
 }

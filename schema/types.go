@@ -443,6 +443,8 @@ type Volume struct {
 	// AutoCleanupDuration is in seconds; Off keeps the volume forever.
 	AutoCleanupDuration int64             `json:"auto_cleanup_duration"`
 	Tags                map[string]string `json:"tags,omitempty"`
+	// Hoist holds hoist's own options (pruning).
+	Hoist *HoistOptions `json:"hoist,omitempty"`
 	// Kubernetes only.
 	ClaimName        string   `json:"claim_name,omitempty"`
 	StorageClassName string   `json:"storage_class_name,omitempty"`
@@ -478,4 +480,13 @@ type Gateway struct {
 	Replicas    int               `json:"replicas"`
 	Tags        map[string]string `json:"tags,omitempty"`
 	Router      *GatewayRouter    `json:"router,omitempty"`
+	// Hoist holds hoist's own options (pruning).
+	Hoist *HoistOptions `json:"hoist,omitempty"`
+}
+
+// HoistOptions are hoist's own extension to a volume or gateway spec.
+type HoistOptions struct {
+	// Prune lets hoist delete the resource at its backend when its spec
+	// leaves Git, without waiting for a user's confirmation.
+	Prune bool `json:"prune,omitempty"`
 }
