@@ -76,17 +76,17 @@ func BenchmarkRunsPage(b *testing.B) {
 }
 
 // TestRunsPageUnderWrk measures /runs with 1,000 runs under Debian's wrk
-// on loopback (goal: p99 ≤ 50 ms). It runs only with HOIST_BENCH=1.
-func TestRunsPageUnderWrk(t *testing.T) {
-	if os.Getenv("HOIST_BENCH") != "1" {
-		t.Skip("SKIP: set HOIST_BENCH=1 to run the wrk measurement")
+// on loopback (goal: p99 ≤ 50 ms). It runs only with HOIST_MEASURE=1.
+func TestMeasure_runsPageUnderWrk(t *testing.T) {
+	if os.Getenv("HOIST_MEASURE") != "1" {
+		t.Skip("SKIP: set HOIST_MEASURE=1 to run the wrk measurement")
 	}
 	if _, err := exec.LookPath("wrk"); err != nil {
 		t.Skip("SKIP: wrk not installed")
 	}
 	url, tok := benchEnv(t, 1000)
 	paths := []string{"/runs", "/api/v1/runs"}
-	if p := os.Getenv("HOIST_BENCH_PATHS"); p != "" {
+	if p := os.Getenv("HOIST_MEASURE_PATHS"); p != "" {
 		paths = strings.Split(p, ",")
 	}
 	for _, path := range paths {

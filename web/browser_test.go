@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -188,7 +189,10 @@ func newLiveEnv(t testing.TB) *liveEnv {
 	}
 	t.Cleanup(func() { srv.Close() })
 	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	t.Cleanup(func() {
+		srv.Close() // ends live streams a tab may still hold open
+		ts.Close()
+	})
 	return &liveEnv{url: ts.URL, srv: srv, st: st, seeded: seeded}
 }
 
@@ -433,5 +437,44 @@ func TestBrowser_pagesReadWithJavaScriptOff(t *testing.T) {
 	}
 	if rows := text(t, tab, `[data-testid=runs-table] tbody`); strings.Contains(rows, "hello") {
 		t.Errorf("filter ignored: %q", rows)
+	}
+}
+
+// TestMeasure_liveLogLatency measures the time from a line stored to the
+// line shown in the browser (goal ≤ 200 ms), with NotifyLogs wired and with
+// the followers' polling alone. It runs only with HOIST_MEASURE=1.
+func TestMeasure_liveLogLatency(t *testing.T) {
+	if os.Getenv("HOIST_MEASURE") != "1" {
+		t.Skip("SKIP: set HOIST_MEASURE=1 to measure live log latency")
+	}
+	tab := browser(t)
+	e := newLiveEnv(t)
+	if err := chromedp.Do(tab, e.login(e.seeded.Tokens.Viewer), chromedp.Navigate(e.url+"/runs/train"),
+		poll(`document.querySelector("[data-testid=logs]").getAttribute("data-job-status") === "running"`, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, notify := range []bool{true, false} {
+		var ds []time.Duration
+		for i := range 40 {
+			line := fmt.Sprintf("measure %v %d", notify, i)
+			start := time.Now()
+			if _, err := e.st.AppendLogs(context.Background(), e.seeded.TrainJob, []store.LogLine{{Stream: "stdout", Data: []byte(line + "\n")}}); err != nil {
+				t.Fatal(err)
+			}
+			if notify {
+				e.srv.NotifyLogs()
+			}
+			js := fmt.Sprintf(`document.querySelector("[data-testid=logs]").textContent.includes(%q)`, line)
+			if err := chromedp.Do(tab, poll(js, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+			time.Sleep(time.Duration(i%7) * 13 * time.Millisecond) // decorrelate from the poll tick
+		}
+		slices.Sort(ds)
+		t.Logf("notify=%v: n=%d median %v p90 %v max %v", notify, len(ds), ds[len(ds)/2], ds[len(ds)*9/10], ds[len(ds)-1])
+		if p90 := ds[len(ds)*9/10]; p90 > 200*time.Millisecond {
+			t.Errorf("notify=%v: p90 %v exceeds 200 ms", notify, p90)
+		}
 	}
 }

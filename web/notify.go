@@ -77,6 +77,8 @@ func (s *Server) waitLogs(ctx context.Context, seen uint64) (notified, ok bool) 
 	select {
 	case <-ctx.Done():
 		return false, false
+	case <-s.ctx.Done(): // the server is closing: end live streams
+		return false, false
 	case <-ch:
 		return true, true
 	case <-t.C:

@@ -150,7 +150,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Handler returns the root HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Close stops the background sync worker and waits for it.
+// Close ends live streams (SSE, ?follow=true), stops the background sync
+// worker and waits for it. Call it when shutting down, before or alongside
+// http.Server.Shutdown (which otherwise waits for open streams); Serve
+// registers it with RegisterOnShutdown.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.cancel()
@@ -179,6 +182,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    256 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() { s.Close() })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("web_listening", "addr", ln.Addr().String())

@@ -198,3 +198,20 @@ func TestPages_components(t *testing.T) {
 		}
 	})
 }
+
+func TestServer_closeEndsLiveStreams(t *testing.T) {
+	f := newFixture(t)
+	r := f.do(t, "GET", "/runs/train/logs/stream", adminTok, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(r.Body)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	f.srv.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream still open after Close")
+	}
+}
