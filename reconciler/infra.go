@@ -133,6 +133,9 @@ func (c *Controller) consolidateSSHFleet(ctx context.Context, f store.Fleet, spe
 			drop = append(drop, i.ID)
 		}
 	}
+	if len(drop) == 0 {
+		return nil // a nil list would terminate every instance of the fleet
+	}
 	return c.terminateFleetInstances(ctx, f, drop, "terminated_by_user")
 }
 
