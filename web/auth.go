@@ -221,8 +221,15 @@ func (s *Server) loginPage(c *echo.Context) error {
 
 func (s *Server) login(c *echo.Context) error {
 	next := safeNext(c.FormValue("next"))
+	ip := c.RealIP()
+	if !s.logins.allow(ip) {
+		c.Response().Header().Set("Retry-After", "60")
+		return s.render(c, http.StatusTooManyRequests, loginPage(next, "Too many failed attempts; wait a minute."))
+	}
 	p, ok := s.lookup(c, strings.TrimSpace(c.FormValue("token")))
 	if !ok {
+		s.logins.fail(ip)
+		s.log.Warn("login_failed", "remote", ip)
 		return s.render(c, http.StatusUnauthorized, loginPage(next, "That token is not valid."))
 	}
 	ses := s.sess.create(p)
@@ -258,4 +265,50 @@ func safeNext(next string) string {
 		return "/"
 	}
 	return next
+}
+
+// loginFailures limits failed logins per client address: after maxFailures
+// within a minute, further attempts are refused until the minute passes.
+type loginFailures struct {
+	mu  sync.Mutex
+	m   map[string][]time.Time
+	now func() time.Time
+}
+
+// maxLoginFailures is how many failed logins per minute one address gets.
+const maxLoginFailures = 10
+
+func newLoginFailures(now func() time.Time) *loginFailures {
+	return &loginFailures{m: map[string][]time.Time{}, now: now}
+}
+
+func (l *loginFailures) recent(ip string) []time.Time {
+	cut := l.now().Add(-time.Minute)
+	ts := l.m[ip]
+	i := 0
+	for i < len(ts) && ts[i].Before(cut) {
+		i++
+	}
+	ts = ts[i:]
+	if len(ts) == 0 {
+		delete(l.m, ip)
+	} else {
+		l.m[ip] = ts
+	}
+	return ts
+}
+
+func (l *loginFailures) allow(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recent(ip)) < maxLoginFailures
+}
+
+func (l *loginFailures) fail(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.m) > 10000 { // bound memory under a spray of addresses
+		clear(l.m)
+	}
+	l.m[ip] = append(l.recent(ip), l.now())
 }

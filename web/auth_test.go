@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -96,5 +97,30 @@ func TestSafeNext(t *testing.T) {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestServer_loginFailuresAreLimited(t *testing.T) {
+	f := newFixture(t)
+	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
+	for i := range maxLoginFailures {
+		if r := f.do(t, "POST", "/login", "", strings.NewReader("token=wrong"), form...); r.StatusCode != 401 {
+			t.Fatalf("attempt %d: %d", i, r.StatusCode)
+		}
+	}
+	r := f.do(t, "POST", "/login", "", strings.NewReader("token="+adminTok), form...)
+	if r.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("after %d failures even a good token gets %d, want 429", maxLoginFailures, r.StatusCode)
+	}
+}
+
+func TestServer_loginLimitIgnoresForwardedFor(t *testing.T) {
+	f := newFixture(t)
+	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
+	for i := range maxLoginFailures + 1 {
+		f.do(t, "POST", "/login", "", strings.NewReader("token=wrong"), append(form, "X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i))...)
+	}
+	if r := f.do(t, "POST", "/login", "", strings.NewReader("token=wrong"), form...); r.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("forged X-Forwarded-For escaped the limit: %d", r.StatusCode)
 	}
 }

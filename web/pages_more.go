@@ -271,7 +271,14 @@ func (s *Server) pageRevision(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.deps.Controller != nil}
+	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.deps.Controller != nil, CanPlan: s.deps.Planner != nil}
+	if d.CanPlan && c.QueryParam("plan") == "1" {
+		if p, err := s.deps.Planner.PlanRevision(ctx, "", rev.SHA); err != nil {
+			d.PlanError = "planning failed: " + err.Error()
+		} else {
+			d.Plan = &p
+		}
+	}
 	if revs, err := s.deps.Store.ListRevisions(ctx, 500); err == nil {
 		for i, r := range revs {
 			if r.SHA == rev.SHA {

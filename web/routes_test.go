@@ -117,7 +117,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"GET /offers":                       readRoute("GET", "/offers?gpu=A100&group_by=gpu", 200),
 		"GET /history":                      readRoute("GET", "/history", 200),
 		"GET /history/diff":                 readRoute("GET", "/history/diff?from=aaa&to=bbb", 200),
-		"GET /history/:sha":                 readRoute("GET", "/history/aaa", 200),
+		"GET /history/:sha":                 readRoute("GET", "/history/bbb?plan=1", 200),
 		"POST /history/:sha/apply":          actRoute("POST", "/history/aaa/apply", "", 303),
 		"POST /sync":                        actRoute("POST", "/sync", "", 303),
 		"POST /sync/suspend":                actRoute("POST", "/sync/suspend", "", 303),

@@ -76,6 +76,7 @@ type Server struct {
 	logs    broadcast
 	metrics *Metrics
 	seen    *deliveries
+	logins  *loginFailures
 	runList *runListCache
 	prs     *prPlans
 	bg      sync.WaitGroup
@@ -123,6 +124,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		seen:    newDeliveries(now, deliveryTTL, deliveryMax),
 		prs:     newPRPlans(),
 		runList: newRunListCache(cfg.ListCacheTTL),
+		logins:  newLoginFailures(now),
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
@@ -203,6 +205,9 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.NewWithConfig(echo.Config{
 		Logger:           s.log,
 		HTTPErrorHandler: s.handleError,
+		// The peer address, not X-Forwarded-For, which clients can forge
+		// (login limits and logs rely on it).
+		IPExtractor: echo.ExtractIPDirect(),
 	})
 	e.Use(s.logRequests, s.recoverPanics)
 	cop := http.NewCrossOriginProtection()
