@@ -226,6 +226,11 @@ func TestSSHFleet(t *testing.T) {
 	s.waitInstances(sshWithin, victimRec.Name+" reachable again", func(is map[string]apiInstance) bool {
 		return is[victimRec.Name].Reachable
 	})
+	// The interrupted submission's container is still on the host (its
+	// shim kept running while sshd was away): the drain must remove it.
+	if ids := containersLabelled("hoist.instance=" + victimRec.ID); len(ids) == 0 {
+		t.Fatalf("no container of the interrupted task on %s before the drain", victimRec.Name)
+	}
 	r.write("fleet.dstack.yml", fleetSpec(hosts[1-victim]))
 	r.commit("remove a host from the fleet")
 	s.waitInstances(2*sshWithin, victimRec.Name+" terminated", func(is map[string]apiInstance) bool {
@@ -407,8 +412,8 @@ func pidAlive(pid int) bool {
 func reapShims(t *testing.T, remote string) {
 	// Supervisors first, so that none restarts its shim.
 	sup, _ := filepath.Glob(filepath.Join(remote, "*", "supervisor.pid"))
-	rest, _ := filepath.Glob(filepath.Join(remote, "*", "*.pid"))
-	for _, p := range append(sup, rest...) {
+	shim, _ := filepath.Glob(filepath.Join(remote, "*", "shim.pid"))
+	for _, p := range append(sup, shim...) {
 		if pid := readPidFile(p); pidAlive(pid) {
 			t.Logf("reaping %s (pid %d)", p, pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
