@@ -286,3 +286,24 @@ func BenchmarkObserveQueries_10k(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLoadFiles_oneOf10k measures validating only the one changed file
+// of a 10,000-spec revision: what an incremental load would pay per commit.
+func BenchmarkLoadFiles_oneOf10k(b *testing.B) {
+	fsys := fstest.MapFS{}
+	for i := 0; i < 10000; i++ {
+		name, src := benchSpec(i, 0)
+		fsys[name] = &fstest.MapFile{Data: []byte(src)}
+	}
+	i := 0
+	cpu := cpuTime()
+	defer reportCPU(b, cpu)
+	for b.Loop() {
+		i++
+		name, src := benchSpec(0, i)
+		fsys[name] = &fstest.MapFile{Data: []byte(src)}
+		if _, err := schema.LoadFiles(fsys, []string{name}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
