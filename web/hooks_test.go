@@ -336,3 +336,57 @@ func TestHookGitHub_pullRequestPlanIsPostedAsCommitStatus(t *testing.T) {
 		t.Errorf("GET /api/v1/pulls: %d %s", resp.StatusCode, got)
 	}
 }
+
+func TestHookGitLab_mergeRequestIsPlanned(t *testing.T) {
+	pl := &fakePlanner{plans: map[string]Plan{"mrsha": {Valid: false, Errors: []string{"a.yml:1:1: bad"}}}, planned: make(chan string, 1)}
+	f := newFixture(t, withBranch("main"), func(_ *Config, d *Deps) { d.Planner = pl })
+	body := `{"object_kind":"merge_request","project":{"path_with_namespace":"acme/specs"},
+		"object_attributes":{"iid":3,"title":"Break it","action":"open","source_branch":"x","target_branch":"main","last_commit":{"id":"mrsha"}}}`
+	r, b := f.hook(t, "/hooks/gitlab", body, "X-Gitlab-Event", "Merge Request Hook", "X-Gitlab-Token", hookSecret, "X-Gitlab-Event-UUID", delivery())
+	if r.StatusCode != 202 {
+		t.Fatalf("merge request: %d %s", r.StatusCode, b)
+	}
+	select {
+	case <-pl.planned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not planned")
+	}
+	f.srv.bg.Wait()
+	prs := f.srv.prs.list()
+	if len(prs) != 1 || prs[0].State != "invalid" || prs[0].Ref != "refs/merge-requests/3/head" || prs[0].Posted != "" {
+		t.Errorf("plans %+v", prs)
+	}
+	// Closing forgets it.
+	closeBody := strings.Replace(body, `"action":"open"`, `"action":"close"`, 1)
+	f.hook(t, "/hooks/gitlab", closeBody, "X-Gitlab-Event", "Merge Request Hook", "X-Gitlab-Token", hookSecret, "X-Gitlab-Event-UUID", delivery())
+	if n := len(f.srv.prs.list()); n != 0 {
+		t.Errorf("%d plans after close", n)
+	}
+}
+
+// BenchmarkHookGitHub_push measures the answer to a signed push (the sync
+// itself runs after the answer).
+func BenchmarkHookGitHub_push(b *testing.B) {
+	st := newMemStore()
+	s, err := New(Config{WebhookSecret: hookSecret, Branch: "main"}, Deps{Store: st, Syncer: &fakeSyncer{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	h := s.Handler()
+	i := 0
+	for b.Loop() {
+		i++
+		body := pushBody("refs/heads/main", fmt.Sprint(i))
+		sig := sign(hookSecret, body)
+		req := httptest.NewRequest("POST", "/hooks/github", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", fmt.Sprint(i))
+		req.Header.Set("X-Hub-Signature-256", sig)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 202 {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
