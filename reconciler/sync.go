@@ -304,7 +304,9 @@ func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
 				cur.Status = run.Status
 				cur.Finished = store.IsRunFinished(run.Status)
 			} else {
-				cur.Finished = true
+				// Recorded but never submitted (a crash in between): plan
+				// it as a create, or the run would never start.
+				continue
 			}
 		}
 		obs.Resources = append(obs.Resources, cur)
