@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"hoist/agents/api"
+	"hoist/schema"
 	"hoist/store"
 )
 
@@ -591,5 +593,29 @@ func TestSync_doneTaskStaysDone(t *testing.T) {
 	f.sync()
 	if got := f.run("once"); got.ID == done.ID || got.Status != store.RunSubmitted {
 		t.Fatalf("a changed spec did not run the task again: %s %s", got.ID, got.Status)
+	}
+}
+
+// TestSync_resumesAfterCrashBeforeSubmit: a crash between recording a run
+// spec and submitting its run leaves a resource row without a run; the
+// next sync of the same revision submits it (level-triggered).
+func TestSync_resumesAfterCrashBeforeSubmit(t *testing.T) {
+	const spec = "type: task\nname: lost\nimage: busybox\ncommands: [x]\n"
+	f := newFixture(t, map[string]string{"a.dstack.yml": spec})
+	desired, err := schema.Load(os.DirFS(f.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := desired.Resources[0]
+	if _, err := f.st.UpsertResource(f.ctx, store.Resource{Kind: string(d.Kind), Name: d.Name, Spec: d.JSON, SpecHash: specHash(d.JSON), File: d.File}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	if rs := f.runs("lost"); len(rs) != 1 || rs[0].Status != store.RunSubmitted {
+		t.Fatalf("runs of lost = %+v, want one submitted run", rs)
+	}
+	f.sync()
+	if rs := f.runs("lost"); len(rs) != 1 {
+		t.Fatalf("a second sync submitted again: %d runs", len(rs))
 	}
 }
