@@ -96,8 +96,10 @@ type runsCollector struct {
 	desc  *prometheus.Desc
 }
 
+// Describe implements prometheus.Collector.
 func (rc runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- rc.desc }
 
+// Collect implements prometheus.Collector.
 func (rc runsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -14,20 +14,34 @@ var ErrNotFound = errors.New("not found")
 // Run is the web's view of one run: a task, service or dev environment
 // declared in Git, with its jobs newest first.
 type Run struct {
-	Name              string          `json:"name"`
-	Type              string          `json:"type"`
-	Status            string          `json:"status"`
-	StatusMessage     string          `json:"status_message"`
-	TerminationReason string          `json:"termination_reason,omitempty"`
-	Revision          string          `json:"revision"`
-	Fleet             string          `json:"fleet,omitempty"`
-	CostPerHour       float64         `json:"cost_per_hour"`
-	Suspended         bool            `json:"suspended"`
-	RemovedFromGit    bool            `json:"removed_from_git"`
-	SubmittedAt       time.Time       `json:"submitted_at"`
-	UpdatedAt         time.Time       `json:"updated_at"`
-	Spec              json.RawMessage `json:"spec,omitempty"`
-	Jobs              []Job           `json:"jobs"`
+	// Name is the run name from the spec.
+	Name string `json:"name"`
+	// Type is task, service or dev-environment.
+	Type string `json:"type"`
+	// Status is dstack's run status (pending … done).
+	Status string `json:"status"`
+	// StatusMessage explains Status to people.
+	StatusMessage string `json:"status_message"`
+	// TerminationReason is dstack's reason once the run ended.
+	TerminationReason string `json:"termination_reason,omitempty"`
+	// Revision is the Git revision the run was submitted from.
+	Revision string `json:"revision"`
+	// Fleet is the fleet the run was placed on.
+	Fleet string `json:"fleet,omitempty"`
+	// CostPerHour is what the run's active instances cost per hour (USD).
+	CostPerHour float64 `json:"cost_per_hour"`
+	// Suspended is true while reconciling the run is suspended.
+	Suspended bool `json:"suspended"`
+	// RemovedFromGit is true once its spec was deleted from Git.
+	RemovedFromGit bool `json:"removed_from_git"`
+	// SubmittedAt is when the run was submitted.
+	SubmittedAt time.Time `json:"submitted_at"`
+	// UpdatedAt is when the run last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+	// Spec is the normalized spec (set by GetRun only).
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// Jobs are the run's submissions, newest first (set by GetRun only).
+	Jobs []Job `json:"jobs"`
 }
 
 // Job is one submission of a run's job: every retry or replacement is a new

@@ -54,13 +54,20 @@ type Config struct {
 // Deps are the collaborators the server consumes. Store and Syncer are
 // required; the others are optional and their routes answer 501 without them.
 type Deps struct {
-	Store      Store
-	Syncer     Syncer
-	Tokens     Tokens
-	Inventory  Inventory
-	Planner    Planner
+	// Store reads runs, jobs, logs, events and revisions (required).
+	Store Store
+	// Syncer reports sync status and syncs (required).
+	Syncer Syncer
+	// Tokens resolves API tokens other than the admin token.
+	Tokens Tokens
+	// Inventory lists fleets, instances, volumes and gateways.
+	Inventory Inventory
+	// Planner computes plans and reads specs of past revisions.
+	Planner Planner
+	// Controller carries out actions (stop, re-run, suspend, apply).
 	Controller Controller
-	Offers     Offers
+	// Offers answers offer queries.
+	Offers Offers
 }
 
 // Server is hoist's HTTP server. Create it with New, serve Handler (or call
