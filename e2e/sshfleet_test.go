@@ -31,7 +31,8 @@ const sshWithin = 90 * time.Second
 // shim; a host whose sshd comes back with a new host key is refused and no
 // job lands there; killing the sshd of the host a task runs on marks it
 // unreachable and the run's retry policy resubmits the task to the other
-// host; a host removed from the spec is drained.
+// host; a host removed from the spec is drained; after a server restart the
+// remaining host is used as it is.
 func TestSSHFleet(t *testing.T) {
 	testenv.Docker(t)
 	keys := t.TempDir()
@@ -248,9 +249,22 @@ func TestSSHFleet(t *testing.T) {
 	if i := s.instances()[other.Name]; i.Status == "terminated" || i.Status == "terminating" {
 		t.Fatalf("the host kept in the spec was drained too: %+v", i)
 	}
+
+	t.Log("phase: after a server restart the fleet is used as it is")
+	supervisor := readPidFile(filepath.Join(other.Dir, "supervisor.pid"))
+	s.restart()
 	r.remove("blocker.dstack.yml")
 	r.commit("remove the long task")
 	s.waitRun("blocker", "", "terminated", sshWithin)
+	r.write("after.dstack.yml", task("after", "  - echo after the restart\n")+"fleets: ["+sshFleetName+"]\n")
+	sha = r.commit("a task after the restart")
+	s.waitRun("after", sha, "done", sshWithin)
+	if after := s.sshRun("after"); after.Jobs[0].Instance != other.Name || s.logs("after") != "after the restart\n" {
+		t.Fatalf("after the restart: %+v, logs %q; want done on %s", after.Jobs, s.logs("after"), other.Name)
+	}
+	if pid := readPidFile(filepath.Join(other.Dir, "supervisor.pid")); pid != supervisor || !pidAlive(pid) {
+		t.Fatalf("the shim's supervisor on %s changed from pid %d to %d: the restart redeployed a running host", other.Name, supervisor, pid)
+	}
 }
 
 // apiInstance is an instance as GET /api/v1/instances returns it.
