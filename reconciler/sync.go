@@ -303,6 +303,12 @@ func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
 			if run, ok := latest[r.Name]; ok {
 				cur.Status = run.Status
 				cur.Finished = store.IsRunFinished(run.Status)
+				if run.SpecHash != r.SpecHash {
+					// What runs is the run's spec: a crash after recording a
+					// changed spec but before replacing the run must not
+					// make the change look applied.
+					cur.Spec = run.Spec
+				}
 			} else {
 				// Recorded but never submitted (a crash in between): plan
 				// it as a create, or the run would never start.
