@@ -619,3 +619,29 @@ func TestSync_resumesAfterCrashBeforeSubmit(t *testing.T) {
 		t.Fatalf("a second sync submitted again: %d runs", len(rs))
 	}
 }
+
+// TestSync_resumesAfterCrashBeforeReplace: a crash after recording a
+// changed run spec but before replacing its run leaves the old run live;
+// the next sync of the same revision replaces it.
+func TestSync_resumesAfterCrashBeforeReplace(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: half\nimage: busybox\ncommands: [one]\n"})
+	f.sync()
+	old := f.run("half")
+	f.write("a.dstack.yml", "type: task\nname: half\nimage: busybox\ncommands: [two]\n")
+	desired, err := schema.Load(os.DirFS(f.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := desired.Resources[0]
+	if _, err := f.st.UpsertResource(f.ctx, store.Resource{Kind: string(d.Kind), Name: d.Name, Spec: d.JSON, SpecHash: specHash(d.JSON), File: d.File}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	got := f.run("half")
+	if got.ID == old.ID || got.SpecHash != specHash(d.JSON) {
+		t.Fatalf("latest run %s has spec %s, want a new run of the changed spec", got.ID, got.SpecHash)
+	}
+	if o, _ := f.st.GetRun(f.ctx, old.ID); o.Status != store.RunTerminating {
+		t.Fatalf("old run = %s, want terminating", o.Status)
+	}
+}
