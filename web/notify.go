@@ -6,8 +6,13 @@ import (
 	"time"
 )
 
-// logPoll is how often followers re-read logs when nobody calls NotifyLogs.
-const logPoll = 100 * time.Millisecond
+// logPoll is how often followers re-read logs while nobody calls
+// NotifyLogs; once it has been called, followers rely on it and re-read only
+// every logPollNotified as a safety net.
+const (
+	logPoll         = 100 * time.Millisecond
+	logPollNotified = time.Second
+)
 
 // statusPoll is how often followers re-read their job's status between
 // notifications.
@@ -58,7 +63,10 @@ func (b *broadcast) notify() {
 // NotifyLogs tells live log followers (SSE and ?follow=true) that new lines
 // were stored. Whoever appends logs should call it; without it followers
 // poll every 250 ms.
-func (s *Server) NotifyLogs() { s.logs.notify() }
+func (s *Server) NotifyLogs() {
+	s.notifying.Store(true)
+	s.logs.notify()
+}
 
 // NotifyChange tells the server that run or sync state changed: live
 // followers re-read their job and shared run lists are dropped.
@@ -72,7 +80,11 @@ func (s *Server) NotifyChange() {
 // when ctx is done.
 func (s *Server) waitLogs(ctx context.Context, seen uint64) (notified, ok bool) {
 	ch := s.logs.after(seen)
-	t := time.NewTimer(logPoll)
+	every := logPoll
+	if s.notifying.Load() {
+		every = logPollNotified
+	}
+	t := time.NewTimer(every)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

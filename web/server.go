@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -73,24 +74,26 @@ type Deps struct {
 // Server is hoist's HTTP server. Create it with New, serve Handler (or call
 // Start), and Close it to stop background work.
 type Server struct {
-	cfg     Config
-	deps    Deps
-	log     *slog.Logger
-	now     func() time.Time
-	echo    *echo.Echo
-	sess    *sessions
-	trig    *trigger
-	logs    broadcast
-	metrics *Metrics
-	seen    *deliveries
-	logins  *loginFailures
-	runList *runListCache
-	prs     *prPlans
-	bg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	once    sync.Once
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	now  func() time.Time
+	echo *echo.Echo
+	sess *sessions
+	trig *trigger
+	logs broadcast
+	// notifying is set once NotifyLogs was called: followers then poll slowly.
+	notifying atomic.Bool
+	metrics   *Metrics
+	seen      *deliveries
+	logins    *loginFailures
+	runList   *runListCache
+	prs       *prPlans
+	bg        sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	once      sync.Once
 }
 
 // New builds a server and starts its background sync worker.
