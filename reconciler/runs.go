@@ -83,6 +83,14 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		return 0, c.finishRun(ctx, l, &run, spec, now)
 	}
 
+	if len(jobs) == 0 && run.Status == store.RunSubmitted {
+		// A crash between creating the run and its jobs left none; a young
+		// run may still be getting them from the sync that created it.
+		if age := now.Sub(run.SubmittedAt); age < c.cfg.LeaseFor {
+			return c.cfg.LeaseFor - age, nil
+		}
+		return 0, c.createJobs(ctx, &run, spec, 0)
+	}
 	if schema.Kind(spec.Type) == schema.KindService {
 		if latest, err = c.scaleService(ctx, &run, spec, latest); err != nil {
 			return 0, err
