@@ -645,3 +645,27 @@ func TestSync_resumesAfterCrashBeforeReplace(t *testing.T) {
 		t.Fatalf("old run = %s, want terminating", o.Status)
 	}
 }
+
+// TestReconcileRun_submittedWithoutJobs: a crash between creating a run and
+// its jobs leaves a submitted run without jobs; once it is older than a
+// lease (the creating sync is surely gone), the run worker creates them.
+func TestReconcileRun_submittedWithoutJobs(t *testing.T) {
+	f := newFixture(t, nil)
+	run := store.Run{Name: "bare", Type: "task", Status: store.RunSubmitted,
+		Spec: []byte(`{"type":"task","name":"bare","image":"busybox","commands":["x"]}`)}
+	if err := f.st.CreateRun(f.ctx, &run); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.reconcileRun("bare"); after != 30*time.Second || len(f.jobs(run.ID)) != 0 {
+		t.Fatalf("a young run without jobs got jobs or no re-check (in %s)", after)
+	}
+	f.clock.Advance(30 * time.Second)
+	f.reconcileRun("bare")
+	if js := f.jobs(run.ID); len(js) != 1 || js[0].Status != store.JobSubmitted {
+		t.Fatalf("jobs = %+v, want one submitted job", js)
+	}
+	f.reconcileRun("bare")
+	if js := f.jobs(run.ID); len(js) != 1 {
+		t.Fatalf("a second pass created more jobs: %d", len(js))
+	}
+}
