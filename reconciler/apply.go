@@ -103,10 +103,15 @@ func (c *Controller) applyRun(ctx context.Context, rev source.Revision, s plan.S
 		c.runs.Add(run.ID)
 		return nil
 	case plan.Delete:
+		// Stop first: once the row is marked deleted no later sync plans
+		// this delete again, so a crash in between must not skip the stop.
+		if err := c.stopRunByName(ctx, s.Name, reasonTerminatedByServer, "spec removed from Git in "+short(rev.ID), rev.ID, true); err != nil {
+			return err
+		}
 		if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Current.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		return c.stopRunByName(ctx, s.Name, reasonTerminatedByServer, "spec removed from Git in "+short(rev.ID), rev.ID, true)
+		return nil
 	}
 	return nil
 }

@@ -25,21 +25,27 @@ func (c *Controller) applyInfra(ctx context.Context, rev source.Revision, s plan
 	case plan.Noop:
 		return nil
 	case plan.Delete:
-		if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
 	default:
 		if _, err := c.upsert(ctx, rev, s); err != nil {
 			return err
 		}
 	}
+	var err error
 	switch s.Kind {
 	case schema.KindFleet:
-		return c.applyFleet(ctx, rev, s)
+		err = c.applyFleet(ctx, rev, s)
 	case schema.KindVolume:
-		return c.applyVolume(ctx, rev, s)
+		err = c.applyVolume(ctx, rev, s)
 	case schema.KindGateway:
-		return c.applyGateway(ctx, rev, s)
+		err = c.applyGateway(ctx, rev, s)
+	}
+	if err != nil || s.Action != plan.Delete {
+		return err
+	}
+	// Marked deleted last: once marked, no later sync plans this delete
+	// again, so a crash before the kind's own delete must not skip it.
+	if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	return nil
 }
