@@ -47,7 +47,11 @@ func benchEnv(tb testing.TB, n int) (string, string) {
 		}
 	}
 	view := storeview.New(st, "")
-	srv, err := web.New(web.Config{}, web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view})
+	cfg := web.Config{}
+	if os.Getenv("HOIST_MEASURE_NOCACHE") == "1" {
+		cfg.ListCacheTTL = -1 // every request reads the store
+	}
+	srv, err := web.New(cfg, web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view})
 	if err != nil {
 		tb.Fatal(err)
 	}
