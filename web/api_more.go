@@ -40,6 +40,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.GET("/spend", s.apiSpend)
 	api.GET("/sync", s.apiSyncStatus)
 	api.POST("/sync", s.apiSync, s.requireAct)
+	api.POST("/sync/confirm", s.apiConfirm, s.requireAct)
 	api.POST("/sync/suspend", s.apiAutoSync(false), s.requireAct)
 	api.POST("/sync/resume", s.apiAutoSync(true), s.requireAct)
 	api.GET("/whoami", s.apiWhoami)
@@ -429,3 +430,33 @@ func sortRevisionsNewest(rs []Revision) {
 }
 
 var _ = strconv.Itoa
+
+// confirmRequest is the body of POST /api/v1/sync/confirm.
+type confirmRequest struct {
+	Revision string `json:"revision"`
+}
+
+func (s *Server) apiConfirm(c *echo.Context) error {
+	var req confirmRequest
+	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10)).Decode(&req); err != nil || req.Revision == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, `body must be {"revision": "<sha>"}`)
+	}
+	if err := s.confirm(c, req.Revision); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, actionDone{Message: "held changes confirmed"})
+}
+
+// confirm lifts the holds of revision sha's plan.
+func (s *Server) confirm(c *echo.Context, sha string) error {
+	cf, ok := s.deps.Controller.(Confirmer)
+	if !ok {
+		// 404, not 501: the route is as absent as the capability.
+		return echo.NewHTTPError(http.StatusNotFound, "confirming held plans is not available in this hoist")
+	}
+	if err := cf.ConfirmRevision(c.Request().Context(), sha); err != nil {
+		return actionError(err)
+	}
+	s.log.Info("revision_confirmed", "sha", sha, "by", principal(c).Name)
+	return nil
+}

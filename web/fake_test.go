@@ -287,3 +287,7 @@ func (f *fakeController) list() []string {
 	defer f.mu.Unlock()
 	return slices.Clone(f.actions)
 }
+
+func (f *fakeController) ConfirmRevision(_ context.Context, sha string) error {
+	return f.record("confirm " + sha)
+}

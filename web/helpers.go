@@ -162,3 +162,8 @@ func pageURL(f RunFilter, n int) string {
 	}
 	return "/runs?" + q.Encode()
 }
+
+// held reports whether sync errors say the plan waits for confirmation.
+func held(errs []string) bool {
+	return len(errs) > 0 && strings.HasPrefix(errs[0], HeldPrefix)
+}

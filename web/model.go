@@ -350,3 +350,14 @@ type LogTailer interface {
 	// LastLogSeq returns the Seq of the job's last line (0 without logs).
 	LastLogSeq(ctx context.Context, jobID string) (int64, error)
 }
+
+// Confirmer is an optional Controller capability: confirming the held
+// changes (mass deletion, deletes of volumes and gateways) of a revision's
+// plan so the next sync applies them.
+type Confirmer interface {
+	// ConfirmRevision lifts the holds of revision sha's plan and syncs.
+	ConfirmRevision(ctx context.Context, sha string) error
+}
+
+// HeldPrefix starts a sync error that says the plan waits for confirmation.
+const HeldPrefix = "held: "

@@ -27,6 +27,7 @@ func (s *Server) pageRoutes(pages *echo.Group) {
 	pages.GET("/history/:sha", s.pageRevision)
 	pages.POST("/history/:sha/apply", s.formApply, s.requireAct)
 	pages.POST("/sync", s.formSync, s.requireAct)
+	pages.POST("/sync/confirm", s.formConfirm, s.requireAct)
 	pages.POST("/sync/suspend", s.formAutoSync(false), s.requireAct)
 	pages.POST("/sync/resume", s.formAutoSync(true), s.requireAct)
 }
@@ -37,7 +38,8 @@ func (s *Server) pageOverview(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := overviewData{Sync: st, Controls: s.deps.Controller != nil}
+	_, canConfirm := s.deps.Controller.(Confirmer)
+	d := overviewData{Sync: st, Controls: s.deps.Controller != nil, CanConfirm: canConfirm}
 	if st.Errors == nil {
 		d.Sync.Errors = []string{}
 	}
@@ -368,4 +370,15 @@ func (s *Server) spendPerHour(ctx context.Context) (float64, error) {
 		total += j.Price
 	}
 	return total, nil
+}
+
+func (s *Server) formConfirm(c *echo.Context) error {
+	sha := c.FormValue("revision")
+	if sha == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "revision is required")
+	}
+	if err := s.confirm(c, sha); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/")
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -104,6 +105,8 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"GET /api/v1/sync":                  readRoute("GET", "/api/v1/sync", 200),
 		"POST /api/v1/sync":                 actRoute("POST", "/api/v1/sync", "", 202),
 		"POST /api/v1/sync/suspend":         actRoute("POST", "/api/v1/sync/suspend", "", 200),
+		"POST /api/v1/sync/confirm":         actRoute("POST", "/api/v1/sync/confirm", `{"revision":"bbb"}`, 200),
+		"POST /sync/confirm":                actRoute("POST", "/sync/confirm", "", 400),
 		"POST /api/v1/sync/resume":          actRoute("POST", "/api/v1/sync/resume", "", 200),
 		"GET /api/v1/whoami":                readRoute("GET", "/api/v1/whoami", 200),
 		"GET /":                             readRoute("GET", "/", 200),
@@ -224,4 +227,45 @@ func TestServer_secretsAreNeverRendered(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestServer_confirmHeldRevision(t *testing.T) {
+	f, ctl := fullFixture(t)
+	f.syncer.mu.Lock()
+	f.syncer.status = SyncStatus{Status: SyncSynced, Revision: "aaa", LatestRevision: "bbb", Errors: []string{HeldPrefix + "would delete 2 of 3 runs"}}
+	f.syncer.mu.Unlock()
+	d := doc(t, f.do(t, "GET", "/", userTok, nil))
+	if d.Find(`[data-testid=sync-held]`).Length() != 1 || d.Find(`[data-testid=confirm-held]`).Length() != 1 {
+		t.Error("overview does not offer to confirm the held plan")
+	}
+	r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{"revision":"bbb"}`))
+	if r.StatusCode != 200 {
+		t.Fatalf("confirm: %d %s", r.StatusCode, readBody(t, r))
+	}
+	if got := ctl.list(); len(got) != 1 || got[0] != "confirm bbb" {
+		t.Errorf("controller calls %v", got)
+	}
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{}`)); r.StatusCode != 400 {
+		t.Errorf("confirm without revision: %d", r.StatusCode)
+	}
+}
+
+func TestServer_confirmWithoutTheCapabilityIs404(t *testing.T) {
+	f := newFixture(t, func(_ *Config, d *Deps) { d.Controller = noConfirm{&fakeController{}} })
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{"revision":"x"}`)); r.StatusCode != 404 {
+		t.Errorf("confirm without Confirmer: %d", r.StatusCode)
+	}
+}
+
+// noConfirm hides fakeController's ConfirmRevision.
+type noConfirm struct{ c *fakeController }
+
+func (n noConfirm) StopRun(ctx context.Context, name string) error  { return n.c.StopRun(ctx, name) }
+func (n noConfirm) RerunRun(ctx context.Context, name string) error { return n.c.RerunRun(ctx, name) }
+func (n noConfirm) SetRunSuspended(ctx context.Context, name string, s bool) error {
+	return n.c.SetRunSuspended(ctx, name, s)
+}
+func (n noConfirm) SetAutoSync(ctx context.Context, on bool) error { return n.c.SetAutoSync(ctx, on) }
+func (n noConfirm) ApplyRevision(ctx context.Context, sha string) error {
+	return n.c.ApplyRevision(ctx, sha)
 }
