@@ -24,8 +24,10 @@ func TestReconcile_gitOps(t *testing.T) {
 	r.write("web.dstack.yml", serviceSpec("web", 1, ""))
 	sha1 := r.commit("add long and web")
 	s := startServer(t, r.dir)
+	start := time.Now()
+	phase := func(name string) { t.Logf("phase at %s: %s", time.Since(start).Round(time.Millisecond), name) }
 
-	t.Log("phase: create")
+	phase("create")
 	long := s.waitRunCond("long", reconcileWait, "running at "+sha1, func(r apiRunFull) bool {
 		return r.Revision == sha1 && r.Status == "running"
 	})
@@ -34,7 +36,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	})
 	longJob, webJob := long.Jobs[0].SubmissionID, web.Jobs[0].SubmissionID
 
-	t.Log("phase: in-place updates (task priority, service replicas)")
+	phase("in-place updates (task priority, service replicas)")
 	r.write("long.dstack.yml", longV1+"priority: 5\n")
 	r.write("web.dstack.yml", serviceSpec("web", 2, ""))
 	sha2 := r.commit("priority and replicas")
@@ -49,7 +51,7 @@ func TestReconcile_gitOps(t *testing.T) {
 		t.Fatalf("scaling up replaced the first replica: %+v", web.Jobs)
 	}
 
-	t.Log("phase: replace (task commands, service commands)")
+	phase("replace (task commands, service commands)")
 	r.write("long.dstack.yml", task("long", "  - echo start2\n  - sleep 300\n")+"priority: 5\n")
 	r.write("web.dstack.yml", serviceSpec("web", 2, " -v"))
 	sha3 := r.commit("new commands")
@@ -74,7 +76,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	longJob = currentJobs(long)[0].SubmissionID
 	webJobs := jobIDs(currentJobs(web))
 
-	t.Log("phase: broken commit while they run")
+	phase("broken commit while they run")
 	r.write("broken.dstack.yml", "type: task\nname: broken\nimage: x\ncomands:\n  - echo\n")
 	r.write("web.dstack.yml", serviceSpec("web", 1, " -v"))
 	bad := r.commit("broken spec and a valid change")
@@ -101,7 +103,7 @@ func TestReconcile_gitOps(t *testing.T) {
 		t.Fatalf("scaling down stopped the service: %+v", web)
 	}
 
-	t.Log("phase: server restart in the middle of a task's output")
+	phase("server restart in the middle of a task's output")
 	const lines = 50
 	r.write("count.dstack.yml", numberedTask("count", lines))
 	shaCount := r.commit("count")
@@ -130,7 +132,7 @@ func TestReconcile_gitOps(t *testing.T) {
 		t.Fatalf("the restart resubmitted running jobs: long %+v web %+v", long, web)
 	}
 
-	t.Log("phase: delete the task, then the service")
+	phase("delete the task, then the service")
 	r.remove("long.dstack.yml")
 	r.commit("remove long")
 	long = s.waitRunCond("long", reconcileWait, "terminated and removed", func(r apiRunFull) bool {
@@ -145,7 +147,7 @@ func TestReconcile_gitOps(t *testing.T) {
 		return r.Status == "terminated" && r.RemovedFromGit && countStatus(r.Jobs, "running") == 0
 	})
 
-	t.Log("phase: mass deletion is held")
+	phase("mass deletion is held")
 	for _, n := range []string{"m1", "m2", "m3"} {
 		r.write(n+".dstack.yml", task(n, "  - sleep 300\n"))
 	}
@@ -171,7 +173,7 @@ func TestReconcile_gitOps(t *testing.T) {
 		}
 	}
 
-	t.Log("phase: confirmation applies the held deletion")
+	phase("confirmation applies the held deletion")
 	code, body := s.do("POST", "/api/v1/sync/confirm", strings.NewReader(`{"revision":"`+held+`"}`))
 	if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
 		t.Skipf("SKIP: POST /api/v1/sync/confirm answers %d (not written yet); the held deletion was checked, its confirmation was not", code)
