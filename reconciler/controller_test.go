@@ -669,3 +669,44 @@ func TestReconcileRun_submittedWithoutJobs(t *testing.T) {
 		t.Fatalf("a second pass created more jobs: %d", len(js))
 	}
 }
+
+// TestSync_eventsCarryTheRevision: applying, rejecting and holding a
+// revision, and the run transitions it causes, are events naming it.
+func TestSync_eventsCarryTheRevision(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"a.dstack.yml": "type: task\nname: ev1\nimage: busybox\ncommands: [x]\n",
+		"b.dstack.yml": "type: task\nname: ev2\nimage: busybox\ncommands: [x]\n",
+	})
+	f.sync()
+	applied := f.syncState().AppliedSHA
+	f.write("c.dstack.yml", "type: task\nname: ev3\nimage: busybox\ncomands: [x]\n")
+	f.sync()
+	rejected := f.syncState().LatestSHA
+	f.remove("c.dstack.yml")
+	f.remove("a.dstack.yml")
+	f.remove("b.dstack.yml")
+	f.sync()
+	held := f.syncState().LatestSHA
+	for _, tc := range []struct {
+		rev, kind, typ, name string
+	}{
+		{applied, "revision", "applied", ""},
+		{applied, "run", "submitted", "ev1"},
+		{applied, "run", "submitted", "ev2"},
+		{rejected, "revision", "rejected", ""},
+		{held, "revision", "held", ""},
+	} {
+		evs, err := f.st.ListEvents(f.ctx, store.EventFilter{Revision: tc.rev, ObjectKind: tc.kind, Type: tc.typ, ObjectName: tc.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1 {
+			t.Errorf("%d %s %s %s events of revision %.12s, want 1", len(evs), tc.kind, tc.name, tc.typ, tc.rev)
+		}
+	}
+	// Syncing the held revision again records no second event.
+	f.sync()
+	if evs, _ := f.st.ListEvents(f.ctx, store.EventFilter{Revision: held, Type: "held"}); len(evs) != 1 {
+		t.Errorf("%d held events after a second sync, want 1", len(evs))
+	}
+}
