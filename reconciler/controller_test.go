@@ -710,3 +710,56 @@ func TestSync_eventsCarryTheRevision(t *testing.T) {
 		t.Errorf("%d held events after a second sync, want 1", len(evs))
 	}
 }
+
+// TestSync_suspend: while sync is suspended (globally or for one resource)
+// changes wait, removal included; resuming applies them.
+func TestSync_suspend(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"a.dstack.yml": "type: task\nname: sa\nimage: busybox\ncommands: [x]\n",
+		"b.dstack.yml": "type: task\nname: sb\nimage: busybox\ncommands: [x]\n",
+		"c.dstack.yml": "type: task\nname: sc\nimage: busybox\ncommands: [x]\n",
+	})
+	f.sync()
+	sa, sb := f.run("sa"), f.run("sb")
+
+	// Globally: nothing changes, the newest revision is still recorded.
+	if err := f.c.SetSuspended(f.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	f.write("a.dstack.yml", "type: task\nname: sa\nimage: busybox\ncommands: [y]\n")
+	if res := f.sync(); res != resultUnchanged {
+		t.Fatalf("suspended sync = %s", res)
+	}
+	if st := f.syncState(); st.LatestSHA == st.AppliedSHA || f.run("sa").ID != sa.ID {
+		t.Fatalf("a suspended sync applied the change (state %+v)", st)
+	}
+	if err := f.c.SetSuspended(f.ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	if f.run("sa").ID == sa.ID {
+		t.Fatalf("resuming did not apply the change")
+	}
+
+	// One resource: its change and its removal wait for it.
+	if err := f.c.SetRunSuspended(f.ctx, "task", "sb", true); err != nil {
+		t.Fatal(err)
+	}
+	f.write("b.dstack.yml", "type: task\nname: sb\nimage: busybox\ncommands: [y]\n")
+	f.sync()
+	if got := f.run("sb"); got.ID != sb.ID || got.Status == store.RunTerminating {
+		t.Fatalf("a suspended run was replaced: %+v", got)
+	}
+	f.remove("b.dstack.yml")
+	f.sync()
+	if got := f.run("sb"); got.Status == store.RunTerminating || got.RemovedFromGit {
+		t.Fatalf("a suspended run was stopped when its spec left Git: %+v", got)
+	}
+	if err := f.c.SetRunSuspended(f.ctx, "task", "sb", false); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	if got := f.run("sb"); got.Status != store.RunTerminating || !got.RemovedFromGit {
+		t.Fatalf("after resume the removed run is %s (removed %v), want terminating and removed", got.Status, got.RemovedFromGit)
+	}
+}
