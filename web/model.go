@@ -47,24 +47,37 @@ type Run struct {
 // Job is one submission of a run's job: every retry or replacement is a new
 // submission with its own id.
 type Job struct {
-	ID                string `json:"id"`
-	SubmissionID      string `json:"submission_id"`
-	SubmissionNum     int    `json:"submission_num"`
-	JobName           string `json:"job_name,omitempty"`
-	Status            string `json:"status"`
-	StatusMessage     string `json:"status_message,omitempty"`
-	ExitCode          *int   `json:"exit_code"`
+	// ID is the job row's id; log reads and ?job= use it.
+	ID string `json:"id"`
+	// SubmissionID names this submission (equal to ID in hoist's store).
+	SubmissionID string `json:"submission_id"`
+	// SubmissionNum counts retries of the same job, from 0.
+	SubmissionNum int `json:"submission_num"`
+	// JobName is dstack's job name (run-replica-job).
+	JobName string `json:"job_name,omitempty"`
+	// Status is dstack's job status (submitted … done).
+	Status string `json:"status"`
+	// StatusMessage explains Status to people.
+	StatusMessage string `json:"status_message,omitempty"`
+	// ExitCode is the process's exit code; nil until it exited.
+	ExitCode *int `json:"exit_code"`
+	// TerminationReason is dstack's reason once the job ended.
 	TerminationReason string `json:"termination_reason,omitempty"`
-	// TerminationMessage explains TerminationReason to people.
+// TerminationMessage explains TerminationReason to people.
 	TerminationMessage string `json:"termination_message,omitempty"`
 	// Revision is set on submissions of an earlier run of the same name
 	// (replaced by a newer revision).
-	Revision    string     `json:"revision,omitempty"`
-	Instance    string     `json:"instance,omitempty"`
-	Price       float64    `json:"price"`
-	SubmittedAt time.Time  `json:"submitted_at"`
-	StartedAt   *time.Time `json:"started_at,omitempty"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	// Instance is the name of the instance the job ran on.
+	Instance string `json:"instance,omitempty"`
+	// Price is that instance's price per hour (USD).
+	Price float64 `json:"price"`
+	// SubmittedAt is when the submission was made.
+	SubmittedAt time.Time `json:"submitted_at"`
+	// StartedAt is when the job started running; nil before.
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	// FinishedAt is when the job ended; nil before.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// RunName is set by ListJobs, which returns jobs of many runs.
 	RunName string `json:"run_name,omitempty"`
 	// Transitions lists the statuses the submission went through, oldest
@@ -126,15 +139,25 @@ type EventFilter struct {
 
 // SyncStatus is the state of the Git source as the API reports it.
 type SyncStatus struct {
-	Status         string     `json:"status"` // synced | syncing | invalid
-	Revision       string     `json:"revision"`
-	LatestRevision string     `json:"latest_revision"`
-	Errors         []string   `json:"errors"`
-	Repo           string     `json:"repo,omitempty"`
-	Branch         string     `json:"branch,omitempty"`
-	Path           string     `json:"path,omitempty"`
-	AutoSync       bool       `json:"auto_sync"`
-	LastSyncAt     *time.Time `json:"last_sync_at,omitempty"`
+	// Status is synced, syncing or invalid.
+	Status string `json:"status"`
+	// Revision is the applied revision.
+	Revision string `json:"revision"`
+	// LatestRevision is the newest revision of the source.
+	LatestRevision string `json:"latest_revision"`
+	// Errors say why the latest revision was rejected or held, as
+	// "path:line:col: message" (held plans start with HeldPrefix).
+	Errors []string `json:"errors"`
+	// Repo is the source's URL or directory.
+	Repo string `json:"repo,omitempty"`
+	// Branch is the tracked branch.
+	Branch string `json:"branch,omitempty"`
+	// Path is the directory of specs inside the repository.
+	Path string `json:"path,omitempty"`
+	// AutoSync is false while syncing from Git is suspended.
+	AutoSync bool `json:"auto_sync"`
+	// LastSyncAt is when the last sync finished.
+	LastSyncAt *time.Time `json:"last_sync_at,omitempty"`
 }
 
 // Sync statuses.
