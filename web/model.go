@@ -63,7 +63,7 @@ type Job struct {
 	ExitCode *int `json:"exit_code"`
 	// TerminationReason is dstack's reason once the job ended.
 	TerminationReason string `json:"termination_reason,omitempty"`
-// TerminationMessage explains TerminationReason to people.
+	// TerminationMessage explains TerminationReason to people.
 	TerminationMessage string `json:"termination_message,omitempty"`
 	// Revision is set on submissions of an earlier run of the same name
 	// (replaced by a newer revision).
