@@ -201,6 +201,16 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			return 5 * time.Second, nil
 		}
 		if err := be.Terminate(ctx, inst.ID); err != nil {
+			// Show why the instance does not go away (e.g. a changed host
+			// key refuses the drain); a stalled error is an event once.
+			if msg := err.Error(); msg != inst.StatusMessage {
+				inst.StatusMessage = msg
+				inst.Unreachable = errors.Is(err, backends.ErrUnreachable) || errors.Is(err, backends.ErrHostKeyMismatch)
+				_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+				if backends.IsStalled(err) {
+					c.event(ctx, "instance", inst.Name, inst.ID, "stalled", "", "instance needs attention: "+msg)
+				}
+			}
 			return 0, err
 		}
 		c.dropConn(inst.ID)
