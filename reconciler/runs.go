@@ -100,6 +100,12 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if term == runReasonJobFailed {
 		if failed, ok := firstFailed(latest); ok {
 			ev := retryEvent(failed.TerminationReason)
+			if ev != "" && spec.retryOn(ev, run.SubmittedAt, now) && !run.RemovedFromGit &&
+				schema.Kind(spec.Type) == schema.KindService && otherReplicaAlive(latest, failed) {
+				// One replica retries on its own while the others serve
+				// (dstack resubmits the replica, not the run).
+				return c.retryReplica(ctx, &run, failed, ev, now)
+			}
 			if ev != "" && spec.retryOn(ev, run.SubmittedAt, now) && !run.RemovedFromGit {
 				// Terminate siblings, then resubmit the whole run after the back-off.
 				for _, j := range latest {
@@ -334,6 +340,40 @@ func (c *Controller) retireOlderRuns(ctx context.Context, run *store.Run) error 
 		}
 	}
 	return nil
+}
+
+// otherReplicaAlive reports whether a replica other than failed's is still
+// up (not failed or stopping).
+func otherReplicaAlive(latest []store.Job, failed store.Job) bool {
+	for _, j := range latest {
+		if j.ReplicaNum != failed.ReplicaNum && !store.IsJobFinished(j.Status) && j.Status != store.JobTerminating {
+			return true
+		}
+	}
+	return false
+}
+
+// retryReplica submits a failed service replica again once its job has
+// finished and the back-off (by its submission number) has passed.
+func (c *Controller) retryReplica(ctx context.Context, run *store.Run, failed store.Job, ev string, now time.Time) (time.Duration, error) {
+	if !store.IsJobFinished(failed.Status) {
+		return 0, nil // finishing the job wakes the run
+	}
+	wait := backoffFor(failed.SubmissionNum)
+	if due := failed.FinishedAt.Add(wait); due.After(now) {
+		return due.Sub(now), nil
+	}
+	j := store.Job{
+		RunID: run.ID, RunName: run.Name, JobNum: failed.JobNum, ReplicaNum: failed.ReplicaNum, JobName: failed.JobName,
+		SubmissionNum: failed.SubmissionNum + 1, DeploymentNum: run.DeploymentNum, Spec: run.Spec, Status: store.JobSubmitted,
+	}
+	if err := c.st.CreateJob(ctx, &j); err != nil {
+		return 0, err
+	}
+	c.jobs.Add(j.ID)
+	c.event(ctx, "run", run.Name, run.ID, "retrying", run.Revision,
+		fmt.Sprintf("replica %d failed (%s); resubmitted on %s after %s", failed.ReplicaNum, failed.TerminationReason, ev, wait))
+	return 0, nil
 }
 
 func firstFailed(latest []store.Job) (store.Job, bool) {
