@@ -763,3 +763,45 @@ func TestSync_suspend(t *testing.T) {
 		t.Fatalf("after resume the removed run is %s (removed %v), want terminating and removed", got.Status, got.RemovedFromGit)
 	}
 }
+
+// TestReconcileRun_serviceReplicaRetry: a failed replica of a service with
+// retry is resubmitted on its own after the back-off while the other
+// replica keeps serving; the run stays running.
+func TestReconcileRun_serviceReplicaRetry(t *testing.T) {
+	f := newFixture(t, map[string]string{"web.dstack.yml": "type: service\nname: web\nimage: busybox\nport: 8000\nreplicas: 2\ncommands: [serve]\nretry:\n  on_events: [error]\n  duration: 1h\n"})
+	f.sync()
+	f.setRunning("web")
+	f.reconcileRun("web")
+	run := f.run("web")
+	var r1 store.Job
+	for _, j := range f.jobs(run.ID) {
+		if j.ReplicaNum == 1 {
+			r1 = j
+		}
+	}
+	l, ok, err := f.c.claim(f.ctx, "jobs", r1.ID)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	exit := 1
+	f.c.jobFinished(f.ctx, l, r1.ID, api.JobState{State: api.JobFailed, ExitCode: &exit})
+	f.c.release(l)
+	if _, err := f.c.reconcileJob(f.ctx, r1.ID); err != nil { // terminating → failed
+		t.Fatal(err)
+	}
+	if after := f.reconcileRun("web"); after != 15*time.Second {
+		t.Fatalf("replica retry wakes in %s, want the 15s back-off", after)
+	}
+	f.clock.Advance(15 * time.Second)
+	f.reconcileRun("web")
+	run = f.run("web")
+	latest := latestSubmissions(f.jobs(run.ID))
+	byReplica := map[int]store.Job{}
+	for _, j := range latest {
+		byReplica[j.ReplicaNum] = j
+	}
+	if run.Status != store.RunRunning || byReplica[0].Status != store.JobRunning ||
+		byReplica[1].Status != store.JobSubmitted || byReplica[1].SubmissionNum != 1 {
+		t.Fatalf("run %s, replicas %+v; want running, replica 0 running, replica 1 resubmitted (#1)", run.Status, byReplica)
+	}
+}
