@@ -32,7 +32,8 @@ const sshWithin = 90 * time.Second
 // job lands there; killing the sshd of the host a task runs on marks it
 // unreachable and the run's retry policy resubmits the task to the other
 // host; a host removed from the spec is drained; after a server restart the
-// remaining host is used as it is.
+// remaining host is used as it is; a host whose key changed is not drained
+// through the unverified connection, and says so.
 func TestSSHFleet(t *testing.T) {
 	testenv.Docker(t)
 	keys := t.TempDir()
@@ -264,6 +265,22 @@ func TestSSHFleet(t *testing.T) {
 	}
 	if pid := readPidFile(filepath.Join(other.Dir, "supervisor.pid")); pid != supervisor || !pidAlive(pid) {
 		t.Fatalf("the shim's supervisor on %s changed from pid %d to %d: the restart redeployed a running host", other.Name, supervisor, pid)
+	}
+
+	t.Log("phase: a host with a changed key is not drained through an unverified connection")
+	keeper := hosts[1-victim]
+	keeper.RestartWithNewKey(t)
+	r.write("fleet.dstack.yml", "type: fleet\nname: "+sshFleetName+"\nssh_config:\n  user: "+user+"\n  identity_file: "+client.Path+"\n  hosts: []\n")
+	r.commit("remove the last host")
+	s.waitInstances(sshWithin, other.Name+" terminating with the host key error", func(is map[string]apiInstance) bool {
+		i := is[other.Name]
+		return i.Status == "terminating" && strings.Contains(i.StatusMessage, "host key mismatch")
+	})
+	s.waitEvent(sshWithin, "instance", other.Name, func(e apiEvent) bool {
+		return e.Type == "stalled" && strings.Contains(e.Message, "host key mismatch")
+	})
+	if !pidAlive(readPidFile(filepath.Join(other.Dir, "supervisor.pid"))) {
+		t.Fatalf("the shim on %s was stopped through a connection with an unknown host key", other.Name)
 	}
 }
 
