@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -103,6 +104,7 @@ type Controller struct {
 
 	mu        sync.Mutex
 	confirmed map[string]bool // revisions whose held plan a user confirmed
+	branch    atomic.Value    // string: the tracked branch as last resolved
 }
 
 type syncRequest struct {
@@ -151,7 +153,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		obs = nopObserver{}
 	}
 	now := cfg.Now
-	return &Controller{
+	c := &Controller{
 		cfg:       cfg,
 		st:        deps.Store,
 		src:       deps.Source,
@@ -167,7 +169,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		conns:     map[string]backends.Conn{},
 		pumps:     map[string]context.CancelFunc{},
 		confirmed: map[string]bool{},
-	}, nil
+	}
+	c.branch.Store("")
+	return c, nil
 }
 
 type nopObserver struct{}

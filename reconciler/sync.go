@@ -164,6 +164,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	if !force && rev.ID == st.LatestSHA && (st.Status == store.SyncInvalid || rev.ID == st.AppliedSHA) {
 		return resultUnchanged, nil
 	}
+	c.branch.Store(rev.Branch)
 	log := c.log.With("revision", short(rev.ID))
 	snap, err := c.src.Checkout(ctx, rev)
 	if err != nil {
@@ -335,6 +336,8 @@ type SyncStatus struct {
 	Suspended bool `json:"suspended"`
 	// Source describes the repository, branch and path.
 	Source string `json:"source"`
+	// Branch is the tracked branch as last resolved.
+	Branch string `json:"branch,omitempty"`
 	// LastSyncedAt is when a revision was last applied.
 	LastSyncedAt time.Time `json:"last_synced_at,omitzero"`
 }
@@ -351,7 +354,7 @@ func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
 	}
 	return SyncStatus{
 		Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA, Errors: errs,
-		Suspended: st.Suspended, Source: c.src.Describe(), LastSyncedAt: st.LastSyncedAt,
+		Suspended: st.Suspended, Source: c.src.Describe(), LastSyncedAt: st.LastSyncedAt, Branch: c.branch.Load().(string),
 	}, nil
 }
 

@@ -192,13 +192,21 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// Webhook pushes to other branches are acknowledged and ignored: the
+	// tracked branch is the flag's, or the one the source resolves now.
+	branch := o.branch
+	if branch == "" {
+		if rev, err := src.Latest(ctx); err == nil {
+			branch = rev.Branch
+		}
+	}
 	view := storeview.New(st, "")
 	srv, err := web.New(web.Config{
-		Listen: o.listen, AdminToken: token, WebhookSecret: webhookSecret, Branch: o.branch,
+		Listen: o.listen, AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{
-		Store: view, Syncer: syncer{ctrl}, Tokens: view, Inventory: view,
+		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market,
 	})
 	if err != nil {
@@ -224,6 +232,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		srv.Close() // ends live streams, so that Shutdown need not wait for them
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return hs.Shutdown(sctx)

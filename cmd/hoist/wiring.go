@@ -305,7 +305,10 @@ func (o *metricsObserver) QueueDepth(_ string, n int) {
 }
 
 // syncer is the reconciler as the web's Syncer.
-type syncer struct{ c *reconciler.Controller }
+type syncer struct {
+	c    *reconciler.Controller
+	path string
+}
 
 func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	st, err := s.c.Status(ctx)
@@ -314,7 +317,7 @@ func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	}
 	out := web.SyncStatus{
 		Status: st.Status, Revision: st.Revision, LatestRevision: st.LatestRevision, Errors: st.Errors,
-		Repo: st.Source, AutoSync: !st.Suspended,
+		Repo: st.Source, Branch: st.Branch, Path: s.path, AutoSync: !st.Suspended,
 	}
 	if !st.LastSyncedAt.IsZero() {
 		t := st.LastSyncedAt
@@ -417,6 +420,10 @@ func (c controller) SetRunSuspended(ctx context.Context, name string, suspended 
 
 func (c controller) SetAutoSync(ctx context.Context, enabled bool) error {
 	return c.ctrl.SetSuspended(ctx, !enabled)
+}
+
+func (c controller) ConfirmRevision(ctx context.Context, sha string) error {
+	return c.ctrl.Confirm(ctx, sha)
 }
 
 func (c controller) ApplyRevision(ctx context.Context, sha string) error {
