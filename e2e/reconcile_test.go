@@ -112,6 +112,9 @@ func TestReconcile_gitOps(t *testing.T) {
 		return s.getJSON("/api/v1/runs/count", &run) == 200 && run.Revision == shaCount && strings.Contains(s.logs("count"), "line 10\n")
 	})
 	runsBefore := countRuns(t, s)
+	if before := s.logs("count"); strings.Contains(before, fmt.Sprintf("line %d\n", lines-1)) {
+		t.Fatalf("count finished before the restart; the test needs a restart mid-output:\n%s", before)
+	}
 	s.restart()
 	count := s.waitRunCond("count", reconcileWait, "done", func(r apiRunFull) bool { return r.Status == "done" })
 	if len(count.Jobs) != 1 || count.Jobs[0].SubmissionNum != 0 {
