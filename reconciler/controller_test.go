@@ -81,7 +81,7 @@ func TestReconcileRun_retryOnError(t *testing.T) {
 	}
 }
 
-// TestReconcileRun_noRetryWithoutPolicy: an error without a retry policy
+// TestReconcileRun_finalWithoutRetry: an error without a retry policy
 // fails the run at once (job_failed), and a done job makes it done.
 func TestReconcileRun_finalWithoutRetry(t *testing.T) {
 	for _, tc := range []struct {
@@ -118,7 +118,7 @@ func TestReconcileRun_finalWithoutRetry(t *testing.T) {
 	}
 }
 
-// TestReconcileRun_noFleetsRetriesOnNoCapacity: with no fleet at all the
+// TestReconcileRun_noFleets: with no fleet at all the
 // job fails with `no fleets` (dstack's no-capacity), which retry covers.
 func TestReconcileRun_noFleets(t *testing.T) {
 	f := newFixture(t, map[string]string{
@@ -143,7 +143,7 @@ func TestReconcileRun_noFleets(t *testing.T) {
 	}
 }
 
-// TestReconcileRun_scheduleGoesBackToPending: a scheduled task waits for
+// TestReconcileRun_schedule: a scheduled task waits for
 // its cron time, runs, and goes back to pending for the next fire.
 func TestReconcileRun_schedule(t *testing.T) {
 	f := newFixture(t, map[string]string{"cron.dstack.yml": "type: task\nname: nightly\nimage: busybox\ncommands: [x]\nschedule:\n  cron: \"0 * * * *\"\n"})
@@ -207,7 +207,7 @@ func TestSync_typeChangeConverges(t *testing.T) {
 	}
 }
 
-// TestSync_invalidRevisionChangesNothing: a broken spec rejects the whole
+// TestSync_invalidRevision: a broken spec rejects the whole
 // revision with file:line:col errors; the fix syncs.
 func TestSync_invalidRevision(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: keep\nimage: busybox\ncommands: [x]\n"})
