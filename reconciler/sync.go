@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"time"
+
+	"github.com/uptrace/bun"
 
 	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
@@ -199,7 +200,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 			return "", err
 		}
 	}
-	obs, err := c.observe(ctx)
+	obs, err := c.observeFor(ctx, desired.Resources)
 	if err != nil {
 		return "", err
 	}
@@ -256,7 +257,7 @@ func (c *Controller) PlanFS(ctx context.Context, fsys fs.FS) (plan.Plan, error) 
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	obs, err := c.observe(ctx)
+	obs, err := c.observeFor(ctx, desired.Resources)
 	if err != nil {
 		return plan.Plan{}, err
 	}
@@ -276,47 +277,119 @@ func (c *Controller) PlanRevision(ctx context.Context, rev source.Revision) (pla
 
 // observe reads the managed resources and how they are doing.
 func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
-	rs, err := c.st.ListResources(ctx, store.ResourceFilter{Project: c.cfg.Project})
-	if err != nil {
-		return plan.Observed{}, err
+	return c.observeFor(ctx, nil)
+}
+
+// observeFor is observe with the desired resources as a hint: a stored spec
+// whose hash equals the desired one is not read back (the bytes are the
+// same), so planning an unchanged or one-file-changed revision reads only
+// small columns.
+func (c *Controller) observeFor(ctx context.Context, desired []schema.Resource) (plan.Observed, error) {
+	want := make(map[string][]byte, len(desired))
+	for _, d := range desired {
+		want[string(d.Kind)+"/"+d.Name] = d.JSON
 	}
-	// The latest run of every name, in one query (runs come newest first).
-	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Limit: math.MaxInt32})
-	if err != nil {
-		return plan.Observed{}, err
+	// Small columns into small rows: no full models, no scan hooks.
+	db := c.st.DB()
+	var rs []struct {
+		ID        string `bun:"id"`
+		Kind      string `bun:"kind"`
+		Name      string `bun:"name"`
+		SpecHash  string `bun:"spec_hash"`
+		File      string `bun:"file"`
+		Status    string `bun:"status"`
+		Suspended bool   `bun:"suspended"`
 	}
-	latest := make(map[string]*store.Run, len(runs))
+	if err := db.NewSelect().Table("resources").
+		Column("id", "kind", "name", "spec_hash", "file", "status", "suspended").
+		Where("project = ? AND NOT deleted", c.cfg.Project).OrderExpr("kind, name").Scan(ctx, &rs); err != nil {
+		return plan.Observed{}, fmt.Errorf("observe resources: %w", err)
+	}
+	// The latest run of every name (runs newest first).
+	type runRow struct {
+		ID       string `bun:"id"`
+		Name     string `bun:"name"`
+		Status   string `bun:"status"`
+		SpecHash string `bun:"spec_hash"`
+	}
+	var runs []runRow
+	if err := db.NewSelect().Table("runs").Column("id", "name", "status", "spec_hash").
+		Where("project = ? AND NOT deleted", c.cfg.Project).OrderExpr("submitted_at DESC, id DESC").Scan(ctx, &runs); err != nil {
+		return plan.Observed{}, fmt.Errorf("observe runs: %w", err)
+	}
+	latest := make(map[string]*runRow, len(runs))
 	for i := range runs {
 		if _, ok := latest[runs[i].Name]; !ok {
 			latest[runs[i].Name] = &runs[i]
 		}
 	}
 	obs := plan.Observed{Resources: make([]plan.Current, 0, len(rs))}
+	var needRes, needRun []string // ids whose spec must be read
+	fill := map[int]string{}      // index in obs.Resources → key in specs
 	for _, r := range rs {
 		cur := plan.Current{
-			Kind: schema.Kind(r.Kind), Name: r.Name, File: r.File, Spec: r.Spec,
+			Kind: schema.Kind(r.Kind), Name: r.Name, File: r.File,
 			Status: r.Status, Suspended: r.Suspended,
 		}
-		if cur.Kind == schema.KindVolume || cur.Kind == schema.KindGateway {
-			cur.Prune = pruneOptIn(r.Spec) // only their deletes need it
-		}
+		specID := ""
 		if cur.Kind.IsRun() {
-			if run, ok := latest[r.Name]; ok {
-				cur.Status = run.Status
-				cur.Finished = store.IsRunFinished(run.Status)
-				if run.SpecHash != r.SpecHash {
-					// What runs is the run's spec: a crash after recording a
-					// changed spec but before replacing the run must not
-					// make the change look applied.
-					cur.Spec = run.Spec
-				}
-			} else {
+			run, ok := latest[r.Name]
+			if !ok {
 				// Recorded but never submitted (a crash in between): plan
 				// it as a create, or the run would never start.
 				continue
 			}
+			cur.Status = run.Status
+			cur.Finished = store.IsRunFinished(run.Status)
+			if run.SpecHash != r.SpecHash {
+				// What runs is the run's spec: a crash after recording a
+				// changed spec but before replacing the run must not
+				// make the change look applied.
+				specID = "run:" + run.ID
+				needRun = append(needRun, run.ID)
+			}
+		}
+		if specID == "" {
+			if b, ok := want[r.Kind+"/"+r.Name]; ok && specHash(b) == r.SpecHash && cur.Kind != schema.KindVolume && cur.Kind != schema.KindGateway {
+				cur.Spec = b
+			} else {
+				specID = "res:" + r.ID
+				needRes = append(needRes, r.ID)
+			}
+		}
+		if specID != "" {
+			fill[len(obs.Resources)] = specID
 		}
 		obs.Resources = append(obs.Resources, cur)
+	}
+	specs := map[string][]byte{}
+	type specRow struct {
+		ID   string `bun:"id"`
+		Spec string `bun:"spec"`
+	}
+	for _, q := range []struct {
+		table, prefix string
+		ids           []string
+	}{{"resources", "res:", needRes}, {"runs", "run:", needRun}} {
+		if len(q.ids) == 0 {
+			continue
+		}
+		var rows []specRow
+		if err := db.NewSelect().Table(q.table).Column("id", "spec").Where("id IN (?)", bun.In(q.ids)).Scan(ctx, &rows); err != nil {
+			return plan.Observed{}, fmt.Errorf("observe %s specs: %w", q.table, err)
+		}
+		for _, r := range rows {
+			specs[q.prefix+r.ID] = []byte(r.Spec)
+		}
+	}
+	for i, key := range fill {
+		obs.Resources[i].Spec = specs[key]
+	}
+	for i := range obs.Resources {
+		cur := &obs.Resources[i]
+		if cur.Kind == schema.KindVolume || cur.Kind == schema.KindGateway {
+			cur.Prune = pruneOptIn(cur.Spec) // only their deletes need it
+		}
 	}
 	return obs, nil
 }
@@ -438,7 +511,7 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 	if err != nil {
 		return fmt.Errorf("revision %s is invalid: %w", short(sha), err)
 	}
-	obs, err := c.observe(ctx)
+	obs, err := c.observeFor(ctx, desired.Resources)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,13 @@ package schema
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -105,7 +107,7 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 				var res []Resource
 				var errs Errors
 				if u := units[i]; len(u) == 1 && !strings.HasSuffix(u[0], ".cue") {
-					res, errs = v.loadFile(fsys, u[0])
+					res, errs = loadFileCached(v, fsys, u[0])
 				} else {
 					res, errs = v.loadCue(fsys, u)
 				}
@@ -159,6 +161,50 @@ func workUnits(files []string) [][]string {
 		units = append(units, []string{f})
 	}
 	return units
+}
+
+// fileCache keeps the result of loading each YAML spec file by path and
+// content hash, so that a revision changing one file re-validates that file
+// only (the cross-file identity checks always run). Results are shared
+// between loads: callers treat a Resource's Spec as read-only.
+var fileCache = struct {
+	sync.Mutex
+	m map[fileKey]fileResult
+}{m: map[fileKey]fileResult{}}
+
+// fileCacheMax bounds the cache; it is emptied when full.
+const fileCacheMax = 100_000
+
+type fileKey struct {
+	path string
+	sum  [sha256.Size]byte
+}
+
+type fileResult struct {
+	res  []Resource
+	errs Errors
+}
+
+func loadFileCached(v *validator, fsys fs.FS, p string) ([]Resource, Errors) {
+	b, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return v.loadFile(fsys, p)
+	}
+	k := fileKey{p, sha256.Sum256(b)}
+	fileCache.Lock()
+	r, ok := fileCache.m[k]
+	fileCache.Unlock()
+	if ok {
+		return slices.Clone(r.res), slices.Clone(r.errs)
+	}
+	res, errs := v.loadFile(fsys, p)
+	fileCache.Lock()
+	if len(fileCache.m) >= fileCacheMax {
+		clear(fileCache.m)
+	}
+	fileCache.m[k] = fileResult{slices.Clone(res), slices.Clone(errs)}
+	fileCache.Unlock()
+	return res, errs
 }
 
 // validators caches validators (each with a compiled schema) across
