@@ -101,6 +101,7 @@ type Controller struct {
 
 	pumpsMu sync.Mutex
 	pumps   map[string]context.CancelFunc // running jobs whose output is being copied
+	pumpWG  sync.WaitGroup                // pumps still finishing
 
 	mu        sync.Mutex
 	confirmed map[string]bool // revisions whose held plan a user confirmed
@@ -213,6 +214,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.jobs.Close()
 		c.insts.Close()
 		c.stopPumps()
+		c.pumpWG.Wait() // they release their leases before the store closes
 		c.closeConns()
 		return nil
 	})

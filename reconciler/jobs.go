@@ -147,6 +147,9 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 		return 0, err
 	}
 	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)
+	if inst.Backend != c.cfg.LocalBackend {
+		c.markInstance(ctx, inst.ID)
+	}
 	c.runs.Add(run.ID)
 	return time.Millisecond, nil
 }
@@ -356,10 +359,39 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	}
 	c.event(ctx, "job", job.JobName, job.ID, job.Status, "", fmt.Sprintf("job %s: %s", job.Status, job.StatusMessage))
 	c.runs.Add(job.RunID)
+	if job.InstanceID != "" {
+		c.markInstance(ctx, job.InstanceID)
+	}
 	if cleanup != nil {
 		cleanup()
 	}
 	return 0, nil
+}
+
+// markInstance sets an idle or busy instance's status from whether an
+// active job uses it (the local host, shared by every job, stays idle).
+func (c *Controller) markInstance(ctx context.Context, id string) {
+	for attempt := 0; attempt < 5; attempt++ {
+		inst, err := c.st.GetInstance(ctx, id)
+		if err != nil || (inst.Status != store.InstanceIdle && inst.Status != store.InstanceBusy) || inst.Backend == c.cfg.LocalBackend {
+			return
+		}
+		busy, err := c.instanceBusy(ctx, id)
+		if err != nil {
+			return
+		}
+		want := store.InstanceIdle
+		if busy {
+			want = store.InstanceBusy
+		}
+		if inst.Status == want {
+			return
+		}
+		inst.Status = want
+		if err := c.st.UpdateInstance(ctx, &inst); !errors.Is(err, store.ErrConflict) {
+			return
+		}
+	}
 }
 
 // removeTask terminates and removes a job's task on its shim; failures are

@@ -36,7 +36,9 @@ func (c *Controller) startPump(ctx context.Context, l store.Lease, job store.Job
 	stop := context.AfterFunc(ctx, cancel)
 	c.pumps[job.ID] = cancel
 	c.pumpsMu.Unlock()
+	c.pumpWG.Add(1)
 	go func() {
+		defer c.pumpWG.Done()
 		defer stop()
 		defer func() {
 			c.pumpsMu.Lock()
