@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,7 +37,7 @@ const testLabel = "hoist.test"
 // machine, and the backend managing it.
 type fleet struct {
 	b      *sshfleet.Backend
-	hosts  []*sshd
+	hosts  []*testenv.SSHD
 	key    []byte
 	state  string
 	remote string
@@ -49,10 +48,11 @@ type fleet struct {
 func newFleet(t *testing.T, n int) *fleet {
 	t.Helper()
 	image := testenv.Docker(t)
-	client, pemKey := newKey(t)
-	f := &fleet{key: pemKey, state: t.TempDir(), remote: t.TempDir(), image: image, user: loginUser(t)}
+	clientKey := testenv.NewSSHKey(t, t.TempDir(), "client")
+	client, pemKey := clientKey.Signer, clientKey.PEM
+	f := &fleet{key: pemKey, state: t.TempDir(), remote: t.TempDir(), image: image, user: testenv.LoginUser(t)}
 	for i := range n {
-		f.hosts = append(f.hosts, startSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.PublicKey()))
+		f.hosts = append(f.hosts, testenv.StartSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.PublicKey()))
 	}
 	// Runs before the sshd are killed (cleanups run last-in first-out).
 	t.Cleanup(func() { f.reap(t) })
@@ -79,7 +79,7 @@ func (f *fleet) spec(i int, id string) backends.InstanceSpec {
 	h := f.hosts[i]
 	return backends.InstanceSpec{
 		ID:   id,
-		Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: f.user, PrivateKey: f.key},
+		Host: &backends.SSHHost{Hostname: h.IP, Port: h.Port, User: f.user, PrivateKey: f.key},
 		Tags: map[string]string{testLabel: "backends-sshfleet", backends.TagInstance: id},
 	}
 }
@@ -162,7 +162,7 @@ func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[i].HostKey.PublicKey()) {
+		if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[i].HostKey()) {
 			t.Fatalf("host %d: status %q, host key %q (want the sshd's, recorded on first contact)", i, inst.Status, inst.HostKey)
 		}
 		insts = append(insts, inst)
@@ -251,7 +251,7 @@ func TestFleet_changedHostKeyIsRefused(t *testing.T) {
 	}
 	// Pinning the new key in the spec (the user's decision) lets it through.
 	spec := f.spec(0, "rekeyed")
-	spec.Host.HostKeys = []string{tunnel.MarshalHostKey(f.hosts[0].HostKey.PublicKey())}
+	spec.Host.HostKeys = []string{tunnel.MarshalHostKey(f.hosts[0].HostKey())}
 	if inst, err = f.b.Create(ctx, spec); err != nil || inst.Status != backends.StatusRunning {
 		t.Fatalf("Create with the new key pinned: %+v, %v", inst, err)
 	}
@@ -259,8 +259,8 @@ func TestFleet_changedHostKeyIsRefused(t *testing.T) {
 	// A host pinned by known_hosts content from the start.
 	f2 := spec
 	f2.ID = "known-hosts"
-	f2.Host = &backends.SSHHost{Hostname: f.hosts[0].ip, Port: f.hosts[0].port, User: loginUser(t), PrivateKey: f.key,
-		KnownHosts: "[" + f.hosts[0].ip + "]:" + strconv.Itoa(f.hosts[0].port) + " " + tunnel.MarshalHostKey(newSignerPub(t)) + "\n"}
+	f2.Host = &backends.SSHHost{Hostname: f.hosts[0].IP, Port: f.hosts[0].Port, User: testenv.LoginUser(t), PrivateKey: f.key,
+		KnownHosts: "[" + f.hosts[0].IP + "]:" + strconv.Itoa(f.hosts[0].Port) + " " + tunnel.MarshalHostKey(newSignerPub(t)) + "\n"}
 	if _, err := f.b.Create(ctx, f2); !errors.Is(err, backends.ErrHostKeyMismatch) {
 		t.Errorf("Create against a known_hosts entry of another key = %v", err)
 	}
@@ -270,7 +270,7 @@ func TestFleet_changedHostKeyIsRefused(t *testing.T) {
 }
 
 func newSignerPub(t *testing.T) ssh.PublicKey {
-	s, _ := newKey(t)
+	s := testenv.NewSSHKey(t, t.TempDir(), "other").Signer
 	return s.PublicKey()
 }
 
@@ -414,13 +414,13 @@ func TestFleet_proxyJump(t *testing.T) {
 	ctx := t.Context()
 	spec := f.spec(1, "jumped")
 	jump := f.hosts[0]
-	spec.Host.ProxyJump = &backends.SSHHost{Hostname: jump.ip, Port: jump.port, User: loginUser(t), PrivateKey: f.key}
+	spec.Host.ProxyJump = &backends.SSHHost{Hostname: jump.IP, Port: jump.Port, User: testenv.LoginUser(t), PrivateKey: f.key}
 	inst, err := f.b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
-	if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[1].HostKey.PublicKey()) {
+	if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[1].HostKey()) {
 		t.Fatalf("through the jump host: status %q, host key %q (want host 1's)", inst.Status, inst.HostKey)
 	}
 	out := runJob(t, ctx, f.b, inst, "jumped-task", f.image, "echo through the jump host")
@@ -435,7 +435,7 @@ func TestFleet_proxyJump(t *testing.T) {
 		t.Errorf("Describe after the jump host's key changed = %v; want ErrHostKeyMismatch", err)
 	}
 	jump.Kill() // cleanup terminates through a working jump host: give it back its key
-	spec.Host.ProxyJump.HostKeys = []string{tunnel.MarshalHostKey(jump.HostKey.PublicKey())}
+	spec.Host.ProxyJump.HostKeys = []string{tunnel.MarshalHostKey(jump.HostKey())}
 	jump.Restart(t)
 	if _, err := f.b.Create(ctx, spec); err != nil {
 		t.Errorf("Create with the jump host's new key pinned: %v", err)
@@ -563,7 +563,7 @@ func TestFactory_options(t *testing.T) {
 	}
 	knownHosts := func(k ssh.PublicKey) string {
 		p := filepath.Join(t.TempDir(), "known_hosts")
-		line := "[" + h.ip + "]:" + strconv.Itoa(h.port) + " " + tunnel.MarshalHostKey(k) + "\n"
+		line := "[" + h.IP + "]:" + strconv.Itoa(h.Port) + " " + tunnel.MarshalHostKey(k) + "\n"
 		if err := os.WriteFile(p, []byte(line), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -579,7 +579,7 @@ func TestFactory_options(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	spec := backends.InstanceSpec{ID: "by-config", Host: &backends.SSHHost{Hostname: h.ip, Port: h.port, User: loginUser(t)},
+	spec := backends.InstanceSpec{ID: "by-config", Host: &backends.SSHHost{Hostname: h.IP, Port: h.Port, User: testenv.LoginUser(t)},
 		Tags: map[string]string{testLabel: "backends-sshfleet", backends.TagInstance: "by-config"}}
 
 	wrong, err := open(`{"remote_dir": "` + f.remote + `", "identity_file": "` + keyFile + `", "known_hosts_file": "` + knownHosts(newSignerPub(t)) + `"}`)
@@ -590,7 +590,7 @@ func TestFactory_options(t *testing.T) {
 		t.Errorf("Create against the config's known_hosts of another key = %v", err)
 	}
 
-	b, err := open(`{"remote_dir": "` + f.remote + `", "identity_file": "` + keyFile + `", "known_hosts_file": "` + knownHosts(h.HostKey.PublicKey()) + `"}`)
+	b, err := open(`{"remote_dir": "` + f.remote + `", "identity_file": "` + keyFile + `", "known_hosts_file": "` + knownHosts(h.HostKey()) + `"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,12 +605,3 @@ func TestFactory_options(t *testing.T) {
 	}
 }
 
-// loginUser is the user the test's sshd lets in: the one running the test
-// (a non-root sshd can only log in its own user).
-func loginUser(t *testing.T) string {
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Username
-}
