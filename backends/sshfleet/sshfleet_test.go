@@ -604,4 +604,3 @@ func TestFactory_options(t *testing.T) {
 		t.Errorf("host reached with the config's key and known_hosts: %+v", inst)
 	}
 }
-
