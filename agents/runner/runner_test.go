@@ -521,8 +521,12 @@ func TestRunner_logStreamServesJSONLinesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(r.Handler())
-	defer r.Close()
-	defer srv.Close()
+	t.Cleanup(func() { // the job must be over before its home is removed
+		r.Stop(0, "", "test ended")
+		<-r.Done()
+		srv.Close()
+		r.Close()
+	})
 	c := api.NewRunnerClient(srv.URL, nil)
 	if err := c.Submit(ctx(t), api.JobSpec{Commands: []string{"echo one", "sleep 0.2", "echo two >&2"}, WorkingDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
@@ -557,8 +561,12 @@ func TestRunner_logsDefaultToJSONLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(r.Handler())
-	defer r.Close()
-	defer srv.Close()
+	t.Cleanup(func() { // the job must be over before its home is removed
+		r.Stop(0, "", "test ended")
+		<-r.Done()
+		srv.Close()
+		r.Close()
+	})
 	c := api.NewRunnerClient(srv.URL, nil)
 	run(t, c, api.JobSpec{Commands: []string{"echo hi"}, WorkingDir: t.TempDir()})
 	resp, err := http.Get(srv.URL + "/api/v1/logs?after_seq=0")
