@@ -305,6 +305,12 @@ type Plan struct {
 	Valid    bool     `json:"valid"`
 	Errors   []string `json:"errors"`
 	Changes  []Change `json:"changes"`
+	// Held reports that applying waits for a user's confirmation.
+	Held bool `json:"held"`
+	// CostBefore and CostAfter estimate the spend in dollars per hour
+	// now and once the plan is applied (cheapest matching offers).
+	CostBefore float64 `json:"cost_before"`
+	CostAfter  float64 `json:"cost_after"`
 }
 
 // Change is one step of a plan.

@@ -208,4 +208,8 @@ func printPlan(w io.Writer, p web.Plan) {
 	tw.Flush()
 	fmt.Fprintf(w, "\nPlan: %d to create, %d to update, %d to replace, %d to delete, %d unchanged.\n",
 		counts["create"], counts["update"], counts["replace"], counts["delete"], counts["none"])
+	fmt.Fprintf(w, "Estimated spend: $%.2f/h now, $%.2f/h after.\n", p.CostBefore, p.CostAfter)
+	if p.Held {
+		fmt.Fprintln(w, "Held: applying this revision waits for confirmation (POST /api/v1/sync/confirm).")
+	}
 }

@@ -378,7 +378,7 @@ func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
 		}
 		return out, nil
 	}
-	out.Valid = true
+	out.Valid, out.Held, out.CostBefore, out.CostAfter = true, pl.Held, pl.CostBefore, pl.CostAfter
 	if pl.Held {
 		out.Errors = append(out.Errors, reconciler.HeldPrefix+pl.HoldReason)
 	}
