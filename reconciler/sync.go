@@ -302,10 +302,11 @@ func (c *Controller) observeFor(ctx context.Context, desired []schema.Resource) 
 	}
 	if err := db.NewSelect().Table("resources").
 		Column("id", "kind", "name", "spec_hash", "file", "status", "suspended").
-		Where("project = ? AND NOT deleted", c.cfg.Project).OrderExpr("kind, name").Scan(ctx, &rs); err != nil {
+		Where("project = ? AND NOT deleted", c.cfg.Project).Scan(ctx, &rs); err != nil {
 		return plan.Observed{}, fmt.Errorf("observe resources: %w", err)
 	}
-	// The latest run of every name (runs newest first).
+	// The latest run of every name: run ids are time-ordered (UUIDv7), so
+	// the greatest id of a name is its newest run; no sort in the database.
 	type runRow struct {
 		ID       string `bun:"id"`
 		Name     string `bun:"name"`
@@ -314,12 +315,12 @@ func (c *Controller) observeFor(ctx context.Context, desired []schema.Resource) 
 	}
 	var runs []runRow
 	if err := db.NewSelect().Table("runs").Column("id", "name", "status", "spec_hash").
-		Where("project = ? AND NOT deleted", c.cfg.Project).OrderExpr("submitted_at DESC, id DESC").Scan(ctx, &runs); err != nil {
+		Where("project = ? AND NOT deleted", c.cfg.Project).Scan(ctx, &runs); err != nil {
 		return plan.Observed{}, fmt.Errorf("observe runs: %w", err)
 	}
 	latest := make(map[string]*runRow, len(runs))
 	for i := range runs {
-		if _, ok := latest[runs[i].Name]; !ok {
+		if prev, ok := latest[runs[i].Name]; !ok || runs[i].ID > prev.ID {
 			latest[runs[i].Name] = &runs[i]
 		}
 	}
