@@ -146,6 +146,12 @@ func TestMeasure_commitToDone(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		hoist = append(hoist, time.Since(start))
+		// The container is removed after the run is done; start the next
+		// commit from a quiet engine, as each bare docker run --rm did.
+		waitFor(t, 30*time.Second, func() string { return "the task's container to be removed" }, func() bool {
+			out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=hoist.installation="+s.install).Output()
+			return strings.TrimSpace(string(out)) == ""
+		})
 	}
 	mb, mh := median(bare), median(hoist)
 	t.Logf("commit → done median %v (all %v); docker run --rm median %v (all %v); ratio %.2f×",
