@@ -136,6 +136,19 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// Check what the user gave before touching any state.
+	cfg, err := loadServerConfig(o.config)
+	if err != nil {
+		return err
+	}
+	src, err := source.Open(ctx, source.Config{
+		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
+		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
+	})
+	if err != nil {
+		return err
+	}
+
 	token, err := adminToken(o.dataDir)
 	if err != nil {
 		return err
@@ -158,24 +171,12 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
-	cfg, err := loadServerConfig(o.config)
-	if err != nil {
-		return err
-	}
 	agents := agentLocator(o.agentsDir, o.dataDir)
 	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, log)
 	if err != nil {
 		return err
 	}
 	defer closeBackends(bes)
-
-	src, err := source.Open(ctx, source.Config{
-		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
-		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
-	})
-	if err != nil {
-		return err
-	}
 
 	market, err := offers.Open(ctx, offers.Sources{
 		CatalogDir: o.catalogDir, CatalogURL: o.catalogURL, Hosts: []offers.Provider{hostOffers{st}},
