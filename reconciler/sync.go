@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"golang.org/x/sync/errgroup"
 
 	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
@@ -253,11 +254,7 @@ func (c *Controller) isConfirmed(sha string) bool {
 // anything: `hoist plan`, POST /api/v1/plan and pull-request previews. A
 // load error is returned as schema.Errors.
 func (c *Controller) PlanFS(ctx context.Context, fsys fs.FS) (plan.Plan, error) {
-	desired, err := schema.Load(fsys)
-	if err != nil {
-		return plan.Plan{}, err
-	}
-	obs, err := c.observeFor(ctx, desired.Resources)
+	desired, obs, err := c.loadAndObserve(ctx, fsys)
 	if err != nil {
 		return plan.Plan{}, err
 	}
@@ -285,45 +282,106 @@ func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
 // same), so planning an unchanged or one-file-changed revision reads only
 // small columns.
 func (c *Controller) observeFor(ctx context.Context, desired []schema.Resource) (plan.Observed, error) {
-	want := make(map[string][]byte, len(desired))
-	for _, d := range desired {
-		want[string(d.Kind)+"/"+d.Name] = d.JSON
+	rows, err := c.queryObserved(ctx)
+	if err != nil {
+		return plan.Observed{}, err
 	}
-	// Small columns into small rows: no full models, no scan hooks.
+	return c.buildObserved(ctx, rows, desired)
+}
+
+// loadAndObserve loads the specs of fsys and queries the observed state at
+// the same time (they are independent until the specs are compared).
+func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.Desired, plan.Observed, error) {
+	type queried struct {
+		rows observedRows
+		err  error
+	}
+	ch := make(chan queried, 1)
+	go func() {
+		rows, err := c.queryObserved(ctx)
+		ch <- queried{rows, err}
+	}()
+	desired, lerr := schema.Load(fsys)
+	q := <-ch
+	if lerr != nil {
+		return nil, plan.Observed{}, lerr
+	}
+	if q.err != nil {
+		return nil, plan.Observed{}, q.err
+	}
+	obs, err := c.buildObserved(ctx, q.rows, desired.Resources)
+	return desired, obs, err
+}
+
+// resourceRow and runRow are the small columns observe reads.
+type resourceRow struct {
+	ID        string `bun:"id"`
+	Kind      string `bun:"kind"`
+	Name      string `bun:"name"`
+	SpecHash  string `bun:"spec_hash"`
+	File      string `bun:"file"`
+	Status    string `bun:"status"`
+	Suspended bool   `bun:"suspended"`
+}
+
+type runRow struct {
+	ID       string `bun:"id"`
+	Name     string `bun:"name"`
+	Status   string `bun:"status"`
+	SpecHash string `bun:"spec_hash"`
+}
+
+// observedRows are the managed resources and the newest run of each name.
+type observedRows struct {
+	resources []resourceRow
+	latest    map[string]*runRow
+}
+
+// queryObserved reads small columns into small rows (no full models, no
+// scan hooks), the two tables at once.
+func (c *Controller) queryObserved(ctx context.Context) (observedRows, error) {
 	db := c.st.DB()
-	var rs []struct {
-		ID        string `bun:"id"`
-		Kind      string `bun:"kind"`
-		Name      string `bun:"name"`
-		SpecHash  string `bun:"spec_hash"`
-		File      string `bun:"file"`
-		Status    string `bun:"status"`
-		Suspended bool   `bun:"suspended"`
-	}
-	if err := db.NewSelect().Table("resources").
-		Column("id", "kind", "name", "spec_hash", "file", "status", "suspended").
-		Where("project = ? AND NOT deleted", c.cfg.Project).Scan(ctx, &rs); err != nil {
-		return plan.Observed{}, fmt.Errorf("observe resources: %w", err)
+	var rs []resourceRow
+	var runs []runRow
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := db.NewSelect().Table("resources").
+			Column("id", "kind", "name", "spec_hash", "file", "status", "suspended").
+			Where("project = ? AND NOT deleted", c.cfg.Project).Scan(gctx, &rs); err != nil {
+			return fmt.Errorf("observe resources: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := db.NewSelect().Table("runs").Column("id", "name", "status", "spec_hash").
+			Where("project = ? AND NOT deleted", c.cfg.Project).Scan(gctx, &runs); err != nil {
+			return fmt.Errorf("observe runs: %w", err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return observedRows{}, err
 	}
 	// The latest run of every name: run ids are time-ordered (UUIDv7), so
 	// the greatest id of a name is its newest run; no sort in the database.
-	type runRow struct {
-		ID       string `bun:"id"`
-		Name     string `bun:"name"`
-		Status   string `bun:"status"`
-		SpecHash string `bun:"spec_hash"`
-	}
-	var runs []runRow
-	if err := db.NewSelect().Table("runs").Column("id", "name", "status", "spec_hash").
-		Where("project = ? AND NOT deleted", c.cfg.Project).Scan(ctx, &runs); err != nil {
-		return plan.Observed{}, fmt.Errorf("observe runs: %w", err)
-	}
 	latest := make(map[string]*runRow, len(runs))
 	for i := range runs {
 		if prev, ok := latest[runs[i].Name]; !ok || runs[i].ID > prev.ID {
 			latest[runs[i].Name] = &runs[i]
 		}
 	}
+	return observedRows{resources: rs, latest: latest}, nil
+}
+
+// buildObserved compares the rows with the desired specs and reads back only
+// the stored specs that differ.
+func (c *Controller) buildObserved(ctx context.Context, rows observedRows, desired []schema.Resource) (plan.Observed, error) {
+	want := make(map[string][]byte, len(desired))
+	for _, d := range desired {
+		want[string(d.Kind)+"/"+d.Name] = d.JSON
+	}
+	db := c.st.DB()
+	rs, latest := rows.resources, rows.latest
 	obs := plan.Observed{Resources: make([]plan.Current, 0, len(rs))}
 	var needRes, needRun []string // ids whose spec must be read
 	fill := map[int]string{}      // index in obs.Resources → key in specs
