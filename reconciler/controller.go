@@ -42,6 +42,10 @@ type Config struct {
 	// LocalFleet is the name of the fleet of this host, created by default
 	// when a backend named LocalBackend is configured ("local" when empty).
 	LocalFleet string
+	// NoLocalFleet skips creating the fleet of this host, leaving the host
+	// to fleets that name the local backend in `backends` (each instance
+	// reserving its share).
+	NoLocalFleet bool
 	// LocalBackend is the name of the local backend ("local" when empty).
 	LocalBackend string
 	// Logger receives the controller's events; nil discards them.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"hoist/agents/api"
@@ -33,7 +34,7 @@ func (c *Controller) localFleetSpec() []byte {
 // ensureLocalFleet creates the fleet of this host and its one instance when
 // the local backend is configured, so that runs need no fleet file.
 func (c *Controller) ensureLocalFleet(ctx context.Context) error {
-	if _, ok := c.bes[c.cfg.LocalBackend]; !ok {
+	if _, ok := c.bes[c.cfg.LocalBackend]; !ok || c.cfg.NoLocalFleet {
 		return nil
 	}
 	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, c.cfg.LocalFleet)
@@ -252,7 +253,7 @@ func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance)
 // nodes.min instances (reference §2.5). The local host and SSH hosts are
 // never reaped: they are the fleet.
 func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
-	if inst.Backend == c.cfg.LocalBackend || inst.Backend == SSHBackend || inst.FleetID == "" {
+	if inst.Backend == SSHBackend || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
 		return false, "", nil
 	}
 	f, err := c.st.GetFleet(ctx, inst.FleetID)
@@ -311,6 +312,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (s
 	}
 	q := instanceQuery(spec)
 	matched := false
+	var growable []store.Fleet
 	for _, f := range fleets {
 		if f.Status != store.FleetActive || f.Deleted {
 			continue
@@ -334,7 +336,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (s
 			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
 				continue
 			}
-			if i.Backend != c.cfg.LocalBackend {
+			if f.Name != c.cfg.LocalFleet {
 				busy, err := c.instanceBusy(ctx, i.ID)
 				if err != nil {
 					return store.Instance{}, err
@@ -345,11 +347,74 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (s
 			}
 			return i, nil
 		}
+		growable = append(growable, f)
 	}
 	if !matched {
 		return store.Instance{}, errNoFleets
 	}
-	return store.Instance{}, fmt.Errorf("%w for the requested resources", errNoCapacity)
+	// No free instance fits: a backend fleet below nodes.max gets a new one
+	// from its offers, cheapest first, for this job.
+	var why []string
+	for _, f := range growable {
+		inst, err := c.growFleet(ctx, f, q)
+		if err == nil {
+			return inst, errInstancePending
+		}
+		why = append(why, f.Name+": "+err.Error())
+	}
+	msg := "for the requested resources"
+	if len(why) > 0 {
+		msg += " (" + strings.Join(why, "; ") + ")"
+	}
+	return store.Instance{}, fmt.Errorf("%w %s", errNoCapacity, msg)
+}
+
+// errInstancePending says place created an instance for the job that is
+// still being provisioned; the job waits for it.
+var errInstancePending = errors.New("a new instance is being provisioned")
+
+// growFleet adds an instance to a backend fleet (not an SSH fleet, not this
+// host's fleet) when it has fewer than nodes.max, from the cheapest offer
+// that fits both the fleet and the job.
+func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query) (store.Instance, error) {
+	var spec schema.Fleet
+	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
+		return store.Instance{}, errors.New("the fleet does not provision instances")
+	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return store.Instance{}, err
+	}
+	active, next := 0, 0
+	for _, i := range insts {
+		next = max(next, i.InstanceNum+1)
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			active++
+		}
+	}
+	if spec.Nodes.Max != nil && active >= *spec.Nodes.Max {
+		return store.Instance{}, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
+	}
+	offer, be, err := c.cheapestOffer(ctx, &spec, &job)
+	if err != nil {
+		return store.Instance{}, err
+	}
+	data, _ := json.Marshal(offer)
+	inst := store.Instance{
+		Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
+		Backend: be, Region: offer.Region, Price: offer.Price, Offer: data, Status: store.InstancePending,
+	}
+	if err := c.st.CreateInstance(ctx, &inst); err != nil {
+		return store.Instance{}, err
+	}
+	inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, inst.ID)
+	if err := c.st.UpdateInstance(ctx, &inst); err != nil {
+		return store.Instance{}, err
+	}
+	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
+		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", be, offer.Instance, offer.Price))
+	c.insts.Add(inst.ID)
+	return inst, nil
 }
 
 // instanceQuery is the offer filter an instance must pass to take a job of

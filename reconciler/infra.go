@@ -190,7 +190,7 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 		}
 	}
 	for len(active) < target {
-		offer, be, err := c.cheapestOffer(ctx, spec)
+		offer, be, err := c.cheapestOffer(ctx, spec, nil)
 		inst := store.Instance{
 			Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
 			Status: store.InstancePending,
@@ -228,23 +228,32 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 
 // cheapestOffer asks the fleet's backends (all configured ones when it
 // names none) for offers and returns the cheapest that fits.
-func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet) (offers.Offer, string, error) {
+//
+// With job set (a job asking the fleet for a new instance), the backends are
+// asked for the job's resources and the offers must fit both. The local
+// backend offers this host only to fleets that name it in `backends`.
+func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet, job *offers.Query) (offers.Offer, string, error) {
 	var res schema.Resources
 	if spec.Resources != nil {
 		res = *spec.Resources
 	}
 	q := query.FromSpec(res, schema.Profile{Backends: spec.Backends, Regions: spec.Regions,
 		InstanceTypes: spec.InstanceTypes, SpotPolicy: spec.SpotPolicy, MaxPrice: spec.MaxPrice})
+	ask := q
+	if job != nil {
+		ask = *job
+		ask.Backends, ask.Regions, ask.InstanceTypes, ask.SpotPolicy = q.Backends, q.Regions, q.InstanceTypes, q.SpotPolicy
+	}
 	var all []offers.Offer
 	var errs []string
 	for name, be := range c.bes {
-		if name == c.cfg.LocalBackend || name == SSHBackend {
+		if name == SSHBackend || (name == c.cfg.LocalBackend && !containsFold(spec.Backends, name)) {
 			continue
 		}
 		if len(spec.Backends) > 0 && !containsFold(spec.Backends, name) {
 			continue
 		}
-		os, err := be.Offers(ctx, q)
+		os, err := be.Offers(ctx, ask)
 		if err != nil {
 			errs = append(errs, name+": "+err.Error())
 			continue
@@ -255,6 +264,9 @@ func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet) (off
 		}
 	}
 	all = offers.Filter(all, q)
+	if job != nil {
+		all = offers.Filter(all, ask)
+	}
 	if len(all) == 0 {
 		msg := "no offers match the fleet"
 		if len(errs) > 0 {

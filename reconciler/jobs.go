@@ -131,7 +131,29 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 			return 2 * time.Second, nil
 		}
 	}
+	if job.InstanceID != "" {
+		// An instance was provisioned for this job: wait for it.
+		inst, err := c.st.GetInstance(ctx, job.InstanceID)
+		if err != nil {
+			return 0, err
+		}
+		switch inst.Status {
+		case store.InstanceIdle, store.InstanceBusy:
+			return c.assign(ctx, l, job, run, inst)
+		case store.InstancePending, store.InstanceProvisioning:
+			return time.Second, nil
+		}
+		job.InstanceID = "" // it failed: place the job anew
+	}
 	inst, err := c.place(ctx, run, spec)
+	if errors.Is(err, errInstancePending) {
+		job.InstanceID, job.StatusMessage = inst.ID, "waiting for instance "+inst.Name
+		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, "waiting for new instance "+inst.Name)
+		return time.Second, nil
+	}
 	if errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity) {
 		msg := "no fleets"
 		if errors.Is(err, errNoCapacity) {
@@ -142,14 +164,17 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	if err != nil {
 		return 0, err
 	}
-	job.InstanceID, job.Backend, job.Status = inst.ID, inst.Backend, store.JobProvisioning
+	return c.assign(ctx, l, job, run, inst)
+}
+
+// assign puts a submitted job on an instance.
+func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, inst store.Instance) (time.Duration, error) {
+	job.InstanceID, job.Backend, job.Status, job.StatusMessage = inst.ID, inst.Backend, store.JobProvisioning, ""
 	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
 		return 0, err
 	}
 	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)
-	if inst.Backend != c.cfg.LocalBackend {
-		c.markInstance(ctx, inst.ID)
-	}
+	c.markInstance(ctx, inst.ID)
 	c.runs.Add(run.ID)
 	return time.Millisecond, nil
 }
@@ -373,7 +398,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 func (c *Controller) markInstance(ctx context.Context, id string) {
 	for attempt := 0; attempt < 5; attempt++ {
 		inst, err := c.st.GetInstance(ctx, id)
-		if err != nil || (inst.Status != store.InstanceIdle && inst.Status != store.InstanceBusy) || inst.Backend == c.cfg.LocalBackend {
+		if err != nil || (inst.Status != store.InstanceIdle && inst.Status != store.InstanceBusy) || c.sharedInstance(ctx, inst) {
 			return
 		}
 		busy, err := c.instanceBusy(ctx, id)
@@ -392,6 +417,16 @@ func (c *Controller) markInstance(ctx context.Context, id string) {
 			return
 		}
 	}
+}
+
+// sharedInstance reports whether an instance is this host's, which every
+// job shares; every other instance runs one job at a time.
+func (c *Controller) sharedInstance(ctx context.Context, inst store.Instance) bool {
+	if inst.Backend != c.cfg.LocalBackend || inst.FleetID == "" {
+		return false
+	}
+	f, err := c.st.GetFleet(ctx, inst.FleetID)
+	return err == nil && f.Name == c.cfg.LocalFleet
 }
 
 // removeTask terminates and removes a job's task on its shim; failures are

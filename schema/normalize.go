@@ -33,7 +33,8 @@ var (
 	resourcesFields = []string{"cpu", "memory", "shm_size", "gpu", "disk"}
 	backendTypes    = []string{"amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch",
 		"digitalocean", "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "remote", "nebius",
-		"oci", "runpod", "tensordock", "vastai", "verda", "vultr", "slurm"}
+		"oci", "runpod", "tensordock", "vastai", "verda", "vultr", "slurm",
+		"local"} // "local" is hoist's own: this host through Docker
 	retryEvents = []string{"no-capacity", "interruption", "error"}
 )
 

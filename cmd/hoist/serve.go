@@ -45,6 +45,7 @@ type serveOptions struct {
 	agentsDir                               string
 	webhookSecretFile, defaultImage         string
 	logLevel, externalURL, installation     string
+	noLocalFleet                            bool
 	unreachableGrace                        time.Duration
 }
 
@@ -83,6 +84,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.defaultImage, "default-image", "", "image for specs that name none")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users reach it (links posted to GitHub)")
+	f.BoolVar(&o.noLocalFleet, "no-local-fleet", false, "do not create the fleet `local` of this whole host (fleets naming the local backend share the host instead)")
 	f.StringVar(&o.installation, "installation", "hoist", "name of this installation in the ownership tags of everything hoist creates")
 	// Hidden: tests shorten how long a silent runner is waited for.
 	f.DurationVar(&o.unreachableGrace, "unreachable-grace", 0, "how long a running job's runner may not answer before the job fails as instance_unreachable (default 2m)")
@@ -188,7 +190,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	obs := &metricsObserver{}
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
-		UnreachableGrace: o.unreachableGrace,
+		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
 	if err != nil {
 		return err
