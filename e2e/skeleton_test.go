@@ -31,6 +31,16 @@ func TestSkeleton_gitCommitsDriveRuns(t *testing.T) {
 	if st := s.sync(); st.Status != "synced" || st.Revision != sha1 {
 		t.Fatalf("sync = %+v, want synced at %s", st, sha1)
 	}
+	// The revision keeps the plan it produced.
+	var rev struct {
+		Plan *struct {
+			Changes []struct{ Action, Kind, Name string } `json:"changes"`
+		} `json:"plan"`
+	}
+	if code := s.getJSON("/api/v1/revisions/"+sha1, &rev); code != 200 || rev.Plan == nil ||
+		len(rev.Plan.Changes) != 1 || rev.Plan.Changes[0].Action != "create" || rev.Plan.Changes[0].Name != "hello" {
+		t.Fatalf("GET /api/v1/revisions/%s = %d %+v, want the plan that created hello", sha1, code, rev.Plan)
+	}
 
 	// Changing the file replaces the run.
 	r.write("hello.dstack.yml", task("hello", "  - echo changed\n  - exit 3\n"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -206,6 +207,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 		return "", err
 	}
 	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: c.isConfirmed(rev.ID)})
+	c.recordPlan(ctx, rev.ID, p)
 	if p.Held {
 		log.Info("plan held", "reason", p.HoldReason)
 		if len(st.Errors) == 0 {
@@ -232,6 +234,18 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	log.Info("revision applied", "creates", p.Count(plan.Create), "updates", p.Count(plan.Update),
 		"replaces", p.Count(plan.Replace), "deletes", p.Count(plan.Delete))
 	return resultSynced, nil
+}
+
+// recordPlan keeps the plan a revision produced with the revision, for its
+// history page; failures are logged, never fatal.
+func (c *Controller) recordPlan(ctx context.Context, sha string, p plan.Plan) {
+	b, err := json.Marshal(p)
+	if err == nil {
+		err = c.st.SetRevisionPlan(ctx, sha, b)
+	}
+	if err != nil {
+		c.log.Warn("record plan failed", "revision", short(sha), "error", err)
+	}
 }
 
 // Confirm lifts the holds of the plan of revision sha (mass deletion,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -26,6 +27,18 @@ func (s *Store) RecordRevision(ctx context.Context, rev Revision) error {
 		Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("record revision %s: %w", rev.SHA, err)
+	}
+	return nil
+}
+
+// SetRevisionPlan records the plan a revision produced when it was applied.
+func (s *Store) SetRevisionPlan(ctx context.Context, sha string, plan json.RawMessage) error {
+	res, err := s.db.NewUpdate().Model((*Revision)(nil)).Set("plan = ?", string(plan)).Where("sha = ?", sha).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("set plan of revision %s: %w", sha, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("set plan of revision %s: %w", sha, ErrNotFound)
 	}
 	return nil
 }

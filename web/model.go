@@ -227,6 +227,9 @@ type Revision struct {
 	Errors      []string  `json:"errors"`
 	// Applied reports whether this is the revision currently applied.
 	Applied bool `json:"applied"`
+	// Plan is the plan the revision produced when hoist applied it (nil
+	// for rejected revisions).
+	Plan *Plan `json:"plan,omitempty"`
 }
 
 // Fleet is a named group of instances.

@@ -27,6 +27,7 @@ import (
 	"hoist/schema"
 	"hoist/store"
 	"hoist/web"
+	"hoist/web/storeview"
 )
 
 // serverConfig is the server's config file: backends and their
@@ -378,22 +379,7 @@ func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
 		}
 		return out, nil
 	}
-	out.Valid, out.Held, out.CostBefore, out.CostAfter = true, pl.Held, pl.CostBefore, pl.CostAfter
-	if pl.Held {
-		out.Errors = append(out.Errors, reconciler.HeldPrefix+pl.HoldReason)
-	}
-	for _, s := range pl.Steps {
-		action := string(s.Action)
-		if s.Action == plan.Noop {
-			action = "none"
-		}
-		detail := s.Reason
-		if len(s.Changed) > 0 {
-			detail += " (" + strings.Join(s.Changed, ", ") + ")"
-		}
-		out.Changes = append(out.Changes, web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail})
-	}
-	return out, nil
+	return storeview.PlanView(rev, pl), nil
 }
 
 // controller is the reconciler as the web's Controller.

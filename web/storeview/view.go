@@ -11,6 +11,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"hoist/reconciler/plan"
 	"hoist/store"
 	"hoist/web"
 )
@@ -381,8 +382,41 @@ func revisionView(r store.Revision, applied string) web.Revision {
 	if errs == nil {
 		errs = []string{}
 	}
-	return web.Revision{SHA: r.SHA, Message: r.Message, Author: r.Author, CommittedAt: r.CommittedAt,
+	rv := web.Revision{SHA: r.SHA, Message: r.Message, Author: r.Author, CommittedAt: r.CommittedAt,
 		SeenAt: r.SeenAt, Valid: r.Valid, Errors: errs, Applied: r.SHA == applied}
+	var p plan.Plan
+	if len(r.Plan) > 0 && json.Unmarshal(r.Plan, &p) == nil {
+		wp := PlanView(r.SHA, p)
+		rv.Plan = &wp
+	}
+	return rv
+}
+
+// HeldPrefix starts the plan error that says applying waits for
+// confirmation; it matches web.HeldPrefix.
+const HeldPrefix = web.HeldPrefix
+
+// PlanView is a reconciler plan as the web shows it: one change per step,
+// with the reason and the changed fields, the spend before and after, and
+// whether it is held.
+func PlanView(rev string, p plan.Plan) web.Plan {
+	out := web.Plan{Revision: rev, Valid: true, Errors: []string{}, Changes: []web.Change{},
+		Held: p.Held, CostBefore: p.CostBefore, CostAfter: p.CostAfter}
+	if p.Held {
+		out.Errors = append(out.Errors, HeldPrefix+p.HoldReason)
+	}
+	for _, s := range p.Steps {
+		action := string(s.Action)
+		if s.Action == plan.Noop {
+			action = "none"
+		}
+		detail := s.Reason
+		if len(s.Changed) > 0 {
+			detail += " (" + strings.Join(s.Changed, ", ") + ")"
+		}
+		out.Changes = append(out.Changes, web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail})
+	}
+	return out
 }
 
 // SyncStatus reads the sync state row and the source for the overview; it
