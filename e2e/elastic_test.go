@@ -81,3 +81,23 @@ resources:
 		return len(got) == 1 && got[0].Status == "terminated"
 	})
 }
+
+// TestElasticFleet_offerWithoutCapacityFailsTheJob: when the instance made
+// from an offer cannot be had (here the host is already all the default
+// fleet's), the instance ends, the job tries the next fitting offer, and
+// with none left it fails for want of capacity, as dstack's runs do.
+func TestElasticFleet_offerWithoutCapacityFailsTheJob(t *testing.T) {
+	r := newRepo(t)
+	r.write("elastic.dstack.yml", "type: fleet\nname: elastic\nnodes: 0..1\nbackends: [local]\nresources:\n  cpu: 1..\n  memory: 1GB..\n")
+	r.write("job.dstack.yml", task("job", "  - echo never\n")+"fleets: [elastic]\nresources:\n  cpu: 1\n  memory: 1GB\n")
+	sha := r.commit("a job for a fleet without room")
+	s := startServer(t, r.dir, "--resync-interval", "1s")
+	run := s.waitRun("job", sha, "failed", 90*time.Second)
+	if len(run.Jobs) == 0 || run.Jobs[0].TerminationReason != "failed_to_start_due_to_no_capacity" {
+		t.Fatalf("run = %+v, want failed_to_start_due_to_no_capacity", run)
+	}
+	got := s.fleetInstances("elastic")
+	if len(got) != 1 || got[0].Status != "terminated" {
+		t.Fatalf("instances of elastic = %+v, want the one tried, terminated", got)
+	}
+}

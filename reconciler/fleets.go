@@ -134,6 +134,18 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			}
 		}
 		bi, err := be.Create(ctx, spec)
+		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && inst.Backend != SSHBackend {
+			// This offer has no capacity now: the instance ends, and a job
+			// waiting for it tries the next offer.
+			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
+			inst.FinishedAt = c.now().UTC()
+			if uerr := c.st.UpdateInstanceLeased(ctx, l, &inst); uerr != nil {
+				return 0, uerr
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "no capacity for the offer: "+err.Error())
+			c.wakeJobsOn(ctx, inst.ID)
+			return 0, nil
+		}
 		if err != nil {
 			prev := inst.StatusMessage
 			inst.StatusMessage = err.Error()
@@ -305,7 +317,7 @@ func (c *Controller) instanceBusy(ctx context.Context, id string) (bool, error) 
 // place picks an instance for a job of run: one of the fleets the spec
 // allows (all when it names none), whose instance fits the resources and
 // profile. The local host is shared; other instances run one job at a time.
-func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (store.Instance, error) {
+func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool) (store.Instance, error) {
 	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
 	if err != nil {
 		return store.Instance{}, err
@@ -356,7 +368,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec) (s
 	// from its offers, cheapest first, for this job.
 	var why []string
 	for _, f := range growable {
-		inst, err := c.growFleet(ctx, f, q)
+		inst, err := c.growFleet(ctx, f, q, tried)
 		if err == nil {
 			return inst, errInstancePending
 		}
@@ -376,7 +388,7 @@ var errInstancePending = errors.New("a new instance is being provisioned")
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this
 // host's fleet) when it has fewer than nodes.max, from the cheapest offer
 // that fits both the fleet and the job.
-func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query) (store.Instance, error) {
+func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, tried map[string]bool) (store.Instance, error) {
 	var spec schema.Fleet
 	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
 		return store.Instance{}, errors.New("the fleet does not provision instances")
@@ -395,10 +407,18 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	if spec.Nodes.Max != nil && active >= *spec.Nodes.Max {
 		return store.Instance{}, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
 	}
-	offer, be, err := c.cheapestOffer(ctx, &spec, &job)
+	if len(tried) >= maxOffersTried {
+		return store.Instance{}, fmt.Errorf("%d offers tried", len(tried))
+	}
+	all, err := c.fleetOffers(ctx, &spec, &job)
 	if err != nil {
 		return store.Instance{}, err
 	}
+	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
+	if i < 0 {
+		return store.Instance{}, fmt.Errorf("all %d fitting offers tried", len(all))
+	}
+	offer, be := all[i], all[i].Backend
 	data, _ := json.Marshal(offer)
 	inst := store.Instance{
 		Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,

@@ -233,6 +233,16 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 // asked for the job's resources and the offers must fit both. The local
 // backend offers this host only to fleets that name it in `backends`.
 func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet, job *offers.Query) (offers.Offer, string, error) {
+	all, err := c.fleetOffers(ctx, spec, job)
+	if err != nil {
+		return offers.Offer{}, "", err
+	}
+	return all[0], all[0].Backend, nil
+}
+
+// fleetOffers returns the offers that fit a fleet (and job, when set),
+// cheapest first; an error when there are none.
+func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *offers.Query) ([]offers.Offer, error) {
 	var res schema.Resources
 	if spec.Resources != nil {
 		res = *spec.Resources
@@ -272,9 +282,18 @@ func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet, job 
 		if len(errs) > 0 {
 			msg += " (" + strings.Join(errs, "; ") + ")"
 		}
-		return offers.Offer{}, "", errors.New(msg)
+		return nil, errors.New(msg)
 	}
-	return all[0], all[0].Backend, nil
+	return all, nil
+}
+
+// maxOffersTried is how many offers a job's new instance may try before
+// the job fails for want of capacity (dstack's MAX_OFFERS_TRIED).
+const maxOffersTried = 25
+
+// offerKey identifies an offer among a job's tried ones.
+func offerKey(o offers.Offer) string {
+	return fmt.Sprintf("%s/%s/%s/%t", o.Backend, o.Region, o.Instance, o.Spot)
 }
 
 func containsFold(list []string, s string) bool {

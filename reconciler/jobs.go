@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/backends/offers"
 	"hoist/schema"
 	"hoist/store"
 )
@@ -131,6 +133,10 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 			return 2 * time.Second, nil
 		}
 	}
+	var pd provisioningData
+	if len(job.ProvisioningData) > 0 {
+		_ = json.Unmarshal(job.ProvisioningData, &pd)
+	}
 	if job.InstanceID != "" {
 		// An instance was provisioned for this job: wait for it.
 		inst, err := c.st.GetInstance(ctx, job.InstanceID)
@@ -143,9 +149,19 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 		case store.InstancePending, store.InstanceProvisioning:
 			return time.Second, nil
 		}
-		job.InstanceID = "" // it failed: place the job anew
+		// It failed: remember its offer and place the job anew.
+		var o offers.Offer
+		if json.Unmarshal(inst.Offer, &o) == nil {
+			pd.TriedOffers = append(pd.TriedOffers, offerKey(o))
+			job.ProvisioningData, _ = json.Marshal(pd)
+		}
+		job.InstanceID = ""
 	}
-	inst, err := c.place(ctx, run, spec)
+	tried := map[string]bool{}
+	for _, k := range pd.TriedOffers {
+		tried[k] = true
+	}
+	inst, err := c.place(ctx, run, spec, tried)
 	if errors.Is(err, errInstancePending) {
 		job.InstanceID, job.StatusMessage = inst.ID, "waiting for instance "+inst.Name
 		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
@@ -165,6 +181,12 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 		return 0, err
 	}
 	return c.assign(ctx, l, job, run, inst)
+}
+
+// provisioningData is what a job keeps about getting an instance.
+type provisioningData struct {
+	// TriedOffers are the offers whose instances could not be had.
+	TriedOffers []string `json:"tried_offers,omitempty"`
 }
 
 // assign puts a submitted job on an instance.
@@ -416,6 +438,17 @@ func (c *Controller) markInstance(ctx context.Context, id string) {
 		if err := c.st.UpdateInstance(ctx, &inst); !errors.Is(err, store.ErrConflict) {
 			return
 		}
+	}
+}
+
+// wakeJobsOn wakes the submitted jobs waiting for an instance.
+func (c *Controller) wakeJobsOn(ctx context.Context, instanceID string) {
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: instanceID, Status: []string{store.JobSubmitted}})
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		c.jobs.Add(j.ID)
 	}
 }
 
