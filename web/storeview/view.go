@@ -392,10 +392,6 @@ func revisionView(r store.Revision, applied string) web.Revision {
 	return rv
 }
 
-// HeldPrefix starts the plan error that says applying waits for
-// confirmation; it matches web.HeldPrefix.
-const HeldPrefix = web.HeldPrefix
-
 // PlanView is a reconciler plan as the web shows it: one change per step,
 // with the reason and the changed fields, the spend before and after, and
 // whether it is held.
@@ -403,7 +399,7 @@ func PlanView(rev string, p plan.Plan) web.Plan {
 	out := web.Plan{Revision: rev, Valid: true, Errors: []string{}, Changes: []web.Change{},
 		Held: p.Held, CostBefore: p.CostBefore, CostAfter: p.CostAfter}
 	if p.Held {
-		out.Errors = append(out.Errors, HeldPrefix+p.HoldReason)
+		out.Errors = append(out.Errors, web.HeldPrefix+p.HoldReason)
 	}
 	for _, s := range p.Steps {
 		action := string(s.Action)
