@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"hoist/reconciler"
+	"hoist/web"
+)
+
+// The reconciler writes held plans into the sync errors with its prefix and
+// the web recognizes them by its own: the two must agree.
+func TestHeldPrefix_reconcilerAndWebAgree(t *testing.T) {
+	if reconciler.HeldPrefix != web.HeldPrefix {
+		t.Fatalf("reconciler.HeldPrefix %q != web.HeldPrefix %q", reconciler.HeldPrefix, web.HeldPrefix)
+	}
+}
+
+func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"unknown field":     {"backends:\n  - type: local\n    nmae: x\n", "nmae"},
+		"missing type":      {"backends:\n  - name: a\n", "type is required"},
+		"duplicate backend": {"backends:\n  - type: local\n  - name: local\n    type: local\n", "configured twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := dir + "/" + name + ".yml"
+			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadServerConfig(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("loadServerConfig = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if cfg, err := loadServerConfig(""); err != nil || len(cfg.Backends) != 2 {
+		t.Fatalf("default config = %+v, %v; want local and ssh", cfg, err)
+	}
+}
