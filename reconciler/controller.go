@@ -109,6 +109,7 @@ type Controller struct {
 
 	mu        sync.Mutex
 	confirmed map[string]bool // revisions whose held plan a user confirmed
+	probeOK   map[string]int  // consecutive passed probes by job and probe
 	branch    atomic.Value    // string: the tracked branch as last resolved
 }
 
@@ -174,6 +175,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		conns:     map[string]backends.Conn{},
 		pumps:     map[string]context.CancelFunc{},
 		confirmed: map[string]bool{},
+		probeOK:   map[string]int{},
 	}
 	c.branch.Store("")
 	return c, nil

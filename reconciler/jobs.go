@@ -183,6 +183,13 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	return c.assign(ctx, l, job, run, inst)
 }
 
+// runtimeData is what a job keeps about where it runs.
+type runtimeData struct {
+	// ServiceAddr is host:port of the service port as seen from the
+	// instance (services only).
+	ServiceAddr string `json:"service_addr,omitempty"`
+}
+
 // provisioningData is what a job keeps about getting an instance.
 type provisioningData struct {
 	// TriedOffers are the offers whose instances could not be had.
@@ -328,6 +335,14 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	host, port, _ := net.SplitHostPort(info.RunnerAddr)
 	job.RunnerHost = host
 	job.RunnerPort, _ = strconv.Atoi(port)
+	if spec.Port != nil {
+		// Where the service answers on its instance, for the probes.
+		for _, p := range info.Ports {
+			if p.Container == spec.Port.ContainerPort && p.Host > 0 {
+				job.RuntimeData, _ = json.Marshal(runtimeData{ServiceAddr: net.JoinHostPort(host, strconv.Itoa(p.Host))})
+			}
+		}
+	}
 	job.Status, job.StartedAt = store.JobRunning, c.now().UTC()
 	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
 		return 0, err

@@ -155,7 +155,19 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		if status != prev {
 			c.event(ctx, "run", run.Name, run.ID, status, run.Revision, "run "+status)
 		}
-		if status == store.RunRunning && prev != store.RunRunning && schema.Kind(spec.Type) == schema.KindService {
+	}
+	if status == store.RunRunning && schema.Kind(spec.Type) == schema.KindService {
+		// A rolling deployment ends once the new replicas are ready:
+		// running, and their probes passed ready_after times in a row.
+		older, err := c.olderActiveRun(ctx, &run)
+		if err != nil {
+			return 0, err
+		}
+		if older {
+			ready, wait := c.probeReplicas(ctx, spec, latest)
+			if !ready {
+				return wait, nil
+			}
 			if err := c.retireOlderRuns(ctx, &run); err != nil {
 				return 0, err
 			}

@@ -18,6 +18,7 @@ type runSpec struct {
 	Commands []string             `json:"commands"`
 	Ports    []schema.PortMapping `json:"ports"`
 	Port     *schema.PortMapping  `json:"port"`
+	Probes   []schema.Probe       `json:"probes"`
 	Nodes    int                  `json:"nodes"`
 	Replicas *schema.Range        `json:"replicas"`
 	Init     []string             `json:"init"`
