@@ -413,6 +413,13 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 			}
 		}
 	}
+	c.mu.Lock()
+	for k := range c.probeOK { // the job's probe counters end with it
+		if strings.HasPrefix(k, job.ID+"/") {
+			delete(c.probeOK, k)
+		}
+	}
+	c.mu.Unlock()
 	job.Status = jobFinalStatus(job.TerminationReason)
 	job.StatusMessage = jobStatusMessage(*job)
 	job.FinishedAt = c.now().UTC()
