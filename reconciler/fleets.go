@@ -58,15 +58,10 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 			return nil
 		}
 	}
-	inst := store.Instance{
-		Project: c.cfg.Project, Name: c.cfg.LocalFleet + "-0", FleetID: f.ID, Backend: c.cfg.LocalBackend,
-		Status: store.InstancePending, TotalBlocks: 0,
-	}
-	inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, "")
-	if err := c.st.CreateInstance(ctx, &inst); err != nil {
+	inst, err := c.addFleetInstance(ctx, f, store.Instance{Backend: c.cfg.LocalBackend})
+	if err != nil {
 		return err
 	}
-	c.insts.Add(inst.ID)
 	return c.provisionInstance(ctx, inst.ID)
 }
 
@@ -419,21 +414,12 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 		return store.Instance{}, fmt.Errorf("all %d fitting offers tried", len(all))
 	}
 	offer, be := all[i], all[i].Backend
-	data, _ := json.Marshal(offer)
-	inst := store.Instance{
-		Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
-		Backend: be, Region: offer.Region, Price: offer.Price, Offer: data, Status: store.InstancePending,
-	}
-	if err := c.st.CreateInstance(ctx, &inst); err != nil {
-		return store.Instance{}, err
-	}
-	inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, inst.ID)
-	if err := c.st.UpdateInstance(ctx, &inst); err != nil {
+	inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
+	if err != nil {
 		return store.Instance{}, err
 	}
 	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
 		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", be, offer.Instance, offer.Price))
-	c.insts.Add(inst.ID)
 	return inst, nil
 }
 

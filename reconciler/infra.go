@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"hoist/backends"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
@@ -117,21 +119,15 @@ func (c *Controller) consolidateSSHFleet(ctx context.Context, f store.Fleet, spe
 		}
 		host := sshHost(spec.SSHConfig, h)
 		data, _ := json.Marshal(host)
-		inst := store.Instance{
-			Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
-			Backend: SSHBackend, Hostname: h.Hostname, SSHPort: host.Port, SSHUser: host.User,
-			BackendData: data, Status: store.InstancePending,
+		inst, err := c.addFleetInstance(ctx, f, store.Instance{
+			InstanceNum: next, Backend: SSHBackend, Hostname: h.Hostname, SSHPort: host.Port, SSHUser: host.User,
+			BackendData: data,
+		})
+		if err != nil {
+			return err
 		}
 		next++
-		if err := c.st.CreateInstance(ctx, &inst); err != nil {
-			return err
-		}
-		inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, inst.ID)
-		if err := c.st.UpdateInstance(ctx, &inst); err != nil {
-			return err
-		}
 		c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision, "host "+h.Hostname+" added to fleet "+f.Name)
-		c.insts.Add(inst.ID)
 	}
 	var drop []string
 	for host, i := range have {
@@ -143,6 +139,27 @@ func (c *Controller) consolidateSSHFleet(ctx context.Context, f store.Fleet, spe
 		return nil // a nil list would terminate every instance of the fleet
 	}
 	return c.terminateFleetInstances(ctx, f, drop, "terminated_by_user")
+}
+
+// addFleetInstance records instance inst (InstanceNum and what to provision
+// set) of fleet f, pending and tagged as the fleet's, and queues it for
+// provisioning.
+func (c *Controller) addFleetInstance(ctx context.Context, f store.Fleet, inst store.Instance) (store.Instance, error) {
+	inst.ID = uuid.Must(uuid.NewV7()).String()
+	inst.Project, inst.FleetID, inst.Status = c.cfg.Project, f.ID, store.InstancePending
+	inst.Name = fmt.Sprintf("%s-%d", f.Name, inst.InstanceNum)
+	inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, inst.ID)
+	if err := c.st.CreateInstance(ctx, &inst); err != nil {
+		return store.Instance{}, err
+	}
+	c.insts.Add(inst.ID)
+	return inst, nil
+}
+
+// offerInstance is instance num provisioned from offer on backend be.
+func offerInstance(num int, be string, offer offers.Offer) store.Instance {
+	data, _ := json.Marshal(offer)
+	return store.Instance{InstanceNum: num, Backend: be, Region: offer.Region, Price: offer.Price, Offer: data}
 }
 
 func sshHost(cfg *schema.SSHConfig, h schema.SSHHost) backends.SSHHost {
@@ -191,30 +208,23 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 	}
 	for len(active) < target {
 		offer, be, err := c.cheapestOffer(ctx, spec, nil)
-		inst := store.Instance{
-			Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
-			Status: store.InstancePending,
-		}
-		next++
 		if err != nil {
-			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
+			inst := store.Instance{
+				Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
+				Status: store.InstanceTerminated, TerminationReason: "no_offers", StatusMessage: err.Error(),
+			}
 			if cerr := c.st.CreateInstance(ctx, &inst); cerr != nil {
 				return cerr
 			}
 			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", f.Revision, "no offers: "+err.Error())
 			return nil
 		}
-		data, _ := json.Marshal(offer)
-		inst.Backend, inst.Region, inst.Price, inst.Offer = be, offer.Region, offer.Price, data
-		if err := c.st.CreateInstance(ctx, &inst); err != nil {
+		inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
+		if err != nil {
 			return err
 		}
-		inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, inst.ID)
-		if err := c.st.UpdateInstance(ctx, &inst); err != nil {
-			return err
-		}
+		next++
 		active = append(active, inst)
-		c.insts.Add(inst.ID)
 	}
 	if spec.Nodes != nil && spec.Nodes.Max != nil && len(active) > *spec.Nodes.Max {
 		var drop []string
