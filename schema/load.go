@@ -30,6 +30,8 @@ type Resource struct {
 	// JSON is the canonical normalized JSON of Spec, with "type" first:
 	// byte-identical for specs that mean the same.
 	JSON []byte
+	// doc is the source tree the resource was decoded from, for PosOf.
+	doc *node
 }
 
 // Desired is the desired state of one revision: every resource, ordered by

@@ -81,7 +81,7 @@ func (v *validator) document(doc *node, file, fallbackName string) (*Resource, E
 	cueErrs := v.cue.check(kind, doc)
 	name, spec, js, goErrs := normalize(doc, kind, fallbackName)
 	if len(cueErrs) == 0 && len(goErrs) == 0 {
-		return &Resource{Kind: kind, Name: name, File: file, Pos: doc.pos, Spec: spec, JSON: js}, nil
+		return &Resource{Kind: kind, Name: name, File: file, Pos: doc.pos, Spec: spec, JSON: js, doc: doc}, nil
 	}
 	return nil, mergeErrors(doc, cueErrs, goErrs)
 }
