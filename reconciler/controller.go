@@ -66,7 +66,16 @@ type Deps struct {
 	Estimate func(r *schema.Resource) (float64, bool)
 	// Observer is told about reconcile outcomes (metrics); optional.
 	Observer Observer
+	// Checks are applied to every resource of a revision after the schema
+	// accepted it, in sync and in every plan: what the server's policy
+	// allows, what hoist's runtime supports. Any error rejects the revision
+	// like a schema error does.
+	Checks []Check
 }
+
+// A Check reviews one loaded resource against a rule the schema does not
+// know and returns its problems, positioned with Resource.FieldError.
+type Check func(r *schema.Resource) schema.Errors
 
 // Observer receives reconcile outcomes, e.g. to export metrics.
 type Observer interface {
@@ -91,6 +100,7 @@ type Controller struct {
 	src  source.Source
 	bes  map[string]backends.Backend
 	est  func(r *schema.Resource) (float64, bool)
+	chk  []Check
 	obs  Observer
 	log  *slog.Logger
 	now  func() time.Time
@@ -165,6 +175,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		src:       deps.Source,
 		bes:       deps.Backends,
 		est:       deps.Estimate,
+		chk:       deps.Checks,
 		obs:       obs,
 		log:       cfg.Logger,
 		now:       now,

@@ -174,7 +174,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 		return "", fmt.Errorf("checkout %s: %w", short(rev.ID), err)
 	}
 	defer snap.Close()
-	desired, lerr := schema.Load(snap.FS)
+	desired, lerr := c.load(snap.FS)
 	rec := store.Revision{
 		SHA: rev.ID, SourceID: c.src.Describe(), Author: rev.Author, Message: rev.Message,
 		CommittedAt: rev.Time, Valid: lerr == nil,
@@ -315,7 +315,7 @@ func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.De
 		rows, err := c.queryObserved(ctx)
 		ch <- queried{rows, err}
 	}()
-	desired, lerr := schema.Load(fsys)
+	desired, lerr := c.load(fsys)
 	q := <-ch
 	if lerr != nil {
 		return nil, plan.Observed{}, lerr
@@ -325,6 +325,27 @@ func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.De
 	}
 	obs, err := c.buildObserved(ctx, q.rows, desired.Resources)
 	return desired, obs, err
+}
+
+// load loads and validates the specs of fsys, then applies the
+// controller's checks to every resource; the error is schema.Errors when
+// any spec is refused.
+func (c *Controller) load(fsys fs.FS) (*schema.Desired, error) {
+	desired, err := schema.Load(fsys)
+	if err != nil || len(c.chk) == 0 {
+		return desired, err
+	}
+	var errs schema.Errors
+	for i := range desired.Resources {
+		for _, check := range c.chk {
+			errs = append(errs, check(&desired.Resources[i])...)
+		}
+	}
+	if len(errs) > 0 {
+		errs.Sort()
+		return nil, errs
+	}
+	return desired, nil
 }
 
 // resourceRow and runRow are the small columns observe reads.
@@ -580,7 +601,7 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 		return fmt.Errorf("checkout %s: %w", short(sha), err)
 	}
 	defer snap.Close()
-	desired, err := schema.Load(snap.FS)
+	desired, err := c.load(snap.FS)
 	if err != nil {
 		return fmt.Errorf("revision %s is invalid: %w", short(sha), err)
 	}
