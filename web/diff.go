@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aymanbagabas/go-udiff/lcs"
 	"github.com/labstack/echo/v5"
 )
 
@@ -30,10 +31,6 @@ type DiffLine struct {
 	Op   string `json:"op"`
 	Text string `json:"text"`
 }
-
-// maxDiffLines bounds the quadratic line diff; larger specs are shown as
-// removed and added whole.
-const maxDiffLines = 3000
 
 // diff compares revisions from and to. An empty to means the applied
 // revision; an empty from means the revision seen before to.
@@ -141,53 +138,26 @@ func splitLines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-// lineDiff is a longest-common-subsequence line diff.
+// lineDiff is a line diff of a against b, every line of both in order:
+// kept lines with " ", removed with "-", added with "+". The edit script
+// comes from go-udiff's Myers LCS, which bounds its own search, so large
+// specs cost linear time and space.
 func lineDiff(a, b []string) []DiffLine {
-	if len(a) > maxDiffLines || len(b) > maxDiffLines {
-		out := make([]DiffLine, 0, len(a)+len(b))
-		for _, l := range a {
-			out = append(out, DiffLine{"-", l})
+	out := make([]DiffLine, 0, max(len(a), len(b)))
+	i := 0
+	for _, d := range lcs.DiffLines(a, b) {
+		for ; i < d.Start; i++ {
+			out = append(out, DiffLine{" ", a[i]})
 		}
-		for _, l := range b {
+		for ; i < d.End; i++ {
+			out = append(out, DiffLine{"-", a[i]})
+		}
+		for _, l := range b[d.ReplStart:d.ReplEnd] {
 			out = append(out, DiffLine{"+", l})
 		}
-		return out
 	}
-	n, m := len(a), len(b)
-	lcs := make([][]int32, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int32, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if a[i] == b[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	out := make([]DiffLine, 0, n+m)
-	i, j := 0, 0
-	for i < n && j < m {
-		switch {
-		case a[i] == b[j]:
-			out = append(out, DiffLine{" ", a[i]})
-			i++
-			j++
-		case lcs[i+1][j] >= lcs[i][j+1]:
-			out = append(out, DiffLine{"-", a[i]})
-			i++
-		default:
-			out = append(out, DiffLine{"+", b[j]})
-			j++
-		}
-	}
-	for ; i < n; i++ {
-		out = append(out, DiffLine{"-", a[i]})
-	}
-	for ; j < m; j++ {
-		out = append(out, DiffLine{"+", b[j]})
+	for ; i < len(a); i++ {
+		out = append(out, DiffLine{" ", a[i]})
 	}
 	return out
 }
