@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"hoist/e2e/testenv"
 	"hoist/store"
 	"hoist/web"
 	"hoist/web/internal/fixture"
@@ -85,9 +86,7 @@ func TestMeasure_runsPageUnderWrk(t *testing.T) {
 	if os.Getenv("HOIST_MEASURE") != "1" {
 		t.Skip("SKIP: set HOIST_MEASURE=1 to run the wrk measurement")
 	}
-	if _, err := exec.LookPath("wrk"); err != nil {
-		t.Skip("SKIP: wrk not installed")
-	}
+	testenv.Require(t, "wrk")
 	url, tok := benchEnv(t, 1000)
 	paths := []string{"/runs", "/api/v1/runs"}
 	if p := os.Getenv("HOIST_MEASURE_PATHS"); p != "" {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,12 +58,7 @@ func browser(t *testing.T) context.Context {
 	if testing.Short() {
 		t.Skip("SKIP: browser tests do not run with -short")
 	}
-	if _, err := exec.LookPath(chromiumPath()); err != nil {
-		if testenv.InCI() {
-			t.Fatalf("chromium not found at %s: %v", chromiumPath(), err)
-		}
-		t.Skipf("SKIP: chromium not found at %s (install Debian's chromium)", chromiumPath())
-	}
+	testenv.Require(t, chromiumPath())
 	browserOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "hoist-chromium-")
 		if err != nil {

@@ -31,13 +31,7 @@ const (
 // htpasswd auth and returns its host:port. It is stopped when the test ends.
 func startRegistry(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatalf("docker-registry not installed: %v", err)
-		}
-		t.Skipf("SKIP: docker-registry not installed (apt-get install docker-registry): %v", err)
-	}
+	bin := testenv.Require(t, "docker-registry")
 	dir := t.TempDir()
 	hash, err := bcrypt.GenerateFromPassword([]byte(registryPassword), bcrypt.MinCost)
 	if err != nil {

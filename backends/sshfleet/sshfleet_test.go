@@ -446,10 +446,7 @@ func TestFleet_proxyJump(t *testing.T) {
 // in place of the shim (busybox httpd answering the health check without
 // hoist's version header) and checks that Describe replaces it.
 func TestFleet_incompatibleShimIsReplaced(t *testing.T) {
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Skip("SKIP: busybox not installed")
-	}
+	bb := testenv.Require(t, "busybox")
 	f := newFleet(t, 1)
 	ctx := t.Context()
 	inst, err := f.b.Create(ctx, f.spec(0, "old-agent"))

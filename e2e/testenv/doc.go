@@ -3,5 +3,10 @@
 // (from the store's tests) a throwaway PostgreSQL database, and throwaway
 // OpenSSH servers on loopback addresses (StartSSHD).
 //
+// Every test that needs something outside Go asks for it through Require (a
+// program) or ends through Missing: on a developer's machine a missing
+// dependency skips the test with a loud "SKIP:" message, and under CI=true it
+// fails the test, so CI never passes by skipping.
+//
 // Only _test.go files may import it; no binary does.
 package testenv

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -18,20 +17,13 @@ var (
 	imageOut  []byte
 )
 
-// InCI reports whether the tests run under CI, where a missing dependency is a
-// failure rather than a skip.
-func InCI() bool { return os.Getenv("CI") == "true" }
-
 // Docker makes sure the Docker Engine answers and the busybox test image
 // exists, building it once per test binary with busybox-image.sh. Outside CI a
 // missing engine skips the test; in CI it fails it.
 func Docker(t testing.TB) string {
 	t.Helper()
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
-		if InCI() {
-			t.Fatalf("docker engine not reachable: %v: %s", err, out)
-		}
-		t.Skipf("SKIP: docker engine not reachable: %v", err)
+		Missing(t, "docker engine not reachable: %v: %s", err, out)
 	}
 	imageOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)

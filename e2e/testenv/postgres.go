@@ -35,10 +35,7 @@ func Postgres(t testing.TB) string {
 	base := os.Getenv(PostgresEnv)
 	if base == "" {
 		msg := PostgresEnv + ` is unset; start a cluster with: eval "$(e2e/testenv/postgres.sh start)"`
-		if InCI() {
-			t.Fatalf("postgres required in CI: %s", msg)
-		}
-		t.Skipf("SKIP: postgres tests skipped: %s", msg)
+		Missing(t, "postgres: %s", msg)
 	}
 	u, err := url.Parse(base)
 	if err != nil {

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"hoist/e2e/testenv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -55,12 +56,7 @@ func gitCmd(tb testing.TB, dir string, args ...string) string {
 
 func requireGit(tb testing.TB) {
 	tb.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("git CLI not found: %v", err)
-		}
-		tb.Skipf("SKIP: git CLI not found: %v", err)
-	}
+	testenv.Require(tb, "git")
 }
 
 // writeFiles writes name → content under dir; an empty content removes.
