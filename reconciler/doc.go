@@ -9,8 +9,8 @@
 //     is recorded, planned with plan.Compute and applied to the store's
 //     desired-state rows;
 //   - per-kind workers (runs, jobs, fleets, instances) that drive each row
-//     through dstack's lifecycle (reference §2) by calling backends and the
-//     agents; every external call is idempotent and its result is persisted
+//     through dstack's lifecycle (src/dstack/_internal/core/models/runs.py
+//     and instances.py) by calling backends and the agents; every external call is idempotent and its result is persisted
 //     before the next step, so a crash at any point resumes without
 //     duplicates;
 //   - a periodic resync with jitter that re-queues every active row, so

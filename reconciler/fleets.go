@@ -85,7 +85,8 @@ func (c *Controller) provisionInstance(ctx context.Context, id string) error {
 }
 
 // reconcileInstance drives one instance: pending → provisioning → idle/busy
-// → terminating → terminated (reference §2.5), observing it through its
+// → terminating → terminated (dstack's InstanceStatus,
+// src/dstack/_internal/core/models/instances.py), observing it through its
 // backend.
 func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Duration, error) {
 	l, ok, err := c.claim(ctx, "instances", id)
@@ -257,7 +258,7 @@ func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance)
 
 // idleReapable reports whether an instance of a backend fleet has been idle
 // longer than the fleet's idle_duration while the fleet has more than
-// nodes.min instances (reference §2.5). The local host and SSH hosts are
+// nodes.min instances (dstack's src/dstack/_internal/server/services/fleets.py). The local host and SSH hosts are
 // never reaped: they are the fleet.
 func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
 	if inst.Backend == SSHBackend || inst.FleetID == "" || c.sharedInstance(ctx, inst) {

@@ -16,7 +16,8 @@ import (
 	"hoist/store"
 )
 
-// Timeouts of the job lifecycle (reference §7).
+// Timeouts of the job lifecycle (dstack's server/background: JOB_DISCONNECTED_RETRY_TIMEOUT and
+// the provisioning timeouts).
 const (
 	provisioningTimeout = 10 * time.Minute
 	unreachableGrace    = 2 * time.Minute // default of Config.UnreachableGrace
@@ -25,7 +26,7 @@ const (
 
 // reconcileJob drives one job submission: submitted → provisioning →
 // pulling → running → terminating → done, failed, terminated or aborted
-// (reference §2.4). Running jobs are handed to a pump that copies their
+// (dstack's JobStatus in src/dstack/_internal/core/models/runs.py). Running jobs are handed to a pump that copies their
 // output into the store and notices when they finish.
 func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration, error) {
 	if c.pumping(id) {

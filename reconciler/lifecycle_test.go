@@ -47,7 +47,7 @@ func TestDeriveRunStatus(t *testing.T) {
 }
 
 // TestFinalStatuses checks every termination reason's final status
-// (reference §2.3 and §2.4) and how a run's reason reaches its jobs.
+// (dstack's RunStatus and JobStatus in src/dstack/_internal/core/models/runs.py) and how a run's reason reaches its jobs.
 func TestFinalStatuses(t *testing.T) {
 	jobs := map[string]string{
 		reasonNoCapacity: store.JobFailed, reasonInterruptedCapacity: store.JobFailed,

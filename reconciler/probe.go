@@ -14,7 +14,7 @@ import (
 )
 
 // probeReplicas runs one round of a service's probes against its running
-// replicas (reference §1.7: http probes with url, method, headers, body,
+// replicas (dstack's ProbeConfig in src/dstack/_internal/core/models/configurations.py: http probes with url, method, headers, body,
 // timeout, interval, ready_after). It reports whether every replica has
 // passed each probe ready_after times in a row, and otherwise when to look
 // again. A service without probes is ready once running.

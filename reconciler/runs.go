@@ -13,7 +13,7 @@ import (
 
 // reconcileRun drives one run: pending (scheduled or waiting to retry) →
 // submitted → provisioning → running → terminating → done, failed or
-// terminated, deriving the active statuses from its jobs (reference §2.3).
+// terminated, deriving the active statuses from its jobs (dstack's src/dstack/_internal/core/models/runs.py).
 func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
 	l, ok, err := c.claim(ctx, "runs", id)
 	if err != nil || !ok {

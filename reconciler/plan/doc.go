@@ -6,7 +6,8 @@
 // pull-request preview and the revision pipeline all see the same answer for
 // the same inputs. Each step is one of create, update (in place), replace,
 // delete or no-op, with the reason and the changed fields. Which fields a
-// resource may change in place follows dstack's rules (reference §6.1).
+// resource may change in place follows dstack's rules (src/dstack/_internal/server/services/runs/spec.py
+// and services/fleets.py::_check_can_update_fleet_configuration).
 //
 // Safety lives here too: a delete of a volume or gateway is held for
 // confirmation unless its last applied spec opted in to pruning, and a plan

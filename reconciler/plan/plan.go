@@ -296,7 +296,7 @@ func stepFor(d *schema.Resource, c *Current, confirmed bool) Step {
 }
 
 // Fields each kind may change in place, and the service fields a rolling
-// deployment applies (reference §6.1).
+// deployment applies (dstack's src/dstack/_internal/server/services/runs/spec.py).
 var (
 	inPlaceRun     = []string{"priority"}
 	inPlaceDevEnv  = []string{"priority", "inactivity_duration"}

@@ -24,7 +24,7 @@ func current(r schema.Resource) plan.Current {
 }
 
 // TestCompute_decisionPerKind checks the action Compute picks for a change
-// of each kind, following dstack's in-place rules (reference §6.1).
+// of each kind, following dstack's in-place rules (src/dstack/_internal/server/services/runs/spec.py and services/fleets.py).
 func TestCompute_decisionPerKind(t *testing.T) {
 	const (
 		task    = "type: task\nname: tt\ncommands: [echo a]\n"
