@@ -48,6 +48,18 @@ type Config struct {
 	NoLocalFleet bool
 	// LocalBackend is the name of the local backend ("local" when empty).
 	LocalBackend string
+	// Retention is how long events, and the logs of finished jobs, are kept
+	// (zero keeps them forever).
+	Retention time.Duration
+	// RetentionInterval is how often retention runs (1 h when zero).
+	RetentionInterval time.Duration
+	// LeakAuditInterval is how often every backend is asked for instances
+	// tagged as this installation's that the store does not know, which
+	// are then terminated (10 min when zero; negative turns the audit off).
+	LeakAuditInterval time.Duration
+	// LeakGrace is how old such an instance must be before it counts as
+	// leaked (10 min when zero).
+	LeakGrace time.Duration
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -91,6 +103,9 @@ type Observer interface {
 	LogsAppended(jobID string)
 	// Changed is called after an object was processed and may have changed.
 	Changed()
+	// LeakReaped is called for each leaked instance the leak audit
+	// terminated on backend.
+	LeakReaped(backend string)
 }
 
 // Controller reconciles desired state from Git with what is provisioned.
@@ -152,6 +167,15 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if cfg.UnreachableGrace <= 0 {
 		cfg.UnreachableGrace = unreachableGrace
 	}
+	if cfg.RetentionInterval <= 0 {
+		cfg.RetentionInterval = time.Hour
+	}
+	if cfg.LeakAuditInterval == 0 {
+		cfg.LeakAuditInterval = 10 * time.Minute
+	}
+	if cfg.LeakGrace <= 0 {
+		cfg.LeakGrace = 10 * time.Minute
+	}
 	if cfg.LocalFleet == "" {
 		cfg.LocalFleet = "local"
 	}
@@ -199,6 +223,7 @@ func (nopObserver) Synced(string, time.Duration)            {}
 func (nopObserver) QueueDepth(string, int)                  {}
 func (nopObserver) LogsAppended(string)                     {}
 func (nopObserver) Changed()                                {}
+func (nopObserver) LeakReaped(string)                       {}
 
 // Run runs the source watchers, the revision pipeline, the workers and the
 // periodic resync until ctx is done.
@@ -216,6 +241,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { c.syncLoop(ctx); return nil })
 	g.Go(func() error { c.resyncLoop(ctx); return nil })
+	g.Go(func() error { c.retentionLoop(ctx); return nil })
+	g.Go(func() error { c.leakLoop(ctx); return nil })
 	for i := 0; i < 4; i++ {
 		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
 	}

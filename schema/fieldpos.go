@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -74,10 +73,3 @@ func splitFieldPath(path string) []fieldSeg {
 	return out
 }
 
-// String formats a step for tests and messages.
-func (s fieldSeg) String() string {
-	if s.key != "" {
-		return s.key
-	}
-	return fmt.Sprintf("[%d]", s.index)
-}

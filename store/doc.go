@@ -38,7 +38,7 @@
 //     Volume and Gateway; AttachVolume, DetachVolume, ListVolumeAttachments.
 //   - History: AddEvent, ListEvents, PruneEvents.
 //   - Logs: AppendLogs (one transaction, numbered, per-job byte quota:
-//     ErrLogQuota), ReadLogs (ordered by Seq), LogSize, DeleteLogs. Lines are
+//     ErrLogQuota), ReadLogs (ordered by Seq), LogSize, PruneLogs (retention). Lines are
 //     stored in S2-compressed chunks of consecutive lines, not a row per line.
 //   - Access: CreateUser, GetUser, ListUsers, CreateToken (plaintext returned
 //     once, only a SHA-256 hash stored), LookupToken, RevokeToken;

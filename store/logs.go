@@ -271,15 +271,23 @@ func (s *Store) LogSize(ctx context.Context, jobID string) (bytes, lastSeq int64
 	return st.Bytes, st.LastSeq, nil
 }
 
-// DeleteLogs removes a job's log.
-func (s *Store) DeleteLogs(ctx context.Context, jobID string) error {
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewDelete().Model((*logChunk)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {
-			return fmt.Errorf("delete logs of job %s: %w", jobID, err)
+// PruneLogs deletes the logs of every job that finished before before and
+// returns how many jobs lost their log. Logs of running jobs are kept
+// whatever their age.
+func (s *Store) PruneLogs(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		old := tx.NewSelect().Model((*Job)(nil)).Column("id").
+			Where("finished_at IS NOT NULL AND finished_at < ?", before.UTC())
+		if _, err := tx.NewDelete().Model((*logChunk)(nil)).Where("job_id IN (?)", old).Exec(ctx); err != nil {
+			return fmt.Errorf("prune logs: %w", err)
 		}
-		if _, err := tx.NewDelete().Model((*logState)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {
-			return fmt.Errorf("delete logs of job %s: %w", jobID, err)
+		res, err := tx.NewDelete().Model((*logState)(nil)).Where("job_id IN (?)", old).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("prune logs: %w", err)
 		}
+		n, _ = res.RowsAffected()
 		return nil
 	})
+	return n, err
 }

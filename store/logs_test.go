@@ -92,11 +92,48 @@ func TestLogs_appendAndReadInOrder(t *testing.T) {
 		if size != wantSize || last != seq {
 			t.Errorf("LogSize = %d, %d; want %d, %d", size, last, wantSize, seq)
 		}
-		if err := s.DeleteLogs(ctx, "job-1"); err != nil {
+	})
+}
+
+func TestPruneLogs_dropsOnlyJobsFinishedBeforeTheCutoff(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		ctx := t.Context()
+		r := &Run{Name: "t", Type: "task", Status: RunRunning}
+		if err := s.CreateRun(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if rest, _ := s.ReadLogs(ctx, "job-1", 0, 10); len(rest) != 0 {
-			t.Errorf("lines left after DeleteLogs: %d", len(rest))
+		jobs := map[string]*Job{}
+		for _, name := range []string{"old", "recent", "running"} {
+			j := &Job{RunID: r.ID, RunName: r.Name, JobName: name, Status: JobRunning}
+			if err := s.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.AppendLogs(ctx, j.ID, []LogLine{{Stream: "stdout", Data: []byte(name)}}); err != nil {
+				t.Fatal(err)
+			}
+			jobs[name] = j
+		}
+		finish := func(j *Job, at time.Time) {
+			j.Status, j.FinishedAt = JobDone, at
+			if err := s.UpdateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cutoff := clock.Now()
+		finish(jobs["old"], cutoff.Add(-time.Hour))
+		finish(jobs["recent"], cutoff.Add(time.Minute))
+		n, err := s.PruneLogs(ctx, cutoff)
+		if err != nil || n != 1 {
+			t.Fatalf("PruneLogs = %d, %v; want 1", n, err)
+		}
+		for name, want := range map[string]int{"old": 0, "recent": 1, "running": 1} {
+			got, err := s.ReadLogs(ctx, jobs[name].ID, 0, 10)
+			if err != nil || len(got) != want {
+				t.Errorf("%s: %d lines (%v), want %d", name, len(got), err, want)
+			}
+			if size, _, _ := s.LogSize(ctx, jobs[name].ID); (size == 0) != (want == 0) {
+				t.Errorf("%s: log size %d after prune", name, size)
+			}
 		}
 	})
 }

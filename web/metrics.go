@@ -24,6 +24,7 @@ type Metrics struct {
 	syncsTotal        *prometheus.CounterVec
 	webhooks          *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
+	leaksReaped       *prometheus.CounterVec
 }
 
 // NewMetrics registers hoist's instruments (and the Go and process
@@ -63,14 +64,24 @@ func NewMetrics() *Metrics {
 			Help:    "HTTP request latency by method, route pattern and status code.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"method", "route", "code"}),
+		leaksReaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoist_leaked_instances_terminated_total",
+			Help: "Instances tagged as this installation's that the store did not know, terminated by the leak audit, by backend.",
+		}, []string{"backend"}),
 	}
-	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration)
+	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped)
 	return m
 }
 
 // Registry returns the registry /metrics serves, so other packages can
 // register their own collectors on it.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// LeakReaped counts one leaked instance the leak audit terminated on
+// backend.
+func (m *Metrics) LeakReaped(backend string) {
+	m.leaksReaped.WithLabelValues(backend).Inc()
+}
 
 // ObserveReconcile records one reconcile of kind that ended with result
 // (success, error, stalled or wait) after d.

@@ -47,6 +47,7 @@ type serveOptions struct {
 	logLevel, externalURL, installation     string
 	noLocalFleet                            bool
 	unreachableGrace                        time.Duration
+	retention, leakAudit                    time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -85,6 +86,8 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users reach it (links posted to GitHub)")
 	f.BoolVar(&o.noLocalFleet, "no-local-fleet", false, "do not create the fleet `local` of this whole host (fleets naming the local backend share the host instead)")
+	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "how long events and the logs of finished jobs are kept (0 keeps them forever)")
+	f.DurationVar(&o.leakAudit, "leak-audit-interval", 10*time.Minute, "how often backends are checked for instances tagged as this installation's that hoist does not know, which are terminated (negative: never)")
 	f.StringVar(&o.installation, "installation", "hoist", "name of this installation in the ownership tags of everything hoist creates")
 	// Hidden: tests shorten how long a silent runner is waited for.
 	f.DurationVar(&o.unreachableGrace, "unreachable-grace", 0, "how long a running job's runner may not answer before the job fails as instance_unreachable (default 2m)")
@@ -191,6 +194,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
+		Retention: o.retention, LeakAuditInterval: o.leakAudit,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
 	if err != nil {
 		return err

@@ -293,6 +293,12 @@ func (o *metricsObserver) Reconciled(kind string, d time.Duration, err error) {
 	o.m.ObserveReconcile(kind, result, d)
 }
 
+func (o *metricsObserver) LeakReaped(backend string) {
+	if o.m != nil {
+		o.m.LeakReaped(backend)
+	}
+}
+
 func (o *metricsObserver) Synced(result string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveReconcile("revision", result, d)
