@@ -72,4 +72,3 @@ func splitFieldPath(path string) []fieldSeg {
 	}
 	return out
 }
-
