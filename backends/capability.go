@@ -2,9 +2,6 @@ package backends
 
 import (
 	"context"
-	"time"
-
-	"hoist/backends/offers"
 )
 
 // Optional capabilities. A caller finds them by type assertion on a Backend
@@ -115,74 +112,4 @@ type Gateway struct {
 	Status string
 	// Tags are the ownership tags.
 	Tags map[string]string
-}
-
-// A PlacementGroupBackend groups instances of a cluster fleet for low latency
-// (dstack's ComputeWithPlacementGroupSupport).
-type PlacementGroupBackend interface {
-	Backend
-	// CreatePlacementGroup creates a group for the cluster, sized for master;
-	// idempotent on spec.ID.
-	CreatePlacementGroup(ctx context.Context, spec PlacementGroupSpec) (PlacementGroup, error)
-	// DeletePlacementGroup deletes a group; gone is success, still in use is
-	// ErrNotYetTerminated (KindWait).
-	DeletePlacementGroup(ctx context.Context, id string) error
-	// PlacementGroupFits reports, without API calls, whether an instance of
-	// offer o may join pg.
-	PlacementGroupFits(pg PlacementGroup, o offers.Offer) bool
-}
-
-// A PlacementGroupSpec asks for a placement group.
-type PlacementGroupSpec struct {
-	// ID is hoist's id for the group, persisted first.
-	ID string
-	// Region is where to create it.
-	Region string
-	// Master is the offer of the first instance.
-	Master offers.Offer
-	// Tags are the ownership tags.
-	Tags map[string]string
-}
-
-// A PlacementGroup is an observed placement group.
-type PlacementGroup struct {
-	// ID is hoist's id.
-	ID string
-	// ProviderID is the provider's id.
-	ProviderID string
-	// Region is where it lives.
-	Region string
-	// Tags are the ownership tags.
-	Tags map[string]string
-}
-
-// A SpotBackend provisions interruptible instances and tells when the
-// provider took one back.
-type SpotBackend interface {
-	Backend
-	// Interrupted reports whether the spot instance id was reclaimed by the
-	// provider, and when, so the run's retry policy for interruptions applies.
-	Interrupted(ctx context.Context, id string) (bool, time.Time, error)
-}
-
-// A JobBackend is container-based (dstack's dockerized=false): instead of an
-// instance with a shim it runs the job's image with the runner as entrypoint.
-// The returned instance has Runtime RuntimeRunner; the server reaches the
-// runner through the backend's Connector at the instance's runner address.
-type JobBackend interface {
-	Backend
-	// RunJob starts the job's container; idempotent on spec.Instance.ID.
-	RunJob(ctx context.Context, spec JobSpec) (Instance, error)
-}
-
-// A JobSpec asks a container-based backend to run one job.
-type JobSpec struct {
-	// Instance is the capacity to run on, as for Create.
-	Instance InstanceSpec
-	// Image is the job's image.
-	Image string
-	// RegistryUsername and RegistryPassword authenticate the pull.
-	RegistryUsername, RegistryPassword string
-	// Env is the container environment.
-	Env map[string]string
 }

@@ -70,12 +70,6 @@ func (s runSpec) script() []string {
 	return s.Commands
 }
 
-// keepRunning reports whether the run is kept running (services and dev
-// environments) rather than run once (tasks).
-func (s runSpec) keepRunning() bool {
-	return schema.Kind(s.Type) != schema.KindTask
-}
-
 // retryOn reports whether the retry policy covers event within its
 // duration since submittedAt.
 func (s runSpec) retryOn(event string, submittedAt, now time.Time) bool {

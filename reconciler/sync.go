@@ -286,11 +286,6 @@ func (c *Controller) PlanRevision(ctx context.Context, rev source.Revision) (pla
 	return c.PlanFS(ctx, snap.FS)
 }
 
-// observe reads the managed resources and how they are doing.
-func (c *Controller) observe(ctx context.Context) (plan.Observed, error) {
-	return c.observeFor(ctx, nil)
-}
-
 // observeFor is observe with the desired resources as a hint: a stored spec
 // whose hash equals the desired one is not read back (the bytes are the
 // same), so planning an unchanged or one-file-changed revision reads only

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -423,13 +421,6 @@ func (s *Server) apiAutoSync(enabled bool) echo.HandlerFunc {
 		return c.JSON(http.StatusOK, actionDone{Message: "auto-sync " + map[bool]string{true: "resumed", false: "suspended"}[enabled]})
 	}
 }
-
-// sortRevisionsNewest orders revisions newest commit first.
-func sortRevisionsNewest(rs []Revision) {
-	sort.SliceStable(rs, func(i, j int) bool { return rs[i].CommittedAt.After(rs[j].CommittedAt) })
-}
-
-var _ = strconv.Itoa
 
 // confirmRequest is the body of POST /api/v1/sync/confirm.
 type confirmRequest struct {

@@ -119,7 +119,7 @@ func BenchmarkFirstQuery(b *testing.B) {
 
 // BenchmarkLoadDir200k measures LoadDir of the 200,000-row catalog written
 // as gpuhunt CSV files: what `--catalog-dir` with a large catalog costs at
-// start (Market.LoadAsync keeps it off the first query's path).
+// start.
 func BenchmarkLoadDir200k(b *testing.B) {
 	dir := b.TempDir()
 	byProvider := map[string][]Offer{}

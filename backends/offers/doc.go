@@ -8,16 +8,15 @@
 //     directory of PROVIDER.csv files (LoadDir), or gpuhunt's published
 //     layout refreshed periodically (Remote), each built into an immutable,
 //     indexed Catalog;
-//   - online providers queried live (Provider; Feed reads a gpuhunt CSV
-//     from a URL), each behind a timeout and a short cache so one failing
-//     provider never breaks a query;
-//   - hosts hoist already has (the local machine, SSH fleet hosts), fed by
-//     backends through a HostPool (a Provider).
+//   - hosts hoist already has (the local machine, SSH fleet hosts,
+//     provisioned instances), each source a Provider queried live behind a
+//     timeout and a short cache, so one failing source never breaks a
+//     query.
 //
 // Open builds a daemon's Market from its flags (--catalog-dir,
 // --catalog-url) and keeps remote catalogs refreshed in the background.
 //
-// GPU names are normalized through a knowledge table (KnownGPUs); offers
+// GPU names are normalized through a knowledge table (LookupGPU); offers
 // with GPUs the table does not know are kept and reported (UnknownGPUs).
 //
 // The sub-package query maps dstack's resources grammar (parsed by schema)

@@ -164,13 +164,6 @@ func LookupGPU(name string) (GPUInfo, bool) {
 	return *gpuByKey[strings.ToUpper(n)], true
 }
 
-// KnownGPUs returns a copy of the knowledge table.
-func KnownGPUs() []GPUInfo {
-	out := make([]GPUInfo, len(gpuTable))
-	copy(out, gpuTable)
-	return out
-}
-
 var (
 	// memSuffix matches a memory size inside a GPU name: "-80GB", " 80 GB", "_48G".
 	memSuffix = regexp.MustCompile(`(?i)[-_ ]?(\d+(?:\.\d+)?)\s*G(?:B|IB)?(?:[-_ ]|$)`)

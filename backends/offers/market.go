@@ -320,23 +320,3 @@ func (m *Market) ask(ctx context.Context, cp *cachedProvider, q Query) (offers [
 
 // ErrNoOffers is returned by callers that need at least one offer.
 var ErrNoOffers = errors.New("no offers match the requirements")
-
-// LoadAsync builds a catalog in the background with load (LoadDir of a
-// large directory, say) and swaps it in when ready; until then queries
-// use the current catalog, so no user waits for the load. The returned
-// channel receives load's error (nil on success) and is then closed.
-func (m *Market) LoadAsync(load func() (*Catalog, error)) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		defer close(done)
-		c, err := load()
-		if err != nil {
-			m.log.Error("catalog load failed", "err", err)
-			done <- err
-			return
-		}
-		m.SetCatalog(c)
-		done <- nil
-	}()
-	return done
-}

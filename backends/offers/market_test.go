@@ -225,29 +225,6 @@ func TestParseNvidiaSMI(t *testing.T) {
 	}
 }
 
-func TestMarket_LoadAsync_servesCurrentCatalogMeanwhile(t *testing.T) {
-	m := NewMarket(MarketConfig{Catalog: smallCatalog(t), Logger: slog.New(slog.DiscardHandler)})
-	release := make(chan struct{})
-	done := m.LoadAsync(func() (*Catalog, error) {
-		<-release
-		return mustEmbedded(t), nil
-	})
-	if n := len(m.Query(t.Context(), Query{}).Offers); n != 3 {
-		t.Fatalf("while loading: %d offers, want the 3 of the current catalog", n)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if m.Catalog().Len() != 12227 {
-		t.Errorf("after loading: catalog of %d rows", m.Catalog().Len())
-	}
-	failed := m.LoadAsync(func() (*Catalog, error) { return nil, errors.New("disk gone") })
-	if err := <-failed; err == nil || m.Catalog().Len() != 12227 {
-		t.Errorf("failed load: err %v, catalog %d rows (want the previous one kept)", err, m.Catalog().Len())
-	}
-}
-
 func TestMarket_Query_keepsAndReportsUnknownGPUs(t *testing.T) {
 	var logs strings.Builder
 	p := &scripted{name: "bazaar", offers: []Offer{{Instance: "x", Region: "r", Price: 1, CPUs: 4, MemoryGB: 16,
