@@ -558,12 +558,8 @@ func summarize(p plan.Plan) string {
 		p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete), p.Count(plan.Noop))
 }
 
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
-}
+// short is source.ShortID, the one short form of a revision.
+func short(sha string) string { return source.ShortID(sha) }
 
 func orNone(s string) string {
 	if s == "" {

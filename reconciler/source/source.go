@@ -107,13 +107,17 @@ type Revision struct {
 	Time time.Time
 }
 
-// Short returns a short form of the ID for logs and pages: the first 12
-// characters of a commit SHA, or the whole dev-mode ID.
-func (r Revision) Short() string {
-	if len(r.ID) == 40 && !strings.HasPrefix(r.ID, "dir-") {
-		return r.ID[:12]
+// Short returns ShortID(r.ID).
+func (r Revision) Short() string { return ShortID(r.ID) }
+
+// ShortID is the one short form of a revision ID that logs, events and
+// pages show: the first 12 characters of a commit SHA (SHA-1 or SHA-256),
+// a dev-mode ID whole.
+func ShortID(id string) string {
+	if (len(id) == 40 || len(id) == 64) && !strings.HasPrefix(id, "dir-") {
+		return id[:12]
 	}
-	return r.ID
+	return id
 }
 
 // Snapshot is an immutable, in-memory copy of the files of one revision.
