@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v4"
 )
 
 // kind of a node value.
@@ -137,29 +138,30 @@ func parseYAML(file string, src []byte) (*node, *Error) {
 	return n, nil
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
+// yamlError turns the YAML parser's error into a spec error at the place
+// the parser reports (its Mark, as PyYAML reports it), naming where the
+// construct it was parsing started; without a position, at the file's
+// start.
 func yamlError(file string, err error) *Error {
+	pos := Position{File: file, Line: 1, Column: 1}
 	msg := err.Error()
-	line := 1
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-		if strings.HasPrefix(msg, "did not find expected") {
-			// yaml.v3 reports these parser errors with a 0-based line.
-			line++
+	var le *yaml.LoadError
+	var les *yaml.LoadErrors
+	switch {
+	case errors.As(err, &le):
+	case errors.As(err, &les) && len(les.Errors) > 0:
+		le = les.Errors[0]
+	}
+	if le != nil {
+		msg = le.Message
+		if le.Mark.Line > 0 {
+			pos.Line, pos.Column = le.Mark.Line, max(le.Mark.Column, 1)
 		}
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
-		if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
-			msg = te.Errors[0]
-			if m := regexp.MustCompile(`^line (\d+): (.*)$`).FindStringSubmatch(msg); m != nil {
-				line, _ = strconv.Atoi(m[1])
-				msg = m[2]
-			}
+		if le.ContextMsg != "" && le.ContextMark.Line > 0 && le.ContextMark != le.Mark {
+			msg += fmt.Sprintf(" (%s started at %d:%d)", le.ContextMsg, le.ContextMark.Line, max(le.ContextMark.Column, 1))
 		}
 	}
-	return &Error{Pos: Position{File: file, Line: line, Column: 1}, Msg: "invalid YAML: " + msg}
+	return &Error{Pos: pos, Msg: "invalid YAML: " + msg}
 }
 
 type converter struct {

@@ -16,7 +16,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v4"
 
 	"hoist/backends"
 	"hoist/backends/offers"
