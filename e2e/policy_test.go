@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +102,41 @@ func TestPolicy_grantedPathIsMountedReadOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(rw, "out")); err != nil {
 		t.Fatalf("the read_write mount did not take the task's write: %v", err)
+	}
+}
+
+// A run granted a path only on the backend it names is accepted; when the
+// job lands on another backend whose policy does not grant it, the job
+// fails before its container is created, naming the setting.
+func TestPolicy_jobOnABackendWithoutTheGrantFails(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "server.yml")
+	conf := fmt.Sprintf("backends:\n  - type: local\n  - type: ssh\npolicy:\n  backends:\n    ssh:\n      instance_volumes:\n        - path: %s\n", dir)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := newRepo(t)
+	// Only the fleet of this host exists, so the job is placed there.
+	r.write("elsewhere.dstack.yml", task("elsewhere", "  - ls /data\n")+"backends: [remote]\nvolumes:\n  - "+dir+":/data\n")
+	sha := r.commit("a path granted on ssh only")
+	s := startServer(t, r.dir, "--config", cfg)
+	s.waitRun("elsewhere", sha, "failed", reconcileWait)
+	if st := s.sync(); st.Status != "synced" {
+		t.Fatalf("sync = %+v, want the revision accepted", st)
+	}
+	var run struct {
+		Jobs []struct {
+			TerminationReason  string `json:"termination_reason"`
+			TerminationMessage string `json:"termination_message"`
+		} `json:"jobs"`
+	}
+	s.getJSON("/api/v1/runs/elsewhere", &run)
+	want := "instance path " + dir + " is not allowed on backend local: allow it with policy.instance_volumes or policy.backends.local.instance_volumes"
+	if len(run.Jobs) != 1 || run.Jobs[0].TerminationReason != "creating_container_error" || !strings.Contains(run.Jobs[0].TerminationMessage, want) {
+		t.Fatalf("jobs = %+v, want one failed with a message with %q", run.Jobs, want)
+	}
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=hoist.installation="+s.install).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		t.Fatalf("containers were created for the refused job: %v", ids)
 	}
 }

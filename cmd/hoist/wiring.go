@@ -97,6 +97,7 @@ func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, e
 		case "local":
 			env.LocalBackends = append(env.LocalBackends, name)
 		case "ssh":
+			env.RemoteBackends = append(env.RemoteBackends, name)
 			// The shims' directories on SSH hosts, when given as absolute.
 			if d, _ := e.Options["remote_dir"].(string); filepath.IsAbs(d) {
 				env.AgentDirs = append(env.AgentDirs, d)

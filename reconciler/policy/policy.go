@@ -64,6 +64,9 @@ type Env struct {
 	// machine: on them paths are resolved with Resolve and DataDir and
 	// AgentDirs are the server's own.
 	LocalBackends []string
+	// RemoteBackends are the configured backends of SSH hosts, which a
+	// run's `backends` names `remote` as dstack does.
+	RemoteBackends []string
 	// DataDir is the server's data directory (never mountable).
 	DataDir string
 	// DockerHost is DOCKER_HOST; the socket a unix:// address names is
@@ -373,11 +376,12 @@ func (p *Policy) settings(backend, key string) string {
 }
 
 // candidates are the backends a run may be placed on: those its spec
-// names in `backends` that are configured, otherwise every configured one.
+// names in `backends` that are configured (`remote` naming the SSH
+// backends), otherwise every configured one.
 func (p *Policy) candidates(prof schema.Profile) []string {
 	var out []string
 	for _, b := range p.env.Backends {
-		if slices.Contains(prof.Backends, b) {
+		if slices.Contains(prof.Backends, b) || (slices.Contains(prof.Backends, "remote") && slices.Contains(p.env.RemoteBackends, b)) {
 			out = append(out, b)
 		}
 	}

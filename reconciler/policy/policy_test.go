@@ -33,7 +33,7 @@ func testEnv(t *testing.T) (Env, string) {
 		}
 	}
 	return Env{
-		Project: "main", Backends: []string{"local", "ssh"}, LocalBackends: []string{"local"},
+		Project: "main", Backends: []string{"local", "ssh"}, LocalBackends: []string{"local"}, RemoteBackends: []string{"ssh"},
 		DataDir: filepath.Join(dir, "data"), DockerHost: "unix:///tmp/hoist-policy-test/docker.sock",
 		AgentDirs: []string{"/opt/hoist-agents"}, Resolve: ResolveSymlinks,
 	}, dir
@@ -175,6 +175,10 @@ func TestCheck(t *testing.T) {
 			[]string{"not allowed on backend ssh"}},
 		{"a run naming the granted backend passes", Config{Backends: map[string]Grant{"local": {InstanceVolumes: []VolumeGrant{{Path: ds}}}}},
 			"type: task\nname: tt\ncommands: [id]\nbackends: [local]\nvolumes:\n  - " + ds + ":/data\n", nil},
+		{"a run naming remote needs the grant of the SSH backends only", Config{Backends: map[string]Grant{"ssh": {Privileged: true}}},
+			"type: task\nname: tt\ncommands: [id]\nbackends: [remote]\nprivileged: true\n", nil},
+		{"a run naming a backend not configured needs every backend's grant", Config{Backends: map[string]Grant{"ssh": {Privileged: true}}},
+			"type: task\nname: tt\ncommands: [id]\nbackends: [aws]\nprivileged: true\n", []string{"not allowed on backend local"}},
 		{"network volumes are not host paths", Config{},
 			"type: task\nname: tt\ncommands: [id]\nvolumes:\n  - name: cache\n    path: /cache\n", nil},
 		{"privileged is refused by default", Config{},
