@@ -19,11 +19,12 @@ var deniedMountDirs = []string{"/etc", "/root", "/proc", "/sys", "/dev", "/boot"
 
 // deniedMount returns why the shim refuses one of spec's instance mounts:
 // a path equal to, below or containing a denied directory, the Docker
-// socket DOCKER_HOST or Config.DockerHost names, the shim's state directory
-// (the runner homes) or the runner binary. `/` contains them all.
+// socket the shim's client speaks to (and those DOCKER_HOST and
+// Config.DockerHost name), the shim's state directory (the runner homes) or
+// the runner binary. `/` contains them all.
 func (s *Shim) deniedMount(spec api.TaskSpec) error {
 	deny := append([]string{s.cfg.StateDir, s.cfg.RunnerBinary}, deniedMountDirs...)
-	for _, h := range []string{os.Getenv("DOCKER_HOST"), s.cfg.DockerHost} {
+	for _, h := range []string{os.Getenv("DOCKER_HOST"), s.cfg.DockerHost, s.docker.DaemonHost()} {
 		if p, ok := strings.CutPrefix(h, "unix://"); ok && p != "" {
 			deny = append(deny, p)
 		}
