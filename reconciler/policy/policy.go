@@ -379,6 +379,9 @@ func (p *Policy) settings(backend, key string) string {
 // names in `backends` that are configured (`remote` naming the SSH
 // backends), otherwise every configured one.
 func (p *Policy) candidates(prof schema.Profile) []string {
+	if p == nil {
+		return []string{""}
+	}
 	var out []string
 	for _, b := range p.env.Backends {
 		if slices.Contains(prof.Backends, b) || (slices.Contains(prof.Backends, "remote") && slices.Contains(p.env.RemoteBackends, b)) {

@@ -220,4 +220,8 @@ func TestNilPolicy_allowsNothing(t *testing.T) {
 	if p.Privileged("local") || p.Docker("local") {
 		t.Fatal("nil policy allowed privileged or docker")
 	}
+	r := load(t, map[string]string{"t.dstack.yml": "type: task\nname: tt\ncommands: [id]\nprivileged: true\nvolumes: [/srv:/srv]\n"})
+	if errs := p.Check(r); len(errs) != 2 {
+		t.Fatalf("nil policy Check = %v, want the volume and privileged refused", errs)
+	}
 }
