@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"hoist/backends"
+	"hoist/reconciler/policy"
 	"hoist/reconciler/queue"
 	"hoist/reconciler/source"
 	"hoist/schema"
@@ -83,6 +84,11 @@ type Deps struct {
 	// allows, what hoist's runtime supports. Any error rejects the revision
 	// like a schema error does.
 	Checks []Check
+	// Policy is the server's policy for what specs may ask of a host: the
+	// job worker asks it again for the backend a job was placed on, and
+	// mounts read-only every instance volume it does not grant read-write.
+	// Nil allows no instance volume and no privileged container.
+	Policy *policy.Policy
 }
 
 // A Check reviews one loaded resource against a rule the schema does not
@@ -116,6 +122,7 @@ type Controller struct {
 	bes  map[string]backends.Backend
 	est  func(r *schema.Resource) (float64, bool)
 	chk  []Check
+	pol  *policy.Policy
 	obs  Observer
 	log  *slog.Logger
 	now  func() time.Time
@@ -200,6 +207,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		bes:       deps.Backends,
 		est:       deps.Estimate,
 		chk:       deps.Checks,
+		pol:       deps.Policy,
 		obs:       obs,
 		log:       cfg.Logger,
 		now:       now,

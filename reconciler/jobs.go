@@ -260,9 +260,18 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		// new runs of a rolling deployment) share the host.
 		ts.Ports = append(ts.Ports, api.PortMapping{Host: 0, Container: spec.Port.ContainerPort})
 	}
+	// The policy checked every backend the run may use when its revision
+	// was loaded; this is the backend the job actually got.
+	if spec.Privileged && !c.pol.Privileged(job.Backend) {
+		return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, c.pol.PrivilegedReason(job.Backend))
+	}
 	for _, m := range spec.Volumes {
 		if m.InstancePath != "" {
-			ts.InstanceMounts = append(ts.InstanceMounts, api.InstanceMount{InstancePath: m.InstancePath, Path: m.Path})
+			acc := c.pol.InstanceVolume(job.Backend, m.InstancePath)
+			if !acc.Allowed {
+				return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, acc.Reason)
+			}
+			ts.InstanceMounts = append(ts.InstanceMounts, api.InstanceMount{InstancePath: m.InstancePath, Path: m.Path, ReadOnly: !acc.ReadWrite})
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, agentCallTimeout)

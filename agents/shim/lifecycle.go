@@ -52,6 +52,10 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	if !s.update(t, api.TaskPreparing, nil) {
 		return
 	}
+	if err := s.deniedMount(spec); err != nil {
+		fail(api.ReasonCreatingContainerError, err.Error())
+		return
+	}
 	runDir := s.RunnerDir(spec.ID)
 	if err := os.MkdirAll(runDir, 0o777); err != nil {
 		fail(api.ReasonExecutorError, fmt.Sprintf("create runner dir: %v", err))

@@ -77,7 +77,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.db, "db", "", "database: a SQLite file (default <data-dir>/hoist.db) or a postgres:// DSN")
 	f.DurationVar(&o.pollInterval, "poll-interval", time.Minute, "how often the repository is polled besides watching and webhooks")
 	f.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often every active object is re-checked (with jitter)")
-	f.StringVar(&o.config, "config", "", "server config file (YAML) with backends and their credentials")
+	f.StringVar(&o.config, "config", "", "server config file (YAML) with backends, their credentials and the policy for what specs may ask of a host")
 	f.StringVar(&o.catalogDir, "catalog-dir", "", "directory of offer catalogs (PROVIDER.csv) replacing the embedded snapshot")
 	f.StringVar(&o.catalogURL, "catalog-url", "", "base URL of catalogs in gpuhunt's published layout, refreshed periodically (the last good copy is kept)")
 	f.StringVar(&o.agentsDir, "agents-dir", "", "directory holding the hoist-shim and hoist-runner binaries (default: next to hoist)")
@@ -146,6 +146,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	pol, err := buildPolicy(cfg, o.dataDir, o.agentsDir)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", o.config, err)
+	}
 	src, err := source.Open(ctx, source.Config{
 		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
 		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
@@ -195,7 +199,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
+		Checks: []reconciler.Check{pol.Check}, Policy: pol})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"hoist/reconciler/policy"
 	"hoist/schema"
 )
 
@@ -20,7 +21,7 @@ type osFS struct{}
 func (osFS) Open(name string) (fs.File, error) { return os.Open(filepath.FromSlash(name)) }
 
 func newValidateCmd() *cobra.Command {
-	var output string
+	var output, config string
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
 		Short: "Validate dstack-style specs (files and directories) as one desired state",
@@ -36,10 +37,32 @@ func newValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var pol *policy.Policy
+			if config != "" {
+				// The server's policy as `hoist serve --config` applies it,
+				// with the data directory serve would use.
+				cfg, err := loadServerConfig(config)
+				if err != nil {
+					return err
+				}
+				dataDir := os.Getenv("HOIST_DATA_DIR")
+				if dataDir == "" {
+					dataDir = defaultDataDir()
+				}
+				if pol, err = buildPolicy(cfg, dataDir, os.Getenv("HOIST_AGENTS_DIR")); err != nil {
+					return fmt.Errorf("config %s: %w", config, err)
+				}
+			}
 			desired, err := schema.LoadFiles(osFS{}, files)
 			var errs schema.Errors
 			if err != nil && !errors.As(err, &errs) {
 				return err
+			}
+			if pol != nil && len(errs) == 0 {
+				for i := range desired.Resources {
+					errs = append(errs, pol.Check(&desired.Resources[i])...)
+				}
+				errs.Sort()
 			}
 			if output == "json" {
 				if err := writeValidateJSON(cmd, desired, errs); err != nil {
@@ -60,6 +83,7 @@ func newValidateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&config, "config", "", "server config file whose policy (what specs may ask of a host) is applied too, as `hoist serve --config` does")
 	return cmd
 }
 

@@ -116,3 +116,30 @@ func TestSchemaCmd_printsEmbeddedSchema(t *testing.T) {
 		t.Fatalf("code %d, output starts %.200q", code, out)
 	}
 }
+
+func TestValidateCmd_configAppliesThePolicy(t *testing.T) {
+	dir := writeSpecs(t, map[string]string{
+		"host.dstack.yml": "type: task\nname: host\ncommands: [ls /host]\nvolumes:\n  - /:/host\n",
+		"priv.dstack.yml": "type: task\nname: priv\ncommands: [id]\nprivileged: true\n",
+	})
+	cfgPath := filepath.Join(t.TempDir(), "server.yml")
+	if err := os.WriteFile(cfgPath, []byte("backends:\n  - type: local\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runValidateCmd(t, "validate", dir, "--config", cfgPath)
+	if code != 1 {
+		t.Fatalf("code %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"host.dstack.yml:5:5: volumes[0]: instance path / is never mountable",
+		"priv.dstack.yml:4:13: privileged: privileged containers are not allowed on backend local: allow them with policy.privileged or policy.backends.local.privileged in the server config",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	// Without --config only the schema is checked.
+	if _, errOut, code := runValidateCmd(t, "validate", dir); code != 0 {
+		t.Fatalf("without --config: code %d, stderr:\n%s", code, errOut)
+	}
+}

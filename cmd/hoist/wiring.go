@@ -23,6 +23,7 @@ import (
 	"hoist/backends/offers/query"
 	"hoist/reconciler"
 	"hoist/reconciler/plan"
+	"hoist/reconciler/policy"
 	"hoist/reconciler/source"
 	"hoist/schema"
 	"hoist/store"
@@ -34,6 +35,9 @@ import (
 // credentials, never kept in the spec repository.
 type serverConfig struct {
 	Backends []backendEntry `yaml:"backends"`
+	// Policy says what specs may ask of the hosts that run them; the zero
+	// policy allows no host path and no privileged container.
+	Policy policy.Config `yaml:"policy"`
 }
 
 type backendEntry struct {
@@ -73,6 +77,39 @@ func loadServerConfig(path string) (serverConfig, error) {
 		seen[name] = true
 	}
 	return cfg, nil
+}
+
+// buildPolicy compiles the config's policy for a server keeping its state
+// in dataDir: the configured backends, those of type local being this
+// machine, and the agents' directories never mountable.
+func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, error) {
+	env := policy.Env{
+		Project: store.DefaultProject, DataDir: dataDir, DockerHost: os.Getenv("DOCKER_HOST"),
+		Resolve: policy.ResolveSymlinks,
+	}
+	for _, e := range cfg.Backends {
+		name := e.Name
+		if name == "" {
+			name = e.Type
+		}
+		env.Backends = append(env.Backends, name)
+		switch e.Type {
+		case "local":
+			env.LocalBackends = append(env.LocalBackends, name)
+		case "ssh":
+			env.RemoteBackends = append(env.RemoteBackends, name)
+			// The shims' directories on SSH hosts, when given as absolute.
+			if d, _ := e.Options["remote_dir"].(string); filepath.IsAbs(d) {
+				env.AgentDirs = append(env.AgentDirs, d)
+			}
+		}
+	}
+	if agentsDir != "" {
+		if abs, err := filepath.Abs(agentsDir); err == nil {
+			env.AgentDirs = append(env.AgentDirs, abs)
+		}
+	}
+	return policy.New(cfg.Policy, env)
 }
 
 // openBackends opens every configured backend. With the default config a
