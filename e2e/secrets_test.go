@@ -157,6 +157,61 @@ commands:
 	}
 }
 
+// TestSecrets_sshFleetKeyFromSecret commits an SSH fleet whose
+// identity_file is `${{ secrets.FLEET_KEY }}` before the secret exists: the
+// instance waits, saying which secret at which file:line; once the key is
+// set with `hoist secret set --from-file`, the host comes up with it and a
+// task runs there. The key never shows in API answers or the server log.
+func TestSecrets_sshFleetKeyFromSecret(t *testing.T) {
+	testenv.Docker(t)
+	keys := t.TempDir()
+	key := testenv.NewSSHKey(t, keys, "fleet_key")
+	host := testenv.StartSSHD(t, "127.0.0.13", key.Signer.PublicKey())
+	remote := t.TempDir()
+	t.Cleanup(func() { reapShims(t, remote) })
+	cfg := filepath.Join(keys, "hoist.yaml")
+	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - name: local\n    type: local\n  - name: ssh\n    type: ssh\n    options:\n      remote_dir: %s\n      connect_timeout: 2s\n      drain_grace: 2s\n", remote))
+	r := newRepo(t)
+	r.write("README.md", "specs\n")
+	r.commit("empty")
+	s := startServer(t, r.dir, "--config", cfg, "--resync-interval", "2s")
+
+	r.write("fleet.dstack.yml", fmt.Sprintf("type: fleet\nname: %s\nssh_config:\n  user: %s\n  identity_file: ${{ secrets.FLEET_KEY }}\n  hosts:\n    - hostname: %s\n      port: %d\n",
+		sshFleetName, testenv.LoginUser(t), host.IP, host.Port))
+	r.commit("ssh fleet keyed by a secret")
+	s.waitInstances(sshWithin, "the instance waiting for FLEET_KEY", func(is map[string]apiInstance) bool {
+		for _, i := range is {
+			if strings.Contains(i.StatusMessage, "secret FLEET_KEY is not set") && strings.Contains(i.StatusMessage, "fleet.dstack.yml:") {
+				return true
+			}
+		}
+		return false
+	})
+
+	cmd := exec.Command(filepath.Join(bin, "hoist"), "secret", "set", "FLEET_KEY", "--from-file", key.Path, "--server", s.url)
+	cmd.Env = append(os.Environ(), "HOIST_TOKEN="+s.token)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hoist secret set --from-file: %v: %s", err, out)
+	}
+	s.waitInstances(sshWithin, "the host idle and reachable with the key", func(is map[string]apiInstance) bool {
+		return len(is) == 1 && allInstances(is, func(i apiInstance) bool { return i.Status == "idle" && i.Reachable })
+	})
+	r.write("onhost.dstack.yml", task("onhost", "  - echo on the keyed host\n")+"fleets: ["+sshFleetName+"]\n")
+	sha := r.commit("a task on the fleet")
+	s.waitRun("onhost", sha, "done", sshWithin)
+
+	keyLine := strings.Split(strings.TrimSpace(string(key.PEM)), "\n")[1] // a line of the key's body
+	for _, p := range []string{"/api/v1/instances", "/api/v1/fleets/" + sshFleetName, "/api/v1/events", "/api/v1/secrets", "/fleets"} {
+		if _, body := s.do("GET", p, nil); strings.Contains(string(body), keyLine) {
+			t.Errorf("GET %s shows the private key", p)
+		}
+	}
+	s.stop()
+	if strings.Contains(s.logText(), keyLine) {
+		t.Error("the server log shows the private key")
+	}
+}
+
 // startTestRegistry runs Debian's docker-registry with htpasswd auth on a
 // loopback port and returns its host:port; it stops when the test ends.
 func startTestRegistry(t *testing.T, user, pass string) string {
