@@ -86,7 +86,7 @@ func secretsPage(v Viewer, list []Secret, ok bool, msg string) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</code> in <code>env</code> and <code>registry_auth</code>, and <code>env: [NAME]</code> takes NAME from here.</p><table class=\"list\" data-testid=\"secrets-table\"><thead><tr><th>Name</th><th>Created</th><th>Updated</th><th></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</code> in <code>env</code>, <code>registry_auth</code> and an SSH fleet's <code>identity_file</code>; <code>env: [NAME]</code> takes NAME from here.</p><table class=\"list\" data-testid=\"secrets-table\"><thead><tr><th>Name</th><th>Created</th><th>Updated</th><th></th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
