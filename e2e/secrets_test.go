@@ -34,10 +34,11 @@ import (
 func TestSecrets_setByCLIReachEnvAndRegistryAuthAndNeverLeak(t *testing.T) {
 	testenv.Docker(t)
 	const (
-		regUser  = "hoist-e2e"
-		regPass  = "reg-pass-5c1f0e9a7b"
-		tokValue = "hf_tok-e2e-8d3a61f2c4"
-		passVal  = "pass-through-77e0b1d9"
+		regUser   = "hoist-e2e"
+		regPass   = "reg-pass-5c1f0e9a7b"
+		tokValue  = "hf_tok-e2e-8d3a61f2c4"
+		passVal   = "pass-through-77e0b1d9"
+		wrongPass = "not-the-password-2b9c"
 	)
 	reg := startTestRegistry(t, regUser, regPass)
 	ref := pushToRegistry(t, reg, regUser, regPass)
@@ -59,7 +60,7 @@ func TestSecrets_setByCLIReachEnvAndRegistryAuthAndNeverLeak(t *testing.T) {
 		}
 		return out.String(), nil
 	}
-	for name, v := range map[string]string{"HF_TOKEN": tokValue, "REG_USER": regUser, "REG_PASS": regPass, "PASS_THROUGH": passVal, "REG_WRONG": "not-the-password"} {
+	for name, v := range map[string]string{"HF_TOKEN": tokValue, "REG_USER": regUser, "REG_PASS": regPass, "PASS_THROUGH": passVal, "REG_WRONG": wrongPass} {
 		if _, err := cli(v+"\n", "set", name); err != nil {
 			t.Fatalf("hoist secret set %s: %v", name, err)
 		}
@@ -127,7 +128,7 @@ commands:
 		"/api/v1/secrets", "/api/v1/sync", "/api/v1/revisions", "/api/v1/fleets", "/api/v1/instances",
 		"/", "/runs", "/runs/private", "/runs/nosecret", "/secrets", "/history", "/fleets",
 	}
-	secrets := []string{tokValue, regPass, passVal}
+	secrets := []string{tokValue, regPass, passVal, wrongPass}
 	for _, p := range paths {
 		code, body := s.do("GET", p, nil)
 		if code != 200 {
