@@ -129,6 +129,19 @@ func (c *Controller) resolveJobSecrets(ctx context.Context, spec runSpec) (jobSe
 // references it. Other errors are returned for a retry.
 func (c *Controller) failForSecrets(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, err error) error {
 	var miss *missingSecretError
+	if errors.Is(err, store.ErrSecretKey) {
+		// Another server (or this one after its key changed) stored the
+		// secret: say so on the job and retry, as a server with the right
+		// key may take it.
+		msg := "waiting: " + err.Error() + "; every server needs the same secret key (HOIST_SECRET_KEY or <data-dir>/secret.key)"
+		if job.StatusMessage != msg {
+			job.StatusMessage = msg
+			if uerr := c.st.UpdateJobLeased(ctx, l, job); uerr != nil {
+				return uerr
+			}
+		}
+		return err
+	}
 	if !errors.As(err, &miss) {
 		return err
 	}

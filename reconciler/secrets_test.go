@@ -166,3 +166,35 @@ func TestLogMasker_masksEverySecretTheJobUses(t *testing.T) {
 		}
 	}
 }
+
+func TestSecretOfAnotherKey_keepsTheJobWaitingSayingSo(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hoist.db")
+	other, err := store.Open(t.Context(), db, store.Options{SecretKey: bytes.Repeat([]byte{2}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SetSecret(t.Context(), "", "HF_TOKEN", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	f := &fixture{t: t, ctx: t.Context(), clock: newFakeClock(), dir: t.TempDir()}
+	f.write("train.dstack.yml", "type: task\nname: train\ncommands: [env]\nenv: [HF_TOKEN]\n")
+	st, err := store.Open(f.ctx, db, store.Options{Now: f.clock.Now, SecretKey: bytes.Repeat([]byte{1}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f.st = st
+	f.c = f.newController()
+	f.sync()
+	f.reconcileRun("train")
+	j := f.jobs(f.run("train").ID)[0]
+	if _, err := f.c.reconcileJob(f.ctx, j.ID); !errors.Is(err, store.ErrSecretKey) {
+		t.Fatalf("reconcile = %v, want ErrSecretKey for a retry", err)
+	}
+	j = f.jobs(f.run("train").ID)[0]
+	if j.Status != store.JobSubmitted || !strings.Contains(j.StatusMessage, "same secret key") {
+		t.Errorf("job %s %q: want submitted, saying the keys differ", j.Status, j.StatusMessage)
+	}
+}
