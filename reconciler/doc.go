@@ -21,6 +21,12 @@
 // through the store's leases, so several servers on one PostgreSQL share the
 // work without processing a row twice.
 //
+// Secrets (`${{ secrets.NAME }}` in env values, registry_auth and SSH fleet
+// identity_file, and bare `env: [NAME]`) are resolved from the store when a
+// job is placed, its container created and its job submitted, and when an
+// SSH host is provisioned; a missing one fails the job before it starts.
+// Their values are masked in job output before it is stored.
+//
 // Only cmd/hoist imports this package; the web server reaches it through the
 // small interfaces it declares itself.
 package reconciler

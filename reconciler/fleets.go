@@ -126,6 +126,9 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 				if inst.HostKey != "" {
 					h.HostKeys = []string{inst.HostKey}
 				}
+				if err := c.resolveHostKey(ctx, &h); err != nil {
+					return 0, c.hostKeyMissing(ctx, l, &inst, err)
+				}
 				spec.Host = &h
 			}
 		}

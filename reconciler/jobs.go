@@ -123,6 +123,11 @@ func (c *Controller) setTerminating(ctx context.Context, l store.Lease, job *sto
 
 // placeJob assigns the job to an instance of a matching fleet.
 func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
+	// A job whose spec needs a missing secret fails before it gets an
+	// instance (dstack: secrets interpolation error of a submitted job).
+	if _, err := c.resolveJobSecrets(ctx, spec); err != nil {
+		return 0, c.failForSecrets(ctx, l, job, run, err)
+	}
 	// A replaced run's successor waits until its predecessor has finished
 	// (a service's does not: rolling deployments overlap).
 	if run.Type != string(schema.KindService) {
@@ -243,9 +248,11 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		Image: image, User: spec.User, Privileged: spec.Privileged,
 		Labels: map[string]string{"hoist.run": run.Name, "hoist.job": job.ID},
 	}
-	if spec.RegistryAuth != nil {
-		ts.RegistryAuth = &api.RegistryAuth{Username: spec.RegistryAuth.Username, Password: spec.RegistryAuth.Password}
+	sec, err := c.resolveJobSecrets(ctx, spec)
+	if err != nil {
+		return 0, c.failForSecrets(ctx, l, job, run, err)
 	}
+	ts.RegistryAuth = sec.registryAuth
 	if g := spec.Resources.GPU; g.Count.Min != nil && *g.Count.Min > 0 {
 		ts.GPUCount, ts.GPUVendor = int(*g.Count.Min), g.Vendor
 	}
@@ -330,8 +337,12 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		return 50 * time.Millisecond, nil // the runner is still starting
 	}
 	if st.State == api.JobPending {
+		sec, err := c.resolveJobSecrets(ctx, spec)
+		if err != nil {
+			return 0, c.failForSecrets(ctx, l, job, run, err)
+		}
 		js := api.JobSpec{
-			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Env: c.jobEnv(run, job, spec),
+			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Env: c.jobEnv(run, job, spec, sec.env),
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
 		}
@@ -362,10 +373,10 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	return time.Millisecond, nil
 }
 
-// jobEnv is the job's environment: the spec's env (secret references
-// resolved from the store) and hoist's own variables.
-func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec) map[string]string {
-	env := map[string]string{
+// jobEnv is the job's environment: the spec's env with secrets resolved
+// (resolveJobSecrets) and hoist's own variables.
+func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec, env map[string]string) map[string]string {
+	out := map[string]string{
 		"HOIST_RUN_NAME":   run.Name,
 		"HOIST_JOB_ID":     job.ID,
 		"HOIST_NODE_RANK":  strconv.Itoa(job.JobNum),
@@ -374,18 +385,10 @@ func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec) map[st
 		"DSTACK_NODE_RANK": strconv.Itoa(job.JobNum),
 		"DSTACK_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
 	}
-	for _, e := range spec.Env {
-		v := e.Value
-		for _, name := range e.Secrets {
-			sec, err := c.st.GetSecret(context.Background(), c.cfg.Project, name)
-			if err == nil {
-				v = strings.ReplaceAll(v, "${{ secrets."+name+" }}", string(sec))
-				v = strings.ReplaceAll(v, "${{secrets."+name+"}}", string(sec))
-			}
-		}
-		env[e.Name] = v
+	for k, v := range env {
+		out[k] = v
 	}
-	return env
+	return out
 }
 
 // finishJob stops what is left of a terminating job and records its final

@@ -157,6 +157,7 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 	if err != nil {
 		return err
 	}
+	masker := c.maskFor(ctx, job)
 	var (
 		mu      sync.Mutex
 		pending []store.LogLine
@@ -171,6 +172,7 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 		if len(batch) == 0 {
 			return nil
 		}
+		masker.mask(batch)
 		_, err := c.st.AppendLogs(context.WithoutCancel(ctx), job.ID, batch)
 		c.obs.LogsAppended(job.ID)
 		if err != nil {
@@ -229,6 +231,7 @@ func (c *Controller) drainLogs(ctx context.Context, job *store.Job, runner *api.
 	if err != nil {
 		return
 	}
+	masker := c.maskFor(dctx, job)
 	for {
 		lines, err := runner.Logs(dctx, after, 10000)
 		if err != nil || len(lines) == 0 {
@@ -242,6 +245,7 @@ func (c *Controller) drainLogs(ctx context.Context, job *store.Job, runner *api.
 			batch = append(batch, store.LogLine{Time: l.Time, Stream: l.Stream, Data: l.Data})
 			after = l.Seq
 		}
+		masker.mask(batch)
 		if _, err := c.st.AppendLogs(dctx, job.ID, batch); err != nil {
 			return
 		}

@@ -193,3 +193,27 @@ func (s *Store) DeleteSecret(ctx context.Context, proj, name string) error {
 	}
 	return nil
 }
+
+// SecretInfo is what may be shown about a secret: its name and when it was
+// created and last set, never its value.
+type SecretInfo struct {
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ListSecrets returns a project's secrets without their values, sorted by
+// name.
+func (s *Store) ListSecrets(ctx context.Context, proj string) ([]SecretInfo, error) {
+	var rows []secretRow
+	err := s.db.NewSelect().Model(&rows).Column("name", "created_at", "updated_at").
+		Where("project = ?", project(proj)).OrderExpr("name").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	out := make([]SecretInfo, len(rows))
+	for i, r := range rows {
+		out[i] = SecretInfo{Name: r.Name, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	}
+	return out, nil
+}

@@ -42,6 +42,11 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/sync/suspend", s.apiAutoSync(false), s.requireAct)
 	api.POST("/sync/resume", s.apiAutoSync(true), s.requireAct)
 	api.GET("/whoami", s.apiWhoami)
+	api.GET("/secrets", s.apiListSecrets)
+	api.GET("/secrets/:name", s.apiGetSecret, s.requireAct)
+	api.PUT("/secrets/:name", s.apiSetSecret, s.requireAct)
+	api.POST("/secrets", s.apiSetSecret, s.requireAct)
+	api.DELETE("/secrets/:name", s.apiDeleteSecret, s.requireAct)
 }
 
 var errUnavailable = echo.NewHTTPError(http.StatusNotImplemented, "not available in this hoist")

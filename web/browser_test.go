@@ -160,7 +160,7 @@ func (p specPlanner) SpecsAt(_ context.Context, sha string) (map[string]json.Raw
 func newLiveEnv(t testing.TB) *liveEnv {
 	t.Helper()
 	now := time.Now().UTC()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hoist.db"), store.Options{})
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hoist.db"), store.Options{SecretKey: []byte("browser-test-secret-key-32-bytes")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func newLiveEnv(t testing.TB) *liveEnv {
 	}
 	srv, err := web.New(web.Config{AdminToken: "bootstrap-admin"}, web.Deps{
 		Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view,
-		Planner: specPlanner{seeded}, Offers: web.CatalogOffers{Catalog: cat},
+		Planner: specPlanner{seeded}, Offers: web.CatalogOffers{Catalog: cat}, Secrets: view,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -393,6 +393,7 @@ func TestBrowser_screenshotsOfEveryPage(t *testing.T) {
 		{"gateways", "/gateways", "[data-testid=gateways-table]"},
 		{"offers-grouped", "/offers?gpu=A100&group_by=gpu,backend", "[data-testid=offer-groups]"},
 		{"history", "/history", "[data-testid=revisions-table]"},
+		{"secrets", "/secrets", "[data-testid=secrets-table]"},
 		{"revision-bad", "/history/" + e.seeded.RevBad, "[data-testid=revision-errors]"},
 	} {
 		steps = append(steps, chromedp.Navigate(e.url+p.path), chromedp.WaitVisible(css(p.wait)), shoot(p.name))
@@ -431,6 +432,39 @@ func TestBrowser_pagesReadWithJavaScriptOff(t *testing.T) {
 	}
 	if rows := text(t, tab, `[data-testid=runs-table] tbody`); strings.Contains(rows, "hello") {
 		t.Errorf("filter ignored: %q", rows)
+	}
+}
+
+func TestBrowser_secretsPageSetsAndDeletesWithoutShowingValues(t *testing.T) {
+	tab := browser(t)
+	e := newLiveEnv(t)
+	const value = "browser-secret-value-4f1e"
+	if err := chromedp.Do(tab,
+		e.login(e.seeded.Tokens.Admin),
+		chromedp.Navigate(e.url+"/secrets"),
+		chromedp.WaitVisible(css(`[data-testid=secret-form]`)),
+		chromedp.SendKeys(css(`[data-testid=secret-form] input[name=name]`), "BROWSER_KEY"),
+		chromedp.SendKeys(css(`[data-testid=secret-form] textarea[name=value]`), value),
+		chromedp.Submit(css(`[data-testid=secret-form]`)),
+		chromedp.WaitVisible(css(`#secret-BROWSER_KEY`)),
+		shoot("secrets-set"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.st.GetSecret(t.Context(), "", "BROWSER_KEY"); err != nil || string(got) != value {
+		t.Fatalf("stored %q, %v", got, err)
+	}
+	if html := eval[string](t, tab, `document.documentElement.outerHTML`); strings.Contains(html, value) {
+		t.Error("the page shows the value after setting it")
+	}
+	if err := chromedp.Do(tab,
+		chromedp.Click(css(`#secret-BROWSER_KEY button`)),
+		chromedp.WaitVisible(css(`[data-testid=secrets-msg]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if n := eval[int](t, tab, `document.querySelectorAll("#secret-BROWSER_KEY").length`); n != 0 {
+		t.Error("the deleted secret is still listed")
 	}
 }
 

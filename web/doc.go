@@ -6,7 +6,7 @@
 //
 // Handlers hold no logic of their own: they call the small interfaces this
 // package declares (Store, Syncer, Tokens, Inventory, Planner, Controller,
-// Offers, and the optional RunCounter, JobGetter and LogTailer) and render
+// Offers, Secrets, and the optional RunCounter, JobGetter and LogTailer) and render
 // the result. New(Config, Deps) builds a Server; Handler serves it; Close
 // ends live streams and the sync worker. NotifyLogs and NotifyChange let the
 // reconciler wake live pages; Metrics is fed by the reconciler.

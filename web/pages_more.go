@@ -30,6 +30,9 @@ func (s *Server) pageRoutes(pages *echo.Group) {
 	pages.POST("/sync/confirm", s.formConfirm, s.requireAct)
 	pages.POST("/sync/suspend", s.formAutoSync(false), s.requireAct)
 	pages.POST("/sync/resume", s.formAutoSync(true), s.requireAct)
+	pages.GET("/secrets", s.pageSecrets)
+	pages.POST("/secrets", s.formSetSecret, s.requireAct)
+	pages.POST("/secrets/:name/delete", s.formDeleteSecret, s.requireAct)
 }
 
 func (s *Server) pageOverview(c *echo.Context) error {

@@ -35,6 +35,7 @@ func fullFixture(t *testing.T) (*fixture, *fakeController) {
 			plans: map[string]Plan{"bbb": {Valid: true}},
 		}
 		d.Offers = CatalogOffers{Catalog: cat}
+		d.Secrets = &memSecrets{m: map[string][]byte{"HF_TOKEN": []byte("v")}}
 	})
 	f.store.mu.Lock()
 	f.store.revs = []Revision{{SHA: "bbb", Message: "second", Valid: true, Applied: true}, {SHA: "aaa", Message: "first", Valid: true}}
@@ -125,13 +126,24 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"POST /sync":                        actRoute("POST", "/sync", "", 303),
 		"POST /sync/suspend":                actRoute("POST", "/sync/suspend", "", 303),
 		"POST /sync/resume":                 actRoute("POST", "/sync/resume", "", 303),
+		// Viewers see secret names; only users and admins read or change values.
+		"GET /api/v1/secrets":          readRoute("GET", "/api/v1/secrets", 200),
+		"GET /api/v1/secrets/:name":    actRoute("GET", "/api/v1/secrets/HF_TOKEN", "", 200),
+		"PUT /api/v1/secrets/:name":    actRoute("PUT", "/api/v1/secrets/NEW", `{"value":"v"}`, 200),
+		"POST /api/v1/secrets":         actRoute("POST", "/api/v1/secrets", `{"name":"NEW2","value":"v"}`, 200),
+		"DELETE /api/v1/secrets/:name": actRoute("DELETE", "/api/v1/secrets/NOPE", "", 404),
+		"GET /secrets":                 readRoute("GET", "/secrets", 200),
+		"POST /secrets":                actRoute("POST", "/secrets", "", 303),
+		"POST /secrets/:name/delete":   actRoute("POST", "/secrets/NOPE/delete", "", 404),
 	}
 	cases["POST /api/v1/plan"] = routeCase{method: "POST", path: "/api/v1/plan", body: `{"files":{"a.dstack.yml":"type: task"}}`, anon: 401, viewer: 200, user: 200, admin: 200}
 
 	f, _ := fullFixture(t)
 	// Every registered route is in the table.
 	for _, r := range f.srv.echo.Router().Routes() {
-		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		switch r.Method {
+		case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
+		default:
 			continue
 		}
 		if _, ok := cases[r.Method+" "+r.Path]; !ok {

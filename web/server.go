@@ -69,6 +69,8 @@ type Deps struct {
 	Controller Controller
 	// Offers answers offer queries.
 	Offers Offers
+	// Secrets keeps the project's secrets (the /secrets page and API).
+	Secrets Secrets
 }
 
 // Server is hoist's HTTP server. Create it with New, serve Handler (or call

@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newOffersCmd())
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
+	root.AddCommand(newSecretCmd())
 	return root
 }
 

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"hoist/store"
+	"hoist/web"
+	"hoist/web/storeview"
+)
+
+// secretServer is a real web server over a real store.
+func secretServer(t *testing.T) (*httptest.Server, *store.Store) {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "hoist.db"), store.Options{SecretKey: bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	view := storeview.New(st, "")
+	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: noSync{view}, Secrets: view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts, st
+}
+
+// noSync reports the store's sync status and never syncs.
+type noSync struct{ *storeview.View }
+
+func (noSync) Sync(context.Context) error { return nil }
+
+func runSecretCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errb.String(), err
+}
+
+func TestSecretCmd_setGetListDelete(t *testing.T) {
+	ts, st := secretServer(t)
+	t.Setenv("HOIST_TOKEN", "admin-tok")
+	t.Setenv("HOIST_SERVER", ts.URL)
+	key := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(key, []byte("-----BEGIN KEY-----\nabc\n-----END KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name, stdin string
+		args        []string
+		wantOut     string
+		wantErr     string
+	}{
+		{"set from stdin drops one newline", "hf_abc\n", []string{"secret", "set", "HF_TOKEN"}, "", ""},
+		{"set from file keeps bytes", "", []string{"secret", "set", "SSH_KEY", "--from-file", key}, "", ""},
+		{"get prints the exact value", "", []string{"secret", "get", "HF_TOKEN"}, "hf_abc", ""},
+		{"get a key file", "", []string{"secret", "get", "SSH_KEY"}, "-----BEGIN KEY-----\nabc\n-----END KEY-----\n", ""},
+		{"empty stdin is refused", "", []string{"secret", "set", "EMPTY"}, "", "empty value"},
+		{"a value argument is refused", "", []string{"secret", "set", "X", "value"}, "", "accepts 1 arg"},
+		{"invalid name names the rule", "v", []string{"secret", "set", "a.b"}, "", "invalid secret name"},
+		{"delete", "", []string{"secret", "delete", "SSH_KEY"}, "", ""},
+		{"delete a missing secret", "", []string{"secret", "delete", "SSH_KEY"}, "", "404"},
+		{"get a missing secret", "", []string{"secret", "get", "NOPE"}, "", "404"},
+	}
+	for _, s := range steps {
+		out, _, err := runSecretCmd(t, s.stdin, s.args...)
+		switch {
+		case s.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", s.name, err)
+		case s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr)):
+			t.Errorf("%s: error %v, want %q", s.name, err, s.wantErr)
+		case out != s.wantOut:
+			t.Errorf("%s: stdout %q, want %q", s.name, out, s.wantOut)
+		}
+	}
+	if v, err := st.GetSecret(t.Context(), "", "HF_TOKEN"); err != nil || string(v) != "hf_abc" {
+		t.Errorf("stored %q, %v", v, err)
+	}
+	out, _, err := runSecretCmd(t, "", "secret", "list")
+	if err != nil || !strings.Contains(out, "HF_TOKEN") || strings.Contains(out, "hf_abc") || strings.Contains(out, "SSH_KEY") {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+	_, _, err = runSecretCmd(t, "", "secret", "list", "--token", "wrong")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("wrong token: %v", err)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		t.Errorf("wrong token gave an exit code, want an error message")
+	}
+}
