@@ -93,9 +93,45 @@ func TestServer_logoutEndsSession(t *testing.T) {
 }
 
 func TestSafeNext(t *testing.T) {
-	for in, want := range map[string]string{"": "/", "/runs": "/runs", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
-		if got := safeNext(in); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", "/"},
+		{"local path", "/runs", "/runs"},
+		{"local path with query and fragment", "/runs/a?job=1#end", "/runs/a?job=1#end"},
+		{"escaped local path", "/runs/a%20b", "/runs/a%20b"},
+		{"protocol-relative", "//evil.example", "/"},
+		{"absolute URL", "https://evil.example/x", "/"},
+		{"scheme without slashes", "http:evil.example", "/"},
+		{"javascript", "javascript:alert(1)", "/"},
+		{"backslash", "/\\evil.example", "/"},
+		{"leading backslashes", "\\\\evil.example", "/"},
+		{"tab after slash", "/\t/evil.example", "/"},
+		{"newline after slash", "/\n/evil.example", "/"},
+		{"carriage return", "/\r//evil.example", "/"},
+		{"encoded tab", "/%09/evil.example", "/"},
+		{"encoded newline", "/%0a/evil.example", "/"},
+		{"encoded backslash", "/%5Cevil.example", "/"},
+		{"encoded slash", "/%2Fevil.example", "/"},
+		{"relative path", "runs", "/"},
+		{"user info", "//u@evil.example", "/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := safeNext(tt.in); got != tt.want {
+				t.Errorf("safeNext(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestServer_loginRedirectStaysLocal(t *testing.T) {
+	f := newFixture(t)
+	for _, next := range []string{"/\t/evil.example", "/%09/evil.example", "//evil.example", "/\\evil.example", "https://evil.example"} {
+		r := f.do(t, "POST", "/login", "", strings.NewReader(url.Values{"token": {adminTok}, "next": {next}}.Encode()),
+			"Content-Type", "application/x-www-form-urlencoded")
+		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+			t.Errorf("next=%q: %d Location %q, want 303 to /", next, r.StatusCode, r.Header.Get("Location"))
 		}
 	}
 }
