@@ -219,7 +219,7 @@ func (s *Server) routes() *echo.Echo {
 		// (login limits and logs rely on it).
 		IPExtractor: echo.ExtractIPDirect(),
 	})
-	e.Use(s.logRequests, s.recoverPanics)
+	e.Use(s.logRequests, s.recoverPanics, s.rejectBadBytes)
 	cop := http.NewCrossOriginProtection()
 
 	e.GET("/metrics", s.metricsHandler())
