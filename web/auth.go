@@ -124,8 +124,17 @@ func (s *Server) authenticate(pages bool) echo.MiddlewareFunc {
 		return func(c *echo.Context) error {
 			r := c.Request()
 			if tok := bearer(r); tok != "" {
+				// Failed tokens count against the login limit of the
+				// client's address: guessing through the API is no faster.
+				ip := c.RealIP()
+				if !s.logins.allow(ip) {
+					c.Response().Header().Set("Retry-After", "60")
+					return echo.NewHTTPError(http.StatusTooManyRequests, "too many failed attempts; wait a minute")
+				}
 				p, ok := s.lookup(c, tok)
 				if !ok {
+					s.logins.fail(ip)
+					s.log.Warn("token_auth_failed", "remote", ip)
 					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hoist"`)
 					return echo.NewHTTPError(http.StatusUnauthorized, "invalid token")
 				}

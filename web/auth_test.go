@@ -160,3 +160,29 @@ func TestServer_loginLimitIgnoresForwardedFor(t *testing.T) {
 		t.Errorf("forged X-Forwarded-For escaped the limit: %d", r.StatusCode)
 	}
 }
+
+func TestServer_bearerFailuresAreLimitedLikeLogins(t *testing.T) {
+	f := newFixture(t)
+	for i := range maxLoginFailures {
+		if r := f.do(t, "GET", "/api/v1/runs", "guess-"+fmt.Sprint(i), nil); r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d, want 401", i, r.StatusCode)
+		}
+	}
+	r := f.do(t, "GET", "/api/v1/runs", adminTok, nil)
+	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Errorf("after %d bad tokens: %d Retry-After %q, want 429 with Retry-After", maxLoginFailures, r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
+	if r := f.do(t, "POST", "/login", "", strings.NewReader("token="+adminTok), form...); r.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("login after bad bearer tokens: %d, want 429 (one limit per address)", r.StatusCode)
+	}
+}
+
+func TestServer_goodBearerTokensAreNotLimited(t *testing.T) {
+	f := newFixture(t)
+	for i := range 3 * maxLoginFailures {
+		if r := f.do(t, "GET", "/api/v1/runs", adminTok, nil); r.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d, want 200", i, r.StatusCode)
+		}
+	}
+}
