@@ -226,6 +226,11 @@ func openSQLite(path string, maxConns int) (*bun.DB, error) {
 func openPostgres(dsn string, maxConns int) (*bun.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
+		// url.Error repeats the whole DSN, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("parse postgres dsn: %w", err)
 	}
 	// Unknown DSN options become session settings: ask for UTC unless the

@@ -48,6 +48,19 @@ func TestOpen_sqliteSecondOpenFailsFast(t *testing.T) {
 	s2.Close()
 }
 
+func TestOpen_badPostgresDSNErrorHidesThePassword(t *testing.T) {
+	_, err := Open(t.Context(), "postgres://app:hunter2@db.example:notaport/hoist", Options{})
+	if err == nil {
+		t.Fatal("Open accepted a DSN with a bad port")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %q shows the DSN's password", err)
+	}
+	if !strings.Contains(err.Error(), "port") {
+		t.Errorf("error %q does not say what is wrong", err)
+	}
+}
+
 func TestOpen_sqlitePragmasOnEveryConnection(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "hoist.db"), Options{MaxOpenConns: 3})
 	ctx := t.Context()
