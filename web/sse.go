@@ -37,6 +37,7 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 		}
 	}
 	w := c.Response()
+	liftDeadlines(w) // a live stream: see Timeouts
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -224,7 +224,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("hoist serving", "listen", ln.Addr().String(), "source", src.Describe(), "db", st.Dialect(),
 		"backends", strings.Join(backendNames(bes), ","))
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer() // timeouts against slow clients; live streams lift them
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
 	g.Go(func() error {
