@@ -135,8 +135,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if err := restrictDataDir(o.dataDir, log); err != nil {
+		return err
 	}
 	// Check what the user gave before touching any state.
 	cfg, err := loadServerConfig(o.config)
