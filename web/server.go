@@ -252,13 +252,17 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-// liftDeadlines clears the connection's read and write deadlines for a live
-// stream, which would otherwise be cut at Timeouts.Read (net/http cancels
-// the request when its background read times out) and Timeouts.Write.
-func liftDeadlines(w http.ResponseWriter) {
+// streamDeadlines frees a live stream from the connection's deadlines,
+// which would otherwise cut it at Timeouts.Read (net/http cancels the
+// request when its background read times out) and Timeouts.Write. It
+// returns renew, which gives the next writes Timeouts.Write from now: call
+// it before each batch, so that a client that stops reading is still cut
+// off. Deadlines are wall-clock time, whatever Config.Now says.
+func (s *Server) streamDeadlines(w http.ResponseWriter) (renew func()) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
+	write := s.cfg.Timeouts.withDefaults().Write
+	return func() { _ = rc.SetWriteDeadline(time.Now().Add(write)) }
 }
 
 // Serve serves on ln until ctx is done.
