@@ -58,7 +58,7 @@ type Config struct {
 // Timeouts bound each connection, so that slow or idle clients cannot hold
 // the server's connections (see net/http.Server for each field). Live
 // streams (server-sent events, ?follow=true and log downloads) lift the
-// read and write deadlines for themselves.
+// read deadline and give each batch they write a fresh Write.
 type Timeouts struct {
 	// ReadHeader is how long a client may take to send the request headers.
 	ReadHeader time.Duration
