@@ -294,6 +294,20 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	return time.Millisecond, nil
 }
 
+// taskReason maps a terminated shim task to a dstack job termination
+// reason and message: the shim's reasons are dstack's, except
+// container_lost (removed from outside), which dstack reports as the
+// container exiting with an error.
+func taskReason(info api.TaskInfo) (string, string) {
+	switch info.TerminationReason {
+	case api.ReasonContainerLost:
+		return reasonContainerExitedErr, info.TerminationMessage
+	case "":
+		return reasonContainerExitedErr, "the container ended"
+	}
+	return info.TerminationReason, info.TerminationMessage
+}
+
 func derefInt(p *int) int {
 	if p == nil {
 		return 0
@@ -320,11 +334,11 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		return 0, fmt.Errorf("wait for task: %w", err)
 	}
 	if info.Terminated() {
-		reason := info.TerminationReason
-		if reason == "" {
+		reason, msg := taskReason(info)
+		if info.TerminationReason == "" {
 			reason = reasonCreatingContainer
 		}
-		return 0, c.setTerminating(ctx, l, job, reason, info.TerminationMessage)
+		return 0, c.setTerminating(ctx, l, job, reason, msg)
 	}
 	if info.RunnerAddr == "" {
 		return 100 * time.Millisecond, nil

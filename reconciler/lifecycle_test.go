@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"hoist/agents/api"
 	"hoist/schema"
 	"hoist/store"
 )
@@ -231,5 +232,27 @@ func TestJobStatusMessage(t *testing.T) {
 		if got := jobStatusMessage(tc.job); got != tc.want {
 			t.Errorf("jobStatusMessage(%+v) = %q, want %q", tc.job, got, tc.want)
 		}
+	}
+}
+
+func TestTaskReason(t *testing.T) {
+	tests := []struct {
+		name        string
+		info        api.TaskInfo
+		reason, msg string
+	}{
+		{"killed from outside keeps the shim's words", api.TaskInfo{TerminationReason: api.ReasonContainerExitedWithError, TerminationMessage: "killed"},
+			reasonContainerExitedErr, "killed"},
+		{"removed from outside is an error exit in dstack's terms", api.TaskInfo{TerminationReason: api.ReasonContainerLost, TerminationMessage: "the container was removed from outside"},
+			reasonContainerExitedErr, "the container was removed from outside"},
+		{"no reason", api.TaskInfo{}, reasonContainerExitedErr, "the container ended"},
+		{"done", api.TaskInfo{TerminationReason: api.ReasonDoneByRunner}, reasonDoneByRunner, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r, m := taskReason(tt.info); r != tt.reason || m != tt.msg {
+				t.Errorf("taskReason = %q, %q; want %q, %q", r, m, tt.reason, tt.msg)
+			}
+		})
 	}
 }

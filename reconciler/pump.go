@@ -103,7 +103,7 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) {
 
 	var unreachableSince time.Time
 	for ctx.Err() == nil {
-		_, conn, err := c.shimFor(ctx, job.InstanceID)
+		shim, conn, err := c.shimFor(ctx, job.InstanceID)
 		var runner *api.RunnerClient
 		if err == nil {
 			runner = api.NewRunnerClient("http://"+net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort)), conn.HTTPClient())
@@ -128,6 +128,17 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) {
 				return
 			}
 			err = serr
+		}
+		if err != nil && shim != nil {
+			// The runner is silent: the shim knows whether its container
+			// ended (killed or removed from outside, OOM) and why.
+			sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+			info, terr := shim.GetTask(sctx, job.ShimTaskID)
+			cancel()
+			if terr == nil && info.Terminated() || errors.Is(terr, api.ErrNotFound) {
+				c.taskEnded(ctx, lease(), job.ID, info, terr)
+				return
+			}
 		}
 		if err != nil {
 			if unreachableSince.IsZero() {
@@ -250,6 +261,33 @@ func (c *Controller) drainLogs(ctx context.Context, job *store.Job, runner *api.
 			return
 		}
 	}
+}
+
+// taskEnded moves a running job whose container ended to terminating, with
+// the reason the shim recorded for it (exit code, OOM, removal); terr is the
+// shim's ErrNotFound when it no longer knows the task.
+func (c *Controller) taskEnded(ctx context.Context, l store.Lease, id string, info api.TaskInfo, terr error) {
+	job, err := c.st.GetJob(ctx, id)
+	if err != nil || store.IsJobFinished(job.Status) || job.Status == store.JobTerminating {
+		return
+	}
+	if info.Job != nil && info.Job.Finished() {
+		// The runner finished the job before its container went.
+		c.jobFinished(ctx, l, id, *info.Job)
+		return
+	}
+	reason, msg := taskReason(info)
+	if terr != nil {
+		reason, msg = reasonContainerExitedErr, "the shim no longer knows the job's container"
+	}
+	job.ExitCode = info.ExitCode
+	job.Status, job.TerminationReason, job.TerminationMessage = store.JobTerminating, reason, msg
+	job.StatusMessage = jobStatusMessage(job)
+	if err := c.st.UpdateJobLeased(ctx, l, &job); err != nil {
+		c.log.Warn("record ended task failed", "job", job.JobName, "error", err)
+		return
+	}
+	c.runs.Add(job.RunID)
 }
 
 // jobFinished records the runner's final state and moves the job to

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -112,7 +113,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.db, err = openSQLite(path, opts.MaxOpenConns)
+		err = restrictSQLiteFiles(path, s.log)
+		if err == nil {
+			s.db, err = openSQLite(path, opts.MaxOpenConns)
+		}
 	}
 	if err != nil {
 		s.releaseLock()
@@ -206,6 +210,47 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
+// restrictSQLiteFiles makes the database at path readable by its owner
+// only: it creates the file 0600 if it is missing (SQLite's unix VFS then
+// gives the -wal and -shm files it creates the database file's mode, see
+// findCreateFileMode in os_unix.c), and takes group and other permissions
+// off an existing database, -wal, -shm or lock file, with a warning.
+func restrictSQLiteFiles(path string, log *slog.Logger) error {
+	if path == "" || path == ":memory:" {
+		return nil // openSQLite refuses it
+	}
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("create sqlite %s: %w", path, err)
+		}
+		// Chmod too: the mode given to open is narrowed by the umask.
+		err = f.Chmod(0o600)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("create sqlite %s: %w", path, err)
+		}
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("check mode of %s: %w", p, err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return fmt.Errorf("restrict mode of %s: %w", p, err)
+			}
+			log.Warn("database_file_mode_restricted", "path", p, "was", fmt.Sprintf("%#o", perm), "now", "0600")
+		}
+	}
+	return nil
+}
+
 func openSQLite(path string, maxConns int) (*bun.DB, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errors.New("sqlite needs a file path (in-memory databases are not supported)")
@@ -226,6 +271,11 @@ func openSQLite(path string, maxConns int) (*bun.DB, error) {
 func openPostgres(dsn string, maxConns int) (*bun.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
+		// url.Error repeats the whole DSN, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("parse postgres dsn: %w", err)
 	}
 	// Unknown DSN options become session settings: ask for UTC unless the

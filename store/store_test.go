@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +48,63 @@ func TestOpen_sqliteSecondOpenFailsFast(t *testing.T) {
 		t.Fatalf("Open after Close: %v", err)
 	}
 	s2.Close()
+}
+
+func TestOpen_badPostgresDSNErrorHidesThePassword(t *testing.T) {
+	_, err := Open(t.Context(), "postgres://app:hunter2@db.example:notaport/hoist", Options{})
+	if err == nil {
+		t.Fatal("Open accepted a DSN with a bad port")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %q shows the DSN's password", err)
+	}
+	if !strings.Contains(err.Error(), "port") {
+		t.Errorf("error %q does not say what is wrong", err)
+	}
+}
+
+func TestOpen_sqliteFilesAreOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o022) // the usual umask, under which SQLite made 0644 files
+	t.Cleanup(func() { syscall.Umask(old) })
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hoist.db")
+	checkModes := func(t *testing.T) {
+		t.Helper()
+		matches, _ := filepath.Glob(path + "*")
+		if len(matches) < 3 {
+			t.Fatalf("want the database, its lock and WAL files, got %v", matches)
+		}
+		for _, p := range matches {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s has mode %#o, want 0600", filepath.Base(p), fi.Mode().Perm())
+			}
+		}
+	}
+	t.Run("new database", func(t *testing.T) {
+		s := openTest(t, path, Options{})
+		if err := s.RecordRevision(t.Context(), Revision{SHA: "abc"}); err != nil {
+			t.Fatal(err)
+		}
+		checkModes(t)
+	})
+	t.Run("existing database readable by others", func(t *testing.T) {
+		matches, _ := filepath.Glob(path + "*")
+		for _, p := range matches {
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var logs strings.Builder
+		openTest(t, path, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		checkModes(t)
+		if !strings.Contains(logs.String(), "database_file_mode_restricted") || !strings.Contains(logs.String(), "hoist.db") {
+			t.Errorf("no warning about the fixed modes:\n%s", logs.String())
+		}
+	})
 }
 
 func TestOpen_sqlitePragmasOnEveryConnection(t *testing.T) {

@@ -101,6 +101,8 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 	follow := c.QueryParam("follow") == "true" || c.QueryParam("follow") == "1"
 	job, ok := pickJob(run, c.QueryParam("job"))
 	w := c.Response()
+	renew := s.streamDeadlines(w) // followed or long (up to the log quota): see Timeouts
+	renew()
 	w.Header().Set(echo.HeaderContentType, "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if !ok {
@@ -124,6 +126,7 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
+		renew()
 		for _, l := range lines {
 			bw.WriteString(l.Text)
 			bw.WriteByte('\n')

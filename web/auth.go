@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/labstack/echo/v5"
 )
@@ -123,8 +124,17 @@ func (s *Server) authenticate(pages bool) echo.MiddlewareFunc {
 		return func(c *echo.Context) error {
 			r := c.Request()
 			if tok := bearer(r); tok != "" {
+				// Failed tokens count against the login limit of the
+				// client's address: guessing through the API is no faster.
+				ip := c.RealIP()
+				if !s.logins.allow(ip) {
+					c.Response().Header().Set("Retry-After", "60")
+					return echo.NewHTTPError(http.StatusTooManyRequests, "too many failed attempts; wait a minute")
+				}
 				p, ok := s.lookup(c, tok)
 				if !ok {
+					s.logins.fail(ip)
+					s.log.Warn("token_auth_failed", "remote", ip)
 					c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hoist"`)
 					return echo.NewHTTPError(http.StatusUnauthorized, "invalid token")
 				}
@@ -259,12 +269,31 @@ func (s *Server) logout(c *echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
-// safeNext keeps redirects after login on this site.
+// safeNext keeps redirects after login on this site: next must be a local
+// path (one leading slash, no scheme, host or user info once parsed and
+// percent-decoded, no backslash or control character, which browsers strip
+// or turn into slashes: "/\t/evil.example" is followed as
+// "//evil.example"). Anything else becomes "/".
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !localPath(next) {
 		return "/"
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !localPath(u.Path) {
+		return "/"
+	}
+	return (&url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery, Fragment: u.Fragment}).String()
+}
+
+// localPath reports whether p starts with exactly one slash and holds no
+// backslash or control character.
+func localPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	return !strings.ContainsFunc(p, func(r rune) bool {
+		return r == '\\' || unicode.IsControl(r)
+	})
 }
 
 // loginFailures limits failed logins per client address: after maxFailures

@@ -93,9 +93,45 @@ func TestServer_logoutEndsSession(t *testing.T) {
 }
 
 func TestSafeNext(t *testing.T) {
-	for in, want := range map[string]string{"": "/", "/runs": "/runs", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
-		if got := safeNext(in); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", "/"},
+		{"local path", "/runs", "/runs"},
+		{"local path with query and fragment", "/runs/a?job=1#end", "/runs/a?job=1#end"},
+		{"escaped local path", "/runs/a%20b", "/runs/a%20b"},
+		{"protocol-relative", "//evil.example", "/"},
+		{"absolute URL", "https://evil.example/x", "/"},
+		{"scheme without slashes", "http:evil.example", "/"},
+		{"javascript", "javascript:alert(1)", "/"},
+		{"backslash", "/\\evil.example", "/"},
+		{"leading backslashes", "\\\\evil.example", "/"},
+		{"tab after slash", "/\t/evil.example", "/"},
+		{"newline after slash", "/\n/evil.example", "/"},
+		{"carriage return", "/\r//evil.example", "/"},
+		{"encoded tab", "/%09/evil.example", "/"},
+		{"encoded newline", "/%0a/evil.example", "/"},
+		{"encoded backslash", "/%5Cevil.example", "/"},
+		{"encoded slash", "/%2Fevil.example", "/"},
+		{"relative path", "runs", "/"},
+		{"user info", "//u@evil.example", "/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := safeNext(tt.in); got != tt.want {
+				t.Errorf("safeNext(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestServer_loginRedirectStaysLocal(t *testing.T) {
+	f := newFixture(t)
+	for _, next := range []string{"/\t/evil.example", "/%09/evil.example", "//evil.example", "/\\evil.example", "https://evil.example"} {
+		r := f.do(t, "POST", "/login", "", strings.NewReader(url.Values{"token": {adminTok}, "next": {next}}.Encode()),
+			"Content-Type", "application/x-www-form-urlencoded")
+		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+			t.Errorf("next=%q: %d Location %q, want 303 to /", next, r.StatusCode, r.Header.Get("Location"))
 		}
 	}
 }
@@ -122,5 +158,31 @@ func TestServer_loginLimitIgnoresForwardedFor(t *testing.T) {
 	}
 	if r := f.do(t, "POST", "/login", "", strings.NewReader("token=wrong"), form...); r.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("forged X-Forwarded-For escaped the limit: %d", r.StatusCode)
+	}
+}
+
+func TestServer_bearerFailuresAreLimitedLikeLogins(t *testing.T) {
+	f := newFixture(t)
+	for i := range maxLoginFailures {
+		if r := f.do(t, "GET", "/api/v1/runs", "guess-"+fmt.Sprint(i), nil); r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d, want 401", i, r.StatusCode)
+		}
+	}
+	r := f.do(t, "GET", "/api/v1/runs", adminTok, nil)
+	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Errorf("after %d bad tokens: %d Retry-After %q, want 429 with Retry-After", maxLoginFailures, r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	form := []string{"Content-Type", "application/x-www-form-urlencoded"}
+	if r := f.do(t, "POST", "/login", "", strings.NewReader("token="+adminTok), form...); r.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("login after bad bearer tokens: %d, want 429 (one limit per address)", r.StatusCode)
+	}
+}
+
+func TestServer_goodBearerTokensAreNotLimited(t *testing.T) {
+	f := newFixture(t)
+	for i := range 3 * maxLoginFailures {
+		if r := f.do(t, "GET", "/api/v1/runs", adminTok, nil); r.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d, want 200", i, r.StatusCode)
+		}
 	}
 }

@@ -3,8 +3,12 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 )
@@ -47,4 +51,36 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			"path", c.Request().URL.Path, "status", status, "duration", d)
 		return nil
 	}
+}
+
+// rejectBadBytes answers 400 to a request whose decoded path holds a control
+// character (NUL included) or invalid UTF-8, or whose query holds a NUL or
+// invalid UTF-8: no name hoist stores can contain them, and the databases
+// refuse them (PostgreSQL rejects NUL in text), which would otherwise be a
+// 500.
+func (s *Server) rejectBadBytes(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		u := c.Request().URL
+		if !utf8.ValidString(u.Path) || strings.ContainsFunc(u.Path, unicode.IsControl) {
+			return echo.NewHTTPError(http.StatusBadRequest, "invalid bytes in the URL path")
+		}
+		// A malformed pair is dropped here as it is by c.QueryParam.
+		q, _ := url.ParseQuery(u.RawQuery)
+		for k, vs := range q {
+			if !cleanText(k) {
+				return echo.NewHTTPError(http.StatusBadRequest, "invalid bytes in the query string")
+			}
+			for _, v := range vs {
+				if !cleanText(v) {
+					return echo.NewHTTPError(http.StatusBadRequest, "invalid bytes in the query string")
+				}
+			}
+		}
+		return next(c)
+	}
+}
+
+// cleanText reports whether s is valid UTF-8 without NUL.
+func cleanText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }

@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -62,6 +64,8 @@ func redactValue(v any, key string) any {
 		if name, ok := t["name"].(string); ok && key == "env" {
 			if _, has := t["value"]; has && secretKey(name) {
 				t["value"] = redacted
+			} else if val, ok := t["value"].(string); ok {
+				t["value"] = redactURLPasswords(val)
 			}
 			return t
 		}
@@ -86,7 +90,29 @@ func redactValue(v any, key string) any {
 				return name + "=" + redacted
 			}
 		}
-		return t
+		return redactURLPasswords(t)
 	}
 	return v
+}
+
+// urlUserinfo matches the "scheme://user:password@" head of a URL anywhere
+// in a text (a DSN in an env value, a clone URL in a command). RFC 3986
+// §3.2.1 requires a literal "@" or "/" in a password to be percent-encoded,
+// so the password ends at the first "@".
+var urlUserinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*):([^\s/?#@]*)@`)
+
+// redactURLPasswords replaces the password of every URL in s. A value that
+// is one whole URL goes through net/url, so an unusual but valid one keeps
+// its shape; URLs inside a longer text are found by urlUserinfo.
+func redactURLPasswords(s string) string {
+	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
+		return s
+	}
+	if u, err := url.Parse(s); err == nil && u.User != nil && !strings.ContainsAny(s, " \t\n") {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redacted)
+			return strings.Replace(u.String(), url.QueryEscape(redacted), redacted, 1)
+		}
+	}
+	return urlUserinfo.ReplaceAllString(s, "${1}:"+redacted+"@")
 }

@@ -50,6 +50,57 @@ type Config struct {
 	// ListCacheTTL is how long a run list may be shared between viewers
 	// (NotifyChange clears it early); zero means 1s, negative disables.
 	ListCacheTTL time.Duration
+	// Timeouts bound the connections of the server HTTPServer builds;
+	// zero fields take the values of DefaultTimeouts.
+	Timeouts Timeouts
+}
+
+// Timeouts bound each connection, so that slow or idle clients cannot hold
+// the server's connections (see net/http.Server for each field). Live
+// streams (server-sent events, ?follow=true and log downloads) lift the
+// read deadline and give each batch they write a fresh Write.
+type Timeouts struct {
+	// ReadHeader is how long a client may take to send the request headers.
+	ReadHeader time.Duration
+	// Read is how long a client may take to send the whole request.
+	Read time.Duration
+	// Write is how long an answer may take, from the end of the headers.
+	Write time.Duration
+	// Idle is how long a kept-alive connection waits for the next request.
+	Idle time.Duration
+	// MaxHeaderBytes bounds the size of the request headers.
+	MaxHeaderBytes int
+}
+
+// DefaultTimeouts are the timeouts of a zero Config.Timeouts: generous for
+// a dashboard page, a plan request or a webhook body, short for a client
+// that sends nothing.
+var DefaultTimeouts = Timeouts{
+	ReadHeader:     10 * time.Second,
+	Read:           time.Minute,
+	Write:          2 * time.Minute,
+	Idle:           2 * time.Minute,
+	MaxHeaderBytes: 256 << 10,
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	d := DefaultTimeouts
+	if t.ReadHeader > 0 {
+		d.ReadHeader = t.ReadHeader
+	}
+	if t.Read > 0 {
+		d.Read = t.Read
+	}
+	if t.Write > 0 {
+		d.Write = t.Write
+	}
+	if t.Idle > 0 {
+		d.Idle = t.Idle
+	}
+	if t.MaxHeaderBytes > 0 {
+		d.MaxHeaderBytes = t.MaxHeaderBytes
+	}
+	return d
 }
 
 // Deps are the collaborators the server consumes. Store and Syncer are
@@ -187,15 +238,39 @@ func (s *Server) Start(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
+// HTTPServer returns an http.Server for Handler with Config.Timeouts set.
+// Use it (or Serve) rather than a bare http.Server, which waits forever for
+// slow clients.
+func (s *Server) HTTPServer() *http.Server {
+	t := s.cfg.Timeouts.withDefaults()
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    t.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// streamDeadlines frees a live stream from the connection's deadlines,
+// which would otherwise cut it at Timeouts.Read (net/http cancels the
+// request when its background read times out) and Timeouts.Write. It
+// returns renew, which gives the next writes Timeouts.Write from now: call
+// it before each batch, so that a client that stops reading is still cut
+// off. Deadlines are wall-clock time, whatever Config.Now says.
+func (s *Server) streamDeadlines(w http.ResponseWriter) (renew func()) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	write := s.cfg.Timeouts.withDefaults().Write
+	return func() { _ = rc.SetWriteDeadline(time.Now().Add(write)) }
+}
+
 // Serve serves on ln until ctx is done.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    256 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	srv := s.HTTPServer()
 	srv.RegisterOnShutdown(func() { s.Close() })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -221,7 +296,7 @@ func (s *Server) routes() *echo.Echo {
 		// (login limits and logs rely on it).
 		IPExtractor: echo.ExtractIPDirect(),
 	})
-	e.Use(s.logRequests, s.recoverPanics)
+	e.Use(s.logRequests, s.recoverPanics, s.rejectBadBytes)
 	cop := http.NewCrossOriginProtection()
 
 	e.GET("/metrics", s.metricsHandler())

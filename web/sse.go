@@ -37,6 +37,8 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 		}
 	}
 	w := c.Response()
+	renew := s.streamDeadlines(w) // a live stream: see Timeouts
+	renew()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -45,6 +47,7 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(w, 16<<10)
 	flush := func() bool {
+		renew()
 		if bw.Flush() != nil || rc.Flush() != nil {
 			return false
 		}
@@ -60,6 +63,7 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 		if err != nil {
 			return nil // the stream is committed; the client reconnects
 		}
+		renew()
 		for _, l := range lines {
 			writeSSE(bw, "line", strconv.FormatInt(l.Seq, 10), l.Text)
 			after = l.Seq

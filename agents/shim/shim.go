@@ -134,7 +134,10 @@ func New(cfg Config) (*Shim, error) {
 		return nil, fmt.Errorf("shim: %w", err)
 	}
 	cfg.StateDir = abs
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "tasks"), 0o755); err != nil {
+	// Task state and job logs are the host's business only; the runner
+	// home below each task is bind-mounted, so the container needs no
+	// access to the directories above it.
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "tasks"), 0o700); err != nil {
 		return nil, fmt.Errorf("shim: %w", err)
 	}
 	if cfg.RunnerBinary == "" {
@@ -264,7 +267,7 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 		t.info.RunnerToken = hex.EncodeToString(b[:])
 	}
 	s.tasks[spec.ID] = t
-	if err := os.MkdirAll(s.taskDir(spec.ID), 0o755); err != nil {
+	if err := os.MkdirAll(s.taskDir(spec.ID), 0o700); err != nil {
 		delete(s.tasks, spec.ID)
 		cancel()
 		return api.TaskInfo{}, fmt.Errorf("task dir: %w", err)

@@ -138,8 +138,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if err := restrictDataDir(o.dataDir, log); err != nil {
+		return err
 	}
 	// Check what the user gave before touching any state.
 	cfg, err := loadServerConfig(o.config)
@@ -233,7 +233,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("hoist serving", "listen", ln.Addr().String(), "source", src.Describe(), "db", st.Dialect(),
 		"backends", strings.Join(backendNames(bes), ","))
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer() // timeouts against slow clients; live streams lift them
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
 	g.Go(func() error {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,11 @@ import (
 // dirCacheSize is how many recent dev-mode snapshots stay readable by ID.
 const dirCacheSize = 8
 
+// ErrLinkOutside means a symbolic link in a dev-mode directory leads out of
+// it: its target is not read (nor shown in any message), and the directory
+// is refused until the link is removed.
+var ErrLinkOutside = errors.New("symbolic link leads out of the directory")
+
 // dirSource is dev mode: a plain directory, watched with fsnotify. Its
 // revision is a hash of the content under Path, so saving a file without
 // changing it makes no new revision.
@@ -28,6 +34,7 @@ type dirSource struct {
 	cfg  Config
 	root string // absolute directory given as Repo
 	spec string // root joined with Path: what is hashed and watched
+	tree string // symbolic links may lead anywhere under it: root, or spec if outside root
 
 	mu    sync.Mutex
 	cache map[string]*memFS
@@ -77,7 +84,11 @@ func openDir(cfg Config) (*dirSource, error) {
 		cfg.Logger.Warn("source_branch_ignored", "repo", root, "branch", cfg.Branch,
 			"reason", "not a git repository: the directory is read as it is")
 	}
-	return &dirSource{nudger: newNudger(), cfg: cfg, root: root, spec: spec, cache: map[string]*memFS{}}, nil
+	tree := spec
+	if r, err := filepath.EvalSymlinks(root); err == nil && within(r, spec) {
+		tree = r
+	}
+	return &dirSource{nudger: newNudger(), cfg: cfg, root: root, spec: spec, tree: tree, cache: map[string]*memFS{}}, nil
 }
 
 // Describe implements Source.
@@ -124,7 +135,28 @@ func (s *dirSource) read() (Revision, *memFS, error) {
 		if ignoredName(d.Name()) {
 			return nil
 		}
-		info, err := os.Stat(p) // follows a symbolic link to a file
+		rel, _ := filepath.Rel(s.spec, p)
+		rel = filepath.ToSlash(rel)
+		if d.Type()&fs.ModeSymlink != 0 {
+			// Follow a link only within the tree; the message names the
+			// link, never its target or what the target holds.
+			target, err := filepath.EvalSymlinks(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // dangling, as git would keep it: nothing to read
+			}
+			if err != nil {
+				var pe *fs.PathError // its path may be the target's
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return fmt.Errorf("%s: resolve symbolic link: %w", rel, err)
+			}
+			if !within(s.tree, target) {
+				return fmt.Errorf("%s: %w %s", rel, ErrLinkOutside, s.tree)
+			}
+			p = target
+		}
+		info, err := os.Stat(p)
 		if err != nil || !info.Mode().IsRegular() {
 			return nil
 		}
@@ -132,8 +164,6 @@ func (s *dirSource) read() (Revision, *memFS, error) {
 		if total > s.cfg.MaxSnapshotBytes {
 			return fmt.Errorf("%s: more than %d bytes: %w", s.spec, s.cfg.MaxSnapshotBytes, ErrTooLarge)
 		}
-		rel, _ := filepath.Rel(s.spec, p)
-		rel = filepath.ToSlash(rel)
 		mode := fs.FileMode(0o444)
 		if info.Mode()&0o111 != 0 {
 			mode = 0o555
@@ -179,6 +209,13 @@ func (s *dirSource) read() (Revision, *memFS, error) {
 	}
 	rev := Revision{ID: "dir-" + hex.EncodeToString(h.Sum(nil))[:16], Time: newest}
 	return rev, m.seal(), nil
+}
+
+// within reports whether p is dir or lies under it; both are clean,
+// absolute paths.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // remember caches a snapshot by ID, evicting the oldest beyond dirCacheSize.

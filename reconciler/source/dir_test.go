@@ -245,3 +245,65 @@ func TestDirWatchSurvivesTheDirectoryBeingReplaced(t *testing.T) {
 		}
 	}
 }
+
+func TestDirRefusesSymbolicLinksOutOfTheTree(t *testing.T) {
+	outside := t.TempDir()
+	writeFiles(t, outside, map[string]string{"secret.yml": "type: task\nname: SECRET-CONTENT\n"})
+	tests := []struct {
+		name   string
+		target func(repo string) string
+	}{
+		{"absolute link to a file outside", func(string) string { return filepath.Join(outside, "secret.yml") }},
+		{"relative link climbing out", func(repo string) string {
+			rel, _ := filepath.Rel(filepath.Join(repo, "specs"), filepath.Join(outside, "secret.yml"))
+			return rel
+		}},
+		{"link to a link outside", func(repo string) string {
+			hop := filepath.Join(repo, "hop.yml")
+			if err := os.Symlink(filepath.Join(outside, "secret.yml"), hop); err != nil {
+				t.Fatal(err)
+			}
+			return hop
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := t.TempDir()
+			writeFiles(t, repo, map[string]string{"specs/a.yml": "type: task\n"})
+			if err := os.Symlink(tt.target(repo), filepath.Join(repo, "specs", "leak.yml")); err != nil {
+				t.Fatal(err)
+			}
+			src := open(t, Config{Repo: repo, Path: "specs"})
+			_, err := src.Latest(context.Background())
+			if !errors.Is(err, ErrLinkOutside) {
+				t.Fatalf("Latest() error = %v, want ErrLinkOutside", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "leak.yml") {
+				t.Errorf("error %q does not name the link", msg)
+			}
+			if strings.Contains(msg, "SECRET-CONTENT") || strings.Contains(msg, outside) {
+				t.Errorf("error %q shows the target or its content", msg)
+			}
+		})
+	}
+}
+
+func TestDirFollowsSymbolicLinksWithinTheTree(t *testing.T) {
+	repo := t.TempDir()
+	writeFiles(t, repo, map[string]string{"common/base.yml": "shared", "specs/a.yml": "v1"})
+	if err := os.Symlink("../common/base.yml", filepath.Join(repo, "specs", "b.yml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a.yml", filepath.Join(repo, "specs", "c.yml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("missing.yml", filepath.Join(repo, "specs", "dangling.yml")); err != nil {
+		t.Fatal(err)
+	}
+	src := open(t, Config{Repo: repo, Path: "specs"})
+	got := checkout(t, src, latest(t, src))
+	if got["a.yml"] != "v1" || got["b.yml"] != "shared" || got["c.yml"] != "v1" {
+		t.Errorf("files = %v, want a.yml, b.yml (from common/) and c.yml", got)
+	}
+}

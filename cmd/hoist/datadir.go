@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// runnerHomePattern matches, relative to the data directory, the runner
+// homes the local backend's shims keep: each is bind-mounted into a task
+// container and written by the container's user, who need not be hoist's,
+// so agents/shim makes it 0777. The directories above it are 0700.
+const runnerHomePattern = "backends/*/instances/*/shim/tasks/*/run"
+
+// maxModeWarnings bounds the per-path warnings of one restrictDataDir; a
+// summary counts the rest.
+const maxModeWarnings = 20
+
+// restrictDataDir makes the data directory private to its owner, whatever
+// the umask was when its entries were made: the directory, every directory
+// and every file below it lose their group and other permissions (0700
+// directories, 0600 files), each change logged as a warning. Two kinds of entries keep their modes: runner homes
+// (runnerHomePattern) and the agent binaries in agents/, which are
+// bind-mounted read-only into task containers of any user and hold nothing
+// secret. Symbolic links are not followed.
+func restrictDataDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	fixed := 0
+	// restrict changes path's permissions from perm to want.
+	restrict := func(path string, perm, want fs.FileMode) error {
+		if perm == want {
+			return nil
+		}
+		if err := os.Chmod(path, want); err != nil {
+			return err
+		}
+		if fixed++; fixed <= maxModeWarnings {
+			log.Warn("data_dir_mode_restricted", "path", path, "was", fmt.Sprintf("%#o", perm), "now", fmt.Sprintf("%#o", want))
+		}
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("data dir %s is not a directory", dir)
+	}
+	if err := restrict(dir, fi.Mode().Perm(), 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	var failed []error
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			failed = append(failed, err)
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if rel == "." || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			failed = append(failed, err)
+			return nil
+		}
+		perm := info.Mode().Perm()
+		switch {
+		case d.IsDir():
+			if ok, _ := filepath.Match(runnerHomePattern, filepath.ToSlash(rel)); ok {
+				return fs.SkipDir
+			}
+			err = restrict(path, perm, perm&^0o077)
+		case !d.Type().IsRegular():
+			return nil // sockets, fifos: their directory is private
+		case filepath.Dir(rel) == "agents":
+			return nil
+		default:
+			err = restrict(path, perm, perm&^0o077)
+		}
+		if err != nil {
+			failed = append(failed, err)
+		}
+		return nil
+	})
+	if err != nil {
+		failed = append(failed, err)
+	}
+	if fixed > maxModeWarnings {
+		log.Warn("data_dir_modes_restricted", "dir", dir, "count", fixed)
+	}
+	if len(failed) > 0 {
+		// The directory itself is private; an entry left as it was is
+		// reported, not fatal.
+		log.Warn("data_dir_mode_restrict_failed", "dir", dir, "count", len(failed), "error", errors.Join(failed...))
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRestrictDataDir_makesEveryEntryOwnerOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	entries := []struct {
+		path string
+		mode os.FileMode
+		dir  bool
+		want os.FileMode
+	}{
+		{"", 0o755, true, 0o700},
+		{"hoist.db", 0o644, false, 0o600},
+		{"admin-token", 0o644, false, 0o600},
+		{"secret.key", 0o640, false, 0o600},
+		{"git", 0o755, true, 0o700},
+		{"git/objects", 0o775, true, 0o700},
+		{"git/objects/pack.idx", 0o444, false, 0o400},
+		{"git/hooks/run.sh", 0o755, false, 0o700},
+		{"backends/local/instances/i-1/instance.json", 0o644, false, 0o600},
+		{"backends/local/instances/i-1/shim/tasks/t-1/state.json", 0o644, false, 0o600},
+		{"backends/local/instances/i-1/shim/tasks/t-1", 0o755, true, 0o700},
+		// Kept: the runner's home is the container user's, the agent
+		// binaries are mounted into containers of any user.
+		{"backends/local/instances/i-1/shim/tasks/t-1/run", 0o777, true, 0o777},
+		{"backends/local/instances/i-1/shim/tasks/t-1/run/job.log", 0o666, false, 0o666},
+		{"agents/hoist-runner", 0o755, false, 0o755},
+		{"agents", 0o755, true, 0o700},
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.path)
+		if e.dir {
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Modes last, deepest first, so that the directories stay writable.
+	for i := len(entries) - 1; i >= 0; i-- {
+		if err := os.Chmod(filepath.Join(dir, entries[i].path), entries[i].mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	if err := restrictDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fi, err := os.Stat(filepath.Join(dir, e.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != e.want {
+			t.Errorf("%q: mode %#o, want %#o", e.path, got, e.want)
+		}
+	}
+	if fi, err := os.Stat("/etc/passwd"); err == nil && fi.Mode().Perm()&0o004 == 0 {
+		t.Errorf("the symlink was followed: /etc/passwd is %#o", fi.Mode().Perm())
+	}
+	if !strings.Contains(logs.String(), "data_dir_mode_restricted") || !strings.Contains(logs.String(), "admin-token") {
+		t.Errorf("no warning naming the fixed files:\n%s", logs.String())
+	}
+}
+
+func TestRestrictDataDir_createsAMissingDirectory0700(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "state")
+	var logs strings.Builder
+	if err := restrictDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("mode %#o, want 0700", fi.Mode().Perm())
+	}
+}
