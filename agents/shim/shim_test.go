@@ -189,7 +189,7 @@ func TestShim_containerKilledFromOutsideIsReported(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	info, rc := e.runTask(t, api.TaskSpec{ID: "killed"})
+	info, rc := e.runTask(t, api.TaskSpec{ID: "killed-from-outside"})
 	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"sleep 60"}}); err != nil {
 		t.Fatal(err)
 	}
