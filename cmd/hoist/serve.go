@@ -24,6 +24,7 @@ import (
 	"hoist/backends/sshfleet"
 	"hoist/reconciler"
 	"hoist/reconciler/source"
+	"hoist/reconciler/support"
 	"hoist/store"
 	"hoist/web"
 	"hoist/web/storeview"
@@ -191,7 +192,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
+		Checks: []reconciler.Check{support.Check}})
 	if err != nil {
 		return err
 	}

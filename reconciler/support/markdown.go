@@ -17,14 +17,19 @@ func Markdown() string {
 		if r.Field == "" {
 			field = "(the whole resource)"
 		}
-		detail := r.Note
+		var detail string
 		switch r.Decision {
 		case Honoured:
-			detail = strings.TrimSpace(detail + " (test: `" + r.Test + "`)")
+			detail = "test `" + r.Test + "`"
+			if r.Note != "" {
+				detail = r.Note + "; " + detail
+			}
 		case Partial:
-			detail = "refused: " + detail + " (honoured values: test `" + r.Test + "`)"
+			detail = "refused: " + r.Note + "; the rest: test `" + r.Test + "`"
+		case Refused:
+			detail = "refused: " + r.Note
 		case Advisory:
-			detail = "warning: " + detail
+			detail = "warning: " + r.Note
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", kindList(r.Kinds), field, r.Decision, strings.ReplaceAll(detail, "|", `\|`))
 	}
