@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/e2e/testenv"
+)
+
+// networkVolumeTask mounts a network volume, which hoist does not provide:
+// the revision must be refused at the volume's line.
+const networkVolumeTask = "type: task\nname: train\nimage: " + testenv.BusyboxImage +
+	"\ncommands:\n  - echo must not run\nvolumes:\n  - name: data\n    path: /data\n"
+
+const networkVolumeError = "train.dstack.yml:7:5: volumes[0]: not supported yet by hoist: network volumes"
+
+// TestSupport_networkVolumeIsRefusedAndNothingApplied: a commit adding a
+// task with a network volume (and changing another task) is rejected at
+// file:line:col by the sync, the server's plan and `hoist validate` alike;
+// the applied revision, the runs and the other task stay as they were.
+func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
+	r := newRepo(t)
+	r.write("hello.dstack.yml", task("hello", "  - echo hello\n"))
+	sha1 := r.commit("add hello")
+	s := startServer(t, r.dir)
+	s.waitRun("hello", sha1, "done", 60*time.Second)
+
+	r.write("hello.dstack.yml", task("hello", "  - echo changed\n"))
+	r.write("train.dstack.yml", networkVolumeTask)
+	bad := r.commit("train on a network volume")
+	waitFor(t, 30*time.Second, func() string { return "sync to be invalid" }, func() bool { return s.sync().Status == "invalid" })
+	st := s.sync()
+	if st.Revision != sha1 || st.LatestRevision != bad {
+		t.Fatalf("sync = %+v: the applied revision must stay %s", st, sha1)
+	}
+	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], networkVolumeError) {
+		t.Fatalf("sync errors = %q, want one starting %q", st.Errors, networkVolumeError)
+	}
+
+	// Nothing was applied: no run train, hello not replaced.
+	if code, b := s.do("GET", "/api/v1/runs/train", nil); code != 404 {
+		t.Fatalf("GET /api/v1/runs/train = %d %s, want 404", code, b)
+	}
+	var hello apiRun
+	if s.getJSON("/api/v1/runs/hello", &hello); hello.Revision != sha1 || hello.Status != "done" || countRuns(t, s) != 1 {
+		t.Fatalf("run hello = %+v (%d runs), want the one run of %s, done", hello, countRuns(t, s), sha1)
+	}
+	if got := s.logs("hello"); got != "hello\n" {
+		t.Fatalf("hello logs = %q: it was re-run", got)
+	}
+
+	// The server's plan says the same.
+	body, _ := json.Marshal(map[string]map[string]string{"files": {"train.dstack.yml": networkVolumeTask}})
+	code, b := s.do("POST", "/api/v1/plan", bytes.NewReader(body))
+	var p struct {
+		Valid  bool     `json:"valid"`
+		Errors []string `json:"errors"`
+	}
+	if code != 200 || json.Unmarshal(b, &p) != nil || p.Valid || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], networkVolumeError) {
+		t.Fatalf("POST /api/v1/plan = %d %s, want invalid with %q", code, b, networkVolumeError)
+	}
+
+	// So does `hoist validate`, run in the repository.
+	cmd := exec.Command(filepath.Join(bin, "hoist"), "validate", ".")
+	cmd.Dir = r.dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.HasPrefix(string(out), networkVolumeError) {
+		t.Fatalf("hoist validate: %v\n%s\nwant exit 1 and %q", err, out, networkVolumeError)
+	}
+
+	// Mounting a directory of the instance instead is accepted and runs.
+	r.write("train.dstack.yml", strings.Replace(networkVolumeTask, "name: data", "instance_path: "+t.TempDir(), 1))
+	fixed := r.commit("train on an instance volume")
+	s.waitRun("train", fixed, "done", 60*time.Second)
+}
+
+// TestSupport_honouredFieldsReachTheJob proves fields the support table
+// calls honoured end to end: env, working_dir and an instance volume
+// (instance_path, path) of a task, and a dev environment's init.
+func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newRepo(t)
+	r.write("fields.dstack.yml", task("fields", "  - echo A=$A\n  - pwd\n  - cat in.txt\n  - echo from the job > out.txt\n")+
+		"env:\n  - A=one two\nworking_dir: /mnt/vol\nvolumes:\n  - instance_path: "+host+"\n    path: /mnt/vol\n")
+	r.write("dev.dstack.yml", "type: dev-environment\nname: dev\nimage: "+testenv.BusyboxImage+"\ninit:\n  - echo init ran\n")
+	sha := r.commit("honoured fields")
+	s := startServer(t, r.dir)
+
+	s.waitRun("fields", sha, "done", 60*time.Second)
+	if got, want := s.logs("fields"), "A=one two\n/mnt/vol\nfrom the host\n"; got != want {
+		t.Fatalf("logs = %q, want %q", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "from the job\n" {
+		t.Fatalf("out.txt on the instance = %q, %v: the job did not write through the volume", b, err)
+	}
+
+	s.waitRun("dev", sha, "running", 60*time.Second)
+	waitFor(t, 30*time.Second, func() string { return "dev's init to print" }, func() bool { return s.logs("dev") == "init ran\n" })
+}
