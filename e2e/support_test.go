@@ -82,7 +82,8 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 
 // TestSupport_honouredFieldsReachTheJob proves fields the support table
 // calls honoured end to end: env, working_dir and an instance volume
-// (instance_path, path) of a task, and a dev environment's init.
+// (instance_path, path) of a task, and a dev environment's init; an
+// advisory field is a warning on the revision and the run.
 func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	host := t.TempDir()
 	if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
@@ -90,7 +91,7 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	}
 	r := newRepo(t)
 	r.write("fields.dstack.yml", task("fields", "  - echo A=$A\n  - pwd\n  - cat in.txt\n  - echo from the job > out.txt\n")+
-		"env:\n  - A=one two\nworking_dir: /mnt/vol\nvolumes:\n  - instance_path: "+host+"\n    path: /mnt/vol\n")
+		"env:\n  - A=one two\nworking_dir: /mnt/vol\nvolumes:\n  - instance_path: "+host+"\n    path: /mnt/vol\npriority: 5\n")
 	r.write("dev.dstack.yml", "type: dev-environment\nname: dev\nimage: "+testenv.BusyboxImage+"\ninit:\n  - echo init ran\n")
 	sha := r.commit("honoured fields")
 	s := startServer(t, r.dir)
@@ -101,6 +102,31 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "from the job\n" {
 		t.Fatalf("out.txt on the instance = %q, %v: the job did not write through the volume", b, err)
+	}
+
+	// priority has no effect in hoist: a warning on the revision and the
+	// run, in the API and on their pages.
+	const warning = "fields.dstack.yml:15:11: priority: `priority` does not order"
+	var rev struct {
+		Warnings []string `json:"warnings"`
+	}
+	if s.getJSON("/api/v1/revisions/"+sha, &rev); len(rev.Warnings) != 1 || !strings.HasPrefix(rev.Warnings[0], warning) {
+		t.Fatalf("revision warnings = %q, want one starting %q", rev.Warnings, warning)
+	}
+	var run struct {
+		Warnings []string `json:"warnings"`
+	}
+	if s.getJSON("/api/v1/runs/fields", &run); len(run.Warnings) != 1 || !strings.HasPrefix(run.Warnings[0], warning) {
+		t.Fatalf("run warnings = %q, want one starting %q", run.Warnings, warning)
+	}
+	for _, page := range []string{"/history/" + sha, "/runs/fields"} {
+		if code, b := s.do("GET", page, nil); code != 200 || !strings.Contains(string(b), "fields.dstack.yml:15:11: priority:") {
+			t.Fatalf("GET %s = %d, want the warning in the page:\n%.2000s", page, code, b)
+		}
+	}
+	var dev struct{ Warnings []string }
+	if s.getJSON("/api/v1/runs/dev", &dev) == 200 && len(dev.Warnings) != 0 {
+		t.Fatalf("run dev has warnings %q: they belong to fields.dstack.yml", dev.Warnings)
 	}
 
 	s.waitRun("dev", sha, "running", 60*time.Second)

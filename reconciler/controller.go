@@ -71,6 +71,10 @@ type Deps struct {
 	// allows, what hoist's runtime supports. Any error rejects the revision
 	// like a schema error does.
 	Checks []Check
+	// Advisories are applied like Checks to every resource of a revision
+	// the checks accepted, but never reject it: what they find (fields
+	// without effect) is recorded with the revision as its warnings.
+	Advisories []Check
 }
 
 // A Check reviews one loaded resource against a rule the schema does not
@@ -101,6 +105,7 @@ type Controller struct {
 	bes  map[string]backends.Backend
 	est  func(r *schema.Resource) (float64, bool)
 	chk  []Check
+	adv  []Check
 	obs  Observer
 	log  *slog.Logger
 	now  func() time.Time
@@ -176,6 +181,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		bes:       deps.Backends,
 		est:       deps.Estimate,
 		chk:       deps.Checks,
+		adv:       deps.Advisories,
 		obs:       obs,
 		log:       cfg.Logger,
 		now:       now,

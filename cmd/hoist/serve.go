@@ -193,7 +193,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
-		Checks: []reconciler.Check{support.Check}})
+		Checks: []reconciler.Check{support.Check}, Advisories: []reconciler.Check{support.Warnings}})
 	if err != nil {
 		return err
 	}
