@@ -81,27 +81,40 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 }
 
 // TestSupport_honouredFieldsReachTheJob proves fields the support table
-// calls honoured end to end: env, working_dir and an instance volume
-// (instance_path, path) of a task, and a dev environment's init; an
+// calls honoured end to end: env, working_dir, shell and an instance volume
+// (instance_path, path) of a task, a task's entrypoint and a dev
+// environment's init; an
 // advisory field is a warning on the revision and the run.
 func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	host := t.TempDir()
 	if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A shell of the job's own: it announces itself, then runs sh.
+	if err := os.WriteFile(filepath.Join(host, "myshell"), []byte("#!/bin/sh\necho my shell\nexec /bin/sh \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r := newRepo(t)
 	r.write("fields.dstack.yml", task("fields", "  - echo A=$A\n  - pwd\n  - cat in.txt\n  - echo from the job > out.txt\n")+
-		"env:\n  - A=one two\nworking_dir: /mnt/vol\nvolumes:\n  - instance_path: "+host+"\n    path: /mnt/vol\npriority: 5\n")
+		"env:\n  - A=one two\nworking_dir: /mnt/vol\nvolumes:\n  - instance_path: "+host+"\n    path: /mnt/vol\npriority: 5\n"+
+		"shell: /mnt/vol/myshell\n")
+	// An entrypoint runs without a shell, the commands as its arguments.
+	r.write("entry.dstack.yml", task("entry", "  - a b\n  - $HOME\n")+"entrypoint: echo 'from entrypoint'\n")
 	r.write("dev.dstack.yml", "type: dev-environment\nname: dev\nimage: "+testenv.BusyboxImage+"\ninit:\n  - echo init ran\n")
 	sha := r.commit("honoured fields")
 	s := startServer(t, r.dir)
 
 	s.waitRun("fields", sha, "done", 60*time.Second)
-	if got, want := s.logs("fields"), "A=one two\n/mnt/vol\nfrom the host\n"; got != want {
+	if got, want := s.logs("fields"), "my shell\nA=one two\n/mnt/vol\nfrom the host\n"; got != want {
 		t.Fatalf("logs = %q, want %q", got, want)
 	}
 	if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "from the job\n" {
 		t.Fatalf("out.txt on the instance = %q, %v: the job did not write through the volume", b, err)
+	}
+
+	s.waitRun("entry", sha, "done", 60*time.Second)
+	if got, want := s.logs("entry"), "from entrypoint a b $HOME\n"; got != want {
+		t.Fatalf("entry logs = %q, want %q", got, want)
 	}
 
 	// priority has no effect in hoist: a warning on the revision and the

@@ -320,8 +320,12 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		return 50 * time.Millisecond, nil // the runner is still starting
 	}
 	if st.State == api.JobPending {
+		entrypoint, err := entrypointArgv(spec.Entrypoint)
+		if err != nil {
+			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, err.Error())
+		}
 		js := api.JobSpec{
-			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Env: c.jobEnv(run, job, spec),
+			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec),
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
 		}

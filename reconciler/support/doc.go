@@ -25,5 +25,6 @@
 //
 // As features land, their rows move from Refused to Honoured.
 //
-// Who may import it: cmd/hoist (and tests). It imports only hoist/schema.
+// Who may import it: cmd/hoist (and tests). Of hoist's packages it imports
+// only hoist/schema; it is pure (no I/O).
 package support

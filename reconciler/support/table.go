@@ -3,6 +3,8 @@ package support
 import (
 	"fmt"
 
+	shlex "github.com/anmitsu/go-shlex"
+
 	"hoist/schema"
 )
 
@@ -72,7 +74,13 @@ var Table = []Row{
 	{Kinds: taskSvc, Field: "commands", Decision: Honoured, Test: "e2e.TestSkeleton_gitCommitsDriveRuns"},
 	{Kinds: devEnv, Field: "init", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
 		Note: "run on start; the container then stays up"},
-	{Kinds: runKinds, Field: "entrypoint", Decision: Refused, Note: "`entrypoint` (commands always run in the job's shell)",
+	{Kinds: taskSvc, Field: "entrypoint", Decision: Partial, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
+		Note: "an `entrypoint` that does not split into words (an unclosed quote or a trailing escape)",
+		uses: runIf(func(c *schema.RunConfig) bool {
+			_, err := shlex.Split(c.Entrypoint, true)
+			return err != nil
+		}, "entrypoint")},
+	{Kinds: devEnv, Field: "entrypoint", Decision: Refused, Note: "`entrypoint` on a dev environment (dstack refuses it too)",
 		uses: runIf(func(c *schema.RunConfig) bool { return c.Entrypoint != "" }, "entrypoint")},
 	{Kinds: runKinds, Field: "setup", Decision: Refused, Note: "`setup` (deprecated by dstack; put the commands in `commands` or `init`)",
 		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Setup) > 0 }, "setup")},
@@ -87,7 +95,7 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "user", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
 	{Kinds: runKinds, Field: "privileged", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
 	{Kinds: runKinds, Field: "working_dir", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
-	{Kinds: runKinds, Field: "shell", Decision: Honoured, Test: "agents/runner.TestRunner_whatTheJobRuns"},
+	{Kinds: runKinds, Field: "shell", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
 	{Kinds: runKinds, Field: "home_dir", Decision: Advisory, Note: "`home_dir` has no effect (deprecated by dstack; the image's HOME applies)",
 		uses: writtenAt("home_dir")},
 	{Kinds: runKinds, Field: "registry_auth", Decision: Honoured, Test: "agents/shim.TestShim_pullFromRegistryWithAuth"},
