@@ -27,7 +27,7 @@ func Markdown() string {
 		case Partial:
 			detail = "refused: " + r.Note + "; the rest: test `" + r.Test + "`"
 		case Refused:
-			detail = "refused: " + r.Note
+			detail = r.Note
 		case Advisory:
 			detail = "warning: " + r.Note
 		}
