@@ -98,7 +98,12 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "shell", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
 	{Kinds: runKinds, Field: "home_dir", Decision: Advisory, Note: "`home_dir` has no effect (deprecated by dstack; the image's HOME applies)",
 		uses: writtenAt("home_dir")},
-	{Kinds: runKinds, Field: "registry_auth", Decision: Honoured, Test: "agents/shim.TestShim_pullFromRegistryWithAuth"},
+	{Kinds: runKinds, Field: "registry_auth", Decision: Partial, Test: "agents/shim.TestShim_pullFromRegistryWithAuth",
+		Note: "`${{ secrets.NAME }}` in `registry_auth` (it is passed to the registry as written)",
+		uses: runIf(func(c *schema.RunConfig) bool {
+			a := c.RegistryAuth
+			return a != nil && (len(schema.SecretRefs(a.Username)) > 0 || len(schema.SecretRefs(a.Password)) > 0)
+		}, "registry_auth")},
 	{Kinds: runKinds, Field: "env", Decision: Partial, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
 		Note: "a bare `NAME` taken from the applying user's environment (`env: [NAME]`); give `NAME=value` or `NAME=${{ secrets.NAME }}`",
 		uses: func(r *schema.Resource) []string {
