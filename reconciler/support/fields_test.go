@@ -201,3 +201,26 @@ func testNames(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+// TestImports_onlySchemaOfHoist keeps the package pure: of hoist's
+// packages it imports hoist/schema only, so that validate and plan apply
+// exactly what serve applies without pulling in the runtime.
+func TestImports_onlySchemaOfHoist(t *testing.T) {
+	files, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range af.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if strings.HasPrefix(p, "hoist/") && p != "hoist/schema" {
+				t.Errorf("%s imports %s", f, p)
+			}
+		}
+	}
+}
