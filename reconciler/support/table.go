@@ -123,7 +123,7 @@ var Table = []Row{
 		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Files) > 0 }, "files")},
 
 	// Runs: volumes, by form.
-	{Kinds: runKinds, Field: "volumes", Decision: Honoured, Test: "agents/shim.TestShim_volumeMountsPersistAcrossTasks",
+	{Kinds: runKinds, Field: "volumes", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
 		Note: "instance volumes (`instance_path`)"},
 	{Kinds: runKinds, Field: "volumes[].instance_path", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
 	{Kinds: runKinds, Field: "volumes[].path", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
