@@ -145,3 +145,40 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	s.waitRun("dev", sha, "running", 60*time.Second)
 	waitFor(t, 30*time.Second, func() string { return "dev's init to print" }, func() bool { return s.logs("dev") == "init ran\n" })
 }
+
+// TestSupport_privilegedReachesTheContainer proves `privileged: true` is
+// given to Docker: the job sees every capability where the Engine can start
+// privileged containers; where it cannot (an unprivileged Docker host, like
+// some CI machines), the job fails creating its container for exactly that
+// reason, which only a privileged container meets.
+func TestSupport_privilegedReachesTheContainer(t *testing.T) {
+	r := newRepo(t)
+	r.write("priv.dstack.yml", task("priv", "  - grep CapEff /proc/self/status\n")+"privileged: true\n")
+	sha := r.commit("a privileged task")
+	s := startServer(t, r.dir)
+	var run struct {
+		Revision string `json:"revision"`
+		Status   string `json:"status"`
+		Jobs     []struct {
+			TerminationReason  string `json:"termination_reason"`
+			TerminationMessage string `json:"termination_message"`
+		} `json:"jobs"`
+	}
+	waitFor(t, 60*time.Second, func() string { return "priv to finish, last " + run.Status }, func() bool {
+		s.getJSON("/api/v1/runs/priv", &run)
+		return run.Revision == sha && isFinishedStatus(run.Status)
+	})
+	switch {
+	case run.Status == "done":
+		// Every capability bit set (38 or more, by kernel), where Docker's
+		// default set is 00000000a80425fb: a privileged container.
+		if got := s.logs("priv"); !strings.HasPrefix(got, "CapEff:") || !strings.Contains(got, "3fffffffff") && !strings.Contains(got, "ffffffffff") {
+			t.Fatalf("logs = %q, want every capability", got)
+		}
+	case len(run.Jobs) == 1 && run.Jobs[0].TerminationReason == "creating_container_error" &&
+		strings.Contains(run.Jobs[0].TerminationMessage, "apply caps"):
+		t.Logf("this Docker Engine cannot start privileged containers: %s", run.Jobs[0].TerminationMessage)
+	default:
+		t.Fatalf("run = %+v, want done with every capability, or failed applying the capabilities", run)
+	}
+}

@@ -93,7 +93,7 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "dstack", Decision: Refused, Note: "`dstack: true` (no server socket inside the job)",
 		uses: runIf(func(c *schema.RunConfig) bool { return c.Dstack }, "dstack")},
 	{Kinds: runKinds, Field: "user", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
-	{Kinds: runKinds, Field: "privileged", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
+	{Kinds: runKinds, Field: "privileged", Decision: Honoured, Test: "e2e.TestSupport_privilegedReachesTheContainer"},
 	{Kinds: runKinds, Field: "working_dir", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
 	{Kinds: runKinds, Field: "shell", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
 	{Kinds: runKinds, Field: "home_dir", Decision: Advisory, Note: "`home_dir` has no effect (deprecated by dstack; the image's HOME applies)",
