@@ -3,9 +3,12 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +85,7 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 
 // TestSupport_honouredFieldsReachTheJob proves fields the support table
 // calls honoured end to end: env, working_dir, shell and an instance volume
-// (instance_path, path) of a task, a task's entrypoint and a dev
+// (instance_path, path) of a task, a task's entrypoint and ports, and a dev
 // environment's init; an
 // advisory field is a warning on the revision and the run.
 func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
@@ -98,6 +101,10 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	r.write("fields.dstack.yml", task("fields", "  - echo A=$A\n  - pwd\n  - cat in.txt\n  - echo from the job > out.txt\n")+
 		"env:\n  - A=one two\nworking_dir: /mnt/vol\nvolumes:\n  - instance_path: "+host+"\n    path: /mnt/vol\npriority: 5\n"+
 		"shell: /mnt/vol/myshell\n")
+	// A task's port is published on the instance at its local_port.
+	hostPort := unusedPort(t)
+	r.write("web.dstack.yml", task("web", "  - mkdir -p /www && echo served > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n")+
+		"ports:\n  - "+hostPort+":8000\n")
 	// An entrypoint runs without a shell, the commands as its arguments.
 	r.write("entry.dstack.yml", task("entry", "  - a b\n  - $HOME\n")+"entrypoint: echo 'from entrypoint'\n")
 	r.write("dev.dstack.yml", "type: dev-environment\nname: dev\nimage: "+testenv.BusyboxImage+"\ninit:\n  - echo init ran\n")
@@ -111,6 +118,20 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "from the job\n" {
 		t.Fatalf("out.txt on the instance = %q, %v: the job did not write through the volume", b, err)
 	}
+
+	var web json.RawMessage
+	waitFor(t, 60*time.Second, func() string { return "run web to be running: " + string(web) }, func() bool {
+		var st struct{ Status string }
+		s.getJSON("/api/v1/runs/web", &web)
+		if json.Unmarshal(web, &st) == nil && isFinishedStatus(st.Status) {
+			t.Fatalf("run web finished: %s", web)
+		}
+		return st.Status == "running"
+	})
+	waitFor(t, 30*time.Second, func() string { return "the task's port " + hostPort + " to answer" }, func() bool {
+		code, err := httpGet("http://127.0.0.1:" + hostPort + "/")
+		return err == nil && code == 200
+	})
 
 	s.waitRun("entry", sha, "done", 60*time.Second)
 	if got, want := s.logs("entry"), "from entrypoint a b $HOME\n"; got != want {
@@ -181,4 +202,20 @@ func TestSupport_privilegedReachesTheContainer(t *testing.T) {
 	default:
 		t.Fatalf("run = %+v, want done with every capability, or failed applying the capabilities", run)
 	}
+}
+
+// unusedPort returns a free port of 127.0.0.1 below the kernel's ephemeral
+// range (32768 and up), so that ports Docker and other tests pick for
+// themselves meanwhile cannot take it.
+func unusedPort(t *testing.T) string {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		p := strconv.Itoa(20000 + rand.IntN(10000))
+		if l, err := net.Listen("tcp", "127.0.0.1:"+p); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port in 20000-29999")
+	return ""
 }

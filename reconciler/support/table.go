@@ -213,7 +213,7 @@ var Table = []Row{
 		uses: runIf(func(c *schema.RunConfig) bool { return len(c.BackendOptions) > 0 }, "backend_options")},
 
 	// Tasks and dev environments: ports.
-	{Kinds: taskDev, Field: "ports", Decision: Honoured, Test: "agents/shim.TestShim_portMappingsArePublishedOnLoopback",
+	{Kinds: taskDev, Field: "ports", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
 		Note: "published on the instance's loopback"},
 
 	// Tasks.
