@@ -89,6 +89,10 @@ type Deps struct {
 	// mounts read-only every instance volume it does not grant read-write.
 	// Nil allows no instance volume and no privileged container.
 	Policy *policy.Policy
+	// Advisories are applied like Checks to every resource of a revision
+	// the checks accepted, but never reject it: what they find (fields
+	// without effect) is recorded with the revision as its warnings.
+	Advisories []Check
 }
 
 // A Check reviews one loaded resource against a rule the schema does not
@@ -123,6 +127,7 @@ type Controller struct {
 	est  func(r *schema.Resource) (float64, bool)
 	chk  []Check
 	pol  *policy.Policy
+	adv  []Check
 	obs  Observer
 	log  *slog.Logger
 	now  func() time.Time
@@ -208,6 +213,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		est:       deps.Estimate,
 		chk:       deps.Checks,
 		pol:       deps.Policy,
+		adv:       deps.Advisories,
 		obs:       obs,
 		log:       cfg.Logger,
 		now:       now,

@@ -355,8 +355,12 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		if err != nil {
 			return 0, c.failForSecrets(ctx, l, job, run, err)
 		}
+		entrypoint, err := entrypointArgv(spec.Entrypoint)
+		if err != nil {
+			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, err.Error())
+		}
 		js := api.JobSpec{
-			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Env: c.jobEnv(run, job, spec, sec.env),
+			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
 		}

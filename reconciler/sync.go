@@ -183,6 +183,8 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	if lerr != nil {
 		errs = errorLines(lerr)
 		rec.Errors = errs
+	} else {
+		rec.Warnings = c.advise(desired)
 	}
 	if err := c.st.RecordRevision(ctx, rec); err != nil {
 		return "", err
@@ -341,6 +343,22 @@ func (c *Controller) load(fsys fs.FS) (*schema.Desired, error) {
 		return nil, errs
 	}
 	return desired, nil
+}
+
+// advise applies the controller's advisories to every resource of a valid
+// revision and returns their findings as positioned lines.
+func (c *Controller) advise(desired *schema.Desired) []string {
+	var es schema.Errors
+	for i := range desired.Resources {
+		for _, a := range c.adv {
+			es = append(es, a(&desired.Resources[i])...)
+		}
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	es.Sort()
+	return errorLines(es)
 }
 
 // resourceRow and runRow are the small columns observe reads.

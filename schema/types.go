@@ -96,8 +96,10 @@ type Resources struct {
 type EnvVar struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
-	// FromLocal marks a bare name (`- HF_TOKEN`): the value comes from the
-	// applying user's environment; Value is empty.
+	// FromLocal marks a bare name (`- HF_TOKEN`): in dstack the value comes
+	// from the applying user's environment; a server applying from Git has
+	// none, so hoist takes it from the project's secret of that name. Value
+	// is empty.
 	FromLocal bool `json:"from_local,omitempty"`
 	// Secrets lists the secret names the value references via
 	// `${{ secrets.NAME }}`; they are interpolated right before provisioning.

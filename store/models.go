@@ -205,6 +205,9 @@ type Revision struct {
 	Valid bool `bun:"valid,notnull"`
 	// Errors are the validation errors, one positioned message each.
 	Errors []string `bun:"errors,type:text,nullzero"`
+	// Warnings are the advisory findings of a valid revision (fields that
+	// have no effect in hoist), one positioned message each.
+	Warnings []string `bun:"warnings,type:text,nullzero"`
 	// Plan is the plan the revision produced when it was applied (JSON),
 	// set by SetRevisionPlan; nil otherwise.
 	Plan json.RawMessage `bun:"plan,type:text,nullzero"`

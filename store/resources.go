@@ -24,6 +24,7 @@ func (s *Store) RecordRevision(ctx context.Context, rev Revision) error {
 		Set("committed_at = EXCLUDED.committed_at").
 		Set("valid = EXCLUDED.valid").
 		Set("errors = EXCLUDED.errors").
+		Set("warnings = EXCLUDED.warnings").
 		Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("record revision %s: %w", rev.SHA, err)

@@ -34,6 +34,9 @@ type Run struct {
 	Suspended bool `json:"suspended"`
 	// RemovedFromGit is true once its spec was deleted from Git.
 	RemovedFromGit bool `json:"removed_from_git"`
+	// Warnings name fields of the run's spec that have no effect in hoist
+	// (from its revision; set by GetRun only).
+	Warnings []string `json:"warnings,omitempty"`
 	// SubmittedAt is when the run was submitted.
 	SubmittedAt time.Time `json:"submitted_at"`
 	// UpdatedAt is when the run last changed.
@@ -225,6 +228,9 @@ type Revision struct {
 	SeenAt      time.Time `json:"seen_at"`
 	Valid       bool      `json:"valid"`
 	Errors      []string  `json:"errors"`
+	// Warnings name fields of a valid revision that have no effect in
+	// hoist, one positioned message each.
+	Warnings []string `json:"warnings"`
 	// Applied reports whether this is the revision currently applied.
 	Applied bool `json:"applied"`
 	// Plan is the plan the revision produced when hoist applied it (nil

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"hoist/schema"
 	"hoist/web"
 )
 
@@ -68,15 +67,14 @@ func runPlan(cmd *cobra.Command, o planOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Validate locally first: errors name the files as the user typed them.
-	if _, err := schema.LoadFiles(osFS{}, files); err != nil {
-		var errs schema.Errors
-		if !errors.As(err, &errs) {
-			return err
-		}
-		for _, e := range errs {
-			fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
-		}
+	// Validate locally first, as the server does (the schema, then what
+	// hoist supports): errors name the files as the user typed them.
+	_, errs, warns, err := loadSupported(files, nil)
+	if err != nil {
+		return err
+	}
+	printFindings(cmd.ErrOrStderr(), errs, warns)
+	if len(errs) > 0 {
 		return &exitError{1}
 	}
 	body := map[string]map[string]string{"files": {}}

@@ -24,6 +24,7 @@ import (
 	"hoist/backends/sshfleet"
 	"hoist/reconciler"
 	"hoist/reconciler/source"
+	"hoist/reconciler/support"
 	"hoist/store"
 	"hoist/web"
 	"hoist/web/storeview"
@@ -200,7 +201,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
-		Checks: []reconciler.Check{pol.Check}, Policy: pol})
+		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"hoist/reconciler/policy"
+	"hoist/reconciler/support"
 	"hoist/schema"
 )
 
@@ -26,8 +28,11 @@ func newValidateCmd() *cobra.Command {
 		Use:   "validate PATH...",
 		Short: "Validate dstack-style specs (files and directories) as one desired state",
 		Long: "Validate every *.dstack.yml, *.dstack.yaml, .dstack.yml and *.cue file under the given\n" +
-			"paths as one desired-state set. Exits 0 when valid and 1 when not; every error is\n" +
-			"printed to stderr as path:line:col: message.",
+			"paths as one desired-state set: against the schema (dstack's language), then against\n" +
+			"what hoist's runtime supports (`hoist schema --support`), exactly as `hoist serve`\n" +
+			"checks a revision. Exits 0 when valid and 1 when not; every error is printed to\n" +
+			"stderr as path:line:col: message, and every warning (a field without effect in\n" +
+			"hoist) as path:line:col: warning: message.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -53,25 +58,16 @@ func newValidateCmd() *cobra.Command {
 					return fmt.Errorf("config %s: %w", config, err)
 				}
 			}
-			desired, err := schema.LoadFiles(osFS{}, files)
-			var errs schema.Errors
-			if err != nil && !errors.As(err, &errs) {
+			desired, errs, warns, err := loadSupported(files, pol)
+			if err != nil {
 				return err
 			}
-			if pol != nil && len(errs) == 0 {
-				for i := range desired.Resources {
-					errs = append(errs, pol.Check(&desired.Resources[i])...)
-				}
-				errs.Sort()
-			}
 			if output == "json" {
-				if err := writeValidateJSON(cmd, desired, errs); err != nil {
+				if err := writeValidateJSON(cmd, desired, errs, warns); err != nil {
 					return err
 				}
 			} else {
-				for _, e := range errs {
-					fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
-				}
+				printFindings(cmd.ErrOrStderr(), errs, warns)
 				if len(errs) == 0 {
 					fmt.Fprintf(cmd.OutOrStdout(), "%d resources valid\n", len(desired.Resources))
 				}
@@ -85,6 +81,42 @@ func newValidateCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringVar(&config, "config", "", "server config file whose policy (what specs may ask of a host) is applied too, as `hoist serve --config` does")
 	return cmd
+}
+
+// loadSupported loads the spec files like `hoist serve` loads a revision:
+// the schema first, then what hoist's runtime supports and, when pol is not
+// nil, the server's policy. errs rejects the set; warns name fields that
+// have no effect; err is an I/O failure.
+func loadSupported(files []string, pol *policy.Policy) (desired *schema.Desired, errs, warns schema.Errors, err error) {
+	desired, err = schema.LoadFiles(osFS{}, files)
+	if err != nil {
+		if !errors.As(err, &errs) {
+			return nil, nil, nil, err
+		}
+		return nil, errs, nil, nil
+	}
+	warns = support.WarningsAll(desired)
+	errs = support.CheckAll(desired)
+	if pol != nil {
+		for i := range desired.Resources {
+			errs = append(errs, pol.Check(&desired.Resources[i])...)
+		}
+		errs.Sort()
+	}
+	if len(errs) > 0 {
+		return nil, errs, warns, nil
+	}
+	return desired, nil, warns, nil
+}
+
+// printFindings writes errors, then warnings, one per line.
+func printFindings(w io.Writer, errs, warns schema.Errors) {
+	for _, e := range errs {
+		fmt.Fprintln(w, e.Error())
+	}
+	for _, e := range warns {
+		fmt.Fprintf(w, "%s: warning: %s\n", e.Pos, e.Msg)
+	}
 }
 
 // specFiles expands directories into the spec files under them; files given
@@ -137,15 +169,13 @@ type jsonResource struct {
 	Spec json.RawMessage `json:"spec"`
 }
 
-func writeValidateJSON(cmd *cobra.Command, desired *schema.Desired, errs schema.Errors) error {
+func writeValidateJSON(cmd *cobra.Command, desired *schema.Desired, errs, warns schema.Errors) error {
 	out := struct {
 		Valid     bool           `json:"valid"`
 		Errors    []jsonError    `json:"errors"`
+		Warnings  []jsonError    `json:"warnings"`
 		Resources []jsonResource `json:"resources"`
-	}{Valid: len(errs) == 0, Errors: []jsonError{}, Resources: []jsonResource{}}
-	for _, e := range errs {
-		out.Errors = append(out.Errors, jsonError{File: e.Pos.File, Line: e.Pos.Line, Column: e.Pos.Column, Path: e.Path, Message: e.Msg})
-	}
+	}{Valid: len(errs) == 0, Errors: jsonErrors(errs), Warnings: jsonErrors(warns), Resources: []jsonResource{}}
 	if desired != nil {
 		for _, r := range desired.Resources {
 			out.Resources = append(out.Resources, jsonResource{Kind: string(r.Kind), Name: r.Name, File: r.File, Spec: r.JSON})
@@ -154,4 +184,12 @@ func writeValidateJSON(cmd *cobra.Command, desired *schema.Desired, errs schema.
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+func jsonErrors(es schema.Errors) []jsonError {
+	out := []jsonError{}
+	for _, e := range es {
+		out = append(out, jsonError{File: e.Pos.File, Line: e.Pos.Line, Column: e.Pos.Column, Path: e.Path, Message: e.Msg})
+	}
+	return out
 }

@@ -238,6 +238,7 @@ func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
 		}
 	}
 	wr := runView(r, fleetNames)
+	wr.Warnings = v.runWarnings(ctx, r)
 	// Earlier runs of the same name (replaced by a new revision) keep
 	// their submissions visible.
 	prev, err := v.st.ListRuns(ctx, store.RunFilter{Project: v.project, Name: name, IncludeDeleted: true, Limit: 50})
@@ -377,13 +378,37 @@ func (v *View) GetRevision(ctx context.Context, sha string) (web.Revision, error
 	return revisionView(r, st.AppliedSHA), nil
 }
 
+// runWarnings returns the warnings of the run's revision that are about
+// the file of the run's resource.
+func (v *View) runWarnings(ctx context.Context, r store.Run) []string {
+	rev, err := v.st.GetRevision(ctx, r.Revision)
+	if err != nil || len(rev.Warnings) == 0 {
+		return nil
+	}
+	res, err := v.st.GetResource(ctx, v.project, r.ResourceKind, r.ResourceName)
+	if err != nil || res.File == "" {
+		return nil
+	}
+	var out []string
+	for _, w := range rev.Warnings {
+		if strings.HasPrefix(w, res.File+":") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func revisionView(r store.Revision, applied string) web.Revision {
 	errs := r.Errors
 	if errs == nil {
 		errs = []string{}
 	}
+	warns := r.Warnings
+	if warns == nil {
+		warns = []string{}
+	}
 	rv := web.Revision{SHA: r.SHA, Message: r.Message, Author: r.Author, CommittedAt: r.CommittedAt,
-		SeenAt: r.SeenAt, Valid: r.Valid, Errors: errs, Applied: r.SHA == applied}
+		SeenAt: r.SeenAt, Valid: r.Valid, Errors: errs, Warnings: warns, Applied: r.SHA == applied}
 	var p plan.Plan
 	if len(r.Plan) > 0 && json.Unmarshal(r.Plan, &p) == nil {
 		wp := PlanView(r.SHA, p)

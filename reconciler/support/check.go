@@ -1,0 +1,74 @@
+package support
+
+import (
+	"slices"
+
+	"hoist/schema"
+)
+
+// RefusedPrefix starts the message of every error Check reports.
+const RefusedPrefix = "not supported yet by hoist: "
+
+// Check reports every use in r of what hoist's runtime does not support
+// (Refused rows, and the refused values of Partial rows), each at its field
+// as "<path>: not supported yet by hoist: <what>". It has the signature of
+// reconciler.Check; any error rejects the revision.
+func Check(r *schema.Resource) schema.Errors {
+	return report(r, func(d Decision) bool { return d == Refused || d == Partial }, RefusedPrefix)
+}
+
+// Warnings reports every use in r of a field that has no effect in hoist
+// (Advisory rows), each at its field as "<path>: <what>". Warnings never
+// reject a revision.
+func Warnings(r *schema.Resource) schema.Errors {
+	return report(r, func(d Decision) bool { return d == Advisory }, "")
+}
+
+// CheckAll applies Check to every resource of d; WarningsAll, Warnings.
+// Both return their findings sorted by file and position.
+func CheckAll(d *schema.Desired) schema.Errors { return all(d, Check) }
+
+// WarningsAll applies Warnings to every resource of d, sorted by position.
+func WarningsAll(d *schema.Desired) schema.Errors { return all(d, Warnings) }
+
+func all(d *schema.Desired, f func(*schema.Resource) schema.Errors) schema.Errors {
+	if d == nil {
+		return nil
+	}
+	var out schema.Errors
+	for i := range d.Resources {
+		out = append(out, f(&d.Resources[i])...)
+	}
+	out.Sort()
+	return out
+}
+
+func report(r *schema.Resource, pick func(Decision) bool, prefix string) schema.Errors {
+	var out schema.Errors
+	for _, row := range Table {
+		if row.uses == nil || !pick(row.Decision) || !slices.Contains(row.Kinds, r.Kind) {
+			continue
+		}
+		for _, p := range row.uses(r) {
+			out = append(out, r.FieldError(p, "%s%s", prefix, row.Note))
+		}
+	}
+	out.Sort()
+	return out
+}
+
+// Lookup returns the row deciding field (schema form, e.g.
+// "volumes[].name") of kind k: its own row, or the row of its nearest
+// ancestor, or the kind's whole-resource row.
+func Lookup(k schema.Kind, field string) (Row, bool) {
+	for f := field; ; f = parentPath(f) {
+		for _, row := range Table {
+			if row.Field == f && slices.Contains(row.Kinds, k) {
+				return row, true
+			}
+		}
+		if f == "" {
+			return Row{}, false
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package support
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"hoist/schema"
+)
+
+func load(t *testing.T, src string) *schema.Desired {
+	t.Helper()
+	d, err := schema.Load(fstest.MapFS{"spec.dstack.yml": &fstest.MapFile{Data: []byte(src)}})
+	if err != nil {
+		t.Fatalf("the schema refuses the spec: %v", err)
+	}
+	return d
+}
+
+func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string // "line:col: message fragment", in order
+	}{
+		{"a network volume by name", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - name: data\n    path: /data\n",
+			[]string{"5:5: volumes[0]: not supported yet by hoist: network volumes"}},
+		{"a network volume in the short form", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - /host:/in\n  - data:/data\n",
+			[]string{"6:5: volumes[1]: not supported yet by hoist: network volumes"}},
+		{"an instance volume is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - instance_path: /srv\n    path: /srv\n", nil},
+		{"repos and files", "type: task\nimage: x\ncommands: [ok]\nrepos: [.]\nfiles: [{local_path: a, path: /srv/a}]\n",
+			[]string{"4:8: repos: not supported", "5:8: files: not supported"}},
+		{"an entrypoint is honoured", "type: task\nimage: x\ncommands: [ok]\nentrypoint: python -c 'print(1)'\n", nil},
+		{"an entrypoint with an unclosed quote", "type: task\nimage: x\nentrypoint: \"sh -c 'echo\"\n", []string{"3:13: entrypoint: not supported"}},
+		{"a multi-node task", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", []string{"4:8: nodes: not supported yet by hoist: multi-node"}},
+		{"one node is honoured", "type: task\nimage: x\ncommands: [ok]\nnodes: 1\n", nil},
+		{"task groups", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n", []string{"4:3: groups: not supported"}},
+		{"a service replica range", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 1..3\nscaling: {metric: rps, target: 10}\n",
+			[]string{"5:11: replicas: not supported", "6:10: scaling: not supported"}},
+		{"a fixed replica count is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 3\n", nil},
+		{"service gateway, model and rate limits", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",
+			[]string{"5:10: gateway: not supported", "6:8: model: not supported", "7:14: rate_limits: not supported"}},
+		{"env: [NAME] is taken from the project's secrets", "type: task\nimage: x\ncommands: [ok]\nenv:\n  - A=1\n  - HF_TOKEN\n", nil},
+		{"run backends and a long stop_duration", "type: task\nimage: x\ncommands: [ok]\nbackends: [aws]\nstop_duration: 5m\n",
+			[]string{"4:11: backends: not supported", "5:16: stop_duration: not supported"}},
+		{"a secret in registry_auth is honoured", "type: task\nimage: x\ncommands: [ok]\nregistry_auth:\n  username: u\n  password: ${{ secrets.REG }}\n", nil},
+		{"registry_auth as written is honoured", "type: task\nimage: x\ncommands: [ok]\nregistry_auth:\n  username: u\n  password: p\n", nil},
+		{"the default stop_duration is accepted", "type: task\nimage: x\ncommands: [ok]\nstop_duration: 10s\n", nil},
+		{"explicit resources.disk on a run", "type: task\nimage: x\ncommands: [ok]\nresources:\n  disk: 200GB\n", []string{"5:9: resources.disk: not supported"}},
+		{"a dev environment with an IDE", "type: dev-environment\nimage: x\nide: vscode\n", []string{"3:6: ide: not supported"}},
+		{"a cluster fleet", "type: fleet\nnodes: 2\nplacement: cluster\n", []string{"3:12: placement: not supported"}},
+		{"an SSH host's ssh_key and blocks", "type: fleet\nssh_config:\n  user: u\n  identity_file: k\n  hosts:\n    - hostname: h\n      blocks: 2\n      ssh_key: {private: x}\n",
+			[]string{"7:15: ssh_config.hosts[0].blocks: not supported", "8:16: ssh_config.hosts[0].ssh_key: not supported"}},
+		{"a volume", "type: volume\nname: vol\nbackend: aws\nregion: us-east-1\nsize: 100\n", []string{"1:7: type: not supported yet by hoist: volumes"}},
+		{"a gateway", "type: gateway\nname: gw\nbackend: aws\nregion: us-east-1\ndomain: example.com\n", []string{"1:7: type: not supported yet by hoist: gateways"}},
+		{"a plain task", "type: task\nimage: x\ncommands: [ok]\nenv: [A=1]\nports: [8080]\nretry: true\nmax_duration: 1h\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CheckAll(load(t, tc.src))
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d errors %q, want %d %q", len(got), got.Error(), len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if s := got[i].Error(); !strings.HasPrefix(s, "spec.dstack.yml:"+w) {
+					t.Errorf("error %d = %q, want prefix spec.dstack.yml:%s", i, s, w)
+				}
+			}
+		})
+	}
+}
+
+func TestWarnings_nameAdvisoryFields(t *testing.T) {
+	d := load(t, "type: service\nimage: x\ncommands: [ok]\nport: 80\nauth: false\npriority: 5\ntags: {team: a}\n")
+	got := WarningsAll(d)
+	want := []string{"5:7: auth: `auth` has no effect", "6:11: priority:", "7:7: tags:"}
+	if len(got) != len(want) {
+		t.Fatalf("warnings = %q, want %q", got.Error(), want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i].Error(), "spec.dstack.yml:"+w) {
+			t.Errorf("warning %d = %q, want prefix %s", i, got[i].Error(), w)
+		}
+	}
+	if errs := CheckAll(d); len(errs) != 0 {
+		t.Errorf("advisory fields gave errors: %v", errs)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite README.md's support table from the code")
+
+// TestReadme_supportTableIsCurrent fails when the README's support table
+// differs from Markdown() (what `hoist schema --support` prints); -update
+// rewrites it.
+func TestReadme_supportTableIsCurrent(t *testing.T) {
+	path := filepath.Join("..", "..", "README.md")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, ok1 := strings.Cut(string(b), ReadmeBegin+"\n")
+	block, tail, ok2 := strings.Cut(rest, ReadmeEnd)
+	if !ok1 || !ok2 {
+		t.Fatalf("README.md has no %s … %s block", ReadmeBegin, ReadmeEnd)
+	}
+	if block == Markdown() {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(head+ReadmeBegin+"\n"+Markdown()+ReadmeEnd+tail), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("README.md's support table is stale: run go test ./reconciler/support -run TestReadme -update")
+}
+
+// TestCorpus_realConfigs reports how many of the real dstack
+// configurations hoist runs and the most common refusals (the configs
+// must all keep passing the schema).
+func TestCorpus_realConfigs(t *testing.T) {
+	dir := os.Getenv("HOIST_DSTACK_CONFIGS")
+	if dir == "" {
+		t.Skip("set HOIST_DSTACK_CONFIGS to a directory of dstack configurations")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yml"))
+	runs, refused := 0, 0
+	reasons := map[string]int{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := schema.Load(fstest.MapFS{"spec.dstack.yml": &fstest.MapFile{Data: src}})
+		if err != nil {
+			t.Errorf("%s: the schema refuses it: %v", filepath.Base(f), err)
+			continue
+		}
+		errs := CheckAll(d)
+		if len(errs) == 0 {
+			runs++
+			continue
+		}
+		refused++
+		seen := map[string]bool{}
+		for _, e := range errs {
+			_, what, _ := strings.Cut(e.Msg, RefusedPrefix)
+			what, _, _ = strings.Cut(what, " (")
+			if !seen[what] {
+				seen[what] = true
+				reasons[what]++
+			}
+		}
+	}
+	type kv struct {
+		k string
+		n int
+	}
+	var top []kv
+	for k, n := range reasons {
+		top = append(top, kv{k, n})
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n || top[i].n == top[j].n && top[i].k < top[j].k })
+	t.Logf("%d configurations: %d run, %d refused", len(files), runs, refused)
+	for _, x := range top {
+		t.Logf("%3d  %s", x.n, x.k)
+	}
+}

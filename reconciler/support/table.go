@@ -1,0 +1,453 @@
+package support
+
+import (
+	"fmt"
+
+	shlex "github.com/anmitsu/go-shlex"
+
+	"hoist/schema"
+)
+
+// Decision is what hoist's runtime does with a field.
+type Decision string
+
+// The four decisions a Row can hold.
+const (
+	// Honoured: the runtime does what dstack documents (Row.Test proves it).
+	Honoured Decision = "honoured"
+	// Partial: honoured for some values (Row.Test proves them); the values
+	// Row.Note names are refused.
+	Partial Decision = "partial"
+	// Refused: any use is an error and the revision is rejected.
+	Refused Decision = "refused"
+	// Advisory: no effect on what hoist runs; a use gives a warning.
+	Advisory Decision = "advisory"
+)
+
+// Row is hoist's decision for one field of some kinds.
+type Row struct {
+	// Kinds are the kinds whose field this row decides.
+	Kinds []schema.Kind
+	// Field is the field path in the schema's form: dotted keys, "[]" for
+	// list items, e.g. "volumes[].name". Empty means the whole resource.
+	// A row covers its field and every field nested under it that has no
+	// row of its own.
+	Field string
+	// Decision is what the runtime does with the field.
+	Decision Decision
+	// Test names the test proving an Honoured or Partial field, as
+	// "<directory from the module root>.<TestName>".
+	Test string
+	// Note says what is not supported (Refused, Partial) or what the
+	// warning says (Advisory); for Honoured rows, how it is honoured.
+	Note string
+	// uses returns the field paths (schema.Error.Path form, with indexes)
+	// at which r uses what the row refuses or warns about.
+	uses func(r *schema.Resource) []string
+}
+
+// Kind groups.
+var (
+	runKinds = []schema.Kind{schema.KindTask, schema.KindService, schema.KindDevEnvironment}
+	task     = []schema.Kind{schema.KindTask}
+	service  = []schema.Kind{schema.KindService}
+	devEnv   = []schema.Kind{schema.KindDevEnvironment}
+	taskDev  = []schema.Kind{schema.KindTask, schema.KindDevEnvironment}
+	taskSvc  = []schema.Kind{schema.KindTask, schema.KindService}
+	fleet    = []schema.Kind{schema.KindFleet}
+	allKinds = schema.Kinds
+)
+
+// maxStopGrace is the longest graceful stop the reconciler gives a job
+// (reconciler/jobs.go, finishJob).
+const maxStopGrace = 10
+
+// Table is hoist's decision for every field of every kind. A field of the
+// embedded schema without a row fails the package's tests.
+var Table = []Row{
+	// Every kind.
+	{Kinds: allKinds, Field: "type", Decision: Honoured, Test: "reconciler.TestSync_typeChangeConverges"},
+	{Kinds: allKinds, Field: "name", Decision: Honoured, Test: "e2e.TestReconcile_gitOps"},
+
+	// Runs: what runs.
+	{Kinds: runKinds, Field: "image", Decision: Honoured, Test: "e2e.TestSkeleton_gitCommitsDriveRuns"},
+	{Kinds: taskSvc, Field: "commands", Decision: Honoured, Test: "e2e.TestSkeleton_gitCommitsDriveRuns"},
+	{Kinds: devEnv, Field: "init", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
+		Note: "run on start; the container then stays up"},
+	{Kinds: taskSvc, Field: "entrypoint", Decision: Partial, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
+		Note: "an `entrypoint` that does not split into words (an unclosed quote or a trailing escape)",
+		uses: runIf(func(c *schema.RunConfig) bool {
+			_, err := shlex.Split(c.Entrypoint, true)
+			return err != nil
+		}, "entrypoint")},
+	{Kinds: devEnv, Field: "entrypoint", Decision: Refused, Note: "`entrypoint` on a dev environment (dstack refuses it too)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.Entrypoint != "" }, "entrypoint")},
+	{Kinds: runKinds, Field: "setup", Decision: Refused, Note: "`setup` (deprecated by dstack; put the commands in `commands` or `init`)",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Setup) > 0 }, "setup")},
+	{Kinds: runKinds, Field: "python", Decision: Refused, Note: "`python` (hoist runs the configured default image; name an `image` with the Python you need)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.Python != "" }, "python")},
+	{Kinds: runKinds, Field: "nvcc", Decision: Refused, Note: "`nvcc` (hoist has no CUDA-devel default image; name an `image`)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.NVCC }, "nvcc")},
+	{Kinds: runKinds, Field: "docker", Decision: Refused, Note: "`docker: true` (Docker-in-Docker)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.Docker }, "docker")},
+	{Kinds: runKinds, Field: "dstack", Decision: Refused, Note: "`dstack: true` (no server socket inside the job)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.Dstack }, "dstack")},
+	{Kinds: runKinds, Field: "user", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
+	{Kinds: runKinds, Field: "privileged", Decision: Honoured, Test: "e2e.TestSupport_privilegedReachesTheContainer"},
+	{Kinds: runKinds, Field: "working_dir", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
+	{Kinds: runKinds, Field: "shell", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
+	{Kinds: runKinds, Field: "home_dir", Decision: Advisory, Note: "`home_dir` has no effect (deprecated by dstack; the image's HOME applies)",
+		uses: writtenAt("home_dir")},
+	{Kinds: runKinds, Field: "registry_auth", Decision: Honoured, Test: "e2e.TestSecrets_setByCLIReachEnvAndRegistryAuthAndNeverLeak",
+		Note: "as written or from `${{ secrets.NAME }}`"},
+	{Kinds: runKinds, Field: "env", Decision: Honoured, Test: "e2e.TestSecrets_setByCLIReachEnvAndRegistryAuthAndNeverLeak",
+		Note: "`NAME=value`, `${{ secrets.NAME }}` in values, and `env: [NAME]` from the project's secret NAME"},
+	{Kinds: runKinds, Field: "single_branch", Decision: Advisory, Note: "`single_branch` has no effect: hoist clones no repository into the run",
+		uses: writtenAt("single_branch")},
+	{Kinds: runKinds, Field: "repos", Decision: Refused, Note: "`repos` (no repository is cloned into the run)",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Repos) > 0 }, "repos")},
+	{Kinds: runKinds, Field: "files", Decision: Refused, Note: "`files` (no local files are uploaded into the run)",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Files) > 0 }, "files")},
+
+	// Runs: volumes, by form.
+	{Kinds: runKinds, Field: "volumes", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
+		Note: "instance volumes (`instance_path`)"},
+	{Kinds: runKinds, Field: "volumes[].instance_path", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
+	{Kinds: runKinds, Field: "volumes[].path", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
+	{Kinds: runKinds, Field: "volumes[].name", Decision: Refused, Note: "network volumes (`name:`); mount a host path with `instance_path` instead",
+		uses: func(r *schema.Resource) []string {
+			var out []string
+			for i, m := range runConfig(r).Volumes {
+				if len(m.Name) > 0 {
+					out = append(out, fmt.Sprintf("volumes[%d]", i))
+				}
+			}
+			return out
+		}},
+	{Kinds: runKinds, Field: "volumes[].optional", Decision: Advisory, Note: "`optional` has no effect: an instance path is always mounted (created when missing)",
+		uses: func(r *schema.Resource) []string {
+			var out []string
+			for i, m := range runConfig(r).Volumes {
+				if m.Optional && m.InstancePath != "" {
+					out = append(out, fmt.Sprintf("volumes[%d].optional", i))
+				}
+			}
+			return out
+		}},
+
+	// Runs: resources.
+	{Kinds: runKinds, Field: "resources", Decision: Honoured, Test: "e2e.TestElasticFleet_offerWithoutCapacityFailsTheJob",
+		Note: "instances must fit cpu, memory and gpu"},
+	{Kinds: runKinds, Field: "resources.gpu", Decision: Honoured, Test: "backends/local.TestTaskGPUs",
+		Note: "placement by name, memory, compute capability; count.min GPUs are given to the container"},
+	{Kinds: runKinds, Field: "resources.shm_size", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
+	{Kinds: runKinds, Field: "resources.disk", Decision: Refused, Note: "`resources.disk` on a run (instances are not matched by disk size)",
+		uses: writtenAt("resources.disk")},
+
+	// Runs: profile.
+	{Kinds: runKinds, Field: "backends", Decision: Refused, Note: "`backends` on a run (jobs go to any fleet's instance; choose fleets with `fleets:`)",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Backends) > 0 }, "backends")},
+	{Kinds: runKinds, Field: "regions", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile",
+		Note: "instances must be in one of the regions"},
+	{Kinds: runKinds, Field: "instance_types", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: runKinds, Field: "max_price", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: runKinds, Field: "availability_zones", Decision: Refused, Note: "`availability_zones`",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.AvailabilityZones) > 0 }, "availability_zones")},
+	{Kinds: runKinds, Field: "reservation", Decision: Refused, Note: "`reservation`",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.Reservation != "" }, "reservation")},
+	{Kinds: runKinds, Field: "spot_policy", Decision: Refused, Note: "`spot_policy: spot` on a run (whether an instance is spot is its fleet's choice)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.SpotPolicy == "spot" }, "spot_policy")},
+	{Kinds: runKinds, Field: "creation_policy", Decision: Refused, Note: "`creation_policy: reuse` (a job may get a new instance from an elastic fleet)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.CreationPolicy == "reuse" }, "creation_policy")},
+	{Kinds: runKinds, Field: "retry", Decision: Honoured, Test: "reconciler.TestReconcileRun_retryOnError"},
+	{Kinds: runKinds, Field: "max_duration", Decision: Honoured, Test: "agents/shim.TestShim_maxDurationIsEnforced"},
+	{Kinds: runKinds, Field: "stop_duration", Decision: Partial, Test: "agents/runner.TestRunner_stopLetsChildrenCleanUpWithinGrace",
+		Note: fmt.Sprintf("`stop_duration` above %ds or `off` (a job gets at most %ds to stop)", maxStopGrace, maxStopGrace),
+		uses: func(r *schema.Resource) []string {
+			d := runConfig(r).StopDuration
+			if written(r, "stop_duration") && (d == schema.Off || d > maxStopGrace) {
+				return []string{"stop_duration"}
+			}
+			return nil
+		}},
+	{Kinds: runKinds, Field: "idle_duration", Decision: Advisory, Note: "`idle_duration` on a run has no effect: runs create no instances of their own; the fleet's `idle_duration` applies",
+		uses: writtenAt("idle_duration")},
+	{Kinds: runKinds, Field: "utilization_policy", Decision: Refused, Note: "`utilization_policy` (runs are not stopped for low GPU utilization)",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.UtilizationPolicy != nil }, "utilization_policy")},
+	{Kinds: runKinds, Field: "startup_order", Decision: Refused, Note: "`startup_order` other than `any`",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.StartupOrder != "" && c.StartupOrder != "any" }, "startup_order")},
+	{Kinds: runKinds, Field: "stop_criteria", Decision: Refused, Note: "`stop_criteria: master-done`",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.StopCriteria == "master-done" }, "stop_criteria")},
+	{Kinds: runKinds, Field: "schedule", Decision: Honoured, Test: "reconciler.TestReconcileRun_schedule"},
+	{Kinds: runKinds, Field: "fleets", Decision: Partial, Test: "e2e.TestSSHFleet",
+		Note: "fleets of another project (`project/fleet`)",
+		uses: func(r *schema.Resource) []string {
+			var out []string
+			for i, f := range runConfig(r).Fleets {
+				if f.Project != "" {
+					out = append(out, fmt.Sprintf("fleets[%d]", i))
+				}
+			}
+			return out
+		}},
+	{Kinds: runKinds, Field: "instances", Decision: Refused, Note: "`instances` (pinning a run to fleet instances)",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Instances) > 0 }, "instances")},
+	{Kinds: runKinds, Field: "priority", Decision: Advisory, Note: "`priority` does not order hoist's scheduling yet",
+		uses: runIf(func(c *schema.RunConfig) bool { return c.Priority != 0 }, "priority")},
+	{Kinds: runKinds, Field: "tags", Decision: Advisory, Note: "`tags` are not propagated to backend resources",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Tags) > 0 }, "tags")},
+	{Kinds: runKinds, Field: "backend_options", Decision: Refused, Note: "`backend_options`",
+		uses: runIf(func(c *schema.RunConfig) bool { return len(c.BackendOptions) > 0 }, "backend_options")},
+
+	// Tasks and dev environments: ports.
+	{Kinds: taskDev, Field: "ports", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
+		Note: "published on the instance's loopback"},
+
+	// Tasks.
+	{Kinds: task, Field: "nodes", Decision: Partial, Test: "e2e.TestSkeleton_gitCommitsDriveRuns",
+		Note: "multi-node tasks (`nodes` above 1)",
+		uses: func(r *schema.Resource) []string {
+			if t := r.Spec.(*schema.Task); t.Nodes > 1 {
+				return []string{"nodes"}
+			}
+			return nil
+		}},
+	{Kinds: task, Field: "groups", Decision: Refused, Note: "`groups` (heterogeneous multi-node tasks)",
+		uses: func(r *schema.Resource) []string {
+			if len(r.Spec.(*schema.Task).Groups) > 0 {
+				return []string{"groups"}
+			}
+			return nil
+		}},
+
+	// Dev environments.
+	{Kinds: devEnv, Field: "ide", Decision: Refused, Note: "`ide` (no IDE server is installed into the container)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.DevEnvironment).IDE != "" {
+				return []string{"ide"}
+			}
+			return nil
+		}},
+	{Kinds: devEnv, Field: "version", Decision: Refused, Note: "`version` (no IDE server is installed into the container)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.DevEnvironment).Version != "" {
+				return []string{"version"}
+			}
+			return nil
+		}},
+	{Kinds: devEnv, Field: "inactivity_duration", Decision: Refused, Note: "`inactivity_duration` (dev environments are not stopped when unused)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.DevEnvironment).InactivityDuration > 0 {
+				return []string{"inactivity_duration"}
+			}
+			return nil
+		}},
+
+	// Services.
+	{Kinds: service, Field: "port", Decision: Honoured, Test: "e2e.TestRollingDeployment_waitsForProbes",
+		Note: "published on an ephemeral port of the instance's loopback; probes use it"},
+	{Kinds: service, Field: "probes", Decision: Honoured, Test: "e2e.TestRollingDeployment_waitsForProbes"},
+	{Kinds: service, Field: "probes[].until_ready", Decision: Advisory, Note: "`until_ready` has no effect: probes keep running after the replica is ready",
+		uses: func(r *schema.Resource) []string {
+			var out []string
+			for i, p := range r.Spec.(*schema.Service).Probes {
+				if p.UntilReady {
+					out = append(out, fmt.Sprintf("probes[%d].until_ready", i))
+				}
+			}
+			return out
+		}},
+	{Kinds: service, Field: "replicas", Decision: Partial, Test: "reconciler.TestReconcileRun_serviceScalingAndRolling",
+		Note: "a `replicas` range or replica groups (hoist keeps a fixed count)",
+		uses: func(r *schema.Resource) []string {
+			s := r.Spec.(*schema.Service)
+			if !written(r, "replicas") {
+				return nil
+			}
+			if len(s.Groups) > 0 || !s.Replicas.Exact() {
+				return []string{"replicas"}
+			}
+			return nil
+		}},
+	{Kinds: service, Field: "groups", Decision: Refused, Note: "replica `groups`",
+		uses: writtenAt("groups")},
+	{Kinds: service, Field: "scaling", Decision: Refused, Note: "`scaling` (autoscaling)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.Service).Scaling != nil {
+				return []string{"scaling"}
+			}
+			return nil
+		}},
+	{Kinds: service, Field: "gateway", Decision: Refused, Note: "`gateway` (hoist has no gateways)",
+		uses: func(r *schema.Resource) []string {
+			if g := r.Spec.(*schema.Service).Gateway; g != nil && g.Enabled {
+				return []string{"gateway"}
+			}
+			return nil
+		}},
+	{Kinds: service, Field: "model", Decision: Refused, Note: "`model` (no OpenAI-compatible model endpoint is registered)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.Service).Model != nil {
+				return []string{"model"}
+			}
+			return nil
+		}},
+	{Kinds: service, Field: "rate_limits", Decision: Refused, Note: "`rate_limits` (hoist does not proxy services)",
+		uses: func(r *schema.Resource) []string {
+			if len(r.Spec.(*schema.Service).RateLimits) > 0 {
+				return []string{"rate_limits"}
+			}
+			return nil
+		}},
+	{Kinds: service, Field: "auth", Decision: Advisory, Note: "`auth` has no effect: hoist does not proxy services; the port is reachable only on the instance's loopback",
+		uses: writtenAt("auth")},
+	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist does not proxy services",
+		uses: writtenAt("https")},
+	{Kinds: service, Field: "strip_prefix", Decision: Advisory, Note: "`strip_prefix` has no effect: hoist does not proxy services",
+		uses: writtenAt("strip_prefix")},
+
+	// Fleets.
+	{Kinds: fleet, Field: "nodes", Decision: Honoured, Test: "e2e.TestElasticFleet_jobGetsNewInstanceThenIdleOneIsReaped"},
+	{Kinds: fleet, Field: "idle_duration", Decision: Honoured, Test: "e2e.TestElasticFleet_jobGetsNewInstanceThenIdleOneIsReaped"},
+	{Kinds: fleet, Field: "backends", Decision: Honoured, Test: "e2e.TestElasticFleet_jobGetsNewInstanceThenIdleOneIsReaped"},
+	{Kinds: fleet, Field: "resources", Decision: Honoured, Test: "e2e.TestElasticFleet_offerWithoutCapacityFailsTheJob"},
+	{Kinds: fleet, Field: "regions", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: fleet, Field: "instance_types", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: fleet, Field: "spot_policy", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: fleet, Field: "max_price", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: fleet, Field: "placement", Decision: Partial, Test: "e2e.TestSSHFleet",
+		Note: "`placement: cluster`",
+		uses: fleetIf(func(f *schema.Fleet) bool { return f.Placement == "cluster" }, "placement")},
+	{Kinds: fleet, Field: "blocks", Decision: Partial, Test: "e2e.TestSSHFleet",
+		Note: "`blocks` other than 1 (an instance runs one job at a time)",
+		uses: fleetIf(func(f *schema.Fleet) bool { return f.Blocks != 1 }, "blocks")},
+	{Kinds: fleet, Field: "reservation", Decision: Refused, Note: "`reservation`",
+		uses: fleetIf(func(f *schema.Fleet) bool { return f.Reservation != "" }, "reservation")},
+	{Kinds: fleet, Field: "availability_zones", Decision: Refused, Note: "`availability_zones`",
+		uses: fleetIf(func(f *schema.Fleet) bool { return len(f.AvailabilityZones) > 0 }, "availability_zones")},
+	{Kinds: fleet, Field: "retry", Decision: Refused, Note: "`retry` on a fleet (failed instances are not provisioned again)",
+		uses: fleetIf(func(f *schema.Fleet) bool { return f.Retry != nil }, "retry")},
+	{Kinds: fleet, Field: "backend_options", Decision: Refused, Note: "`backend_options`",
+		uses: fleetIf(func(f *schema.Fleet) bool { return len(f.BackendOptions) > 0 }, "backend_options")},
+	{Kinds: fleet, Field: "env", Decision: Refused, Note: "`env` on a fleet (instances get no environment of their own)",
+		uses: fleetIf(func(f *schema.Fleet) bool { return len(f.Env) > 0 }, "env")},
+	{Kinds: fleet, Field: "tags", Decision: Advisory, Note: "`tags` are not propagated to backend resources",
+		uses: fleetIf(func(f *schema.Fleet) bool { return len(f.Tags) > 0 }, "tags")},
+	{Kinds: fleet, Field: "ssh_config", Decision: Honoured, Test: "e2e.TestSSHFleet"},
+	{Kinds: fleet, Field: "ssh_config.proxy_jump", Decision: Honoured, Test: "backends/sshfleet.TestFleet_proxyJump"},
+	{Kinds: fleet, Field: "ssh_config.hosts[].proxy_jump", Decision: Honoured, Test: "backends/sshfleet.TestFleet_proxyJump"},
+	{Kinds: fleet, Field: "ssh_config.ssh_key", Decision: Refused, Note: "`ssh_key` (give the key as `identity_file`)",
+		uses: writtenAt("ssh_config.ssh_key")},
+	{Kinds: fleet, Field: "ssh_config.proxy_jump.ssh_key", Decision: Refused, Note: "`ssh_key` (give the key as `identity_file`)",
+		uses: writtenAt("ssh_config.proxy_jump.ssh_key")},
+	{Kinds: fleet, Field: "ssh_config.hosts[].ssh_key", Decision: Refused, Note: "`ssh_key` (give the key as `identity_file`)",
+		uses: eachHost("ssh_key")},
+	{Kinds: fleet, Field: "ssh_config.hosts[].proxy_jump.ssh_key", Decision: Refused, Note: "`ssh_key` (give the key as `identity_file`)",
+		uses: eachHost("proxy_jump.ssh_key")},
+	{Kinds: fleet, Field: "ssh_config.hosts[].blocks", Decision: Partial, Test: "e2e.TestSSHFleet",
+		Note: "`blocks` other than 1 (an instance runs one job at a time)",
+		uses: func(r *schema.Resource) []string {
+			f := r.Spec.(*schema.Fleet)
+			if f.SSHConfig == nil {
+				return nil
+			}
+			var out []string
+			for i, h := range f.SSHConfig.Hosts {
+				if h.Blocks != nil && *h.Blocks != 1 {
+					out = append(out, fmt.Sprintf("ssh_config.hosts[%d].blocks", i))
+				}
+			}
+			return out
+		}},
+	{Kinds: fleet, Field: "ssh_config.hosts[].internal_ip", Decision: Advisory, Note: "`internal_ip` has no effect: hoist runs no multi-node jobs yet",
+		uses: eachHost("internal_ip")},
+	{Kinds: fleet, Field: "ssh_config.network", Decision: Advisory, Note: "`network` has no effect: hoist runs no multi-node jobs yet",
+		uses: writtenAt("ssh_config.network")},
+
+	// Volumes and gateways: no backend of hoist's provides them.
+	{Kinds: []schema.Kind{schema.KindVolume}, Field: "", Decision: Refused,
+		Note: "volumes (no backend of hoist's provides network volumes)",
+		uses: func(*schema.Resource) []string { return []string{"type"} }},
+	{Kinds: []schema.Kind{schema.KindGateway}, Field: "", Decision: Refused,
+		Note: "gateways (no backend of hoist's provides gateways)",
+		uses: func(*schema.Resource) []string { return []string{"type"} }},
+}
+
+// runConfig returns the part shared by the run kinds; nil for other kinds.
+func runConfig(r *schema.Resource) *schema.RunConfig {
+	switch s := r.Spec.(type) {
+	case *schema.Task:
+		return &s.RunConfig
+	case *schema.Service:
+		return &s.RunConfig
+	case *schema.DevEnvironment:
+		return &s.RunConfig
+	}
+	return nil
+}
+
+// runIf reports path when a run's config satisfies use.
+func runIf(use func(c *schema.RunConfig) bool, path string) func(r *schema.Resource) []string {
+	return func(r *schema.Resource) []string {
+		if c := runConfig(r); c != nil && use(c) {
+			return []string{path}
+		}
+		return nil
+	}
+}
+
+// fleetIf reports path when a fleet satisfies use.
+func fleetIf(use func(f *schema.Fleet) bool, path string) func(r *schema.Resource) []string {
+	return func(r *schema.Resource) []string {
+		if f, ok := r.Spec.(*schema.Fleet); ok && use(f) {
+			return []string{path}
+		}
+		return nil
+	}
+}
+
+// eachHost reports sub (a path under a host) for every SSH host that
+// writes it.
+func eachHost(sub string) func(r *schema.Resource) []string {
+	return func(r *schema.Resource) []string {
+		f, ok := r.Spec.(*schema.Fleet)
+		if !ok || f.SSHConfig == nil {
+			return nil
+		}
+		var out []string
+		for i := range f.SSHConfig.Hosts {
+			if p := fmt.Sprintf("ssh_config.hosts[%d].%s", i, sub); written(r, p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+}
+
+// writtenAt reports path when the resource's source writes it.
+func writtenAt(path string) func(r *schema.Resource) []string {
+	return func(r *schema.Resource) []string {
+		if written(r, path) {
+			return []string{path}
+		}
+		return nil
+	}
+}
+
+// written reports whether the resource's source writes the field at path
+// (rather than leaving it to a default): PosOf finds the field itself only
+// when it is written, and its nearest written ancestor otherwise.
+func written(r *schema.Resource, path string) bool {
+	return r.PosOf(path) != r.PosOf(parentPath(path))
+}
+
+// parentPath drops the last step of a field path ("a.b[2]" → "a.b",
+// "a.b" → "a", "a" → "").
+func parentPath(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '.' || path[i] == '[' {
+			return path[:i]
+		}
+	}
+	return ""
+}
