@@ -164,6 +164,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		if inst.Status == store.InstanceProvisioning {
 			return 2 * time.Second, nil
 		}
+		c.wakeWaitingJobs(ctx) // jobs waiting for the fleet's instances
 		return 30 * time.Second, nil
 	case store.InstanceIdle, store.InstanceBusy:
 		if reap, why, err := c.idleReapable(ctx, inst); err != nil {
@@ -320,6 +321,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	q := instanceQuery(spec)
 	matched := false
 	var growable []store.Fleet
+	var waiting []string // fleets whose instances that may fit are still provisioning
 	for _, f := range fleets {
 		if f.Status != store.FleetActive || f.Deleted {
 			continue
@@ -332,13 +334,36 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 		if err != nil {
 			return store.Instance{}, err
 		}
+		provisioning, note := 0, ""
 		for _, i := range insts {
-			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
+			// A job that names backends runs only on their instances
+			// (dstack filters a fleet's instances by the run's backends).
+			if len(spec.Backends) > 0 && !containsFold(spec.Backends, i.Backend) {
 				continue
 			}
 			var o offers.Offer
 			if len(i.Offer) > 0 {
 				_ = json.Unmarshal(i.Offer, &o)
+			}
+			if i.Status == store.InstancePending || i.Status == store.InstanceProvisioning {
+				// Not ready yet: the job may wait for it when its offer is
+				// unknown (an SSH host is known once reached) or fits, and
+				// no other job waits for it (one made for that job).
+				if len(i.Offer) > 0 && len(offers.Filter([]offers.Offer{o}, q)) == 0 {
+					continue
+				}
+				if taken, err := c.instanceReserved(ctx, i.ID); err != nil {
+					return store.Instance{}, err
+				} else if !taken {
+					provisioning++
+					if note == "" && i.StatusMessage != "" {
+						note = fmt.Sprintf(" (%s: %s)", i.Name, i.StatusMessage)
+					}
+				}
+				continue
+			}
+			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
+				continue
 			}
 			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
 				continue
@@ -354,10 +379,19 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 			}
 			return i, nil
 		}
+		if provisioning > 0 {
+			waiting = append(waiting, fmt.Sprintf("fleet %s: %d %s provisioning%s", f.Name, provisioning, plural(provisioning, "instance"), note))
+		}
 		growable = append(growable, f)
 	}
 	if !matched {
 		return store.Instance{}, errNoFleets
+	}
+	if len(waiting) > 0 {
+		// Instances that may fit are on their way (e.g. the hosts of an
+		// SSH fleet committed with the run): wait for them rather than
+		// fail or grow a fleet.
+		return store.Instance{}, fmt.Errorf("%w %s", errFleetProvisioning, strings.Join(waiting, "; "))
 	}
 	// No free instance fits: a backend fleet below nodes.max gets a new one
 	// from its offers, cheapest first, for this job.
@@ -379,6 +413,25 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 // errInstancePending says place created an instance for the job that is
 // still being provisioned; the job waits for it.
 var errInstancePending = errors.New("a new instance is being provisioned")
+
+// errFleetProvisioning says no instance is free now but instances of the
+// candidate fleets that may fit are still being provisioned; the job waits
+// for them. Its message is the job's status message.
+var errFleetProvisioning = errors.New("waiting for")
+
+// instanceReserved reports whether a submitted job waits for instance id
+// (one a fleet grew for that job).
+func (c *Controller) instanceReserved(ctx context.Context, id string) (bool, error) {
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: []string{store.JobSubmitted}, Limit: 1})
+	return len(jobs) > 0, err
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
 
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this
 // host's fleet) when it has fewer than nodes.max, from the cheapest offer
