@@ -53,14 +53,14 @@ func TestMeasure_fleetAndTaskInOneCommit(t *testing.T) {
 	if os.Getenv("HOIST_MEASURE") == "" {
 		t.Skip("set HOIST_MEASURE=1 to measure")
 	}
-	const rounds = 3
+	const rounds = 5
 	var took []time.Duration
 	for i := range rounds {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			e := newSSHFleetEnv(t, 2)
 			start := time.Now()
-			sha := e.commitFleetAndTask("m")
-			e.s.waitRun("m", sha, "done", 2*sshWithin)
+			sha := e.commitFleetAndTask("measured")
+			e.s.waitRun("measured", sha, "done", 2*sshWithin)
 			took = append(took, time.Since(start))
 		})
 	}
