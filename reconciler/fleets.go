@@ -336,9 +336,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 		}
 		provisioning, note := 0, ""
 		for _, i := range insts {
-			// A job that names backends runs only on their instances
-			// (dstack filters a fleet's instances by the run's backends).
-			if len(spec.Backends) > 0 && !containsFold(spec.Backends, i.Backend) {
+			if !onBackends(spec.Backends, i.Backend) {
 				continue
 			}
 			var o offers.Offer
@@ -397,7 +395,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	// from its offers, cheapest first, for this job.
 	var why []string
 	for _, f := range growable {
-		inst, err := c.growFleet(ctx, f, q, tried)
+		inst, err := c.growFleet(ctx, f, q, spec.Backends, tried)
 		if err == nil {
 			return inst, errInstancePending
 		}
@@ -419,6 +417,14 @@ var errInstancePending = errors.New("a new instance is being provisioned")
 // for them. Its message is the job's status message.
 var errFleetProvisioning = errors.New("waiting for")
 
+// onBackends reports whether an instance of backend be may take a job
+// whose spec names backends: a job that names backends runs only on their
+// instances (dstack filters a fleet's instances by the run's backends; its
+// SSH hosts are the backend "remote").
+func onBackends(backends []string, be string) bool {
+	return len(backends) == 0 || containsFold(backends, be) || (be == SSHBackend && containsFold(backends, "remote"))
+}
+
 // instanceReserved reports whether a submitted job waits for instance id
 // (one a fleet grew for that job).
 func (c *Controller) instanceReserved(ctx context.Context, id string) (bool, error) {
@@ -435,8 +441,9 @@ func plural(n int, word string) string {
 
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this
 // host's fleet) when it has fewer than nodes.max, from the cheapest offer
-// that fits both the fleet and the job.
-func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, tried map[string]bool) (store.Instance, error) {
+// that fits both the fleet and the job (and is on one of the job's
+// backends, when it names any).
+func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool) (store.Instance, error) {
 	var spec schema.Fleet
 	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
 		return store.Instance{}, errors.New("the fleet does not provision instances")
@@ -461,6 +468,10 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	all, err := c.fleetOffers(ctx, &spec, &job)
 	if err != nil {
 		return store.Instance{}, err
+	}
+	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !onBackends(backends, o.Backend) })
+	if len(all) == 0 {
+		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
 	}
 	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
 	if i < 0 {

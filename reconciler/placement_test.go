@@ -93,17 +93,27 @@ func TestPlaceJob_failsWhenNoInstanceCanFit(t *testing.T) {
 	}
 }
 
-// TestPlaceJob_backendsFilterInstances: a job naming backends is placed
-// only on instances of those backends, and waits for none of the others.
+// TestPlaceJob_backendsFilterInstances: a job naming backends waits only
+// for, and is placed only on, instances of those backends (an SSH host is
+// dstack's backend "remote").
 func TestPlaceJob_backendsFilterInstances(t *testing.T) {
-	f := newFixture(t, map[string]string{
-		"fleet.dstack.yml": fleetAndTask["fleet.dstack.yml"],
-		"task.dstack.yml":  "type: task\nname: train\nimage: busybox\ncommands: [x]\nbackends: [aws]\n",
-	})
-	f.sync()
-	f.reconcileJobs("train")
-	f.reconcileJobs("train")
-	if j := f.jobs(f.run("train").ID)[0]; j.Status != store.JobFailed || j.TerminationReason != reasonNoCapacity {
-		t.Fatalf("job = %s (%s %q), want failed for no capacity (no aws instance)", j.Status, j.TerminationReason, j.TerminationMessage)
+	for _, tc := range []struct {
+		backends, status string
+	}{
+		{"[aws]", store.JobFailed},
+		{"[remote]", store.JobSubmitted},
+	} {
+		t.Run(tc.backends, func(t *testing.T) {
+			f := newFixture(t, map[string]string{
+				"fleet.dstack.yml": fleetAndTask["fleet.dstack.yml"],
+				"task.dstack.yml":  "type: task\nname: train\nimage: busybox\ncommands: [x]\nbackends: " + tc.backends + "\n",
+			})
+			f.sync()
+			f.reconcileJobs("train")
+			f.reconcileJobs("train")
+			if j := f.jobs(f.run("train").ID)[0]; j.Status != tc.status {
+				t.Fatalf("job = %s (%s %q %q), want %s", j.Status, j.TerminationReason, j.TerminationMessage, j.StatusMessage, tc.status)
+			}
+		})
 	}
 }
