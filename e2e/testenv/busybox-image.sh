@@ -5,7 +5,8 @@
 #   1. $HOIST_BUSYBOX, the path of a static busybox binary;
 #   2. a static `busybox` on PATH (Debian's busybox-static);
 #   3. `apt-get download busybox-static` unpacked with `dpkg-deb -x` into a
-#      temporary directory (works without root on Debian and Ubuntu).
+#      temporary directory (works without root on Debian and Ubuntu; without
+#      package lists it first runs `apt-get update` into that directory).
 # HOIST_BUSYBOX_SOURCE=download skips 2 (to test 3 on a machine that has it).
 set -euo pipefail
 IMAGE="${1:-hoist-e2e/busybox:latest}"
@@ -28,11 +29,19 @@ is_static() {
 }
 
 # download fetches Debian's busybox-static as the current user and unpacks it
-# under $work/deb; it prints the binary's path.
+# under $work/deb; it prints the binary's path. Without usable package lists
+# (e.g. a fresh container) it fetches them into $work first, still as the
+# current user.
 download() {
   command -v apt-get >/dev/null 2>&1 || return 1
   command -v dpkg-deb >/dev/null 2>&1 || return 1
-  (cd "$work" && apt-get download -q busybox-static >&2) || return 1
+  if ! (cd "$work" && apt-get download -q busybox-static >&2); then
+    mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial"
+    local o=(-q -o "Dir::State::Lists=$work/apt/lists" -o "Dir::Cache=$work/apt/cache"
+      -o "Dir::Cache::archives=$work/apt/cache/archives" -o Debug::NoLocking=1)
+    apt-get "${o[@]}" update >&2 || return 1
+    (cd "$work" && apt-get "${o[@]}" download busybox-static >&2) || return 1
+  fi
   dpkg-deb -x "$work"/busybox-static_*.deb "$work/deb" || return 1
   echo "$work/deb/bin/busybox"
 }
