@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"hoist/reconciler/plan"
@@ -74,5 +75,16 @@ func TestPlan_spendNowIsTheInstancesPrice(t *testing.T) {
 	}
 	if price["pool"] != 3 || price["gpu-hosts"] != 0 || price["train"] != 0.5 {
 		t.Fatalf("current prices = %v, want pool 3, gpu-hosts 0, train 0.5", price)
+	}
+}
+
+// TestBilledStatuses: the statuses priceCurrent reads are the ones
+// plan.Billed counts.
+func TestBilledStatuses(t *testing.T) {
+	for _, s := range []string{store.InstancePending, store.InstanceProvisioning, store.InstanceIdle,
+		store.InstanceBusy, store.InstanceTerminating, store.InstanceTerminated} {
+		if plan.Billed(s) != slices.Contains(billedStatuses, s) {
+			t.Errorf("status %s: plan.Billed %v, read by priceCurrent %v", s, plan.Billed(s), slices.Contains(billedStatuses, s))
+		}
 	}
 }
