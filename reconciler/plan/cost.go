@@ -142,36 +142,71 @@ func estimateFleet(f *schema.Fleet, price Pricer) (float64, bool) {
 	return float64(n) * p, true
 }
 
-// estimateRun prices what a desired run adds to the spend: $0 when it runs
-// on instances a fleet already keeps (an SSH fleet's hosts, a backend
-// fleet's nodes, this host: the fleet's own line prices them), else the
-// cheapest offer a fleet that grows for jobs (nodes.min 0) would provision
-// for it. fleets are the desired fleets by name.
-func estimateRun(res schema.Resources, prof schema.Profile, fleets map[string]*schema.Fleet, price Pricer) (float64, bool) {
-	var cands []*schema.Fleet
+// fleetSet is the desired fleets of a revision, as runs' estimates need
+// them.
+type fleetSet struct {
+	byName map[string]*schema.Fleet
+	// anyKept is set when some fleet keeps instances without a job asking
+	// (an SSH fleet, or nodes above 0); grow is the first fleet by name that
+	// grows for jobs. Together they answer for a run that names no fleet.
+	anyKept bool
+	grow    *schema.Fleet
+}
+
+func newFleetSet(desired []schema.Resource) fleetSet {
+	fs := fleetSet{byName: map[string]*schema.Fleet{}}
+	var names []string
+	for i := range desired {
+		if f, ok := desired[i].Spec.(*schema.Fleet); ok {
+			fs.byName[desired[i].Name] = f
+			names = append(names, desired[i].Name)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		f := fs.byName[n]
+		if kept(f) {
+			fs.anyKept = true
+		} else if grows(f) && fs.grow == nil {
+			fs.grow = f
+		}
+	}
+	return fs
+}
+
+// kept reports whether a fleet keeps instances without a job asking.
+func kept(f *schema.Fleet) bool { return f.SSHConfig != nil || fleetNodes(f) > 0 }
+
+// grows reports whether a fleet provisions instances for jobs.
+func grows(f *schema.Fleet) bool {
+	return f.SSHConfig == nil && f.Nodes != nil && (f.Nodes.Max == nil || *f.Nodes.Max > 0)
+}
+
+// estimateRun prices what one job of a desired run adds to the spend: $0
+// when it runs on instances a fleet already keeps (an SSH fleet's hosts, a
+// backend fleet's nodes, this host: the fleet's own line prices them), else
+// the cheapest offer a fleet that grows for jobs (nodes.min 0) would
+// provision for it.
+func estimateRun(res schema.Resources, prof schema.Profile, fleets fleetSet, price Pricer) (float64, bool) {
+	anyKept, grow := fleets.anyKept, fleets.grow
 	if len(prof.Fleets) > 0 {
+		anyKept, grow = false, nil
+		growName := ""
 		for _, ref := range prof.Fleets {
-			if f, ok := fleets[ref.Name]; ok {
-				cands = append(cands, f)
+			f, ok := fleets.byName[ref.Name]
+			switch {
+			case !ok:
+			case kept(f):
+				anyKept = true
+			case grows(f) && (grow == nil || ref.Name < growName):
+				grow, growName = f, ref.Name
 			}
 		}
-	} else {
-		for _, name := range sortedKeys(fleets) {
-			cands = append(cands, fleets[name])
-		}
 	}
-	var grow *schema.Fleet
-	for _, f := range cands {
-		if f.SSHConfig != nil || fleetNodes(f) > 0 {
-			return 0, true
-		}
-		if f.Nodes != nil && (f.Nodes.Max == nil || *f.Nodes.Max > 0) && grow == nil {
-			grow = f
-		}
-	}
-	if grow == nil {
-		// No fleet of the revision takes it: this host's fleet (free), or
-		// none and the run fails for want of capacity.
+	if anyKept || grow == nil {
+		// On a fleet's kept instances; or no fleet of the revision takes
+		// it: this host's fleet (free), or none and the run fails for want
+		// of capacity.
 		return 0, true
 	}
 	if price == nil {
@@ -196,15 +231,6 @@ func estimateRun(res schema.Resources, prof schema.Profile, fleets map[string]*s
 	return price(res, fp)
 }
 
-func sortedKeys(m map[string]*schema.Fleet) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // runResources returns the resources and profile of a run spec, and how
 // many jobs its first submission has (a task's nodes, a service's
 // replicas.min).
@@ -227,7 +253,7 @@ func runResources(spec any) (schema.Resources, schema.Profile, int, bool) {
 // estimate is what a step's resource is expected to cost once applied:
 // what it costs now when the step keeps it as it is, else the estimate of
 // its kind; ok is false when neither is known.
-func estimate(s Step, fleets map[string]*schema.Fleet, price Pricer) (float64, bool) {
+func estimate(s Step, fleets fleetSet, price Pricer) (float64, bool) {
 	keep := s.Action == Noop || (s.Action == Update && s.Kind.IsRun())
 	if keep && s.Current != nil {
 		return s.Current.PricePerHour, true

@@ -206,12 +206,7 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 	// plan shows an unchanged spend); what it creates or changes is
 	// estimated (fleets by their nodes, runs by what they add to their
 	// fleets); deletes cost nothing.
-	fleets := map[string]*schema.Fleet{}
-	for i := range desired {
-		if f, ok := desired[i].Spec.(*schema.Fleet); ok {
-			fleets[desired[i].Name] = f
-		}
-	}
+	fleets := newFleetSet(desired)
 	for _, s := range p.Steps {
 		if s.Action == Delete || s.Desired == nil {
 			continue
