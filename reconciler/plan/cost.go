@@ -99,9 +99,8 @@ func CurrentPrices(resources []Current, insts []Instance) {
 	}
 }
 
-// fleetNodes is how many instances a fleet keeps without a job asking:
-// nodes.target (at least nodes.min, at most nodes.max); 0 for an SSH fleet,
-// whose hosts are counted by its hosts list.
+// fleetNodes is how many instances a backend fleet keeps without a job
+// asking: nodes.target (at least nodes.min, at most nodes.max).
 func fleetNodes(f *schema.Fleet) int {
 	if f.Nodes == nil {
 		return 0
@@ -231,6 +230,16 @@ func estimateRun(res schema.Resources, prof schema.Profile, fleets fleetSet, pri
 	return price(res, fp)
 }
 
+// pricedFleetField reports whether changing a fleet's top-level field
+// changes what the fleet costs.
+func pricedFleetField(f string) bool {
+	switch f {
+	case "nodes", "resources", "backends", "regions", "availability_zones", "instance_types", "spot_policy", "max_price", "ssh_config":
+		return true
+	}
+	return false
+}
+
 // runResources returns the resources and profile of a run spec, and how
 // many jobs its first submission has (a task's nodes, a service's
 // replicas.min).
@@ -254,7 +263,7 @@ func runResources(spec any) (schema.Resources, schema.Profile, int, bool) {
 // what it costs now when the step keeps it as it is, else the estimate of
 // its kind; ok is false when neither is known.
 func estimate(s Step, fleets fleetSet, price Pricer) (float64, bool) {
-	keep := s.Action == Noop || (s.Action == Update && s.Kind.IsRun())
+	keep := s.Action == Noop || (s.Action == Update && (s.Kind.IsRun() || !slices.ContainsFunc(topLevel(s.Changed), pricedFleetField)))
 	if keep && s.Current != nil {
 		return s.Current.PricePerHour, true
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -162,5 +163,29 @@ func TestCompute_unchangedPlanKeepsItsCost(t *testing.T) {
 	p := plan.Compute(d.Resources, plan.Observed{Resources: cur}, genNow, plan.Options{Estimate: pr.price})
 	if p.Changes() || p.CostBefore != 25 || p.CostAfter != 25 {
 		t.Errorf("changes %v, before %v, after %v; want no changes and 25 → 25", p.Changes(), p.CostBefore, p.CostAfter)
+	}
+}
+
+// TestCompute_fleetUpdateIsRepricedOnlyWhenItsPriceCanChange: a fleet
+// whose tags change keeps its current cost; one whose nodes change is
+// estimated anew.
+func TestCompute_fleetUpdateIsRepricedOnlyWhenItsPriceCanChange(t *testing.T) {
+	before := loadYAML(t, fixedFleet)
+	for _, tc := range []struct {
+		name, spec string
+		want       float64
+	}{
+		{"tags", fixedFleet + "tags:\n  team: ml\n", 25},
+		{"nodes", strings.Replace(fixedFleet, "nodes: 2", "nodes: 3", 1), 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after := loadYAML(t, tc.spec)
+			cur := plan.Current{Kind: schema.KindFleet, Name: "fixed", Spec: before.JSON, PricePerHour: 25}
+			pr := &prices{}
+			p := plan.Compute([]schema.Resource{after}, plan.Observed{Resources: []plan.Current{cur}}, genNow, plan.Options{Estimate: pr.price})
+			if p.Steps[0].Action != plan.Update || p.CostAfter != tc.want {
+				t.Errorf("%s: cost after %v, want %v", p.Steps[0].Action, p.CostAfter, tc.want)
+			}
+		})
 	}
 }
