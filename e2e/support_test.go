@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -31,7 +32,8 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 	r := newRepo(t)
 	r.write("hello.dstack.yml", task("hello", "  - echo hello\n"))
 	sha1 := r.commit("add hello")
-	s := startServer(t, r.dir)
+	granted := t.TempDir()
+	s := startServer(t, r.dir, "--config", policyConfig(t, false, granted))
 	s.waitRun("hello", sha1, "done", 60*time.Second)
 
 	r.write("hello.dstack.yml", task("hello", "  - echo changed\n"))
@@ -78,7 +80,7 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 	}
 
 	// Mounting a directory of the instance instead is accepted and runs.
-	r.write("train.dstack.yml", strings.Replace(networkVolumeTask, "name: data", "instance_path: "+t.TempDir(), 1))
+	r.write("train.dstack.yml", strings.Replace(networkVolumeTask, "name: data", "instance_path: "+granted, 1))
 	fixed := r.commit("train on an instance volume")
 	s.waitRun("train", fixed, "done", 60*time.Second)
 }
@@ -109,7 +111,7 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 	r.write("entry.dstack.yml", task("entry", "  - a b\n  - $HOME\n")+"entrypoint: echo 'from entrypoint'\n")
 	r.write("dev.dstack.yml", "type: dev-environment\nname: dev\nimage: "+testenv.BusyboxImage+"\ninit:\n  - echo init ran\n")
 	sha := r.commit("honoured fields")
-	s := startServer(t, r.dir)
+	s := startServer(t, r.dir, "--config", policyConfig(t, false, host))
 
 	s.waitRun("fields", sha, "done", 60*time.Second)
 	if got, want := s.logs("fields"), "my shell\nA=one two\n/mnt/vol\nfrom the host\n"; got != want {
@@ -176,7 +178,7 @@ func TestSupport_privilegedReachesTheContainer(t *testing.T) {
 	r := newRepo(t)
 	r.write("priv.dstack.yml", task("priv", "  - grep CapEff /proc/self/status\n")+"privileged: true\n")
 	sha := r.commit("a privileged task")
-	s := startServer(t, r.dir)
+	s := startServer(t, r.dir, "--config", policyConfig(t, true))
 	var run struct {
 		Revision string `json:"revision"`
 		Status   string `json:"status"`
@@ -218,4 +220,23 @@ func unusedPort(t *testing.T) string {
 	}
 	t.Fatal("no free port in 20000-29999")
 	return ""
+}
+
+// policyConfig writes a server config for the local backend whose policy
+// allows privileged runs when privileged is set and mounts rwPaths
+// read-write, and returns its path.
+func policyConfig(t *testing.T, privileged bool, rwPaths ...string) string {
+	t.Helper()
+	conf := fmt.Sprintf("backends:\n  - type: local\npolicy:\n  privileged: %t\n  instance_volumes:\n", privileged)
+	for _, p := range rwPaths {
+		conf += fmt.Sprintf("    - path: %s\n      read_write: true\n", p)
+	}
+	if len(rwPaths) == 0 {
+		conf += "    []\n"
+	}
+	p := filepath.Join(t.TempDir(), "server.yml")
+	if err := os.WriteFile(p, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

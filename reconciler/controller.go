@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"hoist/backends"
+	"hoist/reconciler/plan"
 	"hoist/reconciler/policy"
 	"hoist/reconciler/queue"
 	"hoist/reconciler/source"
@@ -75,8 +76,9 @@ type Deps struct {
 	Source source.Source
 	// Backends are the configured backends by name.
 	Backends map[string]backends.Backend
-	// Estimate prices a desired resource from the offers catalog (optional).
-	Estimate func(r *schema.Resource) (float64, bool)
+	// Estimate prices offers for plan estimates (optional; see
+	// plan.Options.Estimate).
+	Estimate plan.Pricer
 	// Observer is told about reconcile outcomes (metrics); optional.
 	Observer Observer
 	// Checks are applied to every resource of a revision after the schema
@@ -124,7 +126,7 @@ type Controller struct {
 	st   *store.Store
 	src  source.Source
 	bes  map[string]backends.Backend
-	est  func(r *schema.Resource) (float64, bool)
+	est  plan.Pricer
 	chk  []Check
 	pol  *policy.Policy
 	adv  []Check

@@ -168,6 +168,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		if inst.Status == store.InstanceProvisioning {
 			return 2 * time.Second, nil
 		}
+		c.wakeWaitingJobs(ctx) // jobs waiting for the fleet's instances
 		return 30 * time.Second, nil
 	case store.InstanceIdle, store.InstanceBusy:
 		if reap, why, err := c.idleReapable(ctx, inst); err != nil {
@@ -324,6 +325,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	q := instanceQuery(spec)
 	matched := false
 	var growable []store.Fleet
+	var waiting []string // fleets whose instances that may fit are still provisioning
 	for _, f := range fleets {
 		if f.Status != store.FleetActive || f.Deleted {
 			continue
@@ -336,13 +338,34 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 		if err != nil {
 			return store.Instance{}, err
 		}
+		provisioning, note := 0, ""
 		for _, i := range insts {
-			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
+			if !onBackends(spec.Backends, i.Backend) {
 				continue
 			}
 			var o offers.Offer
 			if len(i.Offer) > 0 {
 				_ = json.Unmarshal(i.Offer, &o)
+			}
+			if i.Status == store.InstancePending || i.Status == store.InstanceProvisioning {
+				// Not ready yet: the job may wait for it when its offer is
+				// unknown (an SSH host is known once reached) or fits, and
+				// no other job waits for it (one made for that job).
+				if len(i.Offer) > 0 && len(offers.Filter([]offers.Offer{o}, q)) == 0 {
+					continue
+				}
+				if taken, err := c.instanceReserved(ctx, i.ID); err != nil {
+					return store.Instance{}, err
+				} else if !taken {
+					provisioning++
+					if note == "" && i.StatusMessage != "" {
+						note = fmt.Sprintf(" (%s: %s)", i.Name, i.StatusMessage)
+					}
+				}
+				continue
+			}
+			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
+				continue
 			}
 			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
 				continue
@@ -358,16 +381,25 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 			}
 			return i, nil
 		}
+		if provisioning > 0 {
+			waiting = append(waiting, fmt.Sprintf("fleet %s: %d %s provisioning%s", f.Name, provisioning, plural(provisioning, "instance"), note))
+		}
 		growable = append(growable, f)
 	}
 	if !matched {
 		return store.Instance{}, errNoFleets
 	}
+	if len(waiting) > 0 {
+		// Instances that may fit are on their way (e.g. the hosts of an
+		// SSH fleet committed with the run): wait for them rather than
+		// fail or grow a fleet.
+		return store.Instance{}, fmt.Errorf("%w %s", errFleetProvisioning, strings.Join(waiting, "; "))
+	}
 	// No free instance fits: a backend fleet below nodes.max gets a new one
 	// from its offers, cheapest first, for this job.
 	var why []string
 	for _, f := range growable {
-		inst, err := c.growFleet(ctx, f, q, tried)
+		inst, err := c.growFleet(ctx, f, q, spec.Backends, tried)
 		if err == nil {
 			return inst, errInstancePending
 		}
@@ -384,10 +416,38 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 // still being provisioned; the job waits for it.
 var errInstancePending = errors.New("a new instance is being provisioned")
 
+// errFleetProvisioning says no instance is free now but instances of the
+// candidate fleets that may fit are still being provisioned; the job waits
+// for them. Its message is the job's status message.
+var errFleetProvisioning = errors.New("waiting for")
+
+// onBackends reports whether an instance of backend be may take a job
+// whose spec names backends: a job that names backends runs only on their
+// instances (dstack filters a fleet's instances by the run's backends; its
+// SSH hosts are the backend "remote").
+func onBackends(backends []string, be string) bool {
+	return len(backends) == 0 || containsFold(backends, be) || (be == SSHBackend && containsFold(backends, "remote"))
+}
+
+// instanceReserved reports whether a submitted job waits for instance id
+// (one a fleet grew for that job).
+func (c *Controller) instanceReserved(ctx context.Context, id string) (bool, error) {
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: []string{store.JobSubmitted}, Limit: 1})
+	return len(jobs) > 0, err
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this
 // host's fleet) when it has fewer than nodes.max, from the cheapest offer
-// that fits both the fleet and the job.
-func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, tried map[string]bool) (store.Instance, error) {
+// that fits both the fleet and the job (and is on one of the job's
+// backends, when it names any).
+func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool) (store.Instance, error) {
 	var spec schema.Fleet
 	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
 		return store.Instance{}, errors.New("the fleet does not provision instances")
@@ -412,6 +472,10 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	all, err := c.fleetOffers(ctx, &spec, &job)
 	if err != nil {
 		return store.Instance{}, err
+	}
+	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !onBackends(backends, o.Backend) })
+	if len(all) == 0 {
+		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
 	}
 	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
 	if i < 0 {

@@ -176,6 +176,9 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, "waiting for new instance "+inst.Name)
 		return time.Second, nil
 	}
+	if errors.Is(err, errFleetProvisioning) {
+		return c.waitForFleet(ctx, l, job, run, err.Error())
+	}
 	if errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity) {
 		msg := "no fleets"
 		if errors.Is(err, errNoCapacity) {
@@ -187,6 +190,29 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 		return 0, err
 	}
 	return c.assign(ctx, l, job, run, inst)
+}
+
+// fleetWaitPoll is how often a job waiting for a fleet's instances looks
+// again; an instance that becomes ready (or fails) wakes it at once.
+const fleetWaitPoll = 2 * time.Second
+
+// waitForFleet keeps a job submitted while the instances of its fleets are
+// provisioning, its status message saying what it waits for; after
+// provisioningTimeout it fails for want of capacity.
+func (c *Controller) waitForFleet(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string) (time.Duration, error) {
+	if waited := c.now().Sub(job.SubmittedAt); waited > provisioningTimeout {
+		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity,
+			fmt.Sprintf("%s after %s; no instance became ready", msg, provisioningTimeout))
+	}
+	if job.StatusMessage != msg {
+		job.StatusMessage = msg
+		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
+		c.runs.Add(run.ID)
+	}
+	return fleetWaitPoll, nil
 }
 
 // runtimeData is what a job keeps about where it runs.
@@ -502,6 +528,20 @@ func (c *Controller) wakeJobsOn(ctx context.Context, instanceID string) {
 	}
 	for _, j := range jobs {
 		c.jobs.Add(j.ID)
+	}
+}
+
+// wakeWaitingJobs wakes the submitted jobs that wait for a fleet's
+// instances (those not waiting for one instance of their own).
+func (c *Controller) wakeWaitingJobs(ctx context.Context) {
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: []string{store.JobSubmitted}})
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		if j.InstanceID == "" {
+			c.jobs.Add(j.ID)
+		}
 	}
 }
 

@@ -144,6 +144,15 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if allPulling(latest) {
 		msg = "pulling"
 	}
+	if status == store.RunSubmitted {
+		// Say what a waiting job waits for (a fleet's instances).
+		for _, j := range latest {
+			if j.Status == store.JobSubmitted && j.StatusMessage != "" {
+				msg = j.StatusMessage
+				break
+			}
+		}
+	}
 	if status != prev || msg != run.StatusMessage {
 		run.Status, run.StatusMessage = status, msg
 		if status == store.RunProvisioning {

@@ -498,6 +498,9 @@ func (c *Controller) buildObserved(ctx context.Context, rows observedRows, desir
 			cur.Prune = pruneOptIn(cur.Spec) // only their deletes need it
 		}
 	}
+	if err := c.priceCurrent(ctx, obs.Resources); err != nil {
+		return plan.Observed{}, err
+	}
 	return obs, nil
 }
 

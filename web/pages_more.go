@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"hoist/backends/offers"
+	"hoist/reconciler/plan"
 )
 
 func (s *Server) pageRoutes(pages *echo.Group) {
@@ -355,24 +356,21 @@ func (s *Server) countRuns(ctx context.Context) (map[string]int, error) {
 	return counts, nil
 }
 
-// spendPerHour sums the prices of the instances unfinished jobs occupy
-// (each instance once per run).
+// spendPerHour is what the billed instances cost per hour now
+// (plan.CostsOf): the same figure as a plan's spend now.
 func (s *Server) spendPerHour(ctx context.Context) (float64, error) {
-	jobs, err := s.deps.Store.ListJobs(ctx, JobFilter{Since: s.now()})
+	if s.deps.Inventory == nil {
+		return 0, nil
+	}
+	is, err := s.deps.Inventory.ListInstances(ctx, "")
 	if err != nil {
 		return 0, err
 	}
-	seen := map[string]bool{}
-	total := 0.0
-	for _, j := range jobs {
-		key := j.RunName + "/" + j.Instance
-		if j.FinishedAt != nil || finished(j.Status) || seen[key] {
-			continue
-		}
-		seen[key] = true
-		total += j.Price
+	in := make([]plan.Instance, 0, len(is))
+	for _, i := range is {
+		in = append(in, plan.Instance{Fleet: i.Fleet, Status: i.Status, Price: i.Price})
 	}
-	return total, nil
+	return plan.CostsOf(in).Total, nil
 }
 
 func (s *Server) formConfirm(c *echo.Context) error {

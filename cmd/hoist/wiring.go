@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing/fstest"
@@ -231,29 +232,16 @@ func extractAgents(emb fs.FS, dir string) error {
 	return nil
 }
 
-// estimator prices a desired resource from the offers: the cheapest offer
-// matching its resources and profile.
-func estimator(m *offers.Market) func(r *schema.Resource) (float64, bool) {
-	return func(r *schema.Resource) (float64, bool) {
-		var res *schema.Resources
-		var prof schema.Profile
-		switch s := r.Spec.(type) {
-		case *schema.Task:
-			res, prof = &s.Resources, s.Profile
-		case *schema.Service:
-			res, prof = &s.Resources, s.Profile
-		case *schema.DevEnvironment:
-			res, prof = &s.Resources, s.Profile
-		default:
-			return 0, false
+// estimator prices offers for plan estimates (plan.Pricer) from the
+// offline catalog, which is pure between refreshes: the cheapest offer that
+// fits the resources and profile. A profile that names only the local
+// backend asks for this host, which is free.
+func estimator(m *offers.Market) plan.Pricer {
+	return func(res schema.Resources, prof schema.Profile) (float64, bool) {
+		if len(prof.Backends) > 0 && !slices.ContainsFunc(prof.Backends, func(b string) bool { return !strings.EqualFold(b, "local") }) {
+			return 0, true
 		}
-		if len(prof.Backends) == 0 && res.GPU.Count.Min == nil {
-			return 0, false
-		}
-		if res.GPU.Count.Min != nil && *res.GPU.Count.Min == 0 {
-			return 0, false
-		}
-		q := query.FromSpec(*res, prof)
+		q := query.FromSpec(res, prof)
 		q.Disk, q.Limit = offers.Range{}, 1
 		ans := m.Catalog().Query(q)
 		if len(ans) == 0 {

@@ -78,10 +78,10 @@ type Observed struct {
 
 // Options tunes Compute without giving it I/O.
 type Options struct {
-	// Estimate returns the dollars per hour a desired resource is expected
-	// to cost (the cheapest matching offer), or false when unknown. It must
-	// be pure. Nil means no estimates.
-	Estimate func(r *schema.Resource) (float64, bool)
+	// Estimate prices offers for the resources a revision creates or
+	// changes (see CostAfter); nil means no offer is known, so those
+	// resources keep their current cost.
+	Estimate Pricer
 	// Confirmed lifts the holds of this plan (mass deletion and deletes of
 	// volumes and gateways): the user confirmed it.
 	Confirmed bool
@@ -119,7 +119,9 @@ type Plan struct {
 	// says why.
 	Held       bool   `json:"held,omitempty"`
 	HoldReason string `json:"hold_reason,omitempty"`
-	// CostBefore and CostAfter estimate the spend in dollars per hour.
+	// CostBefore is the spend in dollars per hour now (the sum of the
+	// current resources' prices); CostAfter estimates it once the plan is
+	// applied.
 	CostBefore float64 `json:"cost_before"`
 	CostAfter  float64 `json:"cost_after"`
 	// Now is the time the plan was computed for.
@@ -164,11 +166,6 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		c := cur[k]
 		s := stepFor(d, c, opts.Confirmed)
 		p.Steps = append(p.Steps, s)
-		if opts.Estimate != nil && s.Action != Delete {
-			if v, ok := opts.Estimate(d); ok {
-				p.CostAfter += v
-			}
-		}
 	}
 	for i := range observed.Resources {
 		c := &observed.Resources[i]
@@ -205,14 +202,17 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		}
 		return a.Name < b.Name
 	})
-	// Steps that keep or replace a resource carry its current cost into
-	// CostAfter when no estimate is available, so that an unchanged plan
-	// shows an unchanged spend.
-	if opts.Estimate == nil {
-		for _, s := range p.Steps {
-			if s.Current != nil && s.Action != Delete {
-				p.CostAfter += s.Current.PricePerHour
-			}
+	// CostAfter: what a step keeps costs what it costs now (an unchanged
+	// plan shows an unchanged spend); what it creates or changes is
+	// estimated (fleets by their nodes, runs by what they add to their
+	// fleets); deletes cost nothing.
+	fleets := newFleetSet(desired)
+	for _, s := range p.Steps {
+		if s.Action == Delete || s.Desired == nil {
+			continue
+		}
+		if v, ok := estimate(s, fleets, opts.Estimate); ok {
+			p.CostAfter += v
 		}
 	}
 	// Mass deletion: only live resources count (a finished run whose spec

@@ -231,12 +231,7 @@ func TestCompute_orderAndCost(t *testing.T) {
 		{Kind: schema.KindTask, Name: "gone", Spec: []byte(`{}`), PricePerHour: 2, Status: "running"},
 		{Kind: schema.KindService, Name: "ee", Spec: svc.JSON, PricePerHour: 1.5, Status: "running"},
 	}}
-	est := func(r *schema.Resource) (float64, bool) {
-		if r.Kind.IsRun() {
-			return 1, true
-		}
-		return 0, false
-	}
+	est := func(schema.Resources, schema.Profile) (float64, bool) { return 1, true }
 	p := plan.Compute(d.Resources, obs, genNow, plan.Options{Estimate: est})
 	var got []string
 	for _, s := range p.Steps {
@@ -246,8 +241,10 @@ func TestCompute_orderAndCost(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("steps = %q, want %q", got, want)
 	}
-	if p.CostBefore != 3.5 || p.CostAfter != 2 {
-		t.Errorf("cost before %v after %v, want 3.5 and 2", p.CostBefore, p.CostAfter)
+	// After: fleet bb's one node at $1, task aa on it ($0), service ee as
+	// it is ($1.5), task gone deleted.
+	if p.CostBefore != 3.5 || p.CostAfter != 2.5 {
+		t.Errorf("cost before %v after %v, want 3.5 and 2.5", p.CostBefore, p.CostAfter)
 	}
 	if !p.Now.Equal(genNow) {
 		t.Errorf("now = %v", p.Now)

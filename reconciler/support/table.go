@@ -145,8 +145,8 @@ var Table = []Row{
 		uses: writtenAt("resources.disk")},
 
 	// Runs: profile.
-	{Kinds: runKinds, Field: "backends", Decision: Refused, Note: "`backends` on a run (jobs go to any fleet's instance; choose fleets with `fleets:`)",
-		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Backends) > 0 }, "backends")},
+	{Kinds: runKinds, Field: "backends", Decision: Honoured, Test: "reconciler.TestPlaceJob_backendsFilterInstances",
+		Note: "jobs are placed on, wait for and grow fleets of the named backends only (`remote`: SSH hosts)"},
 	{Kinds: runKinds, Field: "regions", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile",
 		Note: "instances must be in one of the regions"},
 	{Kinds: runKinds, Field: "instance_types", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},

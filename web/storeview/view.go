@@ -127,8 +127,8 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 	return out, nil
 }
 
-// activeCost sums, per run id, the prices of the instances its unfinished
-// jobs occupy (each instance once per run).
+// activeCost prices, per run id, the billed instances its unfinished jobs
+// occupy (plan.CostsOf, as the plan's and the overview's spend).
 func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
 	db := v.st.DB()
 	var jobs []store.Job
@@ -138,30 +138,31 @@ func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list active jobs: %w", err)
 	}
-	cost := map[string]float64{}
 	if len(jobs) == 0 {
-		return cost, nil
+		return map[string]float64{}, nil
 	}
 	ids := make([]string, 0, len(jobs))
 	for _, j := range jobs {
 		ids = append(ids, j.InstanceID)
 	}
 	var insts []store.Instance
-	if err := db.NewSelect().Model(&insts).Column("id", "price").Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&insts).Column("id", "status", "price").Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list instance prices: %w", err)
 	}
-	price := make(map[string]float64, len(insts))
+	byID := make(map[string]*plan.Instance, len(insts))
 	for _, i := range insts {
-		price[i.ID] = i.Price
+		byID[i.ID] = &plan.Instance{Status: i.Status, Price: i.Price}
 	}
-	seen := map[string]bool{}
 	for _, j := range jobs {
-		if k := j.RunID + "/" + j.InstanceID; !seen[k] {
-			seen[k] = true
-			cost[j.RunID] += price[j.InstanceID]
+		if pi, ok := byID[j.InstanceID]; ok {
+			pi.Runs = append(pi.Runs, j.RunID)
 		}
 	}
-	return cost, nil
+	in := make([]plan.Instance, 0, len(byID))
+	for _, pi := range byID {
+		in = append(in, *pi)
+	}
+	return plan.CostsOf(in).Runs, nil
 }
 
 // CountRuns implements web.RunCounter with one grouped query.
@@ -260,11 +261,13 @@ func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
 				wj.Revision = pr.Revision
 			}
 			wr.Jobs = append(wr.Jobs, wj)
-			if pr.ID == r.ID && !store.IsJobFinished(j.Status) {
-				wr.CostPerHour += wj.Price
-			}
 		}
 	}
+	cost, err := v.activeCost(ctx)
+	if err != nil {
+		return web.Run{}, err
+	}
+	wr.CostPerHour = cost[r.ID]
 	sortJobs(wr.Jobs)
 	if wr.Jobs == nil {
 		wr.Jobs = []web.Job{}

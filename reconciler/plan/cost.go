@@ -1,0 +1,286 @@
+package plan
+
+import (
+	"slices"
+
+	"hoist/schema"
+)
+
+// Pricer returns the dollars per hour of the cheapest offer that fits
+// resources and profile, or false when no offer is known. It must be pure
+// (e.g. answer from an offline catalog) so that Compute stays pure.
+type Pricer func(res schema.Resources, prof schema.Profile) (float64, bool)
+
+// Instance is what pricing needs of one instance.
+type Instance struct {
+	// Fleet is the name of the instance's fleet.
+	Fleet string
+	// Status is the instance's status in dstack's vocabulary.
+	Status string
+	// Price is what the instance costs in dollars per hour: its offer's
+	// price; 0 for an SSH host and for this host.
+	Price float64
+	// Runs are the keys (names or ids, as the caller chooses) of the runs
+	// whose unfinished jobs occupy the instance.
+	Runs []string
+}
+
+// Billed reports whether an instance in status (dstack's vocabulary) costs
+// money: it exists at its provider, from provisioning until terminated.
+func Billed(status string) bool {
+	switch status {
+	case "provisioning", "idle", "busy", "terminating":
+		return true
+	}
+	return false
+}
+
+// Costs is what instances cost, in dollars per hour.
+type Costs struct {
+	// Total counts every billed instance once: the spend per hour now.
+	Total float64
+	// Fleets is the cost of each fleet's billed instances, by fleet name.
+	Fleets map[string]float64
+	// Runs is the cost of the billed instances each run occupies, by run
+	// key; an instance several runs share counts for each of them.
+	Runs map[string]float64
+}
+
+// CostsOf prices instances. It is the one place hoist computes a cost per
+// hour of what runs: the plan's current prices, the dashboard's spend per
+// hour and each run's cost per hour all come from it.
+func CostsOf(insts []Instance) Costs {
+	c := Costs{Fleets: map[string]float64{}, Runs: map[string]float64{}}
+	for _, i := range insts {
+		if !Billed(i.Status) || i.Price <= 0 {
+			continue
+		}
+		c.Total += i.Price
+		c.Fleets[i.Fleet] += i.Price
+		seen := make([]string, 0, len(i.Runs))
+		for _, r := range i.Runs {
+			if !slices.Contains(seen, r) { // once per run, however many jobs
+				seen = append(seen, r)
+				c.Runs[r] += i.Price
+			}
+		}
+	}
+	return c
+}
+
+// CurrentPrices sets the PricePerHour of each current resource from the
+// instances: a fleet costs its billed instances; a run costs the billed
+// instances it occupies that belong to no fleet among resources (e.g. a
+// fleet removed from Git that still drains), so that no instance is
+// counted twice and the sum over resources is Costs.Total whenever every
+// billed instance belongs to a fleet resource or is occupied by a run.
+func CurrentPrices(resources []Current, insts []Instance) {
+	managed := map[string]bool{}
+	for _, r := range resources {
+		if r.Kind == schema.KindFleet {
+			managed[r.Name] = true
+		}
+	}
+	var others []Instance
+	for _, i := range insts {
+		if !managed[i.Fleet] {
+			others = append(others, i)
+		}
+	}
+	all, rest := CostsOf(insts), CostsOf(others)
+	for k := range resources {
+		r := &resources[k]
+		switch {
+		case r.Kind == schema.KindFleet:
+			r.PricePerHour = all.Fleets[r.Name]
+		case r.Kind.IsRun():
+			r.PricePerHour = rest.Runs[r.Name]
+		}
+	}
+}
+
+// fleetNodes is how many instances a backend fleet keeps without a job
+// asking: nodes.target (at least nodes.min, at most nodes.max).
+func fleetNodes(f *schema.Fleet) int {
+	if f.Nodes == nil {
+		return 0
+	}
+	n := max(f.Nodes.Target, f.Nodes.Min)
+	if f.Nodes.Max != nil {
+		n = min(n, *f.Nodes.Max)
+	}
+	return n
+}
+
+// fleetProfile is the profile a fleet's offers are asked with.
+func fleetProfile(f *schema.Fleet) schema.Profile {
+	return schema.Profile{Backends: f.Backends, Regions: f.Regions, AvailabilityZones: f.AvailabilityZones,
+		InstanceTypes: f.InstanceTypes, SpotPolicy: f.SpotPolicy, MaxPrice: f.MaxPrice}
+}
+
+// estimateFleet prices a desired fleet: an SSH fleet's hosts are $0 (they
+// are the user's); a backend fleet costs the instances it keeps without a
+// job asking (nodes.target, at least nodes.min) at the cheapest offer that
+// fits its resources and profile.
+func estimateFleet(f *schema.Fleet, price Pricer) (float64, bool) {
+	n := fleetNodes(f)
+	if f.SSHConfig != nil || n == 0 {
+		return 0, true
+	}
+	if price == nil {
+		return 0, false
+	}
+	var res schema.Resources
+	if f.Resources != nil {
+		res = *f.Resources
+	}
+	p, ok := price(res, fleetProfile(f))
+	if !ok {
+		return 0, false
+	}
+	return float64(n) * p, true
+}
+
+// fleetSet is the desired fleets of a revision, as runs' estimates need
+// them.
+type fleetSet struct {
+	byName map[string]*schema.Fleet
+	// anyKept is set when some fleet keeps instances without a job asking
+	// (an SSH fleet, or nodes above 0); grow is the first fleet by name that
+	// grows for jobs. Together they answer for a run that names no fleet.
+	anyKept bool
+	grow    *schema.Fleet
+}
+
+func newFleetSet(desired []schema.Resource) fleetSet {
+	fs := fleetSet{byName: map[string]*schema.Fleet{}}
+	var names []string
+	for i := range desired {
+		if f, ok := desired[i].Spec.(*schema.Fleet); ok {
+			fs.byName[desired[i].Name] = f
+			names = append(names, desired[i].Name)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		f := fs.byName[n]
+		if kept(f) {
+			fs.anyKept = true
+		} else if grows(f) && fs.grow == nil {
+			fs.grow = f
+		}
+	}
+	return fs
+}
+
+// kept reports whether a fleet keeps instances without a job asking.
+func kept(f *schema.Fleet) bool { return f.SSHConfig != nil || fleetNodes(f) > 0 }
+
+// grows reports whether a fleet provisions instances for jobs.
+func grows(f *schema.Fleet) bool {
+	return f.SSHConfig == nil && f.Nodes != nil && (f.Nodes.Max == nil || *f.Nodes.Max > 0)
+}
+
+// estimateRun prices what one job of a desired run adds to the spend: $0
+// when it runs on instances a fleet already keeps (an SSH fleet's hosts, a
+// backend fleet's nodes, this host: the fleet's own line prices them), else
+// the cheapest offer a fleet that grows for jobs (nodes.min 0) would
+// provision for it.
+func estimateRun(res schema.Resources, prof schema.Profile, fleets fleetSet, price Pricer) (float64, bool) {
+	anyKept, grow := fleets.anyKept, fleets.grow
+	if len(prof.Fleets) > 0 {
+		anyKept, grow = false, nil
+		growName := ""
+		for _, ref := range prof.Fleets {
+			f, ok := fleets.byName[ref.Name]
+			switch {
+			case !ok:
+			case kept(f):
+				anyKept = true
+			case grows(f) && (grow == nil || ref.Name < growName):
+				grow, growName = f, ref.Name
+			}
+		}
+	}
+	if anyKept || grow == nil {
+		// On a fleet's kept instances; or no fleet of the revision takes
+		// it: this host's fleet (free), or none and the run fails for want
+		// of capacity.
+		return 0, true
+	}
+	if price == nil {
+		return 0, false
+	}
+	fp := fleetProfile(grow)
+	if len(fp.Backends) == 0 {
+		fp.Backends = prof.Backends
+	}
+	if len(fp.Regions) == 0 {
+		fp.Regions = prof.Regions
+	}
+	if len(fp.InstanceTypes) == 0 {
+		fp.InstanceTypes = prof.InstanceTypes
+	}
+	if fp.SpotPolicy == "" {
+		fp.SpotPolicy = prof.SpotPolicy
+	}
+	if fp.MaxPrice == nil || (prof.MaxPrice != nil && *prof.MaxPrice < *fp.MaxPrice) {
+		fp.MaxPrice = prof.MaxPrice
+	}
+	return price(res, fp)
+}
+
+// pricedFleetField reports whether changing a fleet's top-level field
+// changes what the fleet costs.
+func pricedFleetField(f string) bool {
+	switch f {
+	case "nodes", "resources", "backends", "regions", "availability_zones", "instance_types", "spot_policy", "max_price", "ssh_config":
+		return true
+	}
+	return false
+}
+
+// runResources returns the resources and profile of a run spec, and how
+// many jobs its first submission has (a task's nodes, a service's
+// replicas.min).
+func runResources(spec any) (schema.Resources, schema.Profile, int, bool) {
+	switch s := spec.(type) {
+	case *schema.Task:
+		return s.Resources, s.Profile, max(s.Nodes, 1), true
+	case *schema.Service:
+		n := 1
+		if s.Replicas.Min != nil {
+			n = int(*s.Replicas.Min)
+		}
+		return s.Resources, s.Profile, n, true
+	case *schema.DevEnvironment:
+		return s.Resources, s.Profile, 1, true
+	}
+	return schema.Resources{}, schema.Profile{}, 0, false
+}
+
+// estimate is what a step's resource is expected to cost once applied:
+// what it costs now when the step keeps it as it is, else the estimate of
+// its kind; ok is false when neither is known.
+func estimate(s Step, fleets fleetSet, price Pricer) (float64, bool) {
+	keep := s.Action == Noop || (s.Action == Update && (s.Kind.IsRun() || !slices.ContainsFunc(topLevel(s.Changed), pricedFleetField)))
+	if keep && s.Current != nil {
+		return s.Current.PricePerHour, true
+	}
+	switch spec := s.Desired.Spec.(type) {
+	case *schema.Fleet:
+		if v, ok := estimateFleet(spec, price); ok {
+			return v, true
+		}
+	default:
+		if res, prof, jobs, ok := runResources(spec); ok {
+			if v, ok := estimateRun(res, prof, fleets, price); ok {
+				return float64(jobs) * v, true
+			}
+		}
+	}
+	if s.Current != nil {
+		return s.Current.PricePerHour, true
+	}
+	return 0, false
+}
