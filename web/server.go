@@ -87,6 +87,7 @@ type Server struct {
 	metrics   *Metrics
 	seen      *deliveries
 	logins    *loginFailures
+	plans     *planLimiter
 	runList   *runListCache
 	prs       *prPlans
 	bg        sync.WaitGroup
@@ -135,6 +136,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		prs:     newPRPlans(),
 		runList: newRunListCache(cfg.ListCacheTTL),
 		logins:  newLoginFailures(now),
+		plans:   newPlanLimiter(now),
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
