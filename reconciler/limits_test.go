@@ -1,0 +1,75 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"hoist/agents/api"
+	"hoist/schema"
+)
+
+// The largest task the schema accepts, written with the characters whose
+// JSON encoding grows most, still makes a job spec the runner accepts.
+func TestLimits_anAcceptedSpecFitsTheRunner(t *testing.T) {
+	line := strings.Repeat("<", 200)
+	var b strings.Builder
+	b.WriteString("type: task\nimage: x\ncommands:\n")
+	for b.Len() < schema.MaxResourceBytes-128*1024 {
+		fmt.Fprintf(&b, "  - '%s'\n", line)
+	}
+	b.WriteString("env:\n")
+	for i := 0; b.Len() < schema.MaxResourceBytes-96*1024; i++ {
+		fmt.Fprintf(&b, "  - K%d=<\n", i)
+	}
+	d, err := schema.Load(fstest.MapFS{"big.dstack.yml": {Data: []byte(b.String())}})
+	if err != nil {
+		t.Fatalf("load: %.300v", err)
+	}
+	spec, err := decodeRunSpec(d.Resources[0].JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range spec.Env {
+		env[e.Name] = e.Value
+	}
+	js, _ := json.Marshal(api.JobSpec{RunName: "big", JobID: "0190a0a0-0000-7000-8000-000000000000", Commands: spec.script(), Env: env})
+	if len(js) > api.MaxJobSpecBytes {
+		t.Fatalf("job spec of %d bytes from an accepted resource of %d: over the runner's %d", len(js), len(d.Resources[0].JSON), api.MaxJobSpecBytes)
+	}
+	t.Logf("resource %d bytes → job spec %d bytes (runner limit %d)", len(d.Resources[0].JSON), len(js), api.MaxJobSpecBytes)
+}
+
+func TestRefusedByAgent_onlyRequestsThatCanNeverSucceed(t *testing.T) {
+	wrap := func(status int) error {
+		return fmt.Errorf("runner POST /api/submit: %w", &api.Error{Status: status, Message: "why"})
+	}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"bad request fails the job", wrap(http.StatusBadRequest), true},
+		{"body too large fails the job", wrap(http.StatusRequestEntityTooLarge), true},
+		{"unprocessable fails the job", wrap(http.StatusUnprocessableEntity), true},
+		{"not found is retried", wrap(http.StatusNotFound), false},
+		{"conflict is retried", wrap(http.StatusConflict), false},
+		{"unauthorized is retried", wrap(http.StatusUnauthorized), false},
+		{"rate limit is retried", wrap(http.StatusTooManyRequests), false},
+		{"server error is retried", wrap(http.StatusInternalServerError), false},
+		{"network error is retried", errors.New("connection refused"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg, got := refusedByAgent(tt.err)
+			if got != tt.want || (got && msg != "why") {
+				t.Errorf("refusedByAgent = %q, %v; want %v", msg, got, tt.want)
+			}
+		})
+	}
+}
