@@ -142,7 +142,11 @@ func (s *Server) pageRun(c *echo.Context) error {
 		if len(d.Lines) > pageLogLines {
 			d.Lines, d.More = d.Lines[:pageLogLines], true
 		}
+		var cut bool
+		d.Lines, cut = capLogLines(d.Lines)
+		d.More = d.More || cut
 	}
+	d.Spec, d.SpecFull = capSpec(d.Spec)
 	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
 	if err != nil {
 		return err
