@@ -556,11 +556,19 @@ func (c *Controller) SetSuspended(ctx context.Context, suspended bool) error {
 	return nil
 }
 
+// maxErrorLines caps the errors kept with a rejected revision (and shown
+// by /api/v1/sync); `hoist validate` lists them all.
+const maxErrorLines = 200
+
 func errorLines(err error) []string {
 	var es schema.Errors
 	if errors.As(err, &es) {
-		out := make([]string, 0, len(es))
-		for _, e := range es {
+		out := make([]string, 0, min(len(es), maxErrorLines+1))
+		for i, e := range es {
+			if i == maxErrorLines {
+				out = append(out, fmt.Sprintf("… and %d more errors (`hoist validate` lists them all)", len(es)-i))
+				break
+			}
 			out = append(out, e.Error())
 		}
 		return out
