@@ -24,7 +24,6 @@
 //     Runs (task, service, dev-environment) share one name space; fleets,
 //     volumes and gateways each have their own; a duplicate identity is an
 //     error naming both places.
-//
 //   - LoadContext and LoadFilesContext run under a context (the daemon's
 //     per-revision deadline, a plan request's client): when it ends the
 //     load returns at once with an error naming the deadline. CUE cannot be
