@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"hoist/agents/api"
 	"hoist/schema"
@@ -72,4 +73,26 @@ func TestRefusedByAgent_onlyRequestsThatCanNeverSucceed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A revision whose validation outlives Config.LoadTimeout is refused,
+// naming the deadline, and the next revision syncs.
+func TestSync_revisionPastTheLoadDeadlineIsRefusedAndTheNextSyncs(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: keep\nimage: busybox\ncommands: [x]\n"})
+	f.c.cfg.LoadTimeout = time.Millisecond
+	f.write("slow.cue", "package x\nimport (\"list\"\n\"strings\")\n"+
+		"n: len(strings.Split(strings.Repeat(\"a,\", 3000), \",\"))\n"+
+		"t: {type: \"task\", image: \"busybox\", commands: [for i in list.Range(0, n, 1) {\"echo \\(i)\"}]}\n")
+	if res := f.sync(); res != resultInvalid {
+		t.Fatalf("sync = %s, want invalid", res)
+	}
+	if st := f.syncState(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "slow.cue:1:1: CUE evaluation stopped at the revision's deadline") {
+		t.Fatalf("errors = %q", st.Errors)
+	}
+	f.c.cfg.LoadTimeout = 30 * time.Second
+	f.remove("slow.cue")
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync of the next revision = %s", res)
+	}
+	f.run("keep")
 }
