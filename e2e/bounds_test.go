@@ -48,7 +48,7 @@ func TestBounds_hugeSpecsAreRefusedAndTheNextCommitSyncs(t *testing.T) {
 			"package x\nimport \"list\"\nt: {type: \"task\", commands: [for i in list.Range(0, 3000000, 1) {\"echo \\(i)\"}]}\n",
 			"big.cue:3:30: comprehension iterates over 3000000 values, more than the limit of 10000 per list"},
 		{"80k-item YAML list", "big.dstack.yml", list.String(),
-			"big.dstack.yml:4:1: commands: 80000 items, more than the limit of 10000 per list"},
+			"big.dstack.yml:3:1: commands: 80000 items, more than the limit of 10000 per list"},
 		{"50 MB spec", "huge.dstack.yml", "type: task\nname: huge\ncommands:\n  - echo " + strings.Repeat("x", 50<<20) + "\n",
 			"huge.dstack.yml:1:1: file is 52428842 bytes, more than the limit of 1 MiB per spec file"},
 	}
