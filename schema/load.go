@@ -69,10 +69,10 @@ func Load(fsys fs.FS) (*Desired, error) {
 }
 
 // LoadContext is Load under ctx: when ctx is done the load stops and the
-// error is an Errors naming the deadline (or ctx's error when no file was
-// being looked at). A CUE evaluation still running then is abandoned (CUE
-// cannot be interrupted), holding one of a few evaluation slots until it
-// ends; the same content is refused at once afterwards. Revisions over
+// error is an Errors naming the deadline at every file not fully checked.
+// A CUE evaluation still running then is abandoned (CUE cannot be
+// interrupted), holding one of a few evaluation slots until it ends; the
+// same content is refused at once afterwards. Revisions over
 // MaxRevisionFiles or MaxRevisionBytes are refused before any file is read.
 func LoadContext(ctx context.Context, fsys fs.FS) (*Desired, error) {
 	var files []string
@@ -146,7 +146,7 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 			for i := range next {
 				u := units[i]
 				if ctx.Err() != nil {
-					results[i] = result{errs: Errors{deadlineError(u[0], ctx)}}
+					results[i] = result{errs: Errors{deadlineError(ctx, u[0])}}
 					continue
 				}
 				if v == nil {
@@ -195,7 +195,7 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 }
 
 // deadlineError says a file was not (fully) validated because ctx ended.
-func deadlineError(file string, ctx context.Context) *Error {
+func deadlineError(ctx context.Context, file string) *Error {
 	why := "validation was cancelled"
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		why = "validation of the revision exceeded its deadline"
