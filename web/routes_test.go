@@ -299,3 +299,15 @@ func TestServer_planBodyOverTheLimitIsRefused(t *testing.T) {
 		t.Errorf("big body: %d %s", r.StatusCode, b)
 	}
 }
+
+// The history page computes a plan (?plan=1) under the rules of
+// POST /api/v1/plan: a viewer is told it needs the user role.
+func TestServer_historyPlanNeedsTheUserRole(t *testing.T) {
+	f, _ := fullFixture(t)
+	if b := readBody(t, f.do(t, "GET", "/history/bbb?plan=1", viewerTok, nil)); !strings.Contains(b, "computing a plan needs the user role") {
+		t.Errorf("viewer's page does not say the plan needs the user role")
+	}
+	if b := readBody(t, f.do(t, "GET", "/history/bbb?plan=1", userTok, nil)); strings.Contains(b, "needs the user role") {
+		t.Errorf("user's page refuses the plan")
+	}
+}
