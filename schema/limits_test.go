@@ -121,21 +121,22 @@ func TestLoad_longListErrorsKeepTheirPositions(t *testing.T) {
 // returns at once with an error naming the deadline, and the same content
 // is refused at once afterwards.
 func TestLoadContext_abandonsCUEEvaluationAtTheDeadline(t *testing.T) {
-	fsys := fstest.MapFS{"slow.cue": {Data: []byte(`package x
-import "list"
-m: 4000 * 2 + 1
-t: {type: "task", commands: [for i in list.Range(0, m, 1) {"echo \(i)"}], env: {for i in list.Range(0, m, 1) {"K\(i)": "v"}}}
-`)}}
-	// The static check sees 8001 (under the limit), so the evaluation runs
-	// and meets the deadline.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	src := "package x\nimport \"list\"\nm: 4999 * 2 + 1\n" +
+		"t: {type: \"task\", commands: [for i in list.Range(0, m, 1) {\"echo \\(i)\"}]}\n"
+	for i := 0; i < 8; i++ {
+		src += fmt.Sprintf("pad%d: [for i in list.Range(0, m, 1) {\"%d-\\(i)\"}]\n", i, i)
+	}
+	fsys := fstest.MapFS{"slow.cue": {Data: []byte(src)}}
+	// The static check sees nine lists of 9999 (each under the limit), so
+	// the evaluation runs (about a second) and meets the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	es := loadErrs(t, ctx, fsys)
-	if took := time.Since(start); took > 500*time.Millisecond {
+	if took := time.Since(start); took > 800*time.Millisecond {
 		t.Errorf("returned after %v", took)
 	}
-	if len(es) != 1 || !strings.Contains(es[0].Msg, "deadline") {
+	if len(es) != 1 || !strings.Contains(es[0].Msg, "CUE evaluation stopped at the revision's deadline") {
 		t.Fatalf("errors: %v", es)
 	}
 	es = loadErrs(t, context.Background(), fsys)
