@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"cuelang.org/go/cue"
 )
@@ -28,6 +29,10 @@ func (c *cueChecker) checkFieldLinear(ctx context.Context, fv cue.Value, val *no
 	}
 	target := nodeAtPath(val, p)
 	out := c.checkFieldLinear(ctx, fv, replaceAt(val, p, 0, func(*node) *node { return chunkOf(target, 0) }), field)
+	seen := map[string]bool{}
+	for _, re := range out {
+		seen[relKey(re)] = true
+	}
 	skeleton := slim(val, p, 0)
 	for lo := chunkItems; lo < collectionLen(target); lo += chunkItems {
 		if ctx.Err() != nil {
@@ -36,7 +41,14 @@ func (c *cueChecker) checkFieldLinear(ctx context.Context, fv cue.Value, val *no
 		v := replaceAt(skeleton, p, 0, func(*node) *node { return chunkOf(target, lo) })
 		for _, re := range c.checkFieldLinear(ctx, fv, v, field) {
 			if len(re.path) <= len(p) || !hasPrefix(re.path, p) {
-				continue // outside the collection: reported by the first check
+				// Outside the collection: the first check reported it,
+				// unless this chunk caused it (a disjunction failing
+				// above the element at fault).
+				if k := relKey(re); !seen[k] {
+					seen[k] = true
+					out = append(out, re)
+				}
+				continue
 			}
 			if target.kind == nList {
 				i, err := strconv.Atoi(re.path[len(p)])
@@ -169,6 +181,11 @@ func slim(n *node, path []string, d int) *node {
 		return &cp
 	}
 	return n
+}
+
+// relKey identifies an error for deduplication across chunks.
+func relKey(re relErr) string {
+	return strings.Join(re.path, "\x00") + "\x01" + re.msg + "\x01" + strconv.Itoa(int(re.loc))
 }
 
 func hasPrefix(p, prefix []string) bool {
