@@ -39,6 +39,10 @@ type Config struct {
 	// UnreachableGrace is how long a running job's runner may not answer
 	// before the job fails as instance_unreachable (2 min when zero).
 	UnreachableGrace time.Duration
+	// LoadTimeout bounds validating one revision (and every plan's load):
+	// past it the revision is refused with an error naming the deadline and
+	// the next one is looked at (30 s when zero).
+	LoadTimeout time.Duration
 	// DefaultImage runs specs that name no image (dstack uses its base image).
 	DefaultImage string
 	// LocalFleet is the name of the fleet of this host, created by default
@@ -189,6 +193,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.LeakGrace <= 0 {
 		cfg.LeakGrace = 10 * time.Minute
+	}
+	if cfg.LoadTimeout <= 0 {
+		cfg.LoadTimeout = 30 * time.Second
 	}
 	if cfg.LocalFleet == "" {
 		cfg.LocalFleet = "local"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -310,6 +311,9 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	cctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
 	defer cancel()
 	if _, err := shim.CreateTask(cctx, ts); err != nil && !errors.Is(err, api.ErrConflict) {
+		if msg, ok := refusedByAgent(err); ok {
+			return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, "the shim refused the task: "+msg)
+		}
 		return 0, fmt.Errorf("create task: %w", err)
 	}
 	job.ShimTaskID, job.Status = job.ID, store.JobPulling
@@ -390,10 +394,20 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
 		}
+		if b, err := json.Marshal(js); err == nil && len(b) > api.MaxJobSpecBytes {
+			return 0, c.setTerminating(ctx, l, job, reasonExecutorError,
+				fmt.Sprintf("the job spec is %d bytes, more than the runner's limit of %d", len(b), api.MaxJobSpecBytes))
+		}
 		if err := runner.Submit(rctx, js); err != nil && !errors.Is(err, api.ErrConflict) {
+			if msg, ok := refusedByAgent(err); ok {
+				return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the runner refused the job: "+msg)
+			}
 			return 0, fmt.Errorf("submit job: %w", err)
 		}
 		if _, err := runner.Run(rctx); err != nil && !errors.Is(err, api.ErrConflict) {
+			if msg, ok := refusedByAgent(err); ok {
+				return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the runner refused to run the job: "+msg)
+			}
 			return 0, fmt.Errorf("run job: %w", err)
 		}
 	}
@@ -601,4 +615,22 @@ func (c *Controller) sweepTasks(ctx context.Context, instanceID string) {
 		c.log.Info("removing dangling task", "job", job.JobName, "task", t.ID)
 		c.removeTask(ctx, shim, &job)
 	}
+}
+
+// refusedByAgent reports an agent's 4xx answer to a request it will never
+// accept (a malformed or oversized body): retrying cannot help, so the job
+// fails with the agent's reason. Unknown task, conflict, timeout, rate
+// limit and authentication answers describe states that can change, and
+// stay retried.
+func refusedByAgent(err error) (string, bool) {
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 {
+		return "", false
+	}
+	switch ae.Status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusRequestTimeout,
+		http.StatusConflict, http.StatusTooManyRequests:
+		return "", false
+	}
+	return ae.Message, true
 }

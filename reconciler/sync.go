@@ -174,7 +174,10 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 		return "", fmt.Errorf("checkout %s: %w", short(rev.ID), err)
 	}
 	defer snap.Close()
-	desired, lerr := c.load(snap.FS)
+	desired, lerr := c.load(ctx, snap.FS)
+	if lerr != nil && ctx.Err() != nil {
+		return "", lerr // shutting down: no verdict on the revision
+	}
 	rec := store.Revision{
 		SHA: rev.ID, SourceID: c.src.Describe(), Author: rev.Author, Message: rev.Message,
 		CommittedAt: rev.Time, Valid: lerr == nil,
@@ -312,7 +315,7 @@ func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.De
 		rows, err := c.queryObserved(ctx)
 		ch <- queried{rows, err}
 	}()
-	desired, lerr := c.load(fsys)
+	desired, lerr := c.load(ctx, fsys)
 	q := <-ch
 	if lerr != nil {
 		return nil, plan.Observed{}, lerr
@@ -324,11 +327,18 @@ func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.De
 	return desired, obs, err
 }
 
-// load loads and validates the specs of fsys, then applies the
-// controller's checks to every resource; the error is schema.Errors when
-// any spec is refused.
-func (c *Controller) load(fsys fs.FS) (*schema.Desired, error) {
-	desired, err := schema.Load(fsys)
+// load loads and validates the specs of fsys within the configured
+// LoadTimeout, then applies the controller's checks to every resource; the
+// error is schema.Errors when any spec is refused (a revision cut short by
+// the deadline is refused, naming it). When ctx itself ends, its error is
+// returned instead: nothing was decided about the revision.
+func (c *Controller) load(ctx context.Context, fsys fs.FS) (*schema.Desired, error) {
+	lctx, cancel := context.WithTimeout(ctx, c.cfg.LoadTimeout)
+	defer cancel()
+	desired, err := schema.LoadContext(lctx, fsys)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil || len(c.chk) == 0 {
 		return desired, err
 	}
@@ -562,11 +572,19 @@ func (c *Controller) SetSuspended(ctx context.Context, suspended bool) error {
 	return nil
 }
 
+// maxErrorLines caps the errors kept with a rejected revision (and shown
+// by /api/v1/sync); `hoist validate` lists them all.
+const maxErrorLines = 200
+
 func errorLines(err error) []string {
 	var es schema.Errors
 	if errors.As(err, &es) {
-		out := make([]string, 0, len(es))
-		for _, e := range es {
+		out := make([]string, 0, min(len(es), maxErrorLines+1))
+		for i, e := range es {
+			if i == maxErrorLines {
+				out = append(out, fmt.Sprintf("… and %d more errors (`hoist validate` lists them all)", len(es)-i))
+				break
+			}
 			out = append(out, e.Error())
 		}
 		return out
@@ -613,7 +631,7 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 		return fmt.Errorf("checkout %s: %w", short(sha), err)
 	}
 	defer snap.Close()
-	desired, err := c.load(snap.FS)
+	desired, err := c.load(ctx, snap.FS)
 	if err != nil {
 		return fmt.Errorf("revision %s is invalid: %w", short(sha), err)
 	}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"fmt"
@@ -167,7 +168,7 @@ func cachePut(k [32]byte, v []relErr) {
 
 // check validates doc against the definition of kind, field by field, and
 // returns the errors at the positions of the offending values in doc.
-func (c *cueChecker) check(kind Kind, doc *node) Errors {
+func (c *cueChecker) check(ctx context.Context, kind Kind, doc *node) Errors {
 	defName := defNames[kind]
 	if kind == KindVolume {
 		b := doc.get("backend")
@@ -201,7 +202,11 @@ func (c *cueChecker) check(kind Kind, doc *node) Errors {
 		key := sha256.Sum256(kb)
 		rel, hit := cacheGet(key)
 		if !hit {
-			rel = c.checkField(fv, doc.vals[i], k.str)
+			rel = c.checkFieldLinear(ctx, fv, doc.vals[i], k.str)
+			if ctx.Err() != nil {
+				out = append(out, newError(doc.vals[i].pos, k.str, "validation stopped at the revision's deadline"))
+				break
+			}
 			cachePut(key, rel)
 		}
 		for _, re := range rel {
@@ -214,17 +219,17 @@ func (c *cueChecker) check(kind Kind, doc *node) Errors {
 // dropAncestors drops an error when another one lies strictly below its
 // path: a failed disjunction reports every enclosing value too.
 func dropAncestors(es Errors) Errors {
-	out := es[:0:0]
+	below := map[string]bool{} // every proper prefix of an error's path
 	for _, e := range es {
-		covered := false
-		for _, o := range es {
-			if o != e && e.Path != "" && len(o.Path) > len(e.Path) && strings.HasPrefix(o.Path, e.Path) &&
-				(o.Path[len(e.Path)] == '.' || o.Path[len(e.Path)] == '[') {
-				covered = true
-				break
+		for i := 1; i < len(e.Path); i++ {
+			if c := e.Path[i]; c == '.' || c == '[' {
+				below[e.Path[:i]] = true
 			}
 		}
-		if !covered {
+	}
+	out := es[:0:0]
+	for _, e := range es {
+		if e.Path == "" || !below[e.Path] {
 			out = append(out, e)
 		}
 	}
@@ -529,7 +534,7 @@ func toAST(n *node) ast.Expr {
 // naming a kind, found by walking regular fields (the field label is the
 // fallback name). The schema's definitions (#Task, #Service, ...) are in
 // scope.
-func (c *cueChecker) extract(files []string, srcs [][]byte) (docs []cueDoc, errs Errors) {
+func (c *cueChecker) extract(files []string, parsed []*ast.File) (docs []cueDoc, errs Errors) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.reset()
@@ -539,20 +544,12 @@ func (c *cueChecker) extract(files []string, srcs [][]byte) (docs []cueDoc, errs
 	}()
 	byPkg := map[string][]*ast.File{}
 	var pkgs []string
-	for i, name := range files {
-		f, err := parser.ParseFile(name, srcs[i])
-		if err != nil {
-			errs = append(errs, cueErrors(name, err)...)
-			continue
-		}
+	for _, f := range parsed {
 		pkg := f.PackageName()
 		if _, ok := byPkg[pkg]; !ok {
 			pkgs = append(pkgs, pkg)
 		}
 		byPkg[pkg] = append(byPkg[pkg], f)
-	}
-	if len(errs) > 0 {
-		return nil, errs
 	}
 	for _, pkg := range pkgs {
 		fs := byPkg[pkg]
@@ -582,7 +579,7 @@ func (c *cueChecker) extract(files []string, srcs [][]byte) (docs []cueDoc, errs
 			case cue.StructKind:
 				if t := v.LookupPath(cue.MakePath(cue.Str("type"))); t.Exists() {
 					if s, err := t.String(); err == nil && validKind(s) {
-						n, e := fromCue(first, v)
+						n, e := fromCue(first, v, []string{label}, 1)
 						if e != nil {
 							errs = append(errs, e)
 							return
@@ -743,9 +740,14 @@ func summarizeConflicts(cs [][2]string) string {
 	return fmt.Sprintf("invalid value %s (allowed: %s)", value, strings.Join(allowed, ", "))
 }
 
-// fromCue converts a concrete CUE value into a node.
-func fromCue(file string, v cue.Value) (*node, *Error) {
+// fromCue converts a concrete CUE value into a node, refusing lists,
+// structs and nesting over MaxListItems, MaxMapKeys and MaxDepth before
+// converting them.
+func fromCue(file string, v cue.Value, path []string, depth int) (*node, *Error) {
 	n := &node{pos: cuePos(file, v.Pos())}
+	if depth > MaxDepth {
+		return nil, depthLimitError(n.pos, path[1:])
+	}
 	switch v.Kind() {
 	case cue.NullKind:
 		n.kind = nNull
@@ -771,12 +773,18 @@ func fromCue(file string, v cue.Value) (*node, *Error) {
 		n.kind, n.str = nString, string(b)
 	case cue.ListKind:
 		n.kind = nList
+		if l, err := v.Len().Int64(); err == nil && l > MaxListItems {
+			return nil, listLimitError(n.pos, path[1:], int(l))
+		}
 		it, err := v.List()
 		if err != nil {
 			return nil, &Error{Pos: n.pos, Msg: err.Error()}
 		}
-		for it.Next() {
-			c, e := fromCue(file, it.Value())
+		for i := 0; it.Next(); i++ {
+			if i >= MaxListItems {
+				return nil, listLimitError(n.pos, path[1:], i+1)
+			}
+			c, e := fromCue(file, it.Value(), append(path, strconv.Itoa(i)), depth+1)
 			if e != nil {
 				return nil, e
 			}
@@ -789,12 +797,20 @@ func fromCue(file string, v cue.Value) (*node, *Error) {
 			return nil, &Error{Pos: n.pos, Msg: err.Error()}
 		}
 		for it.Next() {
-			c, e := fromCue(file, it.Value())
+			if len(n.keys) >= MaxMapKeys {
+				count := len(n.keys) + 1
+				for it.Next() {
+					count++
+				}
+				return nil, mapLimitError(n.pos, path[1:], count)
+			}
+			key := it.Selector().Unquoted()
+			c, e := fromCue(file, it.Value(), append(path, key), depth+1)
 			if e != nil {
 				return nil, e
 			}
 			kp := c.pos
-			n.keys = append(n.keys, &node{kind: nString, str: it.Selector().Unquoted(), pos: kp})
+			n.keys = append(n.keys, &node{kind: nString, str: key, pos: kp})
 			n.vals = append(n.vals, c)
 		}
 	default:

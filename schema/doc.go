@@ -24,6 +24,27 @@
 //     Runs (task, service, dev-environment) share one name space; fleets,
 //     volumes and gateways each have their own; a duplicate identity is an
 //     error naming both places.
+//   - LoadContext and LoadFilesContext run under a context (the daemon's
+//     per-revision deadline, a plan request's client): when it ends the
+//     load returns at once with an error naming the deadline. CUE cannot be
+//     interrupted, so a running evaluation is abandoned; at most two run at
+//     once, and content whose evaluation was abandoned is refused at once
+//     the next time.
+//
+// # Limits
+//
+// Checked before any CUE evaluation, each error naming the limit and the
+// file, line and field: MaxFileBytes (1 MiB per file), MaxRevisionBytes and
+// MaxRevisionFiles (per revision), MaxListItems and MaxMapKeys (10,000 per
+// list or mapping, written out or built by CUE), MaxDepth, MaxValues (after
+// YAML aliases) and MaxResourceBytes (1 MiB of canonical JSON per
+// resource, which always fits the runner's job-spec limit). A CUE
+// comprehension whose sources visibly hold more values than a list may
+// (literal lists and structs, list.Range, list.Repeat, references to them,
+// multiplied through nesting) is refused without evaluating it. Lists and
+// mappings longer than 64 elements are unified with the schema chunk by
+// chunk (CUE's own unification of one list is quadratic in its length), so
+// validation time is linear in the size of a spec.
 //
 // # Results
 //

@@ -2,8 +2,10 @@ package schema
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -63,7 +65,19 @@ func IsSpecFile(name string) bool {
 // returns the desired state. When any spec is invalid the error is Errors
 // holding every problem, sorted by position, and the Desired is nil.
 func Load(fsys fs.FS) (*Desired, error) {
+	return LoadContext(context.Background(), fsys)
+}
+
+// LoadContext is Load under ctx: when ctx is done the load stops and the
+// error is an Errors naming the deadline at every file not fully checked.
+// A CUE evaluation still running then is abandoned (CUE cannot be
+// interrupted), holding one of a few evaluation slots until it ends; the
+// same content is refused at once afterwards. Revisions over
+// MaxRevisionFiles or MaxRevisionBytes are refused before any file is read.
+func LoadContext(ctx context.Context, fsys fs.FS) (*Desired, error) {
 	var files []string
+	var total int64
+	var errs Errors
 	err := fs.WalkDir(fsys, ".", func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -74,21 +88,41 @@ func Load(fsys fs.FS) (*Desired, error) {
 			}
 			return nil
 		}
-		if IsSpecFile(p) && de.Type().IsRegular() {
-			files = append(files, p)
+		if !IsSpecFile(p) || !de.Type().IsRegular() {
+			return nil
+		}
+		files = append(files, p)
+		if len(files) == MaxRevisionFiles+1 {
+			errs = append(errs, &Error{Pos: Position{File: p, Line: 1, Column: 1},
+				Msg: fmt.Sprintf("more than %d spec files in the revision, the limit", MaxRevisionFiles)})
+		}
+		if info, err := de.Info(); err == nil {
+			total += info.Size()
+			if total > MaxRevisionBytes && total-info.Size() <= MaxRevisionBytes {
+				errs = append(errs, &Error{Pos: Position{File: p, Line: 1, Column: 1},
+					Msg: fmt.Sprintf("spec files of the revision reach more than %s here, the limit", byteSize(MaxRevisionBytes))})
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("walk specs: %w", err)
 	}
-	return LoadFiles(fsys, files)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return LoadFilesContext(ctx, fsys, files)
 }
 
 // LoadFiles is Load restricted to the given slash paths inside fsys. CUE
 // files of one directory and package are evaluated together, so they may
 // share definitions and references.
 func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
+	return LoadFilesContext(context.Background(), fsys, files)
+}
+
+// LoadFilesContext is LoadFiles under ctx, like LoadContext.
+func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired, error) {
 	files = sortedSet(files) // a file named twice is loaded once
 	units := workUnits(files)
 	type result struct {
@@ -104,14 +138,30 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 		go func() {
 			defer wg.Done()
 			v := validators.Get().(*validator)
-			defer validators.Put(v)
+			defer func() {
+				if v != nil {
+					validators.Put(v)
+				}
+			}()
 			for i := range next {
+				u := units[i]
+				if ctx.Err() != nil {
+					results[i] = result{errs: Errors{deadlineError(ctx, u[0])}}
+					continue
+				}
+				if v == nil {
+					v = validators.Get().(*validator)
+				}
 				var res []Resource
 				var errs Errors
-				if u := units[i]; len(u) == 1 && !strings.HasSuffix(u[0], ".cue") {
-					res, errs = loadFileCached(v, fsys, u[0])
+				if len(u) == 1 && !strings.HasSuffix(u[0], ".cue") {
+					res, errs = loadFileCached(ctx, v, fsys, u[0])
 				} else {
-					res, errs = v.loadCue(fsys, u)
+					var abandoned bool
+					res, errs, abandoned = v.loadCueContext(ctx, fsys, u)
+					if abandoned {
+						v = nil // still in use by the abandoned evaluation
+					}
 				}
 				results[i] = result{res, errs}
 			}
@@ -142,6 +192,15 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 		return a.Name < b.Name
 	})
 	return &Desired{Resources: all}, nil
+}
+
+// deadlineError says a file was not (fully) validated because ctx ended.
+func deadlineError(ctx context.Context, file string) *Error {
+	why := "validation was cancelled"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		why = "validation of the revision exceeded its deadline"
+	}
+	return &Error{Pos: Position{File: file, Line: 1, Column: 1}, Msg: why + " before this file was checked"}
 }
 
 // workUnits groups files into units of work: one YAML file each, and all
@@ -187,10 +246,10 @@ type fileResult struct {
 	errs Errors
 }
 
-func loadFileCached(v *validator, fsys fs.FS, p string) ([]Resource, Errors) {
-	b, err := fs.ReadFile(fsys, p)
+func loadFileCached(ctx context.Context, v *validator, fsys fs.FS, p string) ([]Resource, Errors) {
+	b, err := readSpec(fsys, p)
 	if err != nil {
-		return v.loadFile(fsys, p)
+		return nil, Errors{err}
 	}
 	k := fileKey{p, sha256.Sum256(b)}
 	fileCache.Lock()
@@ -199,7 +258,10 @@ func loadFileCached(v *validator, fsys fs.FS, p string) ([]Resource, Errors) {
 	if ok {
 		return slices.Clone(r.res), slices.Clone(r.errs)
 	}
-	res, errs := v.loadFile(fsys, p)
+	res, errs := v.loadFile(ctx, p, b)
+	if ctx.Err() != nil {
+		return res, errs // cut short: not a verdict on the file
+	}
 	fileCache.Lock()
 	if len(fileCache.m) >= fileCacheMax {
 		clear(fileCache.m)

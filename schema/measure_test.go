@@ -1,10 +1,13 @@
 package schema_test
 
 import (
+	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"hoist/schema"
@@ -58,4 +61,40 @@ func splitLines(s string) []string {
 		}
 	}
 	return out
+}
+
+// TestMeasure_longLists prints the CPU and wall time of validating one task
+// whose commands list holds n items, written out in YAML and built by a CUE
+// comprehension: linear up to MaxListItems, refused beyond it. Run with
+// HOIST_MEASURE=1.
+func TestMeasure_longLists(t *testing.T) {
+	if os.Getenv("HOIST_MEASURE") == "" {
+		t.Skip("set HOIST_MEASURE=1 to measure")
+	}
+	schema.Load(fstest.MapFS{"warm.dstack.yml": {Data: []byte("type: task\ncommands: [x]\n")}})
+	for _, n := range []int{2500, 5000, 10_000, 100_000, 1_000_000} {
+		var b strings.Builder
+		b.WriteString("type: task\nname: big\nimage: x\ncommands:\n")
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "  - %d\n", i)
+		}
+		cue := fmt.Sprintf("package x\nimport \"list\"\nt: {type: \"task\", commands: [for i in list.Range(0, %d, 1) {\"echo \\(i)\"}]}\n", n)
+		for _, in := range []struct {
+			name string
+			fsys fstest.MapFS
+		}{
+			{"yaml", fstest.MapFS{"big.dstack.yml": {Data: []byte(b.String())}}},
+			{"cue", fstest.MapFS{"big.cue": {Data: []byte(cue)}}},
+		} {
+			schema.DropFieldCache()
+			runtime.GC()
+			c0, w0 := cpuTime(), time.Now()
+			_, err := schema.Load(in.fsys)
+			verdict := "accepted"
+			if err != nil {
+				verdict = "refused: " + strings.SplitN(err.Error(), "\n", 2)[0]
+			}
+			t.Logf("%-4s %8d items: cpu=%-12v wall=%-12v %s", in.name, n, cpuTime()-c0, time.Since(w0), verdict)
+		}
+	}
 }

@@ -167,12 +167,9 @@ func yamlError(file string, err error) *Error {
 type converter struct {
 	file  string
 	depth int
-	nodes int // budget against alias bombs ("billion laughs")
+	nodes int      // budget against alias bombs ("billion laughs")
+	path  []string // of the value being converted, for limit errors
 }
-
-const maxNodes = 1_000_000
-
-const maxDepth = 100
 
 func (c *converter) pos(y *yaml.Node) Position {
 	return Position{File: c.file, Line: y.Line, Column: y.Column}
@@ -181,11 +178,11 @@ func (c *converter) pos(y *yaml.Node) Position {
 func (c *converter) convert(y *yaml.Node) (*node, *Error) {
 	c.depth++
 	defer func() { c.depth-- }()
-	if c.depth > maxDepth {
-		return nil, &Error{Pos: c.pos(y), Msg: "document nested too deeply"}
+	if c.depth > MaxDepth {
+		return nil, depthLimitError(c.pos(y), c.path)
 	}
-	if c.nodes++; c.nodes > maxNodes {
-		return nil, &Error{Pos: c.pos(y), Msg: "document too large (aliases expand to more than a million values)"}
+	if c.nodes++; c.nodes > MaxValues {
+		return nil, limitError(c.pos(y), c.path, "more than %d values after expanding aliases, the limit per document", MaxValues)
 	}
 	switch y.Kind {
 	case yaml.DocumentNode:
@@ -205,8 +202,11 @@ func (c *converter) convert(y *yaml.Node) (*node, *Error) {
 		cp.pos = c.pos(y)
 		return &cp, nil
 	case yaml.MappingNode:
+		if len(y.Content)/2 > MaxMapKeys {
+			return nil, mapLimitError(c.pos(y), c.path, len(y.Content)/2)
+		}
 		n := &node{kind: nMap, pos: c.pos(y)}
-		seen := map[string]bool{}
+		seen := map[string]int{} // key → index in n.keys
 		for i := 0; i+1 < len(y.Content); i += 2 {
 			k, v := y.Content[i], y.Content[i+1]
 			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" || (k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0) {
@@ -226,28 +226,38 @@ func (c *converter) convert(y *yaml.Node) (*node, *Error) {
 			if kn.kind == nNull {
 				key.str = "None"
 			}
+			c.path = append(c.path, key.str)
+			if v.Kind == yaml.SequenceNode && len(v.Content) > MaxListItems {
+				// At the key, where the reader looks for the field.
+				return nil, listLimitError(key.pos, c.path, len(v.Content))
+			}
 			vn, err := c.convert(v)
+			c.path = c.path[:len(c.path)-1]
 			if err != nil {
 				return nil, err
 			}
-			if seen[key.str] {
+			if j, ok := seen[key.str]; ok {
 				// PyYAML keeps the last value of a duplicated key.
-				for j, ok := range n.keys {
-					if ok.str == key.str {
-						n.keys[j], n.vals[j] = key, vn
-					}
-				}
+				n.keys[j], n.vals[j] = key, vn
 				continue
 			}
-			seen[key.str] = true
+			seen[key.str] = len(n.keys)
 			n.keys = append(n.keys, key)
 			n.vals = append(n.vals, vn)
 		}
+		if len(n.keys) > MaxMapKeys { // merge keys add more
+			return nil, mapLimitError(n.pos, c.path, len(n.keys))
+		}
 		return n, nil
 	case yaml.SequenceNode:
+		if len(y.Content) > MaxListItems {
+			return nil, listLimitError(c.pos(y), c.path, len(y.Content))
+		}
 		n := &node{kind: nList, pos: c.pos(y)}
-		for _, it := range y.Content {
+		for i, it := range y.Content {
+			c.path = append(c.path, strconv.Itoa(i))
 			in, err := c.convert(it)
+			c.path = c.path[:len(c.path)-1]
 			if err != nil {
 				return nil, err
 			}
@@ -260,7 +270,7 @@ func (c *converter) convert(y *yaml.Node) (*node, *Error) {
 	return &node{kind: nNull, pos: c.pos(y)}, nil
 }
 
-func (c *converter) merge(n *node, seen map[string]bool, v *yaml.Node) *Error {
+func (c *converter) merge(n *node, seen map[string]int, v *yaml.Node) *Error {
 	src, err := c.convert(v)
 	if err != nil {
 		return err
@@ -279,10 +289,10 @@ func (c *converter) merge(n *node, seen map[string]bool, v *yaml.Node) *Error {
 			return &Error{Pos: m.pos, Msg: "merge key value must be a mapping"}
 		}
 		for i, k := range m.keys {
-			if seen[k.str] {
+			if _, ok := seen[k.str]; ok {
 				continue
 			}
-			seen[k.str] = true
+			seen[k.str] = len(n.keys)
 			n.keys = append(n.keys, k)
 			n.vals = append(n.vals, m.vals[i])
 		}

@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"context"
+	"io"
 	"io/fs"
 	"strings"
 )
@@ -15,52 +17,46 @@ func newValidator() *validator {
 	return &validator{cue: newCueChecker()}
 }
 
-// loadFile loads every resource defined by one file.
-func (v *validator) loadFile(fsys fs.FS, file string) ([]Resource, Errors) {
-	src, err := fs.ReadFile(fsys, file)
-	if err != nil {
-		return nil, Errors{{Pos: Position{File: file, Line: 1, Column: 1}, Msg: "cannot read file: " + err.Error()}}
+// readSpec reads one spec file, refusing one over MaxFileBytes without
+// reading it whole.
+func readSpec(fsys fs.FS, file string) ([]byte, *Error) {
+	unreadable := func(err error) *Error {
+		return &Error{Pos: Position{File: file, Line: 1, Column: 1}, Msg: "cannot read file: " + err.Error()}
 	}
+	f, err := fsys.Open(file)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > MaxFileBytes {
+		return nil, fileLimitError(file, info.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	if len(b) > MaxFileBytes {
+		return nil, fileLimitError(file, int64(len(b)))
+	}
+	return b, nil
+}
+
+// loadFile loads the resource defined by one YAML file whose content is
+// src.
+func (v *validator) loadFile(ctx context.Context, file string, src []byte) ([]Resource, Errors) {
 	doc, perr := parseYAML(file, src)
 	if perr != nil {
 		return nil, Errors{perr}
 	}
-	r, errs := v.document(doc, file, nameFromFile(file))
+	r, errs := v.document(ctx, doc, file, nameFromFile(file))
 	if r == nil {
 		return nil, errs
 	}
 	return []Resource{*r}, errs
 }
 
-// loadCue loads the CUE files of one directory: files of one package are
-// evaluated together.
-func (v *validator) loadCue(fsys fs.FS, files []string) ([]Resource, Errors) {
-	srcs := make([][]byte, len(files))
-	for i, f := range files {
-		src, err := fs.ReadFile(fsys, f)
-		if err != nil {
-			return nil, Errors{{Pos: Position{File: f, Line: 1, Column: 1}, Msg: "cannot read file: " + err.Error()}}
-		}
-		srcs[i] = src
-	}
-	docs, errs := v.cue.extract(files, srcs)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	var out []Resource
-	var all Errors
-	for _, d := range docs {
-		r, errs := v.document(d.node, d.node.pos.File, d.label)
-		all = append(all, errs...)
-		if r != nil {
-			out = append(out, *r)
-		}
-	}
-	return out, all
-}
-
 // document validates and normalizes one resource document.
-func (v *validator) document(doc *node, file, fallbackName string) (*Resource, Errors) {
+func (v *validator) document(ctx context.Context, doc *node, file, fallbackName string) (*Resource, Errors) {
 	if doc.kind != nMap {
 		return nil, Errors{newError(doc.pos, "", "a spec must be a mapping with a `type` field, got %s", doc.describe())}
 	}
@@ -78,8 +74,15 @@ func (v *validator) document(doc *node, file, fallbackName string) (*Resource, E
 		return nil, Errors{newError(tn.pos, "type", msg, tn.String(), kindList())}
 	}
 	kind := Kind(tn.str)
-	cueErrs := v.cue.check(kind, doc)
+	if e := checkSizes(doc); e != nil {
+		return nil, Errors{e}
+	}
+	cueErrs := v.cue.check(ctx, kind, doc)
 	name, spec, js, goErrs := normalize(doc, kind, fallbackName)
+	if len(cueErrs) == 0 && len(goErrs) == 0 && len(js) > MaxResourceBytes {
+		goErrs = Errors{newError(doc.pos, "", "the normalized spec is %s, more than the limit of %s per resource",
+			byteSize(int64(len(js))), byteSize(MaxResourceBytes))}
+	}
 	if len(cueErrs) == 0 && len(goErrs) == 0 {
 		return &Resource{Kind: kind, Name: name, File: file, Pos: doc.pos, Spec: spec, JSON: js, doc: doc}, nil
 	}
@@ -95,14 +98,19 @@ func mergeErrors(doc *node, cueErrs, goErrs Errors) Errors {
 	for _, e := range goErrs {
 		goPos[e.Pos] = true
 	}
+	var idx *posIndex
+	notAllowed := hasNotAllowed(goErrs)
 	for _, e := range cueErrs {
 		if goPos[e.Pos] {
 			continue
 		}
-		if target := nodeAt(doc, e.Pos); target != nil && subtreeHas(target, goPos) {
+		if idx == nil {
+			idx = indexPositions(doc, goPos)
+		}
+		if target := idx.at[e.Pos]; target != nil && idx.hasGo[target] {
 			continue
 		}
-		if strings.Contains(e.Msg, "not allowed") && hasNotAllowed(goErrs) {
+		if notAllowed && strings.Contains(e.Msg, "not allowed") {
 			continue
 		}
 		out = append(out, e)
@@ -119,48 +127,49 @@ func hasNotAllowed(es Errors) bool {
 	return false
 }
 
-// nodeAt finds the value node starting at pos.
-func nodeAt(n *node, pos Position) *node {
-	if n == nil {
-		return nil
-	}
-	if n.pos == pos {
-		return n
-	}
-	for i, k := range n.keys {
-		if k.pos == pos {
-			return n.vals[i]
-		}
-		if x := nodeAt(n.vals[i], pos); x != nil {
-			return x
-		}
-	}
-	for _, it := range n.items {
-		if x := nodeAt(it, pos); x != nil {
-			return x
-		}
-	}
-	return nil
+// posIndex maps source positions to the value nodes starting there (a
+// key's position maps to its value), and marks the nodes whose subtree
+// holds a decoder error; built in one walk so that merging stays linear.
+type posIndex struct {
+	at    map[Position]*node
+	hasGo map[*node]bool
 }
 
-func subtreeHas(n *node, set map[Position]bool) bool {
-	if n == nil {
-		return false
-	}
-	if set[n.pos] {
-		return true
-	}
-	for i, k := range n.keys {
-		if set[k.pos] || subtreeHas(n.vals[i], set) {
-			return true
+func indexPositions(doc *node, goPos map[Position]bool) *posIndex {
+	idx := &posIndex{at: map[Position]*node{}, hasGo: map[*node]bool{}}
+	put := func(p Position, n *node) {
+		if _, ok := idx.at[p]; !ok {
+			idx.at[p] = n
 		}
 	}
-	for _, it := range n.items {
-		if subtreeHas(it, set) {
-			return true
+	var walk func(n *node) bool
+	walk = func(n *node) bool {
+		if n == nil {
+			return false
 		}
+		put(n.pos, n)
+		has := goPos[n.pos]
+		for i, k := range n.keys {
+			put(k.pos, n.vals[i])
+			if goPos[k.pos] {
+				has = true
+			}
+			if walk(n.vals[i]) {
+				has = true
+			}
+		}
+		for _, it := range n.items {
+			if walk(it) {
+				has = true
+			}
+		}
+		if has {
+			idx.hasGo[n] = true
+		}
+		return has
 	}
-	return false
+	walk(doc)
+	return idx
 }
 
 func validKind(s string) bool {

@@ -6,6 +6,24 @@ import (
 	"time"
 )
 
+// MaxEventMessageBytes caps an event's message: messages may quote what
+// agents and specs said (a termination message, a revision's errors), and
+// every page of events shows them.
+const MaxEventMessageBytes = 4 << 10
+
+// capMessage cuts msg to MaxEventMessageBytes without splitting a
+// character, saying how much was cut.
+func capMessage(msg string) string {
+	if len(msg) <= MaxEventMessageBytes {
+		return msg
+	}
+	n := MaxEventMessageBytes - 64
+	for n > 0 && msg[n]&0xC0 == 0x80 {
+		n--
+	}
+	return fmt.Sprintf("%s … (%d more bytes cut)", msg[:n], len(msg)-n)
+}
+
 // EventFilter selects events in ListEvents; zero fields match all.
 type EventFilter struct {
 	// ObjectKind keeps events about objects of this kind.
@@ -37,6 +55,7 @@ func (s *Store) AddEvent(ctx context.Context, e Event) (Event, error) {
 		e.Time = s.Now()
 	}
 	e.Time = e.Time.UTC()
+	e.Message = capMessage(e.Message)
 	if _, err := s.db.NewInsert().Model(&e).Exec(ctx); err != nil {
 		return e, fmt.Errorf("add event: %w", err)
 	}

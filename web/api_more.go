@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -33,7 +34,7 @@ func (s *Server) apiRoutes(api *echo.Group) {
 	api.POST("/revisions/:sha/apply", s.apiApplyRevision, s.requireAct)
 	api.GET("/diff", s.apiDiff)
 	api.GET("/events", s.apiListEvents)
-	api.POST("/plan", s.apiPlan)
+	api.POST("/plan", s.apiPlan, s.requireAct, s.limitPlans)
 	api.GET("/pulls", s.apiPulls)
 	api.GET("/spend", s.apiSpend)
 	api.GET("/sync", s.apiSyncStatus)
@@ -371,10 +372,16 @@ func (s *Server) apiPlan(c *echo.Context) error {
 		return errUnavailable
 	}
 	var req planRequest
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, 8<<20)
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, planBodyMax)
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "body is larger than the limit of "+strconv.Itoa(planBodyMax>>20)+" MiB")
+		}
 		return echo.NewHTTPError(http.StatusBadRequest, "body must be JSON: {\"files\": {path: content}} or {\"ref\", \"sha\"}")
 	}
+	// The request's context ends when the client leaves, and the planner
+	// stops validating then.
 	ctx := c.Request().Context()
 	var plan Plan
 	var err error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -146,7 +147,11 @@ func (s *Server) pageRun(c *echo.Context) error {
 		if len(d.Lines) > pageLogLines {
 			d.Lines, d.More = d.Lines[:pageLogLines], true
 		}
+		var cut bool
+		d.Lines, cut = capLogLines(d.Lines)
+		d.More = d.More || cut
 	}
+	d.Spec, d.SpecFull = capSpec(d.Spec)
 	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
 	if err != nil {
 		return err
@@ -279,7 +284,12 @@ func (s *Server) pageRevision(c *echo.Context) error {
 	}
 	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.deps.Controller != nil, CanPlan: s.deps.Planner != nil}
 	if d.CanPlan && c.QueryParam("plan") == "1" {
-		if p, err := s.deps.Planner.PlanRevision(ctx, "", rev.SHA); err != nil {
+		// The same work as POST /api/v1/plan, under the same rules.
+		if !principal(c).Role.CanAct() {
+			d.PlanError = "computing a plan needs the user role"
+		} else if ok, wait := s.plans.take(principal(c).Name); !ok {
+			d.PlanError = "plan rate limit: retry in " + strconv.Itoa(int((wait+time.Second-1)/time.Second)) + "s"
+		} else if p, err := s.deps.Planner.PlanRevision(ctx, "", rev.SHA); err != nil {
 			d.PlanError = "planning failed: " + err.Error()
 		} else {
 			d.Plan = &p

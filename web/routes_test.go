@@ -100,7 +100,6 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"POST /api/v1/revisions/:sha/apply": actRoute("POST", "/api/v1/revisions/aaa/apply", "", 200), // auto-sync is off in the fake
 		"GET /api/v1/diff":                  readRoute("GET", "/api/v1/diff?from=aaa&to=bbb", 200),
 		"GET /api/v1/events":                readRoute("GET", "/api/v1/events", 200),
-		"POST /api/v1/plan":                 readRoute("POST", "/api/v1/plan", 200),
 		"GET /api/v1/pulls":                 readRoute("GET", "/api/v1/pulls", 200),
 		"GET /api/v1/spend":                 readRoute("GET", "/api/v1/spend?window=7d", 200),
 		"GET /api/v1/sync":                  readRoute("GET", "/api/v1/sync", 200),
@@ -136,7 +135,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"POST /secrets":                actRoute("POST", "/secrets", "", 303),
 		"POST /secrets/:name/delete":   actRoute("POST", "/secrets/NOPE/delete", "", 404),
 	}
-	cases["POST /api/v1/plan"] = routeCase{method: "POST", path: "/api/v1/plan", body: `{"files":{"a.dstack.yml":"type: task"}}`, anon: 401, viewer: 200, user: 200, admin: 200}
+	cases["POST /api/v1/plan"] = actRoute("POST", "/api/v1/plan", `{"files":{"a.dstack.yml":"type: task"}}`, 200)
 
 	f, _ := fullFixture(t)
 	// Every registered route is in the table.
@@ -280,4 +279,47 @@ func (n noConfirm) SetRunSuspended(ctx context.Context, name string, s bool) err
 func (n noConfirm) SetAutoSync(ctx context.Context, on bool) error { return n.c.SetAutoSync(ctx, on) }
 func (n noConfirm) ApplyRevision(ctx context.Context, sha string) error {
 	return n.c.ApplyRevision(ctx, sha)
+}
+
+// Plans are rate-limited per caller: a burst, then 429 with Retry-After,
+// while other callers still plan.
+func TestServer_planIsRateLimitedPerCaller(t *testing.T) {
+	f, _ := fullFixture(t)
+	body := `{"files":{"a.dstack.yml":"type: task"}}`
+	plan := func(tok string) *http.Response {
+		return f.do(t, "POST", "/api/v1/plan", tok, strings.NewReader(body), "Content-Type", "application/json")
+	}
+	for i := 0; i < planBurst; i++ {
+		if r := plan(userTok); r.StatusCode != 200 {
+			t.Fatalf("plan %d: %d", i, r.StatusCode)
+		}
+	}
+	r := plan(userTok)
+	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "12" {
+		t.Fatalf("plan over the burst: %d Retry-After %q", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	if r := plan(adminTok); r.StatusCode != 200 {
+		t.Errorf("another caller: %d", r.StatusCode)
+	}
+}
+
+func TestServer_planBodyOverTheLimitIsRefused(t *testing.T) {
+	f, _ := fullFixture(t)
+	big := `{"files":{"a.dstack.yml":"` + strings.Repeat("x", planBodyMax) + `"}}`
+	r := f.do(t, "POST", "/api/v1/plan", userTok, strings.NewReader(big), "Content-Type", "application/json")
+	if b := readBody(t, r); r.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(b, "8 MiB") {
+		t.Errorf("big body: %d %s", r.StatusCode, b)
+	}
+}
+
+// The history page computes a plan (?plan=1) under the rules of
+// POST /api/v1/plan: a viewer is told it needs the user role.
+func TestServer_historyPlanNeedsTheUserRole(t *testing.T) {
+	f, _ := fullFixture(t)
+	if b := readBody(t, f.do(t, "GET", "/history/bbb?plan=1", viewerTok, nil)); !strings.Contains(b, "computing a plan needs the user role") {
+		t.Errorf("viewer's page does not say the plan needs the user role")
+	}
+	if b := readBody(t, f.do(t, "GET", "/history/bbb?plan=1", userTok, nil)); strings.Contains(b, "needs the user role") {
+		t.Errorf("user's page refuses the plan")
+	}
 }

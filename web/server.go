@@ -140,6 +140,7 @@ type Server struct {
 	metrics   *Metrics
 	seen      *deliveries
 	logins    *loginFailures
+	plans     *planLimiter
 	runList   *runListCache
 	prs       *prPlans
 	bg        sync.WaitGroup
@@ -188,6 +189,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		prs:     newPRPlans(),
 		runList: newRunListCache(cfg.ListCacheTTL),
 		logins:  newLoginFailures(now),
+		plans:   newPlanLimiter(now),
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}

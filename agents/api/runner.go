@@ -15,6 +15,13 @@ const (
 	JobTerminated = "terminated"
 )
 
+// MaxJobSpecBytes is the largest JSON job spec the runner accepts. A job
+// spec holds one resource's commands and env; the server accepts resources
+// of at most 1 MiB of canonical JSON (hoist/schema.MaxResourceBytes), and
+// each byte of that encodes in at most six here (`<` as \u003c), so a spec
+// the server accepts always reaches the runner.
+const MaxJobSpecBytes = 16 << 20
+
 // JobSpec is what the server submits to the runner.
 type JobSpec struct {
 	// RunName is the run's name (exported as HOIST_RUN_NAME).

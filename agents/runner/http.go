@@ -64,7 +64,7 @@ func (r *Runner) handleHealth(w http.ResponseWriter, _ *http.Request) {
 
 func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 	var spec api.JobSpec
-	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 16<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, api.MaxJobSpecBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
 		writeError(w, fmt.Errorf("decode job spec: %w", err))

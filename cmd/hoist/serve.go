@@ -47,7 +47,7 @@ type serveOptions struct {
 	webhookSecretFile, defaultImage         string
 	logLevel, externalURL, installation     string
 	noLocalFleet                            bool
-	unreachableGrace                        time.Duration
+	unreachableGrace, validateTimeout       time.Duration
 	retention, leakAudit                    time.Duration
 }
 
@@ -77,6 +77,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where hoist keeps its state")
 	f.StringVar(&o.db, "db", "", "database: a SQLite file (default <data-dir>/hoist.db) or a postgres:// DSN")
 	f.DurationVar(&o.pollInterval, "poll-interval", time.Minute, "how often the repository is polled besides watching and webhooks")
+	f.DurationVar(&o.validateTimeout, "validate-timeout", 30*time.Second, "how long validating one revision (or a plan's specs) may take before it is refused")
 	f.DurationVar(&o.resync, "resync-interval", 30*time.Second, "how often every active object is re-checked (with jitter)")
 	f.StringVar(&o.config, "config", "", "server config file (YAML) with backends, their credentials and the policy for what specs may ask of a host")
 	f.StringVar(&o.catalogDir, "catalog-dir", "", "directory of offer catalogs (PROVIDER.csv) replacing the embedded snapshot")
@@ -198,7 +199,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	obs := &metricsObserver{}
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
-		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
+		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol})

@@ -386,7 +386,7 @@ func (p planner) SpecsAt(ctx context.Context, sha string) (map[string]json.RawMe
 		return nil, err
 	}
 	defer snap.Close()
-	d, err := schema.Load(snap.FS)
+	d, err := schema.LoadContext(ctx, snap.FS)
 	if err != nil {
 		return nil, err
 	}
