@@ -46,7 +46,8 @@ type Config struct {
 	// to fleets that name the local backend in `backends` (each instance
 	// reserving its share).
 	NoLocalFleet bool
-	// LocalBackend is the name of the local backend ("local" when empty).
+	// LocalBackend is the name of the local backend (when empty, the
+	// backend whose type is "local", else "local").
 	LocalBackend string
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
@@ -62,6 +63,10 @@ type Deps struct {
 	Source source.Source
 	// Backends are the configured backends by name.
 	Backends map[string]backends.Backend
+	// BackendTypes are the types of the configured backends by name, from
+	// the server's config (`{name: gpu-hosts, type: ssh}`); a backend not
+	// listed has its name as its type.
+	BackendTypes map[string]string
 	// Estimate prices a desired resource from the offers catalog (optional).
 	Estimate func(r *schema.Resource) (float64, bool)
 	// Observer is told about reconcile outcomes (metrics); optional.
@@ -99,6 +104,7 @@ type Controller struct {
 	st   *store.Store
 	src  source.Source
 	bes  map[string]backends.Backend
+	typs map[string]string
 	est  func(r *schema.Resource) (float64, bool)
 	chk  []Check
 	obs  Observer
@@ -117,10 +123,7 @@ type Controller struct {
 	pumps   map[string]context.CancelFunc // running jobs whose output is being copied
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
-	mu        sync.Mutex
-	confirmed map[string]bool // revisions whose held plan a user confirmed
-	probeOK   map[string]int  // consecutive passed probes by job and probe
-	branch    atomic.Value    // string: the tracked branch as last resolved
+	branch atomic.Value // string: the tracked branch as last resolved
 }
 
 type syncRequest struct {
@@ -157,6 +160,11 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.LocalBackend == "" {
 		cfg.LocalBackend = "local"
+		for name, typ := range deps.BackendTypes {
+			if typ == LocalBackendType {
+				cfg.LocalBackend = name
+			}
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -174,6 +182,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		st:        deps.Store,
 		src:       deps.Source,
 		bes:       deps.Backends,
+		typs:      deps.BackendTypes,
 		est:       deps.Estimate,
 		chk:       deps.Checks,
 		obs:       obs,
@@ -185,8 +194,6 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		insts:     queue.New[string](2*time.Second, 2*time.Minute, now),
 		conns:     map[string]backends.Conn{},
 		pumps:     map[string]context.CancelFunc{},
-		confirmed: map[string]bool{},
-		probeOK:   map[string]int{},
 	}
 	c.branch.Store("")
 	return c, nil
@@ -288,6 +295,11 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 }
 
 func (c *Controller) resync(ctx context.Context) {
+	// State shared with the other servers expires (sessions, deliveries,
+	// confirmations); any server may sweep it.
+	if _, err := c.st.PruneExpired(ctx); err != nil {
+		c.log.Warn("prune expired state failed", "error", err)
+	}
 	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Active: true, Limit: 100000})
 	if err != nil {
 		c.log.Warn("resync runs failed", "error", err)
@@ -326,6 +338,15 @@ func (c *Controller) claim(ctx context.Context, table, id string) (store.Lease, 
 		return store.Lease{}, false, err
 	}
 	return ls[0], true, nil
+}
+
+// keepAlive extends l for as long as the worker holding it runs (a slow
+// backend Create over SSH outlives LeaseFor): the returned context ends
+// when the lease is lost, so the worker stops instead of racing the server
+// that took the row over. stop ends the heartbeats; call it before release.
+func (c *Controller) keepAlive(ctx context.Context, l store.Lease) (context.Context, func()) {
+	k := c.st.KeepAlive(ctx, l, c.cfg.LeaseFor)
+	return k.Context(), func() { _, _ = k.Stop() }
 }
 
 func (c *Controller) release(l store.Lease) {

@@ -41,6 +41,9 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 			c.release(l)
 		}
 	}()
+	workerCtx := ctx // a pump outlives this call: it keeps the lease itself
+	ctx, stopKeep := c.keepAlive(ctx, l)
+	defer stopKeep()
 	job, err := c.st.GetJob(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
@@ -74,7 +77,7 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 	case store.JobPulling:
 		return c.startJob(ctx, l, &job, &run, spec)
 	case store.JobRunning:
-		if c.startPump(ctx, l, job) {
+		if c.startPump(workerCtx, l, job) {
 			handedOff = true
 		}
 		return 0, nil
@@ -413,13 +416,9 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 			}
 		}
 	}
-	c.mu.Lock()
-	for k := range c.probeOK { // the job's probe counters end with it
-		if strings.HasPrefix(k, job.ID+"/") {
-			delete(c.probeOK, k)
-		}
+	if err := c.st.DeleteProbeCounters(ctx, job.ID); err != nil { // they end with the job
+		c.log.Warn("delete probe counters failed", "job", job.JobName, "error", err)
 	}
-	c.mu.Unlock()
 	job.Status = jobFinalStatus(job.TerminationReason)
 	job.StatusMessage = jobStatusMessage(*job)
 	job.FinishedAt = c.now().UTC()

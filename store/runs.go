@@ -229,3 +229,29 @@ func (s *Store) CreateRunWithJobs(ctx context.Context, r *Run, jobs []Job) (crea
 	copy(jobs, js)
 	return true, nil
 }
+
+// CreateJobs inserts several job submissions in one transaction: all of
+// them or none (a new submission of a multi-node task is never partial).
+func (s *Store) CreateJobs(ctx context.Context, jobs []Job) error {
+	now := s.Now()
+	js := slices.Clone(jobs)
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		for i := range js {
+			if js[i].RunID == "" {
+				return fmt.Errorf("create job: run id must not be empty")
+			}
+			if js[i].SubmittedAt.IsZero() {
+				js[i].SubmittedAt = now
+			}
+			if err := createRow(ctx, tx, now, &js[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	copy(jobs, js)
+	return nil
+}
