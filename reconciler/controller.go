@@ -178,22 +178,22 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	now := cfg.Now
 	c := &Controller{
-		cfg:       cfg,
-		st:        deps.Store,
-		src:       deps.Source,
-		bes:       deps.Backends,
-		typs:      deps.BackendTypes,
-		est:       deps.Estimate,
-		chk:       deps.Checks,
-		obs:       obs,
-		log:       cfg.Logger,
-		now:       now,
-		sync:      make(chan syncRequest, 16),
-		runs:      queue.New[string](time.Second, time.Minute, now),
-		jobs:      queue.New[string](time.Second, time.Minute, now),
-		insts:     queue.New[string](2*time.Second, 2*time.Minute, now),
-		conns:     map[string]backends.Conn{},
-		pumps:     map[string]context.CancelFunc{},
+		cfg:   cfg,
+		st:    deps.Store,
+		src:   deps.Source,
+		bes:   deps.Backends,
+		typs:  deps.BackendTypes,
+		est:   deps.Estimate,
+		chk:   deps.Checks,
+		obs:   obs,
+		log:   cfg.Logger,
+		now:   now,
+		sync:  make(chan syncRequest, 16),
+		runs:  queue.New[string](time.Second, time.Minute, now),
+		jobs:  queue.New[string](time.Second, time.Minute, now),
+		insts: queue.New[string](2*time.Second, 2*time.Minute, now),
+		conns: map[string]backends.Conn{},
+		pumps: map[string]context.CancelFunc{},
 	}
 	c.branch.Store("")
 	return c, nil
