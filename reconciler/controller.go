@@ -100,17 +100,17 @@ type Observer interface {
 
 // Controller reconciles desired state from Git with what is provisioned.
 type Controller struct {
-	cfg  Config
-	st   *store.Store
-	src  source.Source
-	bes  map[string]backends.Backend
-	typs map[string]string
-	est  func(r *schema.Resource) (float64, bool)
-	chk  []Check
-	obs  Observer
-	log  *slog.Logger
-	now  func() time.Time
-	sync chan syncRequest
+	cfg       Config
+	st        *store.Store
+	src       source.Source
+	bes       map[string]backends.Backend
+	backTypes map[string]string
+	est       func(r *schema.Resource) (float64, bool)
+	chk       []Check
+	obs       Observer
+	log       *slog.Logger
+	now       func() time.Time
+	sync      chan syncRequest
 
 	runs  *queue.Queue[string]
 	jobs  *queue.Queue[string]
@@ -178,22 +178,22 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	now := cfg.Now
 	c := &Controller{
-		cfg:   cfg,
-		st:    deps.Store,
-		src:   deps.Source,
-		bes:   deps.Backends,
-		typs:  deps.BackendTypes,
-		est:   deps.Estimate,
-		chk:   deps.Checks,
-		obs:   obs,
-		log:   cfg.Logger,
-		now:   now,
-		sync:  make(chan syncRequest, 16),
-		runs:  queue.New[string](time.Second, time.Minute, now),
-		jobs:  queue.New[string](time.Second, time.Minute, now),
-		insts: queue.New[string](2*time.Second, 2*time.Minute, now),
-		conns: map[string]backends.Conn{},
-		pumps: map[string]context.CancelFunc{},
+		cfg:       cfg,
+		st:        deps.Store,
+		src:       deps.Source,
+		bes:       deps.Backends,
+		backTypes: deps.BackendTypes,
+		est:       deps.Estimate,
+		chk:       deps.Checks,
+		obs:       obs,
+		log:       cfg.Logger,
+		now:       now,
+		sync:      make(chan syncRequest, 16),
+		runs:      queue.New[string](time.Second, time.Minute, now),
+		jobs:      queue.New[string](time.Second, time.Minute, now),
+		insts:     queue.New[string](2*time.Second, 2*time.Minute, now),
+		conns:     map[string]backends.Conn{},
+		pumps:     map[string]context.CancelFunc{},
 	}
 	c.branch.Store("")
 	return c, nil

@@ -30,7 +30,7 @@ const (
 // backendType returns the type of the backend configured as name (its
 // name when the config gave none).
 func (c *Controller) backendType(name string) string {
-	if t, ok := c.typs[name]; ok && t != "" {
+	if t, ok := c.backTypes[name]; ok && t != "" {
 		return t
 	}
 	return name
