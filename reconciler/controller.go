@@ -100,17 +100,16 @@ type Observer interface {
 
 // Controller reconciles desired state from Git with what is provisioned.
 type Controller struct {
-	cfg       Config
-	st        *store.Store
-	src       source.Source
-	bes       map[string]backends.Backend
-	backTypes map[string]string
-	est       func(r *schema.Resource) (float64, bool)
-	chk       []Check
-	obs       Observer
-	log       *slog.Logger
-	now       func() time.Time
-	sync      chan syncRequest
+	cfg  Config
+	st   *store.Store
+	src  source.Source
+	bes  map[string]backends.Backend
+	est  func(r *schema.Resource) (float64, bool)
+	chk  []Check
+	obs  Observer
+	log  *slog.Logger
+	now  func() time.Time
+	sync chan syncRequest
 
 	runs  *queue.Queue[string]
 	jobs  *queue.Queue[string]
@@ -124,6 +123,8 @@ type Controller struct {
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
 	branch atomic.Value // string: the tracked branch as last resolved
+
+	backTypes map[string]string // backend types by backend name
 }
 
 type syncRequest struct {
