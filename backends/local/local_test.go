@@ -30,7 +30,7 @@ const testLabel = "hoist.test"
 func newBackend(t *testing.T, stateDir string) *local.Backend {
 	t.Helper()
 	_, runner := agentbin.Build(t, runtime.GOARCH)
-	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: stateDir, Labels: map[string]string{testLabel: "backends-local"}})
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: stateDir, Records: recordsFor(t, stateDir), Labels: map[string]string{testLabel: "backends-local"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,8 @@ func TestConformance(t *testing.T) {
 func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
 	_, runner := agentbin.Build(t, runtime.GOARCH)
 	pool := offers.NewHostPool("hosts")
-	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Hosts: pool})
+	dir := t.TempDir()
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: dir, Records: recordsFor(t, dir), Hosts: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
