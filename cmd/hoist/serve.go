@@ -174,7 +174,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 
 	agents := agentLocator(o.agentsDir, o.dataDir)
-	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, log)
+	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, log)
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet,
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs})
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, BackendTypes: cfg.backendTypes(), Estimate: estimator(market), Observer: obs})
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
-		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market,
+		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Shared: view,
 	})
 	if err != nil {
 		return err
