@@ -32,7 +32,8 @@ type session struct {
 }
 
 // sessions keeps login sessions in shared (the database, so every server
-// and a restart know them) or, without it, in memory.
+// and a restart know them) or, without it, in memory (a restart then logs
+// everyone out).
 type sessions struct {
 	mu  sync.Mutex
 	m   map[string]*session
