@@ -202,7 +202,13 @@ type provisioningData struct {
 // assign puts a submitted job on an instance.
 func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, inst store.Instance) (time.Duration, error) {
 	job.InstanceID, job.Backend, job.Status, job.StatusMessage = inst.ID, inst.Backend, store.JobProvisioning, ""
-	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+	// Instances other than this host's run one job at a time: the check
+	// and the write are one transaction, so two servers never both take a
+	// free instance.
+	if err := c.st.AssignJobLeased(ctx, l, job, !c.sharedInstance(ctx, inst)); err != nil {
+		if errors.Is(err, store.ErrInstanceBusy) {
+			return time.Millisecond, nil // placed anew from the stored job
+		}
 		return 0, err
 	}
 	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)

@@ -175,6 +175,39 @@ func (s *Store) UpdateJobLeased(ctx context.Context, l Lease, j *Job) error {
 	return updateRow(ctx, s.db, s.Now(), j, &l)
 }
 
+// AssignJobLeased writes j under lease l, placed on j.InstanceID. With
+// exclusive it writes only while no other active job is placed on that
+// instance: it locks the instance's row first, so of two servers (or
+// workers) placing jobs on one free instance at once exactly one wins and the
+// other gets ErrInstanceBusy (and j is unchanged).
+func (s *Store) AssignJobLeased(ctx context.Context, l Lease, j *Job, exclusive bool) error {
+	if !exclusive {
+		return s.UpdateJobLeased(ctx, l, j)
+	}
+	if j.InstanceID == "" {
+		return fmt.Errorf("assign job %s: no instance", j.ID)
+	}
+	now := s.Now()
+	return s.WithLease(ctx, l, func(ctx context.Context, tx bun.Tx) error {
+		// A no-op write takes the instance row's lock (Postgres) or the
+		// write lock (SQLite) until the transaction ends.
+		if _, err := tx.NewUpdate().Table("instances").Set("version = version").
+			Where("id = ?", j.InstanceID).Exec(ctx); err != nil {
+			return fmt.Errorf("assign job %s: lock instance: %w", j.ID, err)
+		}
+		n, err := tx.NewSelect().Model((*Job)(nil)).
+			Where("instance_id = ? AND id <> ? AND status NOT IN (?)", j.InstanceID, j.ID,
+				bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("assign job %s: %w", j.ID, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("assign job %s to instance %s: %w", j.ID, j.InstanceID, ErrInstanceBusy)
+		}
+		return updateRow(ctx, tx, now, j, &l)
+	})
+}
+
 // CreateRunWithJobs inserts r and its first job submissions in one
 // transaction, setting each job's RunID and RunName. When r.SubmitKey is set
 // and a run with that key exists already (a retried submission, from this

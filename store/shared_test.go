@@ -287,3 +287,60 @@ func TestKeepAlive_stopsWhenTheLeaseIsTaken(t *testing.T) {
 		}
 	})
 }
+
+func TestAssignJobLeased_oneActiveJobPerExclusiveInstance(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		ctx := context.Background()
+		inst := Instance{Name: "host-0", Status: InstanceIdle}
+		if err := s.CreateInstance(ctx, &inst); err != nil {
+			t.Fatal(err)
+		}
+		r := Run{Name: "r", Type: "task", Status: RunSubmitted}
+		jobs := []Job{{JobName: "a", Status: JobSubmitted}, {JobName: "b", Status: JobSubmitted}}
+		if _, err := s.CreateRunWithJobs(ctx, &r, jobs); err != nil {
+			t.Fatal(err)
+		}
+		lease := func(id string) Lease {
+			t.Helper()
+			ls, err := s.Claim(ctx, ClaimRequest{Table: "jobs", Owner: "w", Where: "id = ?", Args: []any{id}})
+			if err != nil || len(ls) != 1 {
+				t.Fatalf("claim %s: %v, %v", id, ls, err)
+			}
+			return ls[0]
+		}
+		a, b := jobs[0], jobs[1]
+		a.InstanceID, a.Status = inst.ID, JobProvisioning
+		if err := s.AssignJobLeased(ctx, lease(a.ID), &a, true); err != nil {
+			t.Fatalf("first assignment: %v", err)
+		}
+		b.InstanceID, b.Status = inst.ID, JobProvisioning
+		lb := lease(b.ID)
+		if err := s.AssignJobLeased(ctx, lb, &b, true); !errors.Is(err, ErrInstanceBusy) {
+			t.Fatalf("second exclusive assignment = %v, want ErrInstanceBusy", err)
+		}
+		if got, _ := s.GetJob(ctx, b.ID); got.InstanceID != "" || got.Version != b.Version {
+			t.Errorf("the refused assignment wrote the job: %+v", got)
+		}
+		// A shared instance (this host) takes both.
+		if err := s.AssignJobLeased(ctx, lb, &b, false); err != nil {
+			t.Errorf("shared assignment: %v", err)
+		}
+		// Once a's job is done, the instance is free for another.
+		a.Status = JobDone
+		if err := s.UpdateJob(ctx, &a); err != nil {
+			t.Fatal(err)
+		}
+		c := Job{RunID: r.ID, JobName: "c", Status: JobSubmitted}
+		if err := s.CreateJob(ctx, &c); err != nil {
+			t.Fatal(err)
+		}
+		b.Status = JobDone
+		if err := s.UpdateJob(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		c.InstanceID = inst.ID
+		if err := s.AssignJobLeased(ctx, lease(c.ID), &c, true); err != nil {
+			t.Errorf("assignment to the freed instance: %v", err)
+		}
+	})
+}
