@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"hoist/e2e/testenv"
 	"hoist/store"
 )
@@ -117,9 +119,10 @@ func multiTask(i int) string {
 
 // runWaves commits the tasks in waves of one per host and waits for each
 // wave to be done, asking the servers in turn. In wave killWave (when >= 0)
-// it kills servers[0] with SIGKILL once the wave's tasks run, and asks only
-// the others from then on.
-func (e *multiEnv) runWaves(servers []*server, killWave int) {
+// it kills (SIGKILL), once the wave's tasks run, the server holding their
+// leases (following their output), and asks only the others from then on;
+// it returns the killed server.
+func (e *multiEnv) runWaves(servers []*server, killWave int) (killed *server) {
 	e.t.Helper()
 	per := len(e.hosts)
 	for w := 0; w*per < multiTasks; w++ {
@@ -134,18 +137,52 @@ func (e *multiEnv) runWaves(servers []*server, killWave int) {
 			for _, n := range names {
 				s.waitRun(n, sha, "running", sshWithin)
 			}
-			e.t.Logf("wave %d runs: killing a server (SIGKILL)", w)
-			if err := servers[0].cmd.Process.Kill(); err != nil {
+			k := e.leaseHolder(servers, names)
+			killed = servers[k]
+			e.t.Logf("wave %d runs: killing the server following it (SIGKILL, pid %d)", w, killed.cmd.Process.Pid)
+			if err := killed.cmd.Process.Kill(); err != nil {
 				e.t.Fatal(err)
 			}
-			<-servers[0].done
-			servers = servers[1:]
+			<-killed.done
+			servers = append(servers[:k:k], servers[k+1:]...)
 			s = servers[0]
 		}
 		for _, n := range names {
 			s.waitRun(n, sha, "done", 2*sshWithin)
 		}
 	}
+	return killed
+}
+
+// leaseHolder returns the index in servers of the server whose lease the
+// running jobs of the runs named names are under (their leases name the
+// server as <hostname>-<pid>).
+func (e *multiEnv) leaseHolder(servers []*server, names []string) int {
+	e.t.Helper()
+	key, err := store.ParseSecretKey(e2eSecretKey)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := store.Open(e.t.Context(), e.dsn, store.Options{SecretKey: key})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer st.Close()
+	var owners []string
+	if err := st.DB().NewSelect().Table("jobs").Column("lock_owner").
+		Where("run_name IN (?) AND status = ? AND lock_owner IS NOT NULL", bun.In(names), store.JobRunning).
+		Scan(e.t.Context(), &owners); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, o := range owners {
+		for i, s := range servers {
+			if strings.HasSuffix(o, "-"+strconv.Itoa(s.cmd.Process.Pid)) {
+				return i
+			}
+		}
+	}
+	e.t.Logf("no lease holder among the servers (owners %q); killing the first", owners)
+	return 0
 }
 
 // checkExactlyOnce checks every task ran once and finished done: one job
@@ -193,7 +230,10 @@ func TestMultiServer(t *testing.T) {
 	t.Logf("phase: %d tasks, one server killed mid-way", multiTasks)
 	start := time.Now()
 	killWave := multiTasks / len(e.hosts) / 2
-	e.runWaves([]*server{a, b}, killWave) // kills a
+	killed := e.runWaves([]*server{a, b}, killWave)
+	if killed == b {
+		a, b = b, a // a is the killed one from here on
+	}
 	total := time.Since(start)
 	e.checkExactlyOnce(b)
 
