@@ -52,9 +52,19 @@ func removeContainers(t *testing.T) {
 func TestConformance(t *testing.T) {
 	testenv.Docker(t)
 	removeContainers(t)
-	b := newBackend(t, t.TempDir())
+	dir := t.TempDir()
+	b := newBackend(t, dir)
 	conformance.Run(t, conformance.Options{
 		Backend: b,
+		// Another server on this host: its own state dir, the same records.
+		Peer: func(t *testing.T) backends.Backend {
+			peerDir := t.TempDir()
+			shared := recordsFor(t, dir)
+			recordsMu.Lock()
+			recordsBy[peerDir] = shared
+			recordsMu.Unlock()
+			return newBackend(t, peerDir)
+		},
 		// Two small slices of this host fit next to each other.
 		Spec: func(int) backends.InstanceSpec {
 			os, err := b.Offers(t.Context(), offers.Query{CPU: offers.AtLeast(1), Memory: offers.AtLeast(0.25)})

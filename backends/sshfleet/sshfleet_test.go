@@ -112,6 +112,15 @@ func TestConformance(t *testing.T) {
 		Spec:     func(i int) backends.InstanceSpec { return f.spec(i, "") },
 		Capacity: 2,
 		Timeout:  time.Minute,
+		// Another server: a fresh backend on the same records.
+		Peer: func(t *testing.T) backends.Backend {
+			p, err := sshfleet.New(sshfleet.Config{Records: f.recs, Agents: agentbin.Agents, RemoteDir: f.remote, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			return p
+		},
 	})
 }
 
