@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,9 +163,12 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.LocalBackend == "" {
 		cfg.LocalBackend = "local"
-		for name, typ := range deps.BackendTypes {
-			if typ == LocalBackendType {
-				cfg.LocalBackend = name
+		if deps.BackendTypes[cfg.LocalBackend] != LocalBackendType {
+			for _, name := range slices.Sorted(maps.Keys(deps.BackendTypes)) {
+				if deps.BackendTypes[name] == LocalBackendType {
+					cfg.LocalBackend = name
+					break
+				}
 			}
 		}
 	}
