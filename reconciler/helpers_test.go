@@ -35,6 +35,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// fixtureKey is the fixture store's secret key (backend records and secrets
+// are encrypted under it).
+var fixtureKey = []byte("0123456789abcdef0123456789abcdef")
+
 // fixture is a Controller over a real SQLite store and a real plain
 // directory source, driven step by step by the test (no loops running).
 type fixture struct {
@@ -52,7 +56,7 @@ func newFixture(t *testing.T, files map[string]string) *fixture {
 	for name, content := range files {
 		f.write(name, content)
 	}
-	st, err := store.Open(f.ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: f.clock.Now})
+	st, err := store.Open(f.ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: f.clock.Now, SecretKey: fixtureKey})
 	if err != nil {
 		t.Fatal(err)
 	}
