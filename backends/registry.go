@@ -2,6 +2,7 @@ package backends
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -56,15 +57,37 @@ func (c Config) name() string {
 // built for a Linux architecture in Go's spelling (amd64, arm64).
 type AgentBinaries func(arch string) (shim, runner string, err error)
 
+// Records keeps what drivers know about their instances (hosts, pinned host
+// keys, what they reserved) where every hoist server sharing the database
+// sees it, so a second server observing an instance finds its record. A
+// record is the driver's JSON, keyed by backend name and instance id. The
+// store implements it (encrypted at rest: records may hold private keys);
+// cmd/hoist passes it in Deps.
+type Records interface {
+	// GetBackendRecord returns the record of instance id; ok is false when
+	// there is none.
+	GetBackendRecord(ctx context.Context, backend, id string) (value json.RawMessage, ok bool, err error)
+	// PutBackendRecord stores (or replaces) the record of instance id.
+	PutBackendRecord(ctx context.Context, backend, id string, value json.RawMessage) error
+	// DeleteBackendRecord removes the record of instance id; absent is
+	// success.
+	DeleteBackendRecord(ctx context.Context, backend, id string) error
+	// ListBackendRecords returns every record of a backend by instance id.
+	ListBackendRecords(ctx context.Context, backend string) (map[string]json.RawMessage, error)
+}
+
 // Deps are what cmd/hoist hands every factory.
 type Deps struct {
 	// Logger is the backend's logger.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// StateDir is a directory the backend may keep its records in (one per
-	// backend entry).
+	// StateDir is a directory of this server the backend may keep local
+	// files in (one per backend entry); records every server must see go
+	// to Records.
 	StateDir string
+	// Records keeps the instance records shared by all servers.
+	Records Records
 	// Agents locates the agent binaries to deploy or run.
 	Agents AgentBinaries
 }

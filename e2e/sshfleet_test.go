@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"hoist/e2e/testenv"
+	"hoist/store"
 )
 
 // sshFleetName is the fleet the SSH scenarios commit.
@@ -258,7 +259,11 @@ func newSSHFleetEnv(t *testing.T, n int) *sshFleetEnv {
 	r.commit("empty")
 	// Instances are re-checked every resync (3 s, not 30 s), and a silent
 	// runner fails its job after 6 s (not 2 min), to keep the test short.
-	s := startServer(t, r.dir, "--config", cfg, "--resync-interval", "3s", "--unreachable-grace", "6s")
+	// The backend's records live in the database (encrypted under the
+	// secret key); a Postgres one lets the test read them while the
+	// server runs.
+	t.Setenv(store.SecretKeyEnv, e2eSecretKey)
+	s := startServer(t, r.dir, "--config", cfg, "--resync-interval", "3s", "--unreachable-grace", "6s", "--db", testenv.Postgres(t))
 	// The login user is root when the test runs as root; a throwaway sshd
 	// started by another user can only log that user in.
 	return &sshFleetEnv{s: s, r: r, hosts: hosts, client: client, user: testenv.LoginUser(t)}
@@ -343,8 +348,8 @@ type sshRun struct {
 	Jobs   []sshJob `json:"jobs"`
 }
 
-// sshRecord is what the ssh backend keeps about an instance in
-// <data-dir>/backends/ssh/instances.
+// sshRecord is what the ssh backend keeps about an instance in the
+// store's backend records.
 type sshRecord struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
@@ -409,19 +414,50 @@ func (s *server) waitSSHRun(name string, within time.Duration, what string, cond
 	return r
 }
 
-// sshRecords reads the ssh backend's instance records, by instance id.
+// sshRecords reads the records of the backend named "ssh" from the
+// server's database, by instance id.
 func (s *server) sshRecords() map[string]sshRecord {
 	s.t.Helper()
-	files, _ := filepath.Glob(filepath.Join(s.dataDir, "backends", "ssh", "instances", "*.json"))
+	return backendRecords(s.t, s.dbDSN(), "ssh")
+}
+
+// dbDSN is the --db the server was started with.
+func (s *server) dbDSN() string {
+	s.t.Helper()
+	if i := slices.Index(s.args, "--db"); i >= 0 && i+1 < len(s.args) {
+		return s.args[i+1]
+	}
+	s.t.Fatal("the server runs without --db: its records are not readable while it runs")
+	return ""
+}
+
+// e2eSecretKey is the HOIST_SECRET_KEY of the servers of the tests that
+// read the database: records are encrypted under it, and servers sharing a
+// database must share it.
+const e2eSecretKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+// backendRecords reads the instance records of a backend from the database
+// at dsn (Postgres: the servers keep running), by instance id.
+func backendRecords(t *testing.T, dsn, backend string) map[string]sshRecord {
+	t.Helper()
+	key, err := store.ParseSecretKey(e2eSecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), dsn, store.Options{SecretKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.ListBackendRecords(t.Context(), backend)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]sshRecord{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // removed meanwhile
-		}
+	for id, b := range recs {
 		var rec sshRecord
 		if err := json.Unmarshal(b, &rec); err != nil {
-			s.t.Fatalf("%s: %v", f, err)
+			t.Fatalf("record %s: %v", id, err)
 		}
 		out[rec.ID] = rec
 	}

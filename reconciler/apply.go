@@ -142,14 +142,21 @@ func (c *Controller) submitRun(ctx context.Context, rev source.Revision, d *sche
 		run.Status, run.NextTriggeredAt = store.RunPending, next
 		run.StatusMessage = "scheduled"
 	}
-	if err := c.st.CreateRun(ctx, &run); err != nil {
+	// The run and its jobs are one write, keyed by revision and spec: a
+	// retry (after a crash between writes, or by another server) is a
+	// no-op.
+	run.SubmitKey = strings.Join([]string{c.cfg.Project, d.Name, rev.ID, hash}, "/")
+	var jobs []store.Job
+	if run.Status == store.RunSubmitted {
+		jobs = newJobs(&run, spec, 0)
+	}
+	created, err := c.st.CreateRunWithJobs(ctx, &run, jobs)
+	if err != nil || !created {
 		return err
 	}
 	c.event(ctx, "run", run.Name, run.ID, "submitted", rev.ID, "run submitted: "+why)
-	if run.Status == store.RunSubmitted {
-		if err := c.createJobs(ctx, &run, spec, 0); err != nil {
-			return err
-		}
+	for _, j := range jobs {
+		c.jobs.Add(j.ID)
 	}
 	c.runs.Add(run.ID)
 	return nil
@@ -157,20 +164,30 @@ func (c *Controller) submitRun(ctx context.Context, rev source.Revision, d *sche
 
 // createJobs creates one new submission per job of the run: one per node
 // for tasks, replicas.min for services, one for dev environments.
+// They are written in one transaction.
 func (c *Controller) createJobs(ctx context.Context, run *store.Run, spec runSpec, submission int) error {
+	jobs := newJobs(run, spec, submission)
+	if err := c.st.CreateJobs(ctx, jobs); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		c.jobs.Add(j.ID)
+	}
+	return nil
+}
+
+// newJobs returns the job rows of one submission of run.
+func newJobs(run *store.Run, spec runSpec, submission int) []store.Job {
+	var jobs []store.Job
 	for _, jn := range spec.jobNums() {
-		j := store.Job{
+		jobs = append(jobs, store.Job{
 			RunID: run.ID, RunName: run.Name, JobNum: jn.job, ReplicaNum: jn.replica,
 			JobName:       fmt.Sprintf("%s-%d-%d", run.Name, jn.job, jn.replica),
 			SubmissionNum: submission, DeploymentNum: run.DeploymentNum,
 			Spec: run.Spec, Status: store.JobSubmitted,
-		}
-		if err := c.st.CreateJob(ctx, &j); err != nil {
-			return err
-		}
-		c.jobs.Add(j.ID)
+		})
 	}
-	return nil
+	return jobs
 }
 
 // stopRunByName stops the latest run named name (if active) with reason;

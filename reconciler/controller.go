@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +54,8 @@ type Config struct {
 	// to fleets that name the local backend in `backends` (each instance
 	// reserving its share).
 	NoLocalFleet bool
-	// LocalBackend is the name of the local backend ("local" when empty).
+	// LocalBackend is the name of the local backend (when empty, the
+	// backend whose type is "local", else "local").
 	LocalBackend string
 	// Retention is how long events, and the logs of finished jobs, are kept
 	// (zero keeps them forever).
@@ -80,6 +83,10 @@ type Deps struct {
 	Source source.Source
 	// Backends are the configured backends by name.
 	Backends map[string]backends.Backend
+	// BackendTypes are the types of the configured backends by name, from
+	// the server's config (`{name: gpu-hosts, type: ssh}`); a backend not
+	// listed has its name as its type.
+	BackendTypes map[string]string
 	// Estimate prices offers for plan estimates (optional; see
 	// plan.Options.Estimate).
 	Estimate plan.Pricer
@@ -150,10 +157,9 @@ type Controller struct {
 	pumps   map[string]context.CancelFunc // running jobs whose output is being copied
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
-	mu        sync.Mutex
-	confirmed map[string]bool // revisions whose held plan a user confirmed
-	probeOK   map[string]int  // consecutive passed probes by job and probe
-	branch    atomic.Value    // string: the tracked branch as last resolved
+	branch atomic.Value // string: the tracked branch as last resolved
+
+	backTypes map[string]string // backend types by backend name
 }
 
 type syncRequest struct {
@@ -202,6 +208,14 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.LocalBackend == "" {
 		cfg.LocalBackend = "local"
+		if deps.BackendTypes[cfg.LocalBackend] != LocalBackendType {
+			for _, name := range slices.Sorted(maps.Keys(deps.BackendTypes)) {
+				if deps.BackendTypes[name] == LocalBackendType {
+					cfg.LocalBackend = name
+					break
+				}
+			}
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -219,6 +233,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		st:        deps.Store,
 		src:       deps.Source,
 		bes:       deps.Backends,
+		backTypes: deps.BackendTypes,
 		est:       deps.Estimate,
 		chk:       deps.Checks,
 		pol:       deps.Policy,
@@ -232,8 +247,6 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		insts:     queue.New[string](2*time.Second, 2*time.Minute, now),
 		conns:     map[string]backends.Conn{},
 		pumps:     map[string]context.CancelFunc{},
-		confirmed: map[string]bool{},
-		probeOK:   map[string]int{},
 	}
 	c.branch.Store("")
 	return c, nil
@@ -338,6 +351,11 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 }
 
 func (c *Controller) resync(ctx context.Context) {
+	// State shared with the other servers expires (sessions, deliveries,
+	// confirmations); any server may sweep it.
+	if _, err := c.st.PruneExpired(ctx); err != nil {
+		c.log.Warn("prune expired state failed", "error", err)
+	}
 	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Active: true, Limit: 100000})
 	if err != nil {
 		c.log.Warn("resync runs failed", "error", err)
@@ -372,10 +390,24 @@ func (c *Controller) claim(ctx context.Context, table, id string) (store.Lease, 
 		Table: table, Owner: c.cfg.Owner, Limit: 1, LeaseFor: c.cfg.LeaseFor,
 		Where: "id = ?", Args: []any{id},
 	})
-	if err != nil || len(ls) == 0 {
+	if err != nil {
 		return store.Lease{}, false, err
 	}
+	if len(ls) == 0 {
+		// Counted by the multi-server measurement (e2e).
+		c.log.Debug("claim conflict", "table", table, "id", id)
+		return store.Lease{}, false, nil
+	}
 	return ls[0], true, nil
+}
+
+// keepAlive extends l for as long as the worker holding it runs (a slow
+// backend Create over SSH outlives LeaseFor): the returned context ends
+// when the lease is lost, so the worker stops instead of racing the server
+// that took the row over. stop ends the heartbeats; call it before release.
+func (c *Controller) keepAlive(ctx context.Context, l store.Lease) (context.Context, func()) {
+	k := c.st.KeepAlive(ctx, l, c.cfg.LeaseFor)
+	return k.Context(), func() { _, _ = k.Stop() }
 }
 
 func (c *Controller) release(l store.Lease) {

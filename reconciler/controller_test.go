@@ -265,7 +265,21 @@ func TestSync_massDeletionHeld(t *testing.T) {
 	if _, err := f.st.GetRunByName(f.ctx, store.DefaultProject, "three"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a held revision created run three: %v", err)
 	}
-	f.c.confirmed[st.LatestSHA] = true
+	// The confirmation is stored: a second controller on the same store
+	// (another server) sees it.
+	other, err := New(Config{}, Deps{Store: f.st, Source: f.c.src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.isConfirmed(f.ctx, st.LatestSHA) {
+		t.Fatal("revision confirmed before anyone confirmed it")
+	}
+	if err := f.st.ConfirmRevision(f.ctx, st.LatestSHA); err != nil {
+		t.Fatal(err)
+	}
+	if !other.isConfirmed(f.ctx, st.LatestSHA) {
+		t.Fatal("another controller on the store does not see the confirmation")
+	}
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("confirmed sync = %s", res)
 	}
@@ -359,7 +373,9 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 	if v, _ := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); v.ID != first.ID {
 		t.Fatalf("an unconfirmed replace re-created the volume")
 	}
-	f.c.confirmed[st.LatestSHA] = true
+	if err := f.st.ConfirmRevision(f.ctx, st.LatestSHA); err != nil {
+		t.Fatal(err)
+	}
 	f.sync()
 	second, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data")
 	if err != nil || second.ID == first.ID {
@@ -391,7 +407,9 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 	if _, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); err != nil {
 		t.Fatalf("an unconfirmed delete removed the volume: %v", err)
 	}
-	f.c.confirmed[f.syncState().LatestSHA] = true
+	if err := f.st.ConfirmRevision(f.ctx, f.syncState().LatestSHA); err != nil {
+		t.Fatal(err)
+	}
 	f.sync()
 	if _, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a confirmed delete left the volume: %v", err)

@@ -19,7 +19,7 @@ func TestPlan_spendNowIsTheInstancesPrice(t *testing.T) {
 		"fleet.dstack.yml": fleetAndTask["fleet.dstack.yml"],
 		"task.dstack.yml":  fleetAndTask["task.dstack.yml"],
 		"pool.dstack.yml":  "type: fleet\nname: pool\nnodes: 0..2\nbackends: [aws]\n",
-	})
+	}).withSSHBackend()
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s", res)
 	}

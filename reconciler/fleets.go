@@ -94,6 +94,8 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		return 0, err
 	}
 	defer c.release(l)
+	ctx, stopKeep := c.keepAlive(ctx, l)
+	defer stopKeep()
 	inst, err := c.st.GetInstance(ctx, id)
 	if err != nil {
 		return 0, err
@@ -133,7 +135,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			}
 		}
 		bi, err := be.Create(ctx, spec)
-		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && inst.Backend != SSHBackend {
+		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && c.backendType(inst.Backend) != SSHBackend {
 			// This offer has no capacity now: the instance ends, and a job
 			// waiting for it tries the next offer.
 			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
@@ -265,7 +267,7 @@ func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance)
 // nodes.min instances (dstack's src/dstack/_internal/server/services/fleets.py). The local host and SSH hosts are
 // never reaped: they are the fleet.
 func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
-	if inst.Backend == SSHBackend || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
+	if c.backendType(inst.Backend) == SSHBackend || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
 		return false, "", nil
 	}
 	f, err := c.st.GetFleet(ctx, inst.FleetID)

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/sshfleet"
 	"hoist/reconciler/source"
 	"hoist/store"
 )
@@ -35,6 +38,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// fixtureKey is the fixture store's secret key (backend records and secrets
+// are encrypted under it).
+var fixtureKey = []byte("0123456789abcdef0123456789abcdef")
+
 // fixture is a Controller over a real SQLite store and a real plain
 // directory source, driven step by step by the test (no loops running).
 type fixture struct {
@@ -52,7 +59,7 @@ func newFixture(t *testing.T, files map[string]string) *fixture {
 	for name, content := range files {
 		f.write(name, content)
 	}
-	st, err := store.Open(f.ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: f.clock.Now})
+	st, err := store.Open(f.ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: f.clock.Now, SecretKey: fixtureKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +82,26 @@ func (f *fixture) newController() *Controller {
 		f.t.Fatal(err)
 	}
 	return c
+}
+
+// withSSHBackend gives the controller a real SSH fleet backend named ssh
+// whose hosts are never contacted (no agents), for tests of SSH fleets
+// that drive instance rows themselves.
+func (f *fixture) withSSHBackend() *fixture {
+	f.t.Helper()
+	be, err := sshfleet.New(sshfleet.Config{Records: f.st,
+		Agents: func(string) (string, string, error) { return "", "", errors.New("no agents in this test") }})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { be.Close() })
+	c, err := New(Config{Now: f.clock.Now, Owner: "test"}, Deps{Store: f.st, Source: f.c.src,
+		Backends: map[string]backends.Backend{"ssh": be}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.c = c
+	return f
 }
 
 func (f *fixture) write(name, content string) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -18,8 +19,44 @@ import (
 	"hoist/store"
 )
 
-// SSHBackend is the name under which the SSH fleet backend is configured.
-const SSHBackend = "ssh"
+// SSHBackend is the type of the SSH fleet backend; LocalBackendType the type
+// of the backend of this host. A backend's name is the user's choice
+// (`{name: gpu-hosts, type: ssh}`): compare types, via backendType.
+const (
+	SSHBackend       = "ssh"
+	LocalBackendType = "local"
+)
+
+// backendType returns the type of the backend configured as name (its
+// name when the config gave none).
+func (c *Controller) backendType(name string) string {
+	if t, ok := c.backTypes[name]; ok && t != "" {
+		return t
+	}
+	return name
+}
+
+// sshBackend returns the name of the backend SSH fleets provision through:
+// the configured backend of type ssh (the one named "ssh" when there are
+// several).
+func (c *Controller) sshBackend() (string, error) {
+	var found []string
+	for name := range c.bes {
+		if c.backendType(name) == SSHBackend {
+			found = append(found, name)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case slices.Contains(found, SSHBackend):
+		return SSHBackend, nil
+	case len(found) == 0:
+		return "", backends.Stalled(errors.New("no backend of type ssh is configured: SSH fleets need one"))
+	}
+	slices.Sort(found)
+	return "", backends.Stalled(fmt.Errorf("several backends of type ssh are configured (%s): name one of them \"ssh\"", strings.Join(found, ", ")))
+}
 
 // applyInfra carries out a plan step for a fleet, volume or gateway.
 func (c *Controller) applyInfra(ctx context.Context, rev source.Revision, s plan.Step) error {
@@ -117,10 +154,14 @@ func (c *Controller) consolidateSSHFleet(ctx context.Context, f store.Fleet, spe
 		if _, ok := have[h.Hostname]; ok {
 			continue
 		}
+		sshName, err := c.sshBackend()
+		if err != nil {
+			return err
+		}
 		host := sshHost(spec.SSHConfig, h)
 		data, _ := json.Marshal(host)
 		inst, err := c.addFleetInstance(ctx, f, store.Instance{
-			InstanceNum: next, Backend: SSHBackend, Hostname: h.Hostname, SSHPort: host.Port, SSHUser: host.User,
+			InstanceNum: next, Backend: sshName, Hostname: h.Hostname, SSHPort: host.Port, SSHUser: host.User,
 			BackendData: data,
 		})
 		if err != nil {
@@ -267,7 +308,7 @@ func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *o
 	var all []offers.Offer
 	var errs []string
 	for name, be := range c.bes {
-		if name == SSHBackend || (name == c.cfg.LocalBackend && !containsFold(spec.Backends, name)) {
+		if c.backendType(name) == SSHBackend || (name == c.cfg.LocalBackend && !containsFold(spec.Backends, name)) {
 			continue
 		}
 		if len(spec.Backends) > 0 && !containsFold(spec.Backends, name) {

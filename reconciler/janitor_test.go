@@ -25,7 +25,7 @@ func TestAuditLeaks_terminatesTaggedInstancesTheStoreDoesNotKnow(t *testing.T) {
 	if err := os.WriteFile(runner, nil, 0o755); err != nil { // any file: no job runs here
 		t.Fatal(err)
 	}
-	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Now: f.clock.Now})
+	b, err := local.New(local.Config{RunnerBinary: runner, Records: f.st, StateDir: t.TempDir(), Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

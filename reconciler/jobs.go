@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"hoist/agents/api"
@@ -43,6 +42,9 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 			c.release(l)
 		}
 	}()
+	workerCtx := ctx // a pump outlives this call: it keeps the lease itself
+	ctx, stopKeep := c.keepAlive(ctx, l)
+	defer stopKeep()
 	job, err := c.st.GetJob(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
@@ -76,7 +78,7 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 	case store.JobPulling:
 		return c.startJob(ctx, l, &job, &run, spec)
 	case store.JobRunning:
-		if c.startPump(ctx, l, job) {
+		if c.startPump(workerCtx, l, job) {
 			handedOff = true
 		}
 		return 0, nil
@@ -232,7 +234,13 @@ type provisioningData struct {
 // assign puts a submitted job on an instance.
 func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, inst store.Instance) (time.Duration, error) {
 	job.InstanceID, job.Backend, job.Status, job.StatusMessage = inst.ID, inst.Backend, store.JobProvisioning, ""
-	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+	// Instances other than this host's run one job at a time: the check
+	// and the write are one transaction, so two servers never both take a
+	// free instance.
+	if err := c.st.AssignJobLeased(ctx, l, job, !c.sharedInstance(ctx, inst)); err != nil {
+		if errors.Is(err, store.ErrInstanceBusy) {
+			return time.Millisecond, nil // placed anew from the stored job
+		}
 		return 0, err
 	}
 	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)
@@ -484,13 +492,9 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 			}
 		}
 	}
-	c.mu.Lock()
-	for k := range c.probeOK { // the job's probe counters end with it
-		if strings.HasPrefix(k, job.ID+"/") {
-			delete(c.probeOK, k)
-		}
+	if err := c.st.DeleteProbeCounters(ctx, job.ID); err != nil { // they end with the job
+		c.log.Warn("delete probe counters failed", "job", job.JobName, "error", err)
 	}
-	c.mu.Unlock()
 	job.Status = jobFinalStatus(job.TerminationReason)
 	job.StatusMessage = jobStatusMessage(*job)
 	job.FinishedAt = c.now().UTC()

@@ -11,7 +11,7 @@ import (
 // fleetAndTask is one revision holding an SSH fleet of two hosts and a task
 // pinned to it: the natural GitOps commit.
 var fleetAndTask = map[string]string{
-	"fleet.dstack.yml": "type: fleet\nname: gpu-hosts\nssh_config:\n  user: ubuntu\n  identity_file: ~/.ssh/id\n  hosts: [10.0.0.1, 10.0.0.2]\n",
+	"fleet.dstack.yml": "type: fleet\nname: gpu-hosts\nssh_config:\n  user: ubuntu\n  identity_file: ~/.ssh/id\n  hosts: [127.0.0.201, 127.0.0.202]\n",
 	"task.dstack.yml":  "type: task\nname: train\nimage: busybox\ncommands: [x]\nfleets: [gpu-hosts]\n",
 }
 
@@ -40,7 +40,7 @@ func (f *fixture) setFleetInstances(name, status string) []store.Instance {
 // fleet it names stays submitted, saying what it waits for, while the
 // fleet's hosts are provisioning, and is placed once one is ready.
 func TestPlaceJob_waitsForProvisioningFleet(t *testing.T) {
-	f := newFixture(t, fleetAndTask)
+	f := newFixture(t, fleetAndTask).withSSHBackend()
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s", res)
 	}
@@ -79,7 +79,7 @@ func TestPlaceJob_failsWhenNoInstanceCanFit(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fleetAndTask)
+			f := newFixture(t, fleetAndTask).withSSHBackend()
 			f.sync()
 			f.reconcileJobs("train")
 			tc.then(f)
@@ -107,7 +107,7 @@ func TestPlaceJob_backendsFilterInstances(t *testing.T) {
 			f := newFixture(t, map[string]string{
 				"fleet.dstack.yml": fleetAndTask["fleet.dstack.yml"],
 				"task.dstack.yml":  "type: task\nname: train\nimage: busybox\ncommands: [x]\nbackends: " + tc.backends + "\n",
-			})
+			}).withSSHBackend()
 			f.sync()
 			f.reconcileJobs("train")
 			f.reconcileJobs("train")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,16 +36,14 @@ func (c *Controller) probeReplicas(ctx context.Context, spec runSpec, latest []s
 			return false, time.Second
 		}
 		for i, p := range spec.Probes {
-			key := j.ID + "/" + strconv.Itoa(i)
 			ok := probeOnce(ctx, conn.HTTPClient(), rd.ServiceAddr, p.Method, p.URL, p.Body, p.Headers, time.Duration(p.Timeout)*time.Second)
-			c.mu.Lock()
-			if ok {
-				c.probeOK[key]++
-			} else {
-				c.probeOK[key] = 0
+			// The count lives in the store: whichever server probes next
+			// continues it.
+			n, err := c.st.RecordProbe(ctx, j.ID, i, ok)
+			if err != nil {
+				c.log.Warn("record probe failed", "job", j.JobName, "error", err)
+				return false, time.Second
 			}
-			n := c.probeOK[key]
-			c.mu.Unlock()
 			if n < max(p.ReadyAfter, 1) {
 				ready = false
 			}

@@ -37,6 +37,7 @@ func (c *Controller) startPump(ctx context.Context, l store.Lease, job store.Job
 	c.pumps[job.ID] = cancel
 	c.pumpsMu.Unlock()
 	c.pumpWG.Add(1)
+	last := l
 	go func() {
 		defer c.pumpWG.Done()
 		defer stop()
@@ -44,12 +45,12 @@ func (c *Controller) startPump(ctx context.Context, l store.Lease, job store.Job
 			c.pumpsMu.Lock()
 			delete(c.pumps, job.ID)
 			c.pumpsMu.Unlock()
-			c.release(l)
+			c.release(last)
 			if ctx.Err() == nil {
 				c.jobs.Add(job.ID)
 			}
 		}()
-		c.pump(pctx, l, job)
+		last = c.pump(pctx, l, job)
 	}()
 	return true
 }
@@ -71,35 +72,26 @@ func (c *Controller) stopPumps() {
 	}
 }
 
-// pump follows one running job until it finishes or ctx ends.
-func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) {
+// pump follows one running job until it finishes, ctx ends, or its lease
+// is lost: another server took the job over, and this one stops at once.
+func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) store.Lease {
 	log := c.log.With("job", job.JobName)
-	hb := time.NewTicker(c.cfg.LeaseFor / 3)
-	defer hb.Stop()
-	var hbErr error
-	var hbMu sync.Mutex
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hb.C:
-				nl, err := c.st.Heartbeat(ctx, l, c.cfg.LeaseFor)
-				hbMu.Lock()
-				if err == nil {
-					l = nl
-				} else if errors.Is(err, store.ErrLeaseLost) {
-					hbErr = err
-				}
-				hbMu.Unlock()
-				if hbErr != nil {
-					log.Warn("job lease lost; another server took over", "error", err)
-					return
-				}
-			}
+	keeper := c.st.KeepAlive(ctx, l, c.cfg.LeaseFor)
+	defer func() {
+		if _, err := keeper.Stop(); errors.Is(err, store.ErrLeaseLost) {
+			log.Warn("job lease lost; another server took over")
 		}
 	}()
-	lease := func() store.Lease { hbMu.Lock(); defer hbMu.Unlock(); return l }
+	ctx = keeper.Context()
+	lease := keeper.Lease
+	c.followJob(ctx, job, lease)
+	return keeper.Lease()
+}
+
+// followJob copies a running job's output and records its end, with the
+// writes made under lease().
+func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() store.Lease) {
+	log := c.log.With("job", job.JobName)
 
 	var unreachableSince time.Time
 	for ctx.Err() == nil {

@@ -20,6 +20,8 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		return 0, err
 	}
 	defer c.release(l)
+	ctx, stopKeep := c.keepAlive(ctx, l)
+	defer stopKeep()
 	run, err := c.st.GetRun(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
@@ -266,12 +268,13 @@ func (c *Controller) RerunRun(ctx context.Context, name string) error {
 		ResourceName: run.ResourceName, Spec: run.Spec, SpecHash: run.SpecHash, Revision: run.Revision,
 		Status: store.RunSubmitted, Priority: run.Priority, RemovedFromGit: run.RemovedFromGit,
 	}
-	if err := c.st.CreateRun(ctx, &nr); err != nil {
+	jobs := newJobs(&nr, spec, 0)
+	if _, err := c.st.CreateRunWithJobs(ctx, &nr, jobs); err != nil {
 		return err
 	}
 	c.event(ctx, "run", nr.Name, nr.ID, "submitted", nr.Revision, "run re-submitted by user")
-	if err := c.createJobs(ctx, &nr, spec, 0); err != nil {
-		return err
+	for _, j := range jobs {
+		c.jobs.Add(j.ID)
 	}
 	c.runs.Add(nr.ID)
 	return nil

@@ -211,7 +211,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: c.isConfirmed(rev.ID)})
+	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: c.isConfirmed(ctx, rev.ID)})
 	c.recordPlan(ctx, rev.ID, p)
 	if p.Held {
 		log.Info("plan held", "reason", p.HoldReason)
@@ -256,17 +256,20 @@ func (c *Controller) recordPlan(ctx context.Context, sha string, p plan.Plan) {
 // Confirm lifts the holds of the plan of revision sha (mass deletion,
 // deletes of volumes and gateways) and syncs.
 func (c *Controller) Confirm(ctx context.Context, sha string) error {
-	c.mu.Lock()
-	c.confirmed[sha] = true
-	c.mu.Unlock()
+	// Stored, so whichever server syncs next sees the confirmation.
+	if err := c.st.ConfirmRevision(ctx, sha); err != nil {
+		return err
+	}
 	c.event(ctx, "revision", short(sha), sha, "confirmed", sha, "held changes confirmed")
 	return c.SyncNow(ctx)
 }
 
-func (c *Controller) isConfirmed(sha string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.confirmed[sha]
+func (c *Controller) isConfirmed(ctx context.Context, sha string) bool {
+	ok, err := c.st.RevisionConfirmed(ctx, sha)
+	if err != nil {
+		c.log.Warn("read confirmation failed", "revision", short(sha), "error", err)
+	}
+	return ok
 }
 
 // PlanFS plans the specs in fsys against the current state without applying

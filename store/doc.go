@@ -34,6 +34,9 @@
 //     UpdateResource, MarkResourceDeleted, PurgeResource.
 //   - Runs and jobs: CreateRun, GetRun, GetRunByName, ListRuns, UpdateRun;
 //     CreateJob, GetJob, ListJobs (newest first), ListJobsFiltered, UpdateJob.
+//     CreateRunWithJobs writes a run and its jobs in one transaction; a run's
+//     SubmitKey is unique, so a retried submission writes nothing. CreateJobs
+//     writes one submission's jobs all or none.
 //   - Infrastructure: Create/Get/GetByName/List/Update for Instance, Fleet,
 //     Volume and Gateway; AttachVolume, DetachVolume, ListVolumeAttachments.
 //   - History: AddEvent, ListEvents, PruneEvents.
@@ -47,15 +50,28 @@
 //     AES-256-GCM at rest; the key comes from LoadSecretKey (HOIST_SECRET_KEY or
 //     <data dir>/secret.key); a wrong key fails with ErrSecretKey.
 //   - Offers cache: PutOffers, GetOffers (expiring), PruneOffers.
+//   - State several servers share (once kept in one process's memory):
+//     ConfirmRevision, RevisionConfirmed (held plans); RecordProbe,
+//     DeleteProbeCounters (passes in a row, counted in one statement);
+//     SeenDelivery (webhook replay protection, atomic across servers);
+//     CreateSession, GetSession, DeleteSession (only the cookie's SHA-256 is
+//     stored); PutPRPlan, ListPRPlans, DeletePRPlan. PruneExpired deletes
+//     what expired and the probe counters of finished jobs.
+//   - Backend records: PutBackendRecord, GetBackendRecord,
+//     ListBackendRecords, DeleteBackendRecord implement backends.Records —
+//     what drivers know about their instances (SSH hosts, pinned host keys,
+//     local instances), encrypted under the secret key like secrets, so
+//     every server sharing the database must use the same key.
 //
 // # Leases (work claiming)
 //
 // Rows of runs, jobs, instances, fleets, volumes and gateways carry a lease
 // (lock_token, lock_owner, lock_expires_at, last_processed_at). A worker pool
 // calls Claim(ctx, ClaimRequest{Table, Owner, Limit, LeaseFor, MinInterval,
-// Where, Args}) to lease due rows, Heartbeat (or KeepLease, which heartbeats
-// in the background and cancels a context when the lease is lost) to extend a
-// lease, and Release to finish (setting last_processed_at). Writes under a
+// Where, Args}) to lease due rows, Heartbeat (or KeepAlive, whose
+// LeaseKeeper heartbeats in the background for as long as the holder works,
+// exposes the latest lease and cancels its context when the lease is lost;
+// KeepLease is its short form) to extend a lease, and Release to finish (setting last_processed_at). Writes under a
 // lease go through UpdateXLeased, WithLease, or Complete (final writes and the
 // release in one transaction); all return ErrLeaseLost once the lease expired
 // and another worker took the row, so a stale worker never overwrites newer

@@ -212,50 +212,90 @@ func (s *Store) Complete(ctx context.Context, l Lease, fn func(ctx context.Conte
 // lease (cloud APIs, SSH) stops early. stop ends the heartbeats and returns
 // the latest lease, or ErrLeaseLost when it was lost meanwhile.
 func (s *Store) KeepLease(ctx context.Context, l Lease, leaseFor time.Duration) (leaseCtx context.Context, stop func() (Lease, error)) {
-	leaseCtx, cancel := context.WithCancelCause(ctx)
-	var (
-		mu      sync.Mutex
-		cur     = l
-		lostErr error
-	)
-	done := make(chan struct{})
-	finished := make(chan struct{})
+	k := s.KeepAlive(ctx, l, leaseFor)
+	return k.Context(), k.Stop
+}
+
+// LeaseKeeper extends one lease in the background for as long as its holder
+// works; see KeepAlive.
+type LeaseKeeper struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	fin    chan struct{}
+	once   sync.Once
+
+	mu   sync.Mutex
+	cur  Lease
+	lost error
+}
+
+// KeepAlive starts heartbeating l every third of leaseFor, extending it to
+// now+leaseFor, until Stop. Its Context is cancelled when the lease is lost
+// (another server took the row) or ctx ends, so the holder stops working;
+// Lease returns the latest extension, for writes made under it.
+func (s *Store) KeepAlive(ctx context.Context, l Lease, leaseFor time.Duration) *LeaseKeeper {
+	k := &LeaseKeeper{cur: l, done: make(chan struct{}), fin: make(chan struct{})}
+	k.ctx, k.cancel = context.WithCancelCause(ctx)
 	go func() {
-		defer close(finished)
+		defer close(k.fin)
 		t := time.NewTicker(max(leaseFor/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
+			case <-k.done:
 				return
-			case <-leaseCtx.Done():
+			case <-k.ctx.Done():
 				return
 			case <-t.C:
 			}
-			mu.Lock()
-			next, err := s.Heartbeat(leaseCtx, cur, leaseFor)
+			k.mu.Lock()
+			next, err := s.Heartbeat(k.ctx, k.cur, leaseFor)
 			if err == nil {
-				cur = next
+				k.cur = next
 			} else if errors.Is(err, ErrLeaseLost) {
-				lostErr = err
+				k.lost = err
 			}
-			mu.Unlock()
-			if lostErr != nil {
-				cancel(lostErr)
+			lost := k.lost
+			k.mu.Unlock()
+			if lost != nil {
+				s.log.Warn("lease lost", "table", l.Table, "id", l.ID, "owner", l.Owner)
+				k.cancel(lost)
 				return
 			}
-			if err != nil {
+			if err != nil && k.ctx.Err() == nil {
 				s.log.Warn("lease heartbeat failed", "table", l.Table, "id", l.ID, "err", err)
 			}
 		}
 	}()
-	var once sync.Once
-	return leaseCtx, func() (Lease, error) {
-		once.Do(func() { close(done) })
-		<-finished
-		cancel(context.Canceled)
-		mu.Lock()
-		defer mu.Unlock()
-		return cur, lostErr
-	}
+	return k
+}
+
+// Context is cancelled when the lease is lost, Stop is called, or the
+// context KeepAlive was given ends; context.Cause tells ErrLeaseLost apart.
+func (k *LeaseKeeper) Context() context.Context { return k.ctx }
+
+// Lease returns the lease as last extended.
+func (k *LeaseKeeper) Lease() Lease {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cur
+}
+
+// Lost reports whether another worker took the row.
+func (k *LeaseKeeper) Lost() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lost != nil
+}
+
+// Stop ends the heartbeats and returns the latest lease, or ErrLeaseLost
+// when it was lost meanwhile. It may be called more than once.
+func (k *LeaseKeeper) Stop() (Lease, error) {
+	k.once.Do(func() { close(k.done) })
+	<-k.fin
+	k.cancel(context.Canceled)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cur, k.lost
 }

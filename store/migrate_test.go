@@ -74,7 +74,7 @@ func TestMigrations_olderDatabaseIsMigrated(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := db.NewInsert().Model(&Run{ID: "old-run", Project: "main", Name: "train", Type: "task", Status: RunRunning, Version: 1}).
-			ExcludeColumn(leaseColumnNames...).Exec(ctx); err != nil {
+			ExcludeColumn(leaseColumnNames...).ExcludeColumn("submit_key").Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
 		db.Close()

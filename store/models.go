@@ -320,6 +320,9 @@ type Run struct {
 	ResubmissionAttempt int `bun:"resubmission_attempt,notnull"`
 	// NextTriggeredAt is the next scheduled (cron) start of a pending run.
 	NextTriggeredAt time.Time `bun:"next_triggered_at,nullzero"`
+	// SubmitKey, when set, is unique among runs: CreateRunWithJobs with the
+	// key of a run that exists already writes nothing.
+	SubmitKey string `bun:"submit_key,nullzero"`
 	// DeploymentNum counts in-place updates of the run.
 	DeploymentNum int `bun:"deployment_num,notnull"`
 	// Deleted hides the run from lookups by name.

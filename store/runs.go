@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/uptrace/bun"
 )
 
 // RunFilter selects runs in ListRuns; zero fields match all.
@@ -169,4 +173,118 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 // (ErrLeaseLost otherwise).
 func (s *Store) UpdateJobLeased(ctx context.Context, l Lease, j *Job) error {
 	return updateRow(ctx, s.db, s.Now(), j, &l)
+}
+
+// AssignJobLeased writes j under lease l, placed on j.InstanceID. With
+// exclusive it writes only while no other active job is placed on that
+// instance: it locks the instance's row first, so of two servers (or
+// workers) placing jobs on one free instance at once exactly one wins and the
+// other gets ErrInstanceBusy (and j is unchanged).
+func (s *Store) AssignJobLeased(ctx context.Context, l Lease, j *Job, exclusive bool) error {
+	if !exclusive {
+		return s.UpdateJobLeased(ctx, l, j)
+	}
+	if j.InstanceID == "" {
+		return fmt.Errorf("assign job %s: no instance", j.ID)
+	}
+	now := s.Now()
+	return s.WithLease(ctx, l, func(ctx context.Context, tx bun.Tx) error {
+		// A no-op write takes the instance row's lock (Postgres) or the
+		// write lock (SQLite) until the transaction ends.
+		if _, err := tx.NewUpdate().Table("instances").Set("version = version").
+			Where("id = ?", j.InstanceID).Exec(ctx); err != nil {
+			return fmt.Errorf("assign job %s: lock instance: %w", j.ID, err)
+		}
+		n, err := tx.NewSelect().Model((*Job)(nil)).
+			Where("instance_id = ? AND id <> ? AND status NOT IN (?)", j.InstanceID, j.ID,
+				bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).Count(ctx)
+		if err != nil {
+			return fmt.Errorf("assign job %s: %w", j.ID, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("assign job %s to instance %s: %w", j.ID, j.InstanceID, ErrInstanceBusy)
+		}
+		return updateRow(ctx, tx, now, j, &l)
+	})
+}
+
+// CreateRunWithJobs inserts r and its first job submissions in one
+// transaction, setting each job's RunID and RunName. When r.SubmitKey is set
+// and a run with that key exists already (a retried submission, from this
+// or another server), nothing is written and created is false; r and jobs
+// are then left as given.
+func (s *Store) CreateRunWithJobs(ctx context.Context, r *Run, jobs []Job) (created bool, err error) {
+	if r.Name == "" {
+		return false, fmt.Errorf("create run: %w", errEmptyName)
+	}
+	r.Project = project(r.Project)
+	now := s.Now()
+	if r.SubmittedAt.IsZero() {
+		r.SubmittedAt = now
+	}
+	run := *r
+	js := slices.Clone(jobs)
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if run.SubmitKey != "" {
+			n, err := tx.NewSelect().Model((*Run)(nil)).Where("submit_key = ?", run.SubmitKey).Count(ctx)
+			if err != nil {
+				return fmt.Errorf("create run %s: %w", run.Name, err)
+			}
+			if n > 0 {
+				return errDuplicate
+			}
+		}
+		if err := createRow(ctx, tx, now, &run); err != nil {
+			return err
+		}
+		for i := range js {
+			js[i].RunID, js[i].RunName = run.ID, run.Name
+			if js[i].SubmittedAt.IsZero() {
+				js[i].SubmittedAt = now
+			}
+			if err := createRow(ctx, tx, now, &js[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errDuplicate):
+		return false, nil
+	case errors.Is(err, ErrConflict) && run.SubmitKey != "":
+		// Another server inserted the same key between the check and
+		// the insert: its run stands.
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	*r = run
+	copy(jobs, js)
+	return true, nil
+}
+
+// CreateJobs inserts several job submissions in one transaction: all of
+// them or none (a new submission of a multi-node task is never partial).
+func (s *Store) CreateJobs(ctx context.Context, jobs []Job) error {
+	now := s.Now()
+	js := slices.Clone(jobs)
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		for i := range js {
+			if js[i].RunID == "" {
+				return fmt.Errorf("create job: run id must not be empty")
+			}
+			if js[i].SubmittedAt.IsZero() {
+				js[i].SubmittedAt = now
+			}
+			if err := createRow(ctx, tx, now, &js[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	copy(jobs, js)
+	return nil
 }

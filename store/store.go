@@ -37,6 +37,9 @@ var (
 	// ErrLeaseLost means the caller's lease token no longer matches the row:
 	// another worker took it after the lease expired. Drop the results.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrInstanceBusy means another active job is placed on the instance an
+	// exclusive assignment asked for.
+	ErrInstanceBusy = errors.New("instance is busy with another job")
 	// ErrLogQuota means a job's log byte quota is used up.
 	ErrLogQuota = errors.New("job log quota exceeded")
 	// ErrInUse means another hoist process owns the SQLite database file.

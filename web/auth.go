@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -31,12 +32,17 @@ type session struct {
 	expires   time.Time
 }
 
-// sessions keeps login sessions in memory; a restart logs everyone out.
+// sessions keeps login sessions in shared (the database, so every server
+// and a restart know them) or, without it, in memory (a restart then logs
+// everyone out).
 type sessions struct {
 	mu  sync.Mutex
 	m   map[string]*session
 	now func() time.Time
 	ttl time.Duration
+
+	shared Shared
+	log    *slog.Logger
 }
 
 func newSessions(now func() time.Time, ttl time.Duration) *sessions {
@@ -50,6 +56,16 @@ func randomToken() string {
 }
 
 func (ss *sessions) create(p Principal) *session {
+	if ss.shared != nil {
+		s := &session{id: randomToken(), principal: p, csrf: randomToken(), expires: ss.now().Add(ss.ttl)}
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		if err := ss.shared.CreateSession(ctx, s.id, p, s.csrf, s.expires); err != nil {
+			// The cookie then authenticates nobody: the user logs in again.
+			ss.log.Warn("session_store_failed", "error", err)
+		}
+		return s
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	now := ss.now()
@@ -64,6 +80,18 @@ func (ss *sessions) create(p Principal) *session {
 }
 
 func (ss *sessions) get(id string) (*session, bool) {
+	if ss.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		p, csrf, expires, err := ss.shared.GetSession(ctx, id)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				ss.log.Warn("session_lookup_failed", "error", err)
+			}
+			return nil, false
+		}
+		return &session{id: id, principal: p, csrf: csrf, expires: expires}, true
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s, ok := ss.m[id]
@@ -78,6 +106,14 @@ func (ss *sessions) get(id string) (*session, bool) {
 }
 
 func (ss *sessions) delete(id string) {
+	if ss.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		if err := ss.shared.DeleteSession(ctx, id); err != nil {
+			ss.log.Warn("session_delete_failed", "error", err)
+		}
+		return
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	delete(ss.m, id)

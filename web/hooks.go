@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -73,13 +74,18 @@ func validSignature(secret string, body []byte, header string) bool {
 }
 
 // deliveries remembers delivery ids (and payload digests) so a replayed
-// delivery is acknowledged but not processed twice.
+// delivery is acknowledged but not processed twice: in shared (the
+// database, so a replay reaching another server is caught too) or, without
+// it, in memory.
 type deliveries struct {
 	mu  sync.Mutex
 	m   map[string]time.Time
 	now func() time.Time
 	ttl time.Duration
 	max int
+
+	shared Shared
+	log    *slog.Logger
 }
 
 func newDeliveries(now func() time.Time, ttl time.Duration, max int) *deliveries {
@@ -89,6 +95,18 @@ func newDeliveries(now func() time.Time, ttl time.Duration, max int) *deliveries
 // seen records every key and reports whether any of them was already
 // known (and not expired). Empty keys are skipped.
 func (d *deliveries) seen(keys ...string) bool {
+	if d.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		dup, err := d.shared.SeenDelivery(ctx, d.ttl, keys...)
+		if err != nil {
+			// Processing a delivery twice only requests a second sync;
+			// dropping it could miss a push.
+			d.log.Warn("delivery_record_failed", "error", err)
+			return false
+		}
+		return dup
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
@@ -350,10 +368,14 @@ type PRPlan struct {
 	Updated  time.Time `json:"updated_at"`
 }
 
-// prPlans keeps the latest plan per pull request for the dashboard.
+// prPlans keeps the latest plan per pull request for the dashboard, in
+// shared (the database, seen by every server) or, without it, in memory.
 type prPlans struct {
 	mu sync.Mutex
 	m  map[string]PRPlan
+
+	shared Shared
+	log    *slog.Logger
 }
 
 func newPRPlans() *prPlans { return &prPlans{m: map[string]PRPlan{}} }
@@ -361,6 +383,14 @@ func newPRPlans() *prPlans { return &prPlans{m: map[string]PRPlan{}} }
 func (p *prPlans) key(provider string, n int) string { return fmt.Sprintf("%s#%d", provider, n) }
 
 func (p *prPlans) put(pr PRPlan) {
+	if p.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		if err := p.shared.PutPRPlan(ctx, pr, false); err != nil {
+			p.log.Warn("pr_plan_store_failed", "number", pr.Number, "error", err)
+		}
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.m[p.key(pr.Provider, pr.Number)] = pr
@@ -377,6 +407,14 @@ func (p *prPlans) put(pr PRPlan) {
 
 // update replaces the stored plan only while it is still for head sha.
 func (p *prPlans) update(pr PRPlan) {
+	if p.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		if err := p.shared.PutPRPlan(ctx, pr, true); err != nil {
+			p.log.Warn("pr_plan_store_failed", "number", pr.Number, "error", err)
+		}
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := p.key(pr.Provider, pr.Number)
@@ -386,12 +424,32 @@ func (p *prPlans) update(pr PRPlan) {
 }
 
 func (p *prPlans) remove(provider string, n int) {
+	if p.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		if err := p.shared.DeletePRPlan(ctx, provider, n); err != nil {
+			p.log.Warn("pr_plan_delete_failed", "number", n, "error", err)
+		}
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.m, p.key(provider, n))
 }
 
 func (p *prPlans) list() []PRPlan {
+	if p.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		out, err := p.shared.ListPRPlans(ctx)
+		if err != nil {
+			p.log.Warn("pr_plan_list_failed", "error", err)
+		}
+		if out == nil {
+			out = []PRPlan{}
+		}
+		return out
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]PRPlan, 0, len(p.m))

@@ -122,6 +122,10 @@ type Deps struct {
 	Offers Offers
 	// Secrets keeps the project's secrets (the /secrets page and API).
 	Secrets Secrets
+	// Shared keeps sessions, webhook deliveries and pull-request plans
+	// where every server on the database sees them; nil keeps them in this
+	// process.
+	Shared Shared
 }
 
 // Server is hoist's HTTP server. Create it with New, serve Handler (or call
@@ -193,6 +197,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
+	s.sess.shared, s.sess.log = deps.Shared, log
+	s.seen.shared, s.seen.log = deps.Shared, log
+	s.prs.shared, s.prs.log = deps.Shared, log
 	s.metrics = NewMetrics()
 	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})

@@ -34,6 +34,11 @@ type Options struct {
 	// Poll is the interval between Describe calls while waiting (default
 	// 200 ms).
 	Poll time.Duration
+	// Peer, when set, opens the same driver as a second server would: its
+	// own process state, the same backends.Records. The kit checks that
+	// the peer lists and describes every instance the first created (never
+	// as gone), so several servers on one database agree on what exists.
+	Peer func(t *testing.T) backends.Backend
 }
 
 func (o *Options) defaults() {
@@ -76,6 +81,9 @@ func Run(t *testing.T, opts Options) {
 		t.Run("create_second_concurrently", func(t *testing.T) { created = append(created, k.createConcurrently(t, 1)) })
 	}
 	t.Run("list_by_tags", func(t *testing.T) { k.list(t, created) })
+	if opts.Peer != nil {
+		t.Run("peer_sees_instances", func(t *testing.T) { k.peer(t, created) })
+	}
 	t.Run("terminate_twice", func(t *testing.T) {
 		for _, inst := range created {
 			k.terminate(t, inst.ID)
@@ -353,6 +361,26 @@ func (k *kit) connect(t *testing.T, inst backends.Instance) {
 		t.Fatalf("shim health through the connection: %v", err)
 	}
 	t.Logf("shim at %s: %+v", conn.ShimURL(), h)
+}
+
+// peer checks that a second server's backend, on the same records, lists
+// and describes the instances the first created, none of them gone.
+func (k *kit) peer(t *testing.T, created []backends.Instance) {
+	ctx := t.Context()
+	p := k.opts.Peer(t)
+	got, err := p.List(ctx, map[string]string{backends.TagInstallation: k.tags[backends.TagInstallation]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ids(created); !slices.Equal(ids(got), want) {
+		t.Errorf("peer List(installation) = %v, want %v", ids(got), want)
+	}
+	for _, inst := range created {
+		d, err := p.Describe(ctx, inst.ID)
+		if err != nil || d.Status == backends.StatusTerminated || d.ID != inst.ID {
+			t.Errorf("peer Describe(%s) = %+v, %v; want the instance, not gone", inst.ID, d, err)
+		}
+	}
 }
 
 func (k *kit) list(t *testing.T, created []backends.Instance) {

@@ -11,6 +11,10 @@
 // Docker limits: the connection the server gets (Connect) fills in the CPU
 // and memory limits of every task it creates that asks for none.
 //
+// Instance records live in backends.Records (the store), each naming the
+// server whose process runs its shim; other servers sharing the database see
+// the instance as running and leave its termination to that server.
+//
 // cmd/hoist imports it (local.New or the "local" Factory); tests of other
 // packages may, to run against real Docker.
 package local

@@ -44,8 +44,14 @@ type Config struct {
 	// RunnerBinary is the path of the hoist-runner binary for this host
 	// (required); the shims bind-mount it into every job container.
 	RunnerBinary string
-	// StateDir keeps the instance records and the shims' state (required).
+	// StateDir keeps the shims' state (required). Each instance's shim runs
+	// in this server's process, so the StateDir (with the hostname) also
+	// names the server that serves the instance.
 	StateDir string
+	// Records keeps the instance records, shared by every server
+	// (required): another server sees this one's instances as running
+	// and leaves their termination to it.
+	Records backends.Records
 	// Labels are added to every container the shims create.
 	Labels map[string]string
 	// Hosts, when set, is fed this host's offer (idle without instances,
@@ -78,7 +84,7 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 		}
 		o.RunnerBinary = runner
 	}
-	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, StateDir: deps.StateDir, Logger: deps.Logger, Now: deps.Now})
+	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, StateDir: deps.StateDir, Records: deps.Records, Logger: deps.Logger, Now: deps.Now})
 }
 
 // Backend is the local backend. Use New; Close it on shutdown (the shims
@@ -90,6 +96,8 @@ type Backend struct {
 	host offers.Offer // the whole host, from offers.LocalHost
 
 	docker *client.Client // shared by every instance's shim
+
+	server string // this server, as recorded in the records it owns
 
 	mu     sync.Mutex
 	insts  map[string]*instance
@@ -107,10 +115,12 @@ type instance struct {
 	url  string
 }
 
-// record is what the backend keeps of an instance, in
-// <StateDir>/instances/<id>/instance.json.
+// record is what the backend keeps of an instance, in the shared
+// backends.Records (older hoists kept it in
+// <StateDir>/instances/<id>/instance.json).
 type record struct {
 	ID        string            `json:"id"`
+	Server    string            `json:"server,omitempty"` // the server whose process runs the shim
 	Name      string            `json:"name,omitempty"`
 	Offer     offers.Offer      `json:"offer"`
 	GPUIDs    []string          `json:"gpu_ids,omitempty"` // host GPU indexes reserved for the instance
@@ -119,14 +129,18 @@ type record struct {
 }
 
 // New returns the local backend. It checks that the Docker Engine answers
-// (else a transient error), then restarts the shim of every instance
-// recorded in cfg.StateDir, re-attaching to their containers (Recover).
+// (else a transient error), then restarts the shim of every instance this
+// server owns in cfg.Records (moving records an older hoist kept in
+// cfg.StateDir there first), re-attaching to their containers (Recover).
 func New(cfg Config) (*Backend, error) {
 	if cfg.Name == "" {
 		cfg.Name = "local"
 	}
 	if cfg.StateDir == "" {
 		return nil, errors.New("local backend: state dir is required")
+	}
+	if cfg.Records == nil {
+		return nil, errors.New("local backend: records are required")
 	}
 	if cfg.RunnerBinary == "" {
 		return nil, errors.New("local backend: runner binary is required")
@@ -156,6 +170,9 @@ func New(cfg Config) (*Backend, error) {
 		return nil, backends.Transient(fmt.Errorf("local backend: docker engine not answering: %w", err))
 	}
 	b := &Backend{cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), docker: docker, insts: map[string]*instance{}}
+	hostname, _ := os.Hostname()
+	abs, _ := filepath.Abs(cfg.StateDir)
+	b.server = hostname + ":" + abs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if b.host, err = offers.LocalHost(ctx, cfg.StateDir); err != nil {
@@ -165,24 +182,18 @@ func New(cfg Config) (*Backend, error) {
 	if b.host.Instance == "" {
 		b.host.Instance = "localhost"
 	}
-	ents, err := os.ReadDir(dir)
+	if err := b.migrateFiles(ctx, dir); err != nil {
+		b.Close()
+		return nil, err
+	}
+	all, err := b.records(ctx)
 	if err != nil {
 		b.Close()
-		return nil, fmt.Errorf("local backend: %w", err)
+		return nil, err
 	}
-	for _, e := range ents {
-		raw, err := os.ReadFile(filepath.Join(dir, e.Name(), "instance.json"))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // a Create that died before recording; nothing runs there
-		}
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("local backend: %w", err)
-		}
-		var r record
-		if err := json.Unmarshal(raw, &r); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("local backend: instance record %s: %w", e.Name(), err)
+	for _, r := range all {
+		if r.Server != b.server {
+			continue // another server's instance: its shim runs there
 		}
 		in, err := b.start(ctx, r)
 		if err != nil {
@@ -388,9 +399,9 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return backends.Instance{}, fmt.Errorf("local backend: %w", err)
 	}
-	raw, _ := json.MarshalIndent(r, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "instance.json"), raw, 0o600); err != nil {
-		return backends.Instance{}, fmt.Errorf("local backend: %w", err)
+	r.Server = b.server
+	if err := b.putRecord(ctx, r); err != nil {
+		return backends.Instance{}, err
 	}
 	in, err := b.start(ctx, r)
 	if err != nil {
@@ -412,7 +423,14 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 		return backends.Instance{}, errClosed
 	}
 	if !ok {
-		return backends.Instance{}, fmt.Errorf("local backend: instance %s: %w", id, backends.ErrNotFound)
+		r, found, err := b.getRecord(ctx, id)
+		if err != nil {
+			return backends.Instance{}, err
+		}
+		if !found || r.Server == b.server {
+			return backends.Instance{}, fmt.Errorf("local backend: instance %s: %w", id, backends.ErrNotFound)
+		}
+		return b.othersInstance(r), nil
 	}
 	inst := b.toInstance(in)
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -423,14 +441,24 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	return inst, nil
 }
 
-// List returns the instances whose tags match.
-func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.Instance, error) {
+// List returns the instances whose tags match, those other servers serve
+// included.
+func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.Instance, error) {
+	all, err := b.records(ctx)
+	if err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []backends.Instance
 	for _, in := range b.insts {
 		if backends.MatchTags(in.rec.Tags, tags) {
 			out = append(out, b.toInstance(in))
+		}
+	}
+	for _, r := range all {
+		if _, mine := b.insts[r.ID]; !mine && r.Server != b.server && backends.MatchTags(r.Tags, tags) {
+			out = append(out, b.othersInstance(r))
 		}
 	}
 	slices.SortFunc(out, func(a, b backends.Instance) int { return strings.Compare(a.ID, b.ID) })
@@ -452,6 +480,19 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 		return errClosed
 	}
 	if !ok {
+		r, found, err := b.getRecord(ctx, id)
+		if err != nil {
+			return err
+		}
+		if found && r.Server != b.server {
+			// Its shim and containers are the other server's: only it can
+			// drain them. The instance worker retries; whichever server
+			// claims it next may be the owner.
+			return backends.Transient(fmt.Errorf("local backend: instance %s is served by hoist server %s; it terminates it", id, r.Server))
+		}
+		if found {
+			return b.deleteRecord(ctx, id)
+		}
 		return nil
 	}
 	for _, t := range in.shim.ListTasks().Tasks {
@@ -472,6 +513,9 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	in.stop()
 	delete(b.insts, id)
 	b.feedLocked()
+	if err := b.deleteRecord(ctx, id); err != nil {
+		return fmt.Errorf("local backend: terminate %s: %w", id, err)
+	}
 	if err := os.RemoveAll(b.instDir(id)); err != nil {
 		return fmt.Errorf("local backend: terminate %s: %w", id, err)
 	}
@@ -487,7 +531,7 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 	in, ok := b.insts[inst.ID]
 	b.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("local backend: instance %s: %w", inst.ID, backends.ErrNotFound)
+		return nil, backends.Transient(fmt.Errorf("local backend: instance %s: its shim does not run in this server: %w", inst.ID, backends.ErrUnreachable))
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
 	return &conn{

@@ -30,7 +30,7 @@ const testLabel = "hoist.test"
 func newBackend(t *testing.T, stateDir string) *local.Backend {
 	t.Helper()
 	_, runner := agentbin.Build(t, runtime.GOARCH)
-	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: stateDir, Labels: map[string]string{testLabel: "backends-local"}})
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: stateDir, Records: recordsFor(t, stateDir), Labels: map[string]string{testLabel: "backends-local"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +52,19 @@ func removeContainers(t *testing.T) {
 func TestConformance(t *testing.T) {
 	testenv.Docker(t)
 	removeContainers(t)
-	b := newBackend(t, t.TempDir())
+	dir := t.TempDir()
+	b := newBackend(t, dir)
 	conformance.Run(t, conformance.Options{
 		Backend: b,
+		// Another server on this host: its own state dir, the same records.
+		Peer: func(t *testing.T) backends.Backend {
+			peerDir := t.TempDir()
+			shared := recordsFor(t, dir)
+			recordsMu.Lock()
+			recordsBy[peerDir] = shared
+			recordsMu.Unlock()
+			return newBackend(t, peerDir)
+		},
 		// Two small slices of this host fit next to each other.
 		Spec: func(int) backends.InstanceSpec {
 			os, err := b.Offers(t.Context(), offers.Query{CPU: offers.AtLeast(1), Memory: offers.AtLeast(0.25)})
@@ -70,7 +80,8 @@ func TestConformance(t *testing.T) {
 func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
 	_, runner := agentbin.Build(t, runtime.GOARCH)
 	pool := offers.NewHostPool("hosts")
-	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Hosts: pool})
+	dir := t.TempDir()
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: dir, Records: recordsFor(t, dir), Hosts: pool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@
 // tasks, stops the supervisor and removes the directory.
 //
 // The backend keeps one record per instance (host, credentials, recorded
-// host key, tags) in its state directory, mode 0600, so that Describe,
-// Terminate and List work after a server restart.
+// host key, tags) in backends.Records (the store, encrypted at rest), so
+// that Describe, Terminate and List work after a server restart and on every
+// server sharing the database.
 //
 // cmd/hoist imports it (one Registry line); tests of other packages may.
 package sshfleet

@@ -53,7 +53,7 @@ func TestMeasure_fleetReadyAndTaskDone(t *testing.T) {
 	}
 
 	_, runner := agentbin.Build(t, runtime.GOARCH)
-	lb, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Labels: map[string]string{testLabel: "backends-sshfleet"}})
+	lb, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Records: testRecords(t), Labels: map[string]string{testLabel: "backends-sshfleet"}})
 	if err != nil {
 		t.Fatal(err)
 	}

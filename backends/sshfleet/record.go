@@ -1,7 +1,9 @@
 package sshfleet
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,8 +14,9 @@ import (
 	"hoist/backends/offers"
 )
 
-// record is what the backend keeps about one instance, in
-// <StateDir>/instances/<id>.json (mode 0600: it holds the private key).
+// record is what the backend keeps about one instance, in the shared
+// backends.Records (it holds the host's private key and pinned host key; the
+// store encrypts it at rest).
 type record struct {
 	ID        string            `json:"id"`
 	Name      string            `json:"name,omitempty"`
@@ -29,56 +32,107 @@ type record struct {
 	CreatedAt time.Time         `json:"created_at"`
 }
 
-type recordStore struct{ dir string }
+// recordTimeout bounds one read or write of a record. Writes do not follow
+// the caller's context: a host taken over must be recorded even when the
+// caller gives up.
+const recordTimeout = 30 * time.Second
 
-func (s recordStore) path(id string) string { return filepath.Join(s.dir, safeName(id)+".json") }
+// recordStore reads and writes the records of one backend.
+type recordStore struct {
+	backend string
+	recs    backends.Records
+}
 
-func (s recordStore) load() (map[string]*record, error) {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, err
-	}
-	ents, err := os.ReadDir(s.dir)
+func (s recordStore) load(ctx context.Context) (map[string]*record, error) {
+	all, err := s.recs.ListBackendRecords(ctx, s.backend)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load instance records: %w", err)
 	}
-	out := map[string]*record{}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(s.dir, e.Name()))
-		if err != nil {
-			return nil, err
-		}
+	out := make(map[string]*record, len(all))
+	for id, raw := range all {
 		var r record
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("instance record %s: %w", e.Name(), err)
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("instance record %s: %w", id, err)
 		}
 		out[r.ID] = &r
 	}
 	return out, nil
 }
 
+func (s recordStore) get(id string) (*record, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	raw, ok, err := s.recs.GetBackendRecord(ctx, s.backend, id)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	var r record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, false, fmt.Errorf("instance record %s: %w", id, err)
+	}
+	return &r, true, nil
+}
+
 func (s recordStore) save(r *record) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp := s.path(r.ID) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("save instance record: %w", err)
-	}
-	if err := os.Rename(tmp, s.path(r.ID)); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	if err := s.recs.PutBackendRecord(ctx, s.backend, r.ID, b); err != nil {
 		return fmt.Errorf("save instance record: %w", err)
 	}
 	return nil
 }
 
 func (s recordStore) remove(id string) error {
-	if err := os.Remove(s.path(id)); err != nil && !os.IsNotExist(err) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	if err := s.recs.DeleteBackendRecord(ctx, s.backend, id); err != nil {
 		return fmt.Errorf("remove instance record: %w", err)
 	}
 	return nil
+}
+
+// migrateFiles moves the records an older hoist kept in
+// <dir>/<id>.json into the shared records, removing each file once stored.
+// A missing directory is nothing to migrate.
+func (s recordStore) migrateFiles(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return n, err
+		}
+		var r record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return n, fmt.Errorf("instance record %s: %w", path, err)
+		}
+		if _, ok, err := s.get(r.ID); err != nil {
+			return n, err
+		} else if !ok {
+			if err := s.save(&r); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if err := os.Remove(path); err != nil {
+			return n, fmt.Errorf("remove migrated record: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // safeName maps an id to a file and directory name: letters, digits, dot,

@@ -38,7 +38,11 @@ var (
 type Config struct {
 	// Name is the backend's name; "ssh" when empty.
 	Name string
-	// StateDir keeps the instance records (required).
+	// Records keeps the instance records, shared by every server
+	// (required).
+	Records backends.Records
+	// StateDir, when set, is where an older hoist kept the records as
+	// files (instances/<id>.json): New moves them into Records.
 	StateDir string
 	// Agents locates the hoist-shim and hoist-runner binaries per
 	// architecture (required).
@@ -92,7 +96,7 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 	if err := cfg.Decode(&o); err != nil {
 		return nil, err
 	}
-	c := Config{Name: cfg.Name, StateDir: deps.StateDir, Agents: deps.Agents, RemoteDir: o.RemoteDir, Logger: deps.Logger, Now: deps.Now}
+	c := Config{Name: cfg.Name, StateDir: deps.StateDir, Records: deps.Records, Agents: deps.Agents, RemoteDir: o.RemoteDir, Logger: deps.Logger, Now: deps.Now}
 	if o.ConnectTimeout != "" {
 		d, err := time.ParseDuration(o.ConnectTimeout)
 		if err != nil {
@@ -142,13 +146,14 @@ type Backend struct {
 	sums    map[string]string      // local binary (path|size|mtime) → sha256
 }
 
-// New returns the backend, loading the records in cfg.StateDir.
+// New returns the backend, loading the records from cfg.Records (after
+// moving those an older hoist kept in cfg.StateDir there).
 func New(cfg Config) (*Backend, error) {
 	if cfg.Name == "" {
 		cfg.Name = "ssh"
 	}
-	if cfg.StateDir == "" {
-		return nil, errors.New("sshfleet: state dir is required")
+	if cfg.Records == nil {
+		return nil, errors.New("sshfleet: records are required")
 	}
 	if cfg.Agents == nil {
 		return nil, errors.New("sshfleet: agent binaries are required")
@@ -165,8 +170,19 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	st := recordStore{dir: filepath.Join(cfg.StateDir, "instances")}
-	recs, err := st.load()
+	st := recordStore{backend: cfg.Name, recs: cfg.Records}
+	if cfg.StateDir != "" {
+		n, err := st.migrateFiles(filepath.Join(cfg.StateDir, "instances"))
+		if err != nil {
+			return nil, fmt.Errorf("sshfleet: migrate record files: %w", err)
+		}
+		if n > 0 {
+			cfg.Logger.Info("records_migrated", "backend", cfg.Name, "records", n)
+		}
+	}
+	lctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	recs, err := st.load(lctx)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("sshfleet: %w", err)
 	}
@@ -205,9 +221,21 @@ func (b *Backend) lock(id string) func() {
 	return l.Unlock
 }
 
+// record returns the instance's record as the shared records hold it now
+// (another server may have created or changed it), or this server's last
+// copy when the records cannot be read.
 func (b *Backend) record(id string) (*record, bool) {
+	fresh, ok, err := b.store.get(id)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	switch {
+	case err != nil:
+		b.log.Warn("record_read_failed", "instance", id, "error", err)
+	case ok:
+		b.records[id] = fresh
+	default:
+		delete(b.records, id)
+	}
 	r, ok := b.records[id]
 	if !ok {
 		return nil, false
@@ -215,6 +243,20 @@ func (b *Backend) record(id string) (*record, bool) {
 	c := *r
 	c.Tags = backends.CopyTags(r.Tags)
 	return &c, true
+}
+
+// refresh reloads every record from the shared records, so List and
+// Offers see instances other servers created.
+func (b *Backend) refresh(ctx context.Context) {
+	recs, err := b.store.load(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.log.Warn("records_read_failed", "error", err)
+		return
+	}
+	b.records = recs
+	b.feedLocked()
 }
 
 func (b *Backend) save(r *record) error {
@@ -258,7 +300,8 @@ func (b *Backend) instance(r *record) backends.Instance {
 
 // Offers returns one offer per host of the fleet that is not being
 // terminated (SSH fleet capacity is the hosts the user listed), filtered by q.
-func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, error) {
+func (b *Backend) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
+	b.refresh(ctx)
 	b.mu.Lock()
 	all := b.offersLocked()
 	b.mu.Unlock()
@@ -267,7 +310,8 @@ func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, err
 
 // List returns the instances whose tags match, from the backend's records
 // (no host is contacted).
-func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.Instance, error) {
+func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.Instance, error) {
+	b.refresh(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []backends.Instance

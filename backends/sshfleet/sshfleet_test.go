@@ -40,6 +40,7 @@ type fleet struct {
 	hosts  []*testenv.SSHD
 	key    []byte
 	state  string
+	recs   backends.Records
 	remote string
 	image  string
 	user   string
@@ -50,7 +51,7 @@ func newFleet(t *testing.T, n int) *fleet {
 	image := testenv.Docker(t)
 	clientKey := testenv.NewSSHKey(t, t.TempDir(), "client")
 	client, pemKey := clientKey.Signer, clientKey.PEM
-	f := &fleet{key: pemKey, state: t.TempDir(), remote: t.TempDir(), image: image, user: testenv.LoginUser(t)}
+	f := &fleet{key: pemKey, state: t.TempDir(), recs: testRecords(t), remote: t.TempDir(), image: image, user: testenv.LoginUser(t)}
 	for i := range n {
 		f.hosts = append(f.hosts, testenv.StartSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.PublicKey()))
 	}
@@ -64,7 +65,7 @@ func newFleet(t *testing.T, n int) *fleet {
 func (f *fleet) open(t *testing.T) *sshfleet.Backend {
 	t.Helper()
 	b, err := sshfleet.New(sshfleet.Config{
-		StateDir: f.state, Agents: agentbin.Agents, RemoteDir: f.remote,
+		StateDir: f.state, Records: f.recs, Agents: agentbin.Agents, RemoteDir: f.remote,
 		DialTimeout: 2 * time.Second, HandshakeTimeout: 3 * time.Second, KeepAlive: time.Second,
 		DrainGrace: 2 * time.Second, Logger: testLogger(t),
 	})
@@ -111,6 +112,15 @@ func TestConformance(t *testing.T) {
 		Spec:     func(i int) backends.InstanceSpec { return f.spec(i, "") },
 		Capacity: 2,
 		Timeout:  time.Minute,
+		// Another server: a fresh backend on the same records.
+		Peer: func(t *testing.T) backends.Backend {
+			p, err := sshfleet.New(sshfleet.Config{Records: f.recs, Agents: agentbin.Agents, RemoteDir: f.remote, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			return p
+		},
 	})
 }
 
@@ -568,7 +578,7 @@ func TestFactory_options(t *testing.T) {
 	}
 	open := func(opts string) (backends.Backend, error) {
 		return sshfleet.Factory(backends.Config{Name: "ssh", Type: "ssh", Options: []byte(opts)},
-			backends.Deps{StateDir: t.TempDir(), Agents: agentbin.Agents})
+			backends.Deps{StateDir: t.TempDir(), Records: testRecords(t), Agents: agentbin.Agents})
 	}
 	for _, bad := range []string{`{"identity_fil": "x"}`, `{"identity_file": "/nonexistent"}`, `{"connect_timeout": "soon"}`, `{"known_hosts_file": "/nonexistent"}`} {
 		if _, err := open(bad); err == nil {

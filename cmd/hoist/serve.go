@@ -183,7 +183,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 
 	agents := agentLocator(o.agentsDir, o.dataDir)
-	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, log)
+	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, log)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, BackendTypes: cfg.backendTypes(), Estimate: estimator(market), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol})
 	if err != nil {
 		return err
@@ -221,7 +221,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
-		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view,
+		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
 	})
 	if err != nil {
 		return err

@@ -115,8 +115,9 @@ func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, e
 
 // openBackends opens every configured backend. With the default config a
 // backend that cannot start (no Docker Engine here) is skipped with a
-// warning; one the user configured fails the start.
-func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, log *slog.Logger) (map[string]backends.Backend, error) {
+// warning; one the user configured fails the start. Instance records go to
+// recs (the store), shared by every server on the database.
+func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, recs backends.Records, log *slog.Logger) (map[string]backends.Backend, error) {
 	reg := registry()
 	out := map[string]backends.Backend{}
 	for _, e := range cfg.Backends {
@@ -129,7 +130,7 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 			name = e.Type
 		}
 		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
-			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Agents: agents,
+			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Records: recs, Agents: agents,
 		})
 		if err != nil {
 			if explicit {
@@ -142,6 +143,20 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		out[name] = b
 	}
 	return out, nil
+}
+
+// backendTypes maps each configured backend's name to its type, so the
+// reconciler knows a `{name: gpu-hosts, type: ssh}` entry is an SSH backend.
+func (c serverConfig) backendTypes() map[string]string {
+	out := make(map[string]string, len(c.Backends))
+	for _, e := range c.Backends {
+		name := e.Name
+		if name == "" {
+			name = e.Type
+		}
+		out[name] = e.Type
+	}
+	return out
 }
 
 func closeBackends(bes map[string]backends.Backend) {
