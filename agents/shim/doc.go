@@ -12,6 +12,7 @@
 // The runner's API is published on a loopback port of the host and reported
 // as TaskInfo.RunnerAddr; the shim never sends traffic to container IPs.
 //
-// Only cmd/hoist-shim and tests import this package; it imports agents/api
+// cmd/hoist-shim and `hoist agent shim` (cmd/hoist) run it through Main;
+// backends/local runs it in-process; tests import it too. It imports agents/api
 // and nothing else of hoist.
 package shim

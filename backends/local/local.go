@@ -41,9 +41,14 @@ var (
 type Config struct {
 	// Name is the backend's name; "local" when empty.
 	Name string
-	// RunnerBinary is the path of the hoist-runner binary for this host
-	// (required); the shims bind-mount it into every job container.
+	// RunnerBinary is the path of the hoist-runner binary for this host; the
+	// shims bind-mount it into every job container. Required unless
+	// RunnerMissing says why there is none.
 	RunnerBinary string
+	// RunnerMissing, with an empty RunnerBinary, says why this host has no
+	// runner binary (what to build): the backend starts, and every Create
+	// fails with it (backends.Stalled) so that the instance shows it.
+	RunnerMissing error
 	// StateDir keeps the instance records and the shims' state (required).
 	StateDir string
 	// Labels are added to every container the shims create.
@@ -71,14 +76,15 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 	if err := cfg.Decode(&o); err != nil {
 		return nil, err
 	}
+	var missing error
 	if o.RunnerBinary == "" && deps.Agents != nil {
 		_, runner, err := deps.Agents(goarch())
 		if err != nil {
-			return nil, fmt.Errorf("runner binary: %w", err)
+			missing = fmt.Errorf("runner binary: %w", err)
 		}
 		o.RunnerBinary = runner
 	}
-	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, StateDir: deps.StateDir, Logger: deps.Logger, Now: deps.Now})
+	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, RunnerMissing: missing, StateDir: deps.StateDir, Logger: deps.Logger, Now: deps.Now})
 }
 
 // Backend is the local backend. Use New; Close it on shutdown (the shims
@@ -128,11 +134,13 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("local backend: state dir is required")
 	}
-	if cfg.RunnerBinary == "" {
+	switch {
+	case cfg.RunnerBinary == "" && cfg.RunnerMissing == nil:
 		return nil, errors.New("local backend: runner binary is required")
-	}
-	if _, err := os.Stat(cfg.RunnerBinary); err != nil {
-		return nil, fmt.Errorf("local backend: runner binary: %w", err)
+	case cfg.RunnerBinary != "":
+		if _, err := os.Stat(cfg.RunnerBinary); err != nil {
+			return nil, fmt.Errorf("local backend: runner binary: %w", err)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -366,6 +374,9 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	if in, ok := b.insts[spec.ID]; ok {
 		return b.toInstance(in), nil
+	}
+	if b.cfg.RunnerBinary == "" {
+		return backends.Instance{}, backends.Stalled(fmt.Errorf("local backend: instance %s: %w", spec.ID, b.cfg.RunnerMissing))
 	}
 	o := spec.Offer
 	if o.CPUs == 0 {

@@ -33,13 +33,17 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newOffersCmd())
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
+	root.AddCommand(newAgentCmd())
 	return root
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
+	ran, err := agentByName(os.Args)
+	if !ran {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = newRootCmd().ExecuteContext(ctx)
+		stop()
+	}
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
