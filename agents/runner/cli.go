@@ -48,6 +48,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	stopGrace := fs.Duration("stop-grace", 10*time.Second, "on SIGTERM, how long the job may take to exit before SIGKILL")
 	imageCommand := fs.String("image-command", "", "the image's entrypoint and cmd as a JSON array, run by a job without commands")
 	imageWorkDir := fs.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
+	onlyGateway := fs.Bool("only-from-gateway", false, "accept connections only from the default gateway (where Docker's published ports come from) and loopback")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -59,6 +60,10 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		fmt.Fprintf(stdout, "hoist-runner %s (api %d)\n", version, api.RunnerAPIVersion)
 		return nil
 	}
+	token := os.Getenv(TokenEnv) // set by the shim; kept out of the job's environment
+	if len(token) < 32 {
+		return fmt.Errorf("%s must hold the runner's token (at least 32 characters): the runner API is never served without one", TokenEnv)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	var imageCmd []string
 	if *imageCommand != "" {
@@ -68,7 +73,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	}
 	r, err := New(Config{
 		Home: *home, Version: version, Logger: log, ImageCommand: imageCmd, ImageWorkingDir: *imageWorkDir,
-		Token: os.Getenv(TokenEnv), // set by the shim; kept out of the job's environment
+		Token: token,
 	})
 	if err != nil {
 		return err
@@ -76,6 +81,14 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if *onlyGateway {
+		gw, err := defaultGateway("/proc/net/route")
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--only-from-gateway: %w", err)
+		}
+		ln = &peerListener{Listener: ln, gateway: gw, log: log}
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)

@@ -49,6 +49,7 @@ func Main(ctx context.Context, args []string, version, runnerFallback string, st
 	dockerHost := fs.String("docker-host", "", "Docker Engine address (default: DOCKER_HOST or the local socket)")
 	id := fs.String("id", "", "shim id in container labels (default: derived from --state-dir)")
 	addrFile := fs.String("addr-file", "", "write the address the shim listens on to this file (useful with --listen 127.0.0.1:0)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required; mode 0600, written by the server)")
 	fs.Var(labels, "label", "key=value label added to every container (repeatable)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -71,8 +72,13 @@ func Main(ctx context.Context, args []string, version, runnerFallback string, st
 		}
 		*runnerBinary = filepath.Join(filepath.Dir(exe), "hoist-runner")
 	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	s, err := New(Config{
+		Token:        token,
 		DockerHost:   *dockerHost,
 		RunnerBinary: *runnerBinary,
 		StateDir:     *stateDir,
@@ -119,4 +125,28 @@ func Main(ctx context.Context, args []string, version, runnerFallback string, st
 	_ = srv.Shutdown(sctx)
 	// Containers keep running; the next shim on this state dir recovers them.
 	return s.Close()
+}
+
+// readToken reads the shim's token from path, which only its owner may read
+// or write.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("--token-file is required: the shim API is never served without a token")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("--token-file %s: mode %v, want 0600 (readable by its owner only)", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < minTokenLen {
+		return "", fmt.Errorf("--token-file %s: the token must have at least %d characters", path, minTokenLen)
+	}
+	return token, nil
 }

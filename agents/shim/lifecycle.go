@@ -208,6 +208,11 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 		Entrypoint: []string{RunnerPath},
 		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
 	}
+	if spec.NetworkMode != api.NetworkHost {
+		// Only the published port (connections from the bridge's gateway)
+		// reaches the runner, not the other containers on the bridge.
+		cfg.Cmd = append(cfg.Cmd, "--only-from-gateway")
+	}
 	if s.cfg.RunnerLinger > 0 {
 		cfg.Cmd = append(cfg.Cmd, "--linger", s.cfg.RunnerLinger.String())
 	}
@@ -295,7 +300,10 @@ func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec, runn
 func (s *Shim) waitRunner(ctx context.Context, t *task, addr string) error {
 	deadline := time.Now().Add(runnerReadyTimeout)
 	delay := time.Millisecond
-	c := api.NewRunnerClient(addr, s.hc)
+	s.mu.Lock()
+	token := t.info.RunnerToken
+	s.mu.Unlock()
+	c := api.NewRunnerClient(addr, s.hc).WithToken(token)
 	for {
 		hctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := c.Health(hctx)
@@ -303,7 +311,7 @@ func (s *Shim) waitRunner(ctx context.Context, t *task, addr string) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, api.ErrIncompatibleAgent) {
+		if errors.Is(err, api.ErrIncompatibleAgent) || errors.Is(err, api.ErrUnauthorized) {
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -43,6 +43,8 @@ const (
 	// RunnerTokenEnv is the container variable that hands the runner its
 	// token; the runner keeps it out of the job's environment.
 	RunnerTokenEnv = "HOIST_RUNNER_TOKEN"
+	// minTokenLen is the shortest shim token New accepts.
+	minTokenLen = 32
 )
 
 // runnerReadyTimeout bounds how long a started container may take until its
@@ -64,11 +66,10 @@ type Config struct {
 	// ID names this shim in container labels so that several shims can share
 	// one Engine; "" derives it from StateDir.
 	ID string
-	// RunnerAuth makes every runner demand a bearer token of its own,
-	// reported as TaskInfo.RunnerToken, so that nothing else that can reach
-	// its port (another container on the bridge network, a local user on
-	// the host network) can drive it.
-	RunnerAuth bool
+	// Token is the bearer token every request to the shim's API must carry,
+	// the health check included (required). The server generates it for
+	// each instance; see Handler.
+	Token string
 	// RunnerLinger is how long a runner keeps serving after its job has
 	// finished and its API fell idle, before it exits and so ends the
 	// container (0: the runner's default, 5 minutes).
@@ -134,11 +135,19 @@ func New(cfg Config) (*Shim, error) {
 		return nil, fmt.Errorf("shim: %w", err)
 	}
 	cfg.StateDir = abs
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "tasks"), 0o755); err != nil {
+	// The task dirs hold the runners' tokens and sockets-to-be: only the
+	// shim's user may traverse them.
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "tasks"), 0o700); err != nil {
+		return nil, fmt.Errorf("shim: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(cfg.StateDir, "tasks"), 0o700); err != nil {
 		return nil, fmt.Errorf("shim: %w", err)
 	}
 	if cfg.RunnerBinary == "" {
 		return nil, errors.New("shim: runner binary is required")
+	}
+	if len(cfg.Token) < minTokenLen {
+		return nil, fmt.Errorf("shim: a token of at least %d characters is required", minTokenLen)
 	}
 	if cfg.RunnerBinary, err = filepath.Abs(cfg.RunnerBinary); err != nil {
 		return nil, fmt.Errorf("shim: %w", err)
@@ -255,16 +264,17 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 		settled: make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
-	if s.cfg.RunnerAuth {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			cancel()
-			return api.TaskInfo{}, fmt.Errorf("runner token: %w", err)
-		}
-		t.info.RunnerToken = hex.EncodeToString(b[:])
+	// Every runner demands a token of its own, so that nothing else that
+	// can reach its port (another container on the bridge network, a local
+	// user on the host network, another task's job) can drive it.
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		cancel()
+		return api.TaskInfo{}, fmt.Errorf("runner token: %w", err)
 	}
+	t.info.RunnerToken = hex.EncodeToString(b[:])
 	s.tasks[spec.ID] = t
-	if err := os.MkdirAll(s.taskDir(spec.ID), 0o755); err != nil {
+	if err := os.MkdirAll(s.taskDir(spec.ID), 0o700); err != nil {
 		delete(s.tasks, spec.ID)
 		cancel()
 		return api.TaskInfo{}, fmt.Errorf("task dir: %w", err)

@@ -25,6 +25,7 @@ import (
 	"hoist/agents/api"
 	"hoist/agents/shim"
 	"hoist/backends"
+	"hoist/backends/internal/agentauth"
 	"hoist/backends/offers"
 )
 
@@ -107,10 +108,11 @@ var errClosed = errors.New("local backend: closed")
 
 // instance is one local instance: its record and its running shim.
 type instance struct {
-	rec  record
-	shim *shim.Shim
-	srv  *http.Server
-	url  string
+	rec   record
+	shim  *shim.Shim
+	srv   *http.Server
+	url   string
+	token string // the shim's token; it lives in this process only
 }
 
 // record is what the backend keeps of an instance, in
@@ -263,8 +265,14 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 	for k, v := range r.Tags {
 		labels[k] = v
 	}
+	// The shim runs in this process: its token never leaves it.
+	token, err := agentauth.NewToken()
+	if err != nil {
+		return nil, fmt.Errorf("local backend: instance %s: %w", r.ID, err)
+	}
 	s, err := shim.New(shim.Config{
 		Docker:       b.docker,
+		Token:        token,
 		RunnerBinary: b.cfg.RunnerBinary,
 		StateDir:     filepath.Join(b.instDir(r.ID), "shim"),
 		Labels:       labels,
@@ -286,7 +294,7 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	b.log.Info("shim_started", "instance", r.ID, "addr", ln.Addr().String())
-	return &instance{rec: r, shim: s, srv: srv, url: "http://" + ln.Addr().String()}, nil
+	return &instance{rec: r, shim: s, srv: srv, url: "http://" + ln.Addr().String(), token: token}, nil
 }
 
 func (b *Backend) toInstance(in *instance) backends.Instance {
@@ -428,7 +436,7 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	inst := b.toInstance(in)
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := api.NewShimClient(in.url, nil).Health(hctx); err != nil {
+	if _, err := api.NewShimClient(in.url, nil).WithToken(in.token).Health(hctx); err != nil {
 		inst.Status, inst.Message = backends.StatusProvisioning, fmt.Sprintf("shim not answering: %v", err)
 	}
 	return inst, nil
@@ -490,7 +498,8 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// Connect returns a plain loopback connection to the instance's shim. Task
+// Connect returns a loopback connection to the instance's shim. Its client
+// authenticates to the shim and to the task's runners (agentauth); task
 // creations through it get the instance's size as Docker limits when they
 // set none.
 func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.Conn, error) {
@@ -501,8 +510,12 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 		return nil, fmt.Errorf("local backend: instance %s: %w", inst.ID, backends.ErrNotFound)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+	auth := &agentauth.Transport{
+		Base:    &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host},
+		ShimURL: in.url, Token: func() string { return in.token },
+	}
 	return &conn{
-		hc:  &http.Client{Transport: &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host}},
+		hc:  &http.Client{Transport: auth},
 		tr:  tr,
 		url: in.url,
 	}, nil
