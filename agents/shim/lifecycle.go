@@ -205,7 +205,7 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 		User:       spec.User,
 		Env:        env,
 		Labels:     labels,
-		Entrypoint: []string{RunnerPath},
+		Entrypoint: s.launch.entrypoint,
 		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
 	}
 	if spec.NetworkMode != api.NetworkHost {
@@ -230,10 +230,10 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 	hcfg := &container.HostConfig{
 		Privileged: spec.Privileged,
 		ShmSize:    spec.ShmSizeBytes,
-		Binds: []string{
+		Binds: append([]string{
 			s.cfg.RunnerBinary + ":" + RunnerPath + ":ro",
 			s.RunnerDir(spec.ID) + ":" + RunnerHome,
-		},
+		}, s.launch.binds...),
 	}
 	for _, m := range spec.InstanceMounts {
 		b := m.InstancePath + ":" + m.Path

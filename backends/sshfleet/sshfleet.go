@@ -2,6 +2,7 @@ package sshfleet
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -414,6 +415,9 @@ func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record, remot
 	var files []tarFile
 	shimChanged := false
 	for _, bin := range []struct{ name, local string }{{"hoist-runner", runnerBin}, {"hoist-shim", shimBin}} {
+		if err := checkStatic(bin.local); err != nil {
+			return backends.Stalled(fmt.Errorf("agent binary for %s: %w; build hoist with `CGO_ENABLED=0 go build ./cmd/hoist` or run `go tool task build`", r.Arch, err))
+		}
 		sum, err := b.sum(bin.local)
 		if err != nil {
 			return backends.Stalled(fmt.Errorf("agent binary: %w", err))
@@ -981,4 +985,21 @@ func (b *Backend) Connected(id string) bool {
 	defer b.mu.Unlock()
 	c, ok := b.clients[id]
 	return ok && c.Alive()
+}
+
+// checkStatic fails unless path is an ELF executable without an interpreter
+// (statically linked): the agents run on hosts whose C library is not the
+// one they would have been linked against.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked (built with cgo), but SSH hosts need static agents", path)
+		}
+	}
+	return nil
 }

@@ -119,7 +119,7 @@ func closeBackends(bes map[string]backends.Backend) {
 // hoist-shim-linux-<arch> and hoist-runner-linux-<arch>, or plain hoist-shim
 // and hoist-runner for this machine's architecture. When none is found for
 // this machine's architecture, the running hoist binary serves as both
-// agents (see agent.go) if it is static; otherwise the error says what to
+// agents (see agent.go); for other architectures the error says what to
 // build.
 func agentLocator(dir, dataDir string) backends.AgentBinaries {
 	var dirs []string
