@@ -90,6 +90,11 @@ func TestBinaries_runAJobEndToEnd(t *testing.T) {
 	if _, err := api.NewRunnerClient(info.RunnerAddr, nil).State(ctx); !errors.Is(err, api.ErrUnauthorized) {
 		t.Errorf("runner State without token: %v, want 401", err)
 	}
+	// The refusal is logged, with a constant message and never a token.
+	if b, _ := os.ReadFile(logf.Name()); !strings.Contains(string(b), "msg=shim_request_unauthorized") ||
+		strings.Contains(string(b), token) || strings.Contains(string(b), info.RunnerToken) {
+		t.Errorf("shim log = %s, want shim_request_unauthorized and no token", b)
+	}
 	rc := api.NewRunnerClient(info.RunnerAddr, nil).WithToken(info.RunnerToken)
 	h, err := rc.Health(ctx)
 	if err != nil || h.Service != api.RunnerService {
