@@ -16,21 +16,22 @@ import (
 // <StateDir>/instances/<id>.json (mode 0600: it holds the private key and
 // the shim's token).
 type record struct {
-	ID      string            `json:"id"`
-	Name    string            `json:"name,omitempty"`
-	Tags    map[string]string `json:"tags"`
-	Host    backends.SSHHost  `json:"host"`
-	HostKey string            `json:"host_key,omitempty"`
-	JumpKey string            `json:"jump_host_key,omitempty"`
-	Arch    string            `json:"arch,omitempty"`
-	Offer   offers.Offer      `json:"offer"`
-	Status  string            `json:"status"`
-	Message string            `json:"message,omitempty"`
-	Dir     string            `json:"dir,omitempty"`
+	ID        string            `json:"id"`
+	Name      string            `json:"name,omitempty"`
+	Tags      map[string]string `json:"tags"`
+	Host      backends.SSHHost  `json:"host"`
+	HostKey   string            `json:"host_key,omitempty"`
+	JumpKey   string            `json:"jump_host_key,omitempty"`
+	Arch      string            `json:"arch,omitempty"`
+	Offer     offers.Offer      `json:"offer"`
+	Status    string            `json:"status"`
+	Message   string            `json:"message,omitempty"`
+	Dir       string            `json:"dir,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+
 	// ShimToken is the bearer token of the host's shim, made by the server
 	// (agentauth.NewToken) and deployed to Dir/token (mode 0600).
-	ShimToken string    `json:"shim_token,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	ShimToken string `json:"shim_token,omitempty"`
 }
 
 type recordStore struct{ dir string }
