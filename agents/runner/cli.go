@@ -12,15 +12,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"hoist/agents/api"
 )
-
-// TokenEnv is the environment variable that hands the runner the bearer
-// token its API demands; the runner keeps it out of the job's environment.
-const TokenEnv = "HOIST_RUNNER_TOKEN"
 
 // ExitError is returned by Main when the process should exit with Code
 // without printing more: 1 for a job that did not end done, 2 when no job
@@ -48,6 +45,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	stopGrace := fs.Duration("stop-grace", 10*time.Second, "on SIGTERM, how long the job may take to exit before SIGKILL")
 	imageCommand := fs.String("image-command", "", "the image's entrypoint and cmd as a JSON array, run by a job without commands")
 	imageWorkDir := fs.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required); the runner deletes it once read")
 	onlyGateway := fs.Bool("only-from-gateway", false, "accept connections only from the default gateway (where Docker's published ports come from) and loopback")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -60,9 +58,9 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		fmt.Fprintf(stdout, "hoist-runner %s (api %d)\n", version, api.RunnerAPIVersion)
 		return nil
 	}
-	token := os.Getenv(TokenEnv) // set by the shim; kept out of the job's environment
-	if len(token) < 32 {
-		return fmt.Errorf("%s must hold the runner's token (at least 32 characters): the runner API is never served without one", TokenEnv)
+	token, err := takeToken(*tokenFile)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	var imageCmd []string
@@ -169,4 +167,24 @@ func exitWith(err error, r *Runner) error {
 		return &ExitError{Code: 1}
 	}
 	return nil
+}
+
+// takeToken reads the runner's token from path and deletes the file, so
+// that the job never finds it.
+func takeToken(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("--token-file is required: the runner API is never served without a token")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	if err := os.Remove(path); err != nil {
+		return "", fmt.Errorf("--token-file: delete it once read: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 32 {
+		return "", fmt.Errorf("--token-file %s: the token must have at least 32 characters", path)
+	}
+	return token, nil
 }

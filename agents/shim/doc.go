@@ -15,8 +15,9 @@
 // Both APIs are authenticated: every request to the shim, the health check
 // included, carries Config.Token (made by the server for the instance), and
 // every request to a runner carries that task's own random token
-// (TaskInfo.RunnerToken, handed to the runner in its environment and kept
-// out of the job's). Anything else gets 401 and a log line. In a bridge
+// (TaskInfo.RunnerToken, handed to the runner in a file of its directory
+// that it deletes before it serves: no environment or container setting
+// holds it). Anything else gets 401 and a log line. In a bridge
 // network container the runner also drops connections that do not come
 // from the bridge's gateway, so other containers on the bridge cannot reach
 // it at all.

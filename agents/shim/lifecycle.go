@@ -121,9 +121,13 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	token := t.info.RunnerToken
 	s.mu.Unlock()
 	cfg, hcfg := s.containerConfig(spec, runnerHostPort, img.Config)
-	if token != "" {
-		cfg.Env = append(cfg.Env, RunnerTokenEnv+"="+token)
+	// Readable by the container's user, whoever it is; the task dir above
+	// keeps every other local user out.
+	if err := os.WriteFile(filepath.Join(runDir, RunnerTokenFile), []byte(token+"\n"), 0o644); err != nil {
+		fail(api.ReasonExecutorError, fmt.Sprintf("write the runner's token: %v", err))
+		return
 	}
+	cfg.Cmd = append(cfg.Cmd, "--token-file", RunnerHome+"/"+RunnerTokenFile)
 	created, err := s.docker.ContainerCreate(ctx, cfg, hcfg, nil, nil, spec.Name)
 	if err != nil {
 		if canceled() {

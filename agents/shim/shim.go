@@ -40,9 +40,10 @@ const (
 	RunnerHome = "/hoist/run"
 	// RunnerPort is the runner's port inside a bridge-network container.
 	RunnerPort = 10999
-	// RunnerTokenEnv is the container variable that hands the runner its
-	// token; the runner keeps it out of the job's environment.
-	RunnerTokenEnv = "HOIST_RUNNER_TOKEN"
+	// RunnerTokenFile is the file in the runner's directory that hands the
+	// runner its token; the runner reads and deletes it before it serves,
+	// so the token is in no environment and in no file the job could read.
+	RunnerTokenFile = ".runner-token"
 	// minTokenLen is the shortest shim token New accepts.
 	minTokenLen = 32
 )

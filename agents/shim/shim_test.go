@@ -560,12 +560,21 @@ func TestShim_agentsAnswer401WithoutTheirTokens(t *testing.T) {
 		}
 	}
 	t.Logf("endpoints answering 401 without credentials: shim %d, runner %d", len(shimEndpoints), len(runnerEndpoints))
-	st := runJob(t, rc, api.JobSpec{Commands: []string{"env | grep -c HOIST_RUNNER_ || true"}})
+	// The token is in neither the container's configuration nor anything
+	// the job can read.
+	c, err := e.docker.ContainerInspect(t.Context(), info.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := fmt.Sprint(c.Config.Env, c.Config.Cmd, c.Config.Entrypoint, c.Args); strings.Contains(cfg, info.RunnerToken) {
+		t.Errorf("the container's configuration holds the runner's token: %s", cfg)
+	}
+	st := runJob(t, rc, api.JobSpec{Commands: []string{"cat /proc/1/environ /hoist/run/.runner-token 2>/dev/null | grep -c " + info.RunnerToken + " || true"}})
 	if st.State != api.JobDone {
 		t.Fatalf("job = %+v", st)
 	}
 	if got := output(t, rc, api.StreamStdout); got != "0\n" {
-		t.Errorf("the job sees %s HOIST_RUNNER_ variables, want none", strings.TrimSpace(got))
+		t.Errorf("the job finds the runner's token %s times, want never", strings.TrimSpace(got))
 	}
 }
 

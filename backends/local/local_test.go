@@ -239,8 +239,9 @@ func TestConn_authenticatesToTheAgentsOnly(t *testing.T) {
 		t.Fatalf("runner without token: %v, want 401", err)
 	}
 	rc := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
-	// The job is a one-request HTTP server that prints the request it got.
-	job := api.JobSpec{Commands: []string{`printf 'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok' | nc -l -p 8080`}}
+	// The job is a one-request HTTP server that prints the request it got
+	// (its stdin stays open a while, so that nc reads the whole request).
+	job := api.JobSpec{Commands: []string{`(printf 'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok'; sleep 2) | nc -l -p 8080`}}
 	if err := rc.Submit(ctx, job); err != nil {
 		t.Fatal(err)
 	}
