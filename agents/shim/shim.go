@@ -137,12 +137,10 @@ func New(cfg Config) (*Shim, error) {
 		return nil, fmt.Errorf("shim: %w", err)
 	}
 	cfg.StateDir = abs
-	// The task dirs hold the runners' tokens and sockets-to-be: only the
-	// shim's user may traverse them.
+	// Task state and job logs are the host's business only; the runner
+	// home below each task is bind-mounted, so the container needs no
+	// access to the directories above it.
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "tasks"), 0o700); err != nil {
-		return nil, fmt.Errorf("shim: %w", err)
-	}
-	if err := os.Chmod(filepath.Join(cfg.StateDir, "tasks"), 0o700); err != nil {
 		return nil, fmt.Errorf("shim: %w", err)
 	}
 	if cfg.RunnerBinary == "" {
