@@ -28,12 +28,12 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	// Subcommands: one line each.
+	root.AddCommand(newAgentCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newPlanCmd())
 	root.AddCommand(newOffersCmd())
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
-	root.AddCommand(newAgentCmd())
 	return root
 }
 
