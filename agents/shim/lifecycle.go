@@ -62,6 +62,11 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		fail(api.ReasonExecutorError, fmt.Sprintf("runner binary: %v", err))
 		return
 	}
+	launch, err := s.runnerLaunch()
+	if err != nil {
+		fail(api.ReasonExecutorError, err.Error())
+		return
+	}
 	if canceled() {
 		return
 	}
@@ -121,6 +126,8 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	token := t.info.RunnerToken
 	s.mu.Unlock()
 	cfg, hcfg := s.containerConfig(spec, runnerHostPort, img.Config)
+	cfg.Entrypoint = launch.entrypoint
+	hcfg.Binds = append(hcfg.Binds, launch.binds...)
 	// Readable by the container's user, whoever it is; the task dir above
 	// keeps every other local user out.
 	if err := os.WriteFile(filepath.Join(runDir, RunnerTokenFile), []byte(token+"\n"), 0o644); err != nil {
@@ -209,7 +216,7 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 		User:       spec.User,
 		Env:        env,
 		Labels:     labels,
-		Entrypoint: s.launch.entrypoint,
+		Entrypoint: []string{RunnerPath},
 		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
 	}
 	if spec.NetworkMode != api.NetworkHost {
@@ -234,10 +241,10 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 	hcfg := &container.HostConfig{
 		Privileged: spec.Privileged,
 		ShmSize:    spec.ShmSizeBytes,
-		Binds: append([]string{
+		Binds: []string{
 			s.cfg.RunnerBinary + ":" + RunnerPath + ":ro",
 			s.RunnerDir(spec.ID) + ":" + RunnerHome,
-		}, s.launch.binds...),
+		},
 	}
 	for _, m := range spec.InstanceMounts {
 		b := m.InstancePath + ":" + m.Path

@@ -22,6 +22,13 @@ type runnerLaunch struct {
 	binds      []string
 }
 
+// runnerLaunch returns how containers start the runner binary, worked out
+// on the first task's start.
+func (s *Shim) runnerLaunch() (runnerLaunch, error) {
+	s.launchOnce.Do(func() { s.launch, s.launchErr = launchFor(s.cfg.RunnerBinary) })
+	return s.launch, s.launchErr
+}
+
 // launchFor returns how to start bin at RunnerPath in a container. A static
 // binary is the entrypoint itself. A dynamically linked one (a hoist built
 // with cgo) cannot use the image's C library, if the image has one at all:

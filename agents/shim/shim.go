@@ -94,7 +94,9 @@ type Shim struct {
 	log    *slog.Logger
 	now    func() time.Time
 	hc     *http.Client // for the runners' health checks
-	launch runnerLaunch // how containers start the runner binary
+	launchOnce sync.Once
+	launch     runnerLaunch // how containers start the runner binary
+	launchErr  error
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -155,10 +157,6 @@ func New(cfg Config) (*Shim, error) {
 	if _, err := os.Stat(cfg.RunnerBinary); err != nil {
 		return nil, fmt.Errorf("shim: runner binary: %w", err)
 	}
-	launch, err := launchFor(cfg.RunnerBinary)
-	if err != nil {
-		return nil, fmt.Errorf("shim: %w", err)
-	}
 	if cfg.ID == "" {
 		sum := sha256.Sum256([]byte(cfg.StateDir))
 		cfg.ID = hex.EncodeToString(sum[:6])
@@ -185,7 +183,6 @@ func New(cfg Config) (*Shim, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Shim{
 		cfg:    cfg,
-		launch: launch,
 		docker: docker,
 		owned:  owned,
 		log:    cfg.Logger.With("shim_id", cfg.ID),
