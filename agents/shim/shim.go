@@ -88,12 +88,12 @@ type Config struct {
 // Shim runs tasks on a Docker Engine. Create it with New, call Recover once,
 // and serve Handler.
 type Shim struct {
-	cfg    Config
-	docker *client.Client
-	owned  bool // docker was made by New and is closed by Close
-	log    *slog.Logger
-	now    func() time.Time
-	hc     *http.Client // for the runners' health checks
+	cfg        Config
+	docker     *client.Client
+	owned      bool // docker was made by New and is closed by Close
+	log        *slog.Logger
+	now        func() time.Time
+	hc         *http.Client // for the runners' health checks
 	launchOnce sync.Once
 	launch     runnerLaunch // how containers start the runner binary
 	launchErr  error
