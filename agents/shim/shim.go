@@ -88,15 +88,12 @@ type Config struct {
 // Shim runs tasks on a Docker Engine. Create it with New, call Recover once,
 // and serve Handler.
 type Shim struct {
-	cfg        Config
-	docker     *client.Client
-	owned      bool // docker was made by New and is closed by Close
-	log        *slog.Logger
-	now        func() time.Time
-	hc         *http.Client // for the runners' health checks
-	launchOnce sync.Once
-	launch     runnerLaunch // how containers start the runner binary
-	launchErr  error
+	cfg    Config
+	docker *client.Client
+	owned  bool // docker was made by New and is closed by Close
+	log    *slog.Logger
+	now    func() time.Time
+	hc     *http.Client // for the runners' health checks
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -105,6 +102,10 @@ type Shim struct {
 	tasks   map[string]*task
 	unknown []api.UnknownContainer
 	wg      sync.WaitGroup
+
+	launchOnce sync.Once    // guards launch and launchErr (see runnerLaunch)
+	launch     runnerLaunch // how containers start the runner binary
+	launchErr  error
 }
 
 // task is the shim's record of one task; Shim.mu guards every field.
