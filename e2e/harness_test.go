@@ -104,6 +104,7 @@ type server struct {
 	logMu    sync.Mutex
 	log      bytes.Buffer
 	logsKept bool
+	exe      string // the hoist binary; bin/hoist when empty
 }
 
 // startServer starts hoist serve on repoDir with a fresh data dir and a
@@ -111,10 +112,16 @@ type server struct {
 // the test ends.
 func startServer(t *testing.T, repoDir string, extra ...string) *server {
 	t.Helper()
+	return startServerExe(t, "", repoDir, extra...)
+}
+
+// startServerExe is startServer with the hoist binary exe ("" = bin/hoist).
+func startServerExe(t *testing.T, exe, repoDir string, extra ...string) *server {
+	t.Helper()
 	testenv.Docker(t)
 	s := &server{
 		t: t, token: "e2e-admin-token", dataDir: t.TempDir(),
-		install: fmt.Sprintf("e2e-%d", time.Now().UnixNano()),
+		install: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), exe: exe,
 	}
 	s.args = append([]string{"serve", "--repo", repoDir, "--data-dir", s.dataDir, "--installation", s.install,
 		"--poll-interval", "1m", "--log-level", "debug"}, extra...)
@@ -149,7 +156,11 @@ func (s *server) start() {
 	addr := freePort(s.t)
 	s.url = "http://" + addr
 	args := append(append([]string{}, s.args...), "--listen", addr)
-	s.cmd = exec.Command(filepath.Join(bin, "hoist"), args...)
+	exe := s.exe
+	if exe == "" {
+		exe = filepath.Join(bin, "hoist")
+	}
+	s.cmd = exec.Command(exe, args...)
 	s.cmd.Env = append(os.Environ(), "HOIST_ADMIN_TOKEN="+s.token, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
 	w := &lockedWriter{mu: &s.logMu, w: &s.log}
 	s.cmd.Stdout, s.cmd.Stderr = w, w

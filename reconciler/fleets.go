@@ -62,7 +62,12 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.provisionInstance(ctx, inst.ID)
+	if err := c.provisionInstance(ctx, inst.ID); err != nil && !backends.IsStalled(err) {
+		return err
+	}
+	// A stalled instance (e.g. no runner binary for this host) keeps its
+	// error as its status message; the server runs on.
+	return nil
 }
 
 // tags are the ownership tags of everything created for a resource.

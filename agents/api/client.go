@@ -125,11 +125,17 @@ func (c *agentClient) health(ctx context.Context) (Health, error) {
 	if err != nil {
 		return h, err
 	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return h, fmt.Errorf("%s: %w", c.service, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return h, fmt.Errorf("%s health check: %w", c.service, &Error{Status: resp.StatusCode, Message: "missing or wrong token"})
+	}
 	if resp.StatusCode != http.StatusOK {
 		return h, &IncompatibleError{Service: c.service, Want: c.want, Detail: fmt.Sprintf("health check answered http %d", resp.StatusCode)}
 	}

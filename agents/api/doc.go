@@ -17,6 +17,12 @@
 // The clients take an *http.Client so that the caller may dial through an SSH
 // tunnel; every address in this package is as seen from the shim's host.
 //
+// Every request to either agent, the health check included, carries a bearer
+// token in the Authorization header: the shim's is made by the server for the
+// instance, each runner's is made by the shim for the task and reported as
+// TaskInfo.RunnerToken. Without it an agent answers 401 (ErrUnauthorized).
+// WithToken sets it on a client; a backend's Conn adds both kinds itself.
+//
 // Shim endpoints (ShimClient):
 //
 //	GET  /api/healthcheck                 Health

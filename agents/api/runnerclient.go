@@ -31,7 +31,7 @@ func NewRunnerClient(baseURL string, hc *http.Client) *RunnerClient {
 }
 
 // WithToken returns a client that authenticates with token (TaskInfo.RunnerToken)
-// to a runner that demands one. The health check needs no token.
+// on every request, the health check included.
 func (r *RunnerClient) WithToken(token string) *RunnerClient {
 	c := *r
 	c.c.token = token

@@ -178,8 +178,9 @@ type TaskInfo struct {
 	// RunnerAddr is host:port on the shim's host where the runner's API
 	// answers (always a loopback address), once running.
 	RunnerAddr string `json:"runner_addr,omitempty"`
-	// RunnerToken, when the shim runs runners with authentication, is the
-	// bearer token the runner's API demands (see RunnerClient.WithToken).
+	// RunnerToken is the bearer token the runner's API demands (see
+	// RunnerClient.WithToken), random for each task. Only the shim's
+	// authenticated API reports it.
 	RunnerToken string `json:"runner_token,omitempty"`
 	// Ports are the published ports as bound on the shim's host.
 	Ports []PortMapping `json:"ports,omitempty"`

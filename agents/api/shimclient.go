@@ -17,6 +17,15 @@ func NewShimClient(baseURL string, hc *http.Client) *ShimClient {
 	return &ShimClient{c: newAgentClient(baseURL, hc, ShimService, ShimAPIVersion)}
 }
 
+// WithToken returns a client that authenticates with token, the shim's
+// bearer token, on every request, the health check included. A client whose
+// http.Client adds the token itself (a backend's Conn) needs none.
+func (s *ShimClient) WithToken(token string) *ShimClient {
+	c := *s
+	c.c.token = token
+	return &c
+}
+
 // Health asks the shim's health check. It fails with ErrIncompatibleAgent when
 // the agent is not a shim of ShimAPIVersion.
 func (s *ShimClient) Health(ctx context.Context) (Health, error) { return s.c.health(ctx) }

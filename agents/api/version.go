@@ -9,10 +9,13 @@ import (
 // Versions of the agents' HTTP APIs. Bump one on a breaking change of that
 // agent's API; the clients refuse an agent that reports a different version.
 const (
-	// ShimAPIVersion is the version of the shim's HTTP API.
-	ShimAPIVersion = 1
-	// RunnerAPIVersion is the version of the runner's HTTP API.
-	RunnerAPIVersion = 1
+	// ShimAPIVersion is the version of the shim's HTTP API. Version 2: every
+	// request, the health check included, carries the shim's bearer token.
+	ShimAPIVersion = 2
+	// RunnerAPIVersion is the version of the runner's HTTP API. Version 2:
+	// every request, the health check included, carries the runner's bearer
+	// token.
+	RunnerAPIVersion = 2
 )
 
 // Service names reported by the agents' health checks.
@@ -47,6 +50,10 @@ var ErrIncompatibleAgent = errors.New("incompatible agent")
 // ErrNotFound is wrapped by client errors for a 404 answer (unknown task).
 var ErrNotFound = errors.New("not found")
 
+// ErrUnauthorized is wrapped by client errors for a 401 answer: the request
+// carried no token or a wrong one.
+var ErrUnauthorized = errors.New("unauthorized")
+
 // ErrConflict is wrapped by client errors for a 409 answer: the request does
 // not fit the current state (task id exists, task not terminated, job already
 // running, ...).
@@ -66,13 +73,16 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("agent: %s (http %d)", e.Message, e.Status)
 }
 
-// Is lets errors.Is match ErrNotFound and ErrConflict by status code.
+// Is lets errors.Is match ErrNotFound, ErrConflict and ErrUnauthorized by
+// status code.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound
 	case ErrConflict:
 		return e.Status == http.StatusConflict
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized
 	}
 	return false
 }

@@ -7,6 +7,7 @@
 // hoist-runner binary into the container), so it may be PID 1: it reaps every
 // orphaned child. It needs nothing from the image but the job's shell.
 //
-// Only cmd/hoist-runner and tests import this package; it imports agents/api
+// cmd/hoist-runner and `hoist agent runner` (cmd/hoist) run it through Main;
+// tests import it too. It imports agents/api
 // and nothing else of hoist.
 package runner

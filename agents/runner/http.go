@@ -17,6 +17,8 @@ import (
 const maxLongPoll = 60 * time.Second
 
 // Handler returns the runner's HTTP API (see package api for the paths).
+// With Config.Token set, every request, the health check included, must
+// carry it as a bearer token; any other gets 401 and is logged.
 func (r *Runner) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.HealthPath, r.handleHealth)
@@ -32,13 +34,14 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
 	want := []byte("Bearer " + r.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.touch()
 		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.RunnerAPIVersion))
-		if r.cfg.Token != "" && req.URL.Path != api.HealthPath &&
-			subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), want) != 1 {
+		if r.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), want) != 1 {
+			// Not r.touch(): a stranger's calls must not keep the runner alive.
+			r.log.Warn("runner_request_unauthorized", "method", req.Method, "path", req.URL.Path, "remote_addr", req.RemoteAddr)
 			writeJSON(w, http.StatusUnauthorized, api.Error{Message: "missing or wrong runner token"})
 			return
 		}
+		r.touch()
 		mux.ServeHTTP(w, req)
 		r.touch()
 	})

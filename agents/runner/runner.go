@@ -48,8 +48,9 @@ type Config struct {
 	// ImageWorkingDir is the image's WORKDIR: the default working dir of the
 	// job and the base of a relative one ("" = DefaultWorkingDir).
 	ImageWorkingDir string
-	// Token, when set, is the bearer token every /api/v1 request must carry
-	// (the health check needs none).
+	// Token, when set, is the bearer token every request must carry, the
+	// health check included. Main refuses to serve without one; tests of
+	// the job logic may leave it empty.
 	Token string
 	// LogSegmentBytes is the size of one log segment file, the unit in
 	// which acknowledged logs are deleted (0: 16 MiB).

@@ -54,7 +54,7 @@ func BenchmarkStartOverhead(b *testing.B) {
 		if err != nil || info.Status != api.TaskRunning {
 			b.Fatalf("WaitTask: %v %+v", err, info)
 		}
-		rc := api.NewRunnerClient(info.RunnerAddr, nil)
+		rc := api.NewRunnerClient(info.RunnerAddr, nil).WithToken(info.RunnerToken)
 		if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"echo hello"}}); err != nil {
 			b.Fatal(err)
 		}

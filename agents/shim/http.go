@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 const maxLongPoll = 60 * time.Second
 
 // Handler returns the shim's HTTP API (see package api for the paths).
+// Every request, the health check included, must carry Config.Token as a
+// bearer token; any other gets 401 and is logged (without what it carried).
 func (s *Shim) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.HealthPath, s.handleHealth)
@@ -26,8 +29,14 @@ func (s *Shim) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/tasks/{id}/terminate", s.handleTerminate)
 	mux.HandleFunc("POST /api/v1/tasks/{id}/remove", s.handleRemove)
 	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", s.handleLogs)
+	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.ShimAPIVersion))
+		if subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), want) != 1 {
+			s.log.Warn("shim_request_unauthorized", "method", req.Method, "path", req.URL.Path, "remote_addr", req.RemoteAddr)
+			writeJSON(w, http.StatusUnauthorized, api.Error{Message: "missing or wrong shim token"})
+			return
+		}
 		mux.ServeHTTP(w, req)
 	})
 }

@@ -66,6 +66,11 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		fail(api.ReasonExecutorError, fmt.Sprintf("runner binary: %v", err))
 		return
 	}
+	launch, err := s.runnerLaunch()
+	if err != nil {
+		fail(api.ReasonExecutorError, err.Error())
+		return
+	}
 	if canceled() {
 		return
 	}
@@ -125,9 +130,15 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	token := t.info.RunnerToken
 	s.mu.Unlock()
 	cfg, hcfg := s.containerConfig(spec, runnerHostPort, img.Config)
-	if token != "" {
-		cfg.Env = append(cfg.Env, RunnerTokenEnv+"="+token)
+	cfg.Entrypoint = launch.entrypoint
+	hcfg.Binds = append(hcfg.Binds, launch.binds...)
+	// Readable by the container's user, whoever it is; the task dir above
+	// keeps every other local user out.
+	if err := os.WriteFile(filepath.Join(runDir, RunnerTokenFile), []byte(token+"\n"), 0o644); err != nil {
+		fail(api.ReasonExecutorError, fmt.Sprintf("write the runner's token: %v", err))
+		return
 	}
+	cfg.Cmd = append(cfg.Cmd, "--token-file", RunnerHome+"/"+RunnerTokenFile)
 	created, err := s.docker.ContainerCreate(ctx, cfg, hcfg, nil, nil, spec.Name)
 	if err != nil {
 		if canceled() {
@@ -211,6 +222,11 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 		Labels:     labels,
 		Entrypoint: []string{RunnerPath},
 		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
+	}
+	if spec.NetworkMode != api.NetworkHost {
+		// Only the published port (connections from the bridge's gateway)
+		// reaches the runner, not the other containers on the bridge.
+		cfg.Cmd = append(cfg.Cmd, "--only-from-gateway")
 	}
 	if s.cfg.RunnerLinger > 0 {
 		cfg.Cmd = append(cfg.Cmd, "--linger", s.cfg.RunnerLinger.String())
@@ -299,7 +315,10 @@ func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec, runn
 func (s *Shim) waitRunner(ctx context.Context, t *task, addr string) error {
 	deadline := time.Now().Add(runnerReadyTimeout)
 	delay := time.Millisecond
-	c := api.NewRunnerClient(addr, s.hc)
+	s.mu.Lock()
+	token := t.info.RunnerToken
+	s.mu.Unlock()
+	c := api.NewRunnerClient(addr, s.hc).WithToken(token)
 	for {
 		hctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := c.Health(hctx)
@@ -307,7 +326,7 @@ func (s *Shim) waitRunner(ctx context.Context, t *task, addr string) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, api.ErrIncompatibleAgent) {
+		if errors.Is(err, api.ErrIncompatibleAgent) || errors.Is(err, api.ErrUnauthorized) {
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -47,6 +47,9 @@ func TestMain(m *testing.M) {
 }
 
 // env is one shim under test, served over HTTP, and its clients.
+// testToken is the shim token of the tests' shims.
+const testToken = "test-shim-token-0123456789abcdef0123456789"
+
 type env struct {
 	shim   *shim.Shim
 	client *api.ShimClient
@@ -54,8 +57,6 @@ type env struct {
 	image  string
 	state  string
 	url    string
-	// runnerAuth starts the shim with Config.RunnerAuth.
-	runnerAuth bool
 	// linger is the shim's Config.RunnerLinger.
 	linger time.Duration
 }
@@ -72,13 +73,11 @@ func dockerClient(t testing.TB) *client.Client {
 
 // newEnv starts a shim on a fresh state dir; every container it creates is
 // removed when the test ends, also on failure.
-func newEnv(t testing.TB) *env { return newEnvAuth(t, false) }
-
-func newEnvAuth(t testing.TB, runnerAuth bool) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	image := testenv.Docker(t)
 	dc := dockerClient(t)
-	e := &env{docker: dc, image: image, state: t.TempDir(), runnerAuth: runnerAuth}
+	e := &env{docker: dc, image: image, state: t.TempDir()}
 	e.start(t)
 	id := e.shim.ID()
 	t.Cleanup(func() { removeShimContainers(t, dc, id) })
@@ -94,7 +93,7 @@ func (e *env) start(t testing.TB) {
 		StateDir:     e.state,
 		Labels:       map[string]string{"hoist.test": "shim"},
 		Version:      "test",
-		RunnerAuth:   e.runnerAuth,
+		Token:        testToken,
 		RunnerLinger: e.linger,
 	})
 	if err != nil {
@@ -105,7 +104,7 @@ func (e *env) start(t testing.TB) {
 	}
 	srv := httptest.NewServer(s.Handler())
 	e.shim, e.url = s, srv.URL
-	e.client = api.NewShimClient(srv.URL, nil)
+	e.client = api.NewShimClient(srv.URL, nil).WithToken(testToken)
 	t.Cleanup(func() {
 		srv.Close()
 		s.Close()

@@ -69,7 +69,7 @@ func TestShim_recoverAfterRestart(t *testing.T) {
 	}
 	if h := got["hostnet"]; h.Status != api.TaskRunning || h.RunnerAddr != hostnet.RunnerAddr {
 		t.Errorf("hostnet after restart = %+v, want running at %s", h, hostnet.RunnerAddr)
-	} else if _, err := api.NewRunnerClient(h.RunnerAddr, nil).Health(ctx); err != nil {
+	} else if _, err := api.NewRunnerClient(h.RunnerAddr, nil).WithToken(h.RunnerToken).Health(ctx); err != nil {
 		t.Errorf("hostnet's runner after restart: %v", err)
 	}
 	if k := got["killed"]; k.Status != api.TaskTerminated || k.TerminationReason != api.ReasonContainerExitedWithError || k.ExitCode == nil || *k.ExitCode != 137 {

@@ -196,7 +196,7 @@ func TestShim_pullFromRegistryWithAuth(t *testing.T) {
 		if p.TotalBytes < 2_000_000 || p.DownloadedBytes != p.TotalBytes || p.ExtractedBytes != p.TotalBytes || !p.TotalFinal {
 			t.Errorf("pull progress = %+v, want the 2 MB layer downloaded and extracted", p)
 		}
-		rc := api.NewRunnerClient(info.RunnerAddr, nil)
+		rc := api.NewRunnerClient(info.RunnerAddr, nil).WithToken(info.RunnerToken)
 		if st := runJob(t, rc, api.JobSpec{Commands: []string{"test -s /random.bin && echo pulled image"}}); st.State != api.JobDone {
 			t.Errorf("job = %+v, want done", st)
 		}

@@ -40,9 +40,12 @@ const (
 	RunnerHome = "/hoist/run"
 	// RunnerPort is the runner's port inside a bridge-network container.
 	RunnerPort = 10999
-	// RunnerTokenEnv is the container variable that hands the runner its
-	// token; the runner keeps it out of the job's environment.
-	RunnerTokenEnv = "HOIST_RUNNER_TOKEN"
+	// RunnerTokenFile is the file in the runner's directory that hands the
+	// runner its token; the runner reads and deletes it before it serves,
+	// so the token is in no environment and in no file the job could read.
+	RunnerTokenFile = ".runner-token"
+	// minTokenLen is the shortest shim token New accepts.
+	minTokenLen = 32
 )
 
 // runnerReadyTimeout bounds how long a started container may take until its
@@ -64,11 +67,10 @@ type Config struct {
 	// ID names this shim in container labels so that several shims can share
 	// one Engine; "" derives it from StateDir.
 	ID string
-	// RunnerAuth makes every runner demand a bearer token of its own,
-	// reported as TaskInfo.RunnerToken, so that nothing else that can reach
-	// its port (another container on the bridge network, a local user on
-	// the host network) can drive it.
-	RunnerAuth bool
+	// Token is the bearer token every request to the shim's API must carry,
+	// the health check included (required). The server generates it for
+	// each instance; see Handler.
+	Token string
 	// RunnerLinger is how long a runner keeps serving after its job has
 	// finished and its API fell idle, before it exits and so ends the
 	// container (0: the runner's default, 5 minutes).
@@ -100,6 +102,10 @@ type Shim struct {
 	tasks   map[string]*task
 	unknown []api.UnknownContainer
 	wg      sync.WaitGroup
+
+	launchOnce sync.Once    // guards launch and launchErr (see runnerLaunch)
+	launch     runnerLaunch // how containers start the runner binary
+	launchErr  error
 }
 
 // task is the shim's record of one task; Shim.mu guards every field.
@@ -142,6 +148,9 @@ func New(cfg Config) (*Shim, error) {
 	}
 	if cfg.RunnerBinary == "" {
 		return nil, errors.New("shim: runner binary is required")
+	}
+	if len(cfg.Token) < minTokenLen {
+		return nil, fmt.Errorf("shim: a token of at least %d characters is required", minTokenLen)
 	}
 	if cfg.RunnerBinary, err = filepath.Abs(cfg.RunnerBinary); err != nil {
 		return nil, fmt.Errorf("shim: %w", err)
@@ -258,14 +267,15 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 		settled: make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
-	if s.cfg.RunnerAuth {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			cancel()
-			return api.TaskInfo{}, fmt.Errorf("runner token: %w", err)
-		}
-		t.info.RunnerToken = hex.EncodeToString(b[:])
+	// Every runner demands a token of its own, so that nothing else that
+	// can reach its port (another container on the bridge network, a local
+	// user on the host network, another task's job) can drive it.
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		cancel()
+		return api.TaskInfo{}, fmt.Errorf("runner token: %w", err)
 	}
+	t.info.RunnerToken = hex.EncodeToString(b[:])
 	s.tasks[spec.ID] = t
 	if err := os.MkdirAll(s.taskDir(spec.ID), 0o700); err != nil {
 		delete(s.tasks, spec.ID)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"hoist/agents/api"
+	"hoist/agents/shim"
 	"hoist/e2e/testenv"
 )
 
@@ -500,29 +502,119 @@ func TestShim_jobWithoutCommandsRunsTheImagesEntrypoint(t *testing.T) {
 	}
 }
 
-func TestShim_runnerAuthDemandsTheTasksToken(t *testing.T) {
+// shimEndpoints and runnerEndpoints are every route of the agents' APIs.
+var (
+	shimEndpoints = []string{
+		"GET /api/healthcheck", "GET /api/v1/host", "GET /api/v1/tasks", "POST /api/v1/tasks",
+		"GET /api/v1/tasks/auth", "POST /api/v1/tasks/auth/terminate", "POST /api/v1/tasks/auth/remove",
+		"GET /api/v1/tasks/auth/logs",
+	}
+	runnerEndpoints = []string{
+		"GET /api/healthcheck", "POST /api/v1/submit", "POST /api/v1/upload", "POST /api/v1/run",
+		"GET /api/v1/state", "GET /api/v1/wait", "POST /api/v1/stop", "GET /api/v1/logs",
+		"POST /api/v1/logs/ack", "GET /api/v1/logs/stream", "GET /api/v1/metrics",
+	}
+)
+
+// unauthorized sends every endpoint at base with the Authorization header
+// auth ("" = none) and returns those that did not answer 401.
+func unauthorized(t *testing.T, base, auth string, endpoints []string) []string {
+	t.Helper()
+	var bad []string
+	for _, ep := range endpoints {
+		method, path, _ := strings.Cut(ep, " ")
+		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+strings.TrimPrefix(base, "http://")+path, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", ep, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			bad = append(bad, fmt.Sprintf("%s: http %d", ep, resp.StatusCode))
+		}
+	}
+	return bad
+}
+
+func TestShim_agentsAnswer401WithoutTheirTokens(t *testing.T) {
 	t.Parallel()
-	e := newEnvAuth(t, true)
-	ctx := t.Context()
+	e := newEnv(t)
 	info, rc := e.runTask(t, api.TaskSpec{ID: "auth"})
 	if len(info.RunnerToken) != 64 {
 		t.Fatalf("RunnerToken = %q, want 32 random bytes in hex", info.RunnerToken)
 	}
-	bare := api.NewRunnerClient(info.RunnerAddr, nil)
-	if _, err := bare.Health(ctx); err != nil {
-		t.Errorf("Health without token: %v, want ok", err)
-	}
-	for name, c := range map[string]*api.RunnerClient{"no token": bare, "wrong token": bare.WithToken("x")} {
-		if _, err := c.State(ctx); !isStatus(err, http.StatusUnauthorized) {
-			t.Errorf("State with %s: err = %v, want http 401", name, err)
+	for name, auth := range map[string]string{"no token": "", "wrong token": "Bearer x", "the runner's token": "Bearer " + info.RunnerToken} {
+		if bad := unauthorized(t, e.url, auth, shimEndpoints); len(bad) > 0 {
+			t.Errorf("shim with %s: want 401 from all %d endpoints, got %v", name, len(shimEndpoints), bad)
 		}
 	}
-	st := runJob(t, rc, api.JobSpec{Commands: []string{"env | grep -c HOIST_RUNNER_ || true"}})
+	for name, auth := range map[string]string{"no token": "", "wrong token": "Bearer x", "the shim's token": "Bearer " + testToken} {
+		if bad := unauthorized(t, info.RunnerAddr, auth, runnerEndpoints); len(bad) > 0 {
+			t.Errorf("runner with %s: want 401 from all %d endpoints, got %v", name, len(runnerEndpoints), bad)
+		}
+	}
+	t.Logf("endpoints answering 401 without credentials: shim %d, runner %d", len(shimEndpoints), len(runnerEndpoints))
+	// The token is in neither the container's configuration nor anything
+	// the job can read.
+	c, err := e.docker.ContainerInspect(t.Context(), info.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := fmt.Sprint(c.Config.Env, c.Config.Cmd, c.Config.Entrypoint, c.Args); strings.Contains(cfg, info.RunnerToken) {
+		t.Errorf("the container's configuration holds the runner's token: %s", cfg)
+	}
+	st := runJob(t, rc, api.JobSpec{Commands: []string{"cat /proc/1/environ /hoist/run/.runner-token 2>/dev/null | grep -c " + info.RunnerToken + " || true"}})
 	if st.State != api.JobDone {
 		t.Fatalf("job = %+v", st)
 	}
 	if got := output(t, rc, api.StreamStdout); got != "0\n" {
-		t.Errorf("the job sees %s HOIST_RUNNER_ variables, want none", strings.TrimSpace(got))
+		t.Errorf("the job finds the runner's token %s times, want never", strings.TrimSpace(got))
+	}
+}
+
+// TestShim_otherContainersCannotReachTheRunner runs a second container on
+// the bridge network and has it call the runner at its container address:
+// the connection is closed before any answer, while the published port
+// (the server's way in) works.
+func TestShim_otherContainersCannotReachTheRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	info, rc := e.runTask(t, api.TaskSpec{ID: "target"})
+	c, err := e.docker.ContainerInspect(ctx, info.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := ""
+	for _, n := range c.NetworkSettings.Networks {
+		ip = n.IPAddress
+	}
+	if ip == "" {
+		t.Fatalf("the task's container has no bridge address: %+v", c.NetworkSettings.Networks)
+	}
+	// The prober speaks HTTP with nc: an answer of any status (401 without
+	// the filter) would show as an HTTP status line.
+	addr := net.JoinHostPort(ip, strconv.Itoa(shim.RunnerPort))
+	_, prc := e.runTask(t, api.TaskSpec{ID: "prober"})
+	st := runJob(t, prc, api.JobSpec{Commands: []string{
+		`printf 'GET ` + api.HealthPath + ` HTTP/1.0\r\n\r\n' | nc -w 5 ` + ip + ` ` + strconv.Itoa(shim.RunnerPort) + ` 2>&1; echo exit=$?`,
+	}})
+	if st.State != api.JobDone {
+		t.Fatalf("prober job = %+v", st)
+	}
+	got := output(t, prc, api.StreamStdout)
+	if strings.Contains(got, "HTTP/1.") || !strings.Contains(got, "exit=") {
+		t.Errorf("another container reached the runner at %s: %q", addr, got)
+	}
+	t.Logf("another container calling the runner at %s: %q", addr, strings.TrimSpace(got))
+	if _, err := rc.Health(ctx); err != nil {
+		t.Errorf("the runner through its published port: %v", err)
 	}
 }
 

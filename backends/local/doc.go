@@ -5,8 +5,12 @@
 // GPUs.
 //
 // Each instance gets its own shim, run in-process (agents/shim on a
-// 127.0.0.1:0 listener, Recover on start) with its own state directory, so
-// terminating one instance drains only its containers. Jobs run in real
+// 127.0.0.1:0 listener, Recover on start) with its own state directory and
+// a token that never leaves this process, so terminating one instance
+// drains only its containers. Connect's client adds the shim's and the
+// runners' tokens (backends/internal/agentauth). Without a runner binary for
+// this host (Config.RunnerMissing) the backend starts and every Create
+// fails with what to build. Jobs run in real
 // Docker containers on this host's Engine. The instance's size is enforced as
 // Docker limits: the connection the server gets (Connect) fills in the CPU
 // and memory limits of every task it creates that asks for none.

@@ -25,6 +25,7 @@ import (
 	"hoist/agents/api"
 	"hoist/agents/shim"
 	"hoist/backends"
+	"hoist/backends/internal/agentauth"
 	"hoist/backends/offers"
 )
 
@@ -41,9 +42,14 @@ var (
 type Config struct {
 	// Name is the backend's name; "local" when empty.
 	Name string
-	// RunnerBinary is the path of the hoist-runner binary for this host
-	// (required); the shims bind-mount it into every job container.
+	// RunnerBinary is the path of the hoist-runner binary for this host; the
+	// shims bind-mount it into every job container. Required unless
+	// RunnerMissing says why there is none.
 	RunnerBinary string
+	// RunnerMissing, with an empty RunnerBinary, says why this host has no
+	// runner binary (what to build): the backend starts, and every Create
+	// fails with it (backends.Stalled) so that the instance shows it.
+	RunnerMissing error
 	// StateDir keeps the shims' state (required). Each instance's shim runs
 	// in this server's process, so the StateDir (with the hostname) also
 	// names the server that serves the instance.
@@ -77,14 +83,15 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 	if err := cfg.Decode(&o); err != nil {
 		return nil, err
 	}
+	var missing error
 	if o.RunnerBinary == "" && deps.Agents != nil {
 		_, runner, err := deps.Agents(goarch())
 		if err != nil {
-			return nil, fmt.Errorf("runner binary: %w", err)
+			missing = fmt.Errorf("runner binary: %w", err)
 		}
 		o.RunnerBinary = runner
 	}
-	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, StateDir: deps.StateDir, Records: deps.Records, Logger: deps.Logger, Now: deps.Now})
+	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, RunnerMissing: missing, StateDir: deps.StateDir, Records: deps.Records, Logger: deps.Logger, Now: deps.Now})
 }
 
 // Backend is the local backend. Use New; Close it on shutdown (the shims
@@ -109,10 +116,11 @@ var errClosed = errors.New("local backend: closed")
 
 // instance is one local instance: its record and its running shim.
 type instance struct {
-	rec  record
-	shim *shim.Shim
-	srv  *http.Server
-	url  string
+	rec   record
+	shim  *shim.Shim
+	srv   *http.Server
+	url   string
+	token string // the shim's token; it lives in this process only
 }
 
 // record is what the backend keeps of an instance, in the shared
@@ -142,11 +150,13 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Records == nil {
 		return nil, errors.New("local backend: records are required")
 	}
-	if cfg.RunnerBinary == "" {
+	switch {
+	case cfg.RunnerBinary == "" && cfg.RunnerMissing == nil:
 		return nil, errors.New("local backend: runner binary is required")
-	}
-	if _, err := os.Stat(cfg.RunnerBinary); err != nil {
-		return nil, fmt.Errorf("local backend: runner binary: %w", err)
+	case cfg.RunnerBinary != "":
+		if _, err := os.Stat(cfg.RunnerBinary); err != nil {
+			return nil, fmt.Errorf("local backend: runner binary: %w", err)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -266,8 +276,14 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 	for k, v := range r.Tags {
 		labels[k] = v
 	}
+	// The shim runs in this process: its token never leaves it.
+	token, err := agentauth.NewToken()
+	if err != nil {
+		return nil, fmt.Errorf("local backend: instance %s: %w", r.ID, err)
+	}
 	s, err := shim.New(shim.Config{
 		Docker:       b.docker,
+		Token:        token,
 		RunnerBinary: b.cfg.RunnerBinary,
 		StateDir:     filepath.Join(b.instDir(r.ID), "shim"),
 		Labels:       labels,
@@ -289,7 +305,7 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	b.log.Info("shim_started", "instance", r.ID, "addr", ln.Addr().String())
-	return &instance{rec: r, shim: s, srv: srv, url: "http://" + ln.Addr().String()}, nil
+	return &instance{rec: r, shim: s, srv: srv, url: "http://" + ln.Addr().String(), token: token}, nil
 }
 
 func (b *Backend) toInstance(in *instance) backends.Instance {
@@ -378,6 +394,9 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	if in, ok := b.insts[spec.ID]; ok {
 		return b.toInstance(in), nil
 	}
+	if b.cfg.RunnerBinary == "" {
+		return backends.Instance{}, backends.Stalled(fmt.Errorf("local backend: instance %s: %w", spec.ID, b.cfg.RunnerMissing))
+	}
 	o := spec.Offer
 	if o.CPUs == 0 {
 		o, _ = b.sized(offers.Query{})
@@ -435,7 +454,7 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	inst := b.toInstance(in)
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := api.NewShimClient(in.url, nil).Health(hctx); err != nil {
+	if _, err := api.NewShimClient(in.url, nil).WithToken(in.token).Health(hctx); err != nil {
 		inst.Status, inst.Message = backends.StatusProvisioning, fmt.Sprintf("shim not answering: %v", err)
 	}
 	return inst, nil
@@ -523,7 +542,8 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// Connect returns a plain loopback connection to the instance's shim. Task
+// Connect returns a loopback connection to the instance's shim. Its client
+// authenticates to the shim and to the task's runners (agentauth); task
 // creations through it get the instance's size as Docker limits when they
 // set none.
 func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.Conn, error) {
@@ -534,8 +554,12 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 		return nil, backends.Transient(fmt.Errorf("local backend: instance %s: its shim does not run in this server: %w", inst.ID, backends.ErrUnreachable))
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+	auth := &agentauth.Transport{
+		Base:    &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host},
+		ShimURL: in.url, Token: func() string { return in.token },
+	}
 	return &conn{
-		hc:  &http.Client{Transport: &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host}},
+		hc:  &http.Client{Transport: auth},
 		tr:  tr,
 		url: in.url,
 	}, nil

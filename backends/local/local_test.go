@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -212,5 +213,80 @@ func TestTask_runsWithLimitsAndSurvivesRestart(t *testing.T) {
 	}
 	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+info.ContainerID).Output(); strings.TrimSpace(string(out)) != "" {
 		t.Errorf("container %s left after terminate", info.ContainerID)
+	}
+}
+
+// TestConn_authenticatesToTheAgentsOnly checks the tokens end to end: the
+// instance's shim and its task's runner answer 401 to a plain client and
+// work through Conn's client, which sends nothing of ours to a job's own
+// service on the same host.
+func TestConn_authenticatesToTheAgentsOnly(t *testing.T) {
+	image := testenv.Docker(t)
+	removeContainers(t)
+	b := newBackend(t, t.TempDir())
+	ctx := t.Context()
+	inst, err := b.Create(ctx, backends.InstanceSpec{ID: "auth-host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Terminate(context.Background(), inst.ID) })
+	conn, err := b.Connect(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := api.NewShimClient(conn.ShimURL(), nil).TaskList(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Fatalf("shim without token: %v, want 401", err)
+	}
+	sc := api.NewShimClient(conn.ShimURL(), conn.HTTPClient())
+	if _, err := sc.CreateTask(ctx, api.TaskSpec{ID: "svc", Image: image, Ports: []api.PortMapping{{Container: 8080}}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := sc.WaitTask(ctx, "svc", api.TaskRunning)
+	if err != nil || info.Status != api.TaskRunning || len(info.Ports) != 1 {
+		t.Fatalf("task not running: %+v, %v", info, err)
+	}
+	if _, err := api.NewRunnerClient(info.RunnerAddr, nil).State(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Fatalf("runner without token: %v, want 401", err)
+	}
+	rc := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
+	// The job is a one-request HTTP server that prints the request it got;
+	// its stdin stays open, so nc keeps reading until the request is whole.
+	job := api.JobSpec{Commands: []string{`(printf 'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok'; sleep 60) | nc -l -p 8080`}}
+	if err := rc.Submit(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc := fmt.Sprintf("http://127.0.0.1:%d/", info.Ports[0].Host)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := conn.HTTPClient().Get(svc)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's service at %s did not answer: %v", svc, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var got strings.Builder
+	for !strings.Contains(got.String(), "\r\n\r\n") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		lines, err := rc.Logs(ctx, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Reset()
+		for _, l := range lines {
+			got.Write(l.Data)
+		}
+	}
+	if !strings.Contains(got.String(), "GET / HTTP/1.1") || strings.Contains(strings.ToLower(got.String()), "authorization") {
+		t.Errorf("the job's service got %q, want a request without our tokens", got.String())
 	}
 }

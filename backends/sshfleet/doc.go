@@ -7,8 +7,11 @@
 // the hoist-shim and hoist-runner binaries of the host's architecture into a
 // per-instance directory, and starts the shim under a supervisor script
 // (setsid, restart loop) that survives disconnects. The shim listens on the
-// host's loopback only; the server reaches it through the SSH connection
-// (Connect). Terminate drains the host: it terminates and removes the shim's
+// host's loopback only and demands a token the server makes for the
+// instance (kept in the record and in the instance directory, mode 0600);
+// the server reaches it through the SSH connection (Connect), whose client
+// adds the shim's and the runners' tokens (backends/internal/agentauth). A
+// hoist binary of the host's architecture may serve as both agents. Terminate drains the host: it terminates and removes the shim's
 // tasks, stops the supervisor and removes the directory.
 //
 // The backend keeps one record per instance (host, credentials, recorded

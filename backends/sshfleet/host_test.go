@@ -2,9 +2,14 @@ package sshfleet
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"hoist/backends"
+	"hoist/backends/internal/agentbin"
 	"hoist/backends/offers"
 )
 
@@ -60,5 +65,32 @@ func TestParseFacts_offer(t *testing.T) {
 	}
 	if got := offers.Filter([]offers.Offer{o}, offers.Query{GPUNames: []string{"H100"}, GPUCount: offers.AtLeast(2)}); len(got) != 1 {
 		t.Errorf("the host's offer does not match a query for 2×H100")
+	}
+}
+
+// TestCheckStatic_refusesDynamicAgents checks the test deploy applies to
+// the agent binaries before uploading them to a host.
+func TestCheckStatic_refusesDynamicAgents(t *testing.T) {
+	static, _ := agentbin.Build(t, runtime.GOARCH)
+	text := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(text, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"a static binary is accepted", static, ""},
+		{"a dynamic binary is refused", "/bin/sh", "dynamically linked"},
+		{"a script is refused", text, "not an ELF executable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkStatic(tc.path)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("checkStatic = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("checkStatic = %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // record is what the backend keeps about one instance, in the shared
-// backends.Records (it holds the host's private key and pinned host key; the
-// store encrypts it at rest).
+// backends.Records (it holds the host's private key, its pinned host key and
+// the shim's token; the store encrypts it at rest).
 type record struct {
 	ID        string            `json:"id"`
 	Name      string            `json:"name,omitempty"`
@@ -30,6 +30,10 @@ type record struct {
 	Message   string            `json:"message,omitempty"`
 	Dir       string            `json:"dir,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
+
+	// ShimToken is the bearer token of the host's shim, made by the server
+	// (agentauth.NewToken) and deployed to Dir/token (mode 0600).
+	ShimToken string `json:"shim_token,omitempty"`
 }
 
 // recordTimeout bounds one read or write of a record. Writes do not follow

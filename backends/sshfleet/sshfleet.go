@@ -2,6 +2,7 @@ package sshfleet
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 
 	"hoist/agents/api"
 	"hoist/backends"
+	"hoist/backends/internal/agentauth"
 	"hoist/backends/offers"
 	"hoist/backends/tunnel"
 )
@@ -429,10 +431,11 @@ func (b *Backend) remoteDirExpr(id string) string {
 }
 
 // shimArgs are the hoist-shim flags the supervisor passes: loopback only, on
-// a port the shim picks and writes to shim.addr, the instance's tags as
-// container labels.
+// a port the shim picks and writes to shim.addr, the token the server made
+// for the instance (file token, mode 0600), the instance's tags as container
+// labels.
 func shimArgs(r *record) string {
-	args := []string{`--listen 127.0.0.1:0`, `--addr-file "$DIR/shim.addr"`, `--state-dir "$DIR/state"`, `--runner-binary "$DIR/bin/hoist-runner"`}
+	args := []string{`--listen 127.0.0.1:0`, `--addr-file "$DIR/shim.addr"`, `--state-dir "$DIR/state"`, `--runner-binary "$DIR/bin/hoist-runner"`, `--token-file "$DIR/token"`}
 	keys := make([]string, 0, len(r.Tags))
 	for k := range r.Tags {
 		keys = append(keys, k)
@@ -456,6 +459,9 @@ func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record, remot
 	var files []tarFile
 	shimChanged := false
 	for _, bin := range []struct{ name, local string }{{"hoist-runner", runnerBin}, {"hoist-shim", shimBin}} {
+		if err := checkStatic(bin.local); err != nil {
+			return backends.Stalled(fmt.Errorf("agent binary for %s: %w; build hoist with `CGO_ENABLED=0 go build ./cmd/hoist` or run `go tool task build`", r.Arch, err))
+		}
 		sum, err := b.sum(bin.local)
 		if err != nil {
 			return backends.Stalled(fmt.Errorf("agent binary: %w", err))
@@ -465,11 +471,27 @@ func (b *Backend) deploy(ctx context.Context, c *tunnel.Client, r *record, remot
 			shimChanged = shimChanged || bin.name == "hoist-shim"
 		}
 	}
+	// The shim's token: made once per instance by the server, kept in its
+	// record and on the host (0600), sent with every request to the shim.
+	newToken := r.ShimToken == ""
+	if newToken {
+		tok, err := agentauth.NewToken()
+		if err != nil {
+			return err
+		}
+		r.ShimToken = tok
+		if err := b.save(r); err != nil {
+			return err
+		}
+	}
+	files = append(files, tarFile{name: "token", data: []byte(r.ShimToken + "\n"), mode: 0o600})
 	files = append(files, tarFile{name: "supervise.sh", data: []byte(supervisorScript(shimArgs(r))), mode: 0o755})
 
 	restart := ""
-	if shimChanged {
-		restart = `rm -f shim.addr; [ -f shim.pid ] && kill -TERM "$(cat shim.pid)" 2>/dev/null; `
+	if shimChanged || newToken {
+		// The supervisor runs the shim with the arguments of its script:
+		// stop it (and so its shim), a new one starts below.
+		restart = `p=$(cat supervisor.pid 2>/dev/null); if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null; i=0; while alive "$p" && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; fi; rm -f shim.addr; `
 	}
 	waitSteps := int(b.cfg.ReadyTimeout / (50 * time.Millisecond))
 	script := fmt.Sprintf(aliveFunc+`set -e
@@ -481,7 +503,7 @@ tar -xf - -C .new
 for f in $(cd .new && find . -type f); do mv -f ".new/$f" "$f"; done
 rm -rf .new
 set +e
-if [ -f supervisor.pid ] && alive "$(cat supervisor.pid)"; then %[2]secho state=running; else rm -f stop shim.addr; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo state=started; fi
+%[2]sif [ -f supervisor.pid ] && alive "$(cat supervisor.pid)"; then echo state=running; else rm -f stop shim.addr; setsid sh ./supervise.sh </dev/null >/dev/null 2>&1 & echo state=started; fi
 i=0; while [ ! -s shim.addr ] && [ $i -lt %[3]d ]; do sleep 0.05; i=$((i+1)); done
 echo "addr=$(cat shim.addr 2>/dev/null)"
 `, tunnel.Quote(r.Dir), restart, waitSteps)
@@ -579,7 +601,7 @@ func (b *Backend) health(ctx context.Context, c *tunnel.Client, r *record) error
 			return err
 		}
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = api.NewShimClient(u, c.HTTPClient()).Health(hctx)
+		_, err = api.NewShimClient(u, c.HTTPClient()).WithToken(r.ShimToken).Health(hctx)
 		cancel()
 		if err == nil {
 			return nil
@@ -744,8 +766,9 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 		return inst, err
 	}
 	err = b.health(ctx, c, r)
-	if errors.Is(err, api.ErrIncompatibleAgent) {
-		// An agent of another version answers: replace it with ours.
+	if errors.Is(err, api.ErrIncompatibleAgent) || errors.Is(err, api.ErrUnauthorized) {
+		// An agent of another version, or one that does not know the
+		// instance's token, answers: replace it with ours.
 		b.log.Warn("shim_incompatible", "instance", id, "error", err)
 		if derr := b.deploy(ctx, c, r, nil); derr != nil {
 			err = fmt.Errorf("%w; replacing it failed: %w", err, derr)
@@ -842,7 +865,7 @@ func (b *Backend) Connect(ctx context.Context, inst backends.Instance) (backends
 	}
 	cn := &conn{b: b, id: inst.ID}
 	cn.tr = &http.Transport{DialContext: cn.dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
-	cn.hc = &http.Client{Transport: cn.tr}
+	cn.hc = &http.Client{Transport: &agentauth.Transport{Base: cn.tr, ShimURL: cn.ShimURL(), Token: cn.token}}
 	return cn, nil
 }
 
@@ -881,6 +904,15 @@ func (c *conn) dial(ctx context.Context, network, addr string) (net.Conn, error)
 
 // HTTPClient returns the client that reaches the instance's agents.
 func (c *conn) HTTPClient() *http.Client { return c.hc }
+
+// token returns the current token of the instance's shim.
+func (c *conn) token() string {
+	r, _ := c.b.record(c.id)
+	if r == nil {
+		return ""
+	}
+	return r.ShimToken
+}
 
 // ShimURL returns the shim's base URL, http://hoist-shim.
 func (c *conn) ShimURL() string { return "http://" + ShimHost }
@@ -968,7 +1000,7 @@ func (b *Backend) drain(ctx context.Context, c *tunnel.Client, r *record) error 
 	if err != nil {
 		return err
 	}
-	sc := api.NewShimClient(u, c.HTTPClient())
+	sc := api.NewShimClient(u, c.HTTPClient()).WithToken(r.ShimToken)
 	list, err := sc.TaskList(ctx)
 	if err != nil {
 		return err
@@ -997,4 +1029,21 @@ func (b *Backend) Connected(id string) bool {
 	defer b.mu.Unlock()
 	c, ok := b.clients[id]
 	return ok && c.Alive()
+}
+
+// checkStatic fails unless path is an ELF executable without an interpreter
+// (statically linked): the agents run on hosts whose C library is not the
+// one they would have been linked against.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked (built with cgo), but SSH hosts need static agents", path)
+		}
+	}
+	return nil
 }

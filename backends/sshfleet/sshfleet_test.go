@@ -2,6 +2,7 @@ package sshfleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -609,5 +610,90 @@ func TestFactory_options(t *testing.T) {
 	t.Cleanup(func() { _ = b.Terminate(context.Background(), inst.ID) })
 	if inst.Status != backends.StatusRunning {
 		t.Errorf("host reached with the config's key and known_hosts: %+v", inst)
+	}
+}
+
+// TestFleet_shimTokenIsDeployedAndRenewed checks the shim's token: made by
+// the server, kept in the record and on the host (mode 0600), and demanded by
+// the shim; a record without one (made before tokens existed) gets a new one
+// on the next Describe, which restarts the host's supervisor with it.
+func TestFleet_shimTokenIsDeployedAndRenewed(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+	tokenPath := filepath.Join(f.remote, inst.ID, "token")
+	recordToken := func() string {
+		t.Helper()
+		b, ok, err := f.recs.GetBackendRecord(ctx, "ssh", inst.ID)
+		if err != nil || !ok {
+			t.Fatalf("record of %s: %v (found %v)", inst.ID, err, ok)
+		}
+		var r struct {
+			ShimToken string `json:"shim_token"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.ShimToken
+	}
+	hostToken := func() string {
+		t.Helper()
+		fi, err := os.Stat(tokenPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", tokenPath, fi.Mode().Perm())
+		}
+		b, _ := os.ReadFile(tokenPath)
+		return strings.TrimSpace(string(b))
+	}
+	first := recordToken()
+	if len(first) != 64 || hostToken() != first {
+		t.Fatalf("record token %q, host token %q: want the same 32 random bytes in hex", first, hostToken())
+	}
+	addr, err := os.ReadFile(filepath.Join(f.remote, inst.ID, "shim.addr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.NewShimClient(strings.TrimSpace(string(addr)), nil).Health(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Errorf("the host's shim without token: %v, want 401", err)
+	}
+
+	// A server restart on a record without a token.
+	f.b.Close()
+	raw, _, err := f.recs.GetBackendRecord(ctx, "ssh", inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	delete(rec, "shim_token")
+	raw, _ = json.Marshal(rec)
+	if err := f.recs.PutBackendRecord(ctx, "ssh", inst.ID, raw); err != nil {
+		t.Fatal(err)
+	}
+	b2 := f.open(t)
+	got, err := b2.Describe(ctx, inst.ID)
+	if err != nil || got.Status != backends.StatusRunning {
+		t.Fatalf("Describe on a record without token = %+v, %v; want a new token and running", got, err)
+	}
+	second := recordToken()
+	if len(second) != 64 || second == first || hostToken() != second {
+		t.Fatalf("after renewal: record token %q (was %q), host token %q", second, first, hostToken())
+	}
+	conn, err := b2.Connect(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := api.NewShimClient(conn.ShimURL(), conn.HTTPClient()).TaskList(ctx); err != nil {
+		t.Errorf("TaskList through Conn after renewal: %v", err)
 	}
 }

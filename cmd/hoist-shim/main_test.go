@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,11 @@ func TestBinaries_runAJobEndToEnd(t *testing.T) {
 		}
 	}
 	shimID := "cmdtest-" + filepath.Base(dir)
-	shim := exec.Command(filepath.Join(dir, "hoist-shim"), "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "shim.addr"), "--state-dir", filepath.Join(dir, "state"), "--id", shimID, "--label", "hoist.test=cmd-shim")
+	const token = "cmd-test-token-0123456789abcdef0123456789"
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shim := exec.Command(filepath.Join(dir, "hoist-shim"), "--listen", "127.0.0.1:0", "--addr-file", filepath.Join(dir, "shim.addr"), "--state-dir", filepath.Join(dir, "state"), "--id", shimID, "--label", "hoist.test=cmd-shim", "--token-file", filepath.Join(dir, "token"))
 	logf, err := os.Create(filepath.Join(dir, "shim.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +61,7 @@ func TestBinaries_runAJobEndToEnd(t *testing.T) {
 	var sc *api.ShimClient
 	for {
 		if b, err := os.ReadFile(filepath.Join(dir, "shim.addr")); err == nil {
-			sc = api.NewShimClient(strings.TrimSpace(string(b)), nil)
+			sc = api.NewShimClient(strings.TrimSpace(string(b)), nil).WithToken(token)
 			if _, err := sc.Health(ctx); err == nil {
 				break
 			}
@@ -74,7 +79,23 @@ func TestBinaries_runAJobEndToEnd(t *testing.T) {
 	if err != nil || info.Status != api.TaskRunning {
 		t.Fatalf("WaitTask = %+v, %v", info, err)
 	}
-	rc := api.NewRunnerClient(info.RunnerAddr, nil)
+	// Without their tokens, both agents answer 401.
+	shimAddr, _ := os.ReadFile(filepath.Join(dir, "shim.addr"))
+	if _, err := api.NewShimClient(strings.TrimSpace(string(shimAddr)), nil).TaskList(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Errorf("shim TaskList without token: %v, want 401", err)
+	}
+	if _, err := api.NewRunnerClient(info.RunnerAddr, nil).Health(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Errorf("runner Health without token: %v, want 401", err)
+	}
+	if _, err := api.NewRunnerClient(info.RunnerAddr, nil).State(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Errorf("runner State without token: %v, want 401", err)
+	}
+	// The refusal is logged, with a constant message and never a token.
+	if b, _ := os.ReadFile(logf.Name()); !strings.Contains(string(b), "msg=shim_request_unauthorized") ||
+		strings.Contains(string(b), token) || strings.Contains(string(b), info.RunnerToken) {
+		t.Errorf("shim log = %s, want shim_request_unauthorized and no token", b)
+	}
+	rc := api.NewRunnerClient(info.RunnerAddr, nil).WithToken(info.RunnerToken)
 	h, err := rc.Health(ctx)
 	if err != nil || h.Service != api.RunnerService {
 		t.Fatalf("runner Health = %+v, %v", h, err)

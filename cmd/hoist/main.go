@@ -28,6 +28,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	// Subcommands: one line each.
+	root.AddCommand(newAgentCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newPlanCmd())
 	root.AddCommand(newOffersCmd())
@@ -38,9 +39,12 @@ func newRootCmd() *cobra.Command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
+	ran, err := agentByName(os.Args)
+	if !ran {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = newRootCmd().ExecuteContext(ctx)
+		stop()
+	}
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {

@@ -170,7 +170,10 @@ func closeBackends(bes map[string]backends.Backend) {
 // agentLocator finds the agent binaries for a Linux architecture: in
 // --agents-dir, next to the hoist executable, or in <data-dir>/agents;
 // hoist-shim-linux-<arch> and hoist-runner-linux-<arch>, or plain hoist-shim
-// and hoist-runner for this machine's architecture.
+// and hoist-runner for this machine's architecture. When none is found for
+// this machine's architecture, the running hoist binary serves as both
+// agents (see agent.go); for other architectures the error says what to
+// build.
 func agentLocator(dir, dataDir string) backends.AgentBinaries {
 	var dirs []string
 	if dir != "" {
@@ -190,7 +193,7 @@ func agentLocator(dir, dataDir string) backends.AgentBinaries {
 				return "", "", extractErr
 			}
 		}
-		find := func(agent string) (string, error) {
+		find := func(agent string) string {
 			names := []string{fmt.Sprintf("hoist-%s-linux-%s", agent, arch)}
 			if arch == runtime.GOARCH {
 				names = append(names, "hoist-"+agent)
@@ -199,19 +202,25 @@ func agentLocator(dir, dataDir string) backends.AgentBinaries {
 				for _, n := range names {
 					p := filepath.Join(d, n)
 					if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-						return p, nil
+						return p
 					}
 				}
 			}
-			return "", fmt.Errorf("no %s binary for linux/%s in %s (build it with `go tool task build`)", names[0], arch, strings.Join(dirs, ", "))
+			return ""
 		}
-		shim, err := find("shim")
-		if err != nil {
-			return "", "", err
+		shim, runner := find("shim"), find("runner")
+		if shim != "" && runner != "" {
+			return shim, runner, nil
 		}
-		runner, err := find("runner")
+		self, err := selfAgent(arch)
 		if err != nil {
-			return "", "", err
+			return "", "", fmt.Errorf("no hoist agent for linux/%s (looked for hoist-shim-linux-%[1]s and hoist-runner-linux-%[1]s in %s): %w", arch, strings.Join(dirs, ", "), err)
+		}
+		if shim == "" {
+			shim = self
+		}
+		if runner == "" {
+			runner = self
 		}
 		return shim, runner, nil
 	}

@@ -1,0 +1,190 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"hoist/agents/api"
+)
+
+// ExitError is returned by Main when the process should exit with Code
+// without printing more: 1 for a job that did not end done, 2 when no job
+// was submitted in time.
+type ExitError struct {
+	// Code is the process exit code.
+	Code int
+}
+
+// Error implements error.
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Main is the runner's command line: cmd/hoist-runner and `hoist agent
+// runner` call it with the arguments after the program name. It serves the
+// runner API and runs one job, logging to stderr; ctx ending, SIGINT and
+// SIGTERM stop the job. It returns an *ExitError for a job that did not end
+// done.
+func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hoist-runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "0.0.0.0:10999", "address of the runner API")
+	home := fs.String("home", "/hoist/run", "directory for the job log and state")
+	submitTimeout := fs.Duration("submit-timeout", 10*time.Minute, "exit when no job is submitted within this time")
+	linger := fs.Duration("linger", 5*time.Minute, "after the job has finished, exit once the API has been idle this long")
+	stopGrace := fs.Duration("stop-grace", 10*time.Second, "on SIGTERM, how long the job may take to exit before SIGKILL")
+	imageCommand := fs.String("image-command", "", "the image's entrypoint and cmd as a JSON array, run by a job without commands")
+	imageWorkDir := fs.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required); the runner deletes it once read")
+	onlyGateway := fs.Bool("only-from-gateway", false, "accept connections only from the default gateway (where Docker's published ports come from) and loopback")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "hoist-runner %s (api %d)\n", version, api.RunnerAPIVersion)
+		return nil
+	}
+	token, err := takeToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var imageCmd []string
+	if *imageCommand != "" {
+		if err := json.Unmarshal([]byte(*imageCommand), &imageCmd); err != nil {
+			return fmt.Errorf("--image-command: %w", err)
+		}
+	}
+	r, err := New(Config{
+		Home: *home, Version: version, Logger: log, ImageCommand: imageCmd, ImageWorkingDir: *imageWorkDir,
+		Token: token,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if *onlyGateway {
+		gw, err := defaultGateway("/proc/net/route")
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--only-from-gateway: %w", err)
+		}
+		ln = &peerListener{Listener: ln, gateway: gw, log: log}
+	}
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	}()
+	log.Info("runner_listening", "addr", ln.Addr().String(), "version", version)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	stopped := func(why string) error {
+		log.Info("runner_signalled", "signal", why)
+		r.Stop(*stopGrace, api.ReasonTerminatedByServer, "runner received "+why)
+		<-r.Done()
+		return shutdown(srv, r)
+	}
+	submitDeadline := time.NewTimer(*submitTimeout)
+	defer submitDeadline.Stop()
+wait:
+	for {
+		select {
+		case <-r.Done():
+			break wait
+		case err := <-serveErr:
+			log.Error("serve_failed", "err", err)
+			r.Stop(0, api.ReasonExecutorError, "runner API failed: "+err.Error())
+			<-r.Done()
+			_ = shutdown(srv, r)
+			return fmt.Errorf("serve: %w", err)
+		case sig := <-sigs:
+			return stopped(sig.String())
+		case <-ctx.Done():
+			return stopped("context canceled")
+		case <-submitDeadline.C:
+			if !r.Submitted() {
+				r.Stop(0, api.ReasonExecutorError, "no job submitted within "+submitTimeout.String())
+				log.Warn("runner_submit_timeout", "timeout", *submitTimeout)
+				_ = shutdown(srv, r)
+				return &ExitError{Code: 2}
+			}
+		}
+	}
+	// Keep serving until the server has had its chance to read the logs.
+	for {
+		idle := time.Since(r.LastActivity())
+		if idle >= *linger {
+			break
+		}
+		select {
+		case <-time.After(*linger - idle):
+		case sig := <-sigs:
+			log.Info("runner_signalled", "signal", sig.String())
+			return exitWith(shutdown(srv, r), r)
+		case <-ctx.Done():
+			return exitWith(shutdown(srv, r), r)
+		}
+	}
+	log.Info("runner_exiting", "state", r.State().State)
+	return exitWith(shutdown(srv, r), r)
+}
+
+func shutdown(srv *http.Server, r *Runner) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	return r.Close()
+}
+
+// exitWith returns an *ExitError with code 1 for a job that is not done.
+func exitWith(err error, r *Runner) error {
+	if err != nil {
+		return err
+	}
+	if r.State().State != api.JobDone {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+// takeToken reads the runner's token from path and deletes the file, so
+// that the job never finds it.
+func takeToken(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("--token-file is required: the runner API is never served without a token")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	if err := os.Remove(path); err != nil {
+		return "", fmt.Errorf("--token-file: delete it once read: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 32 {
+		return "", fmt.Errorf("--token-file %s: the token must have at least 32 characters", path)
+	}
+	return token, nil
+}

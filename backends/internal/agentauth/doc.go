@@ -1,0 +1,10 @@
+// Package agentauth authenticates the server's requests to the agents of
+// one instance: every request to the shim carries the instance's shim token,
+// and every request to a runner's address carries that runner's own token,
+// which the transport reads from the shim's task list. Requests to any other
+// address (a job's service, probed through the same client) carry nothing
+// of ours.
+//
+// Only backends that run hoist's shim (backends/local, backends/sshfleet)
+// import it; it imports agents/api.
+package agentauth
