@@ -250,9 +250,11 @@ func TestConn_authenticatesToTheAgentsOnly(t *testing.T) {
 		t.Fatalf("runner without token: %v, want 401", err)
 	}
 	rc := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
-	// The job is a one-request HTTP server that prints the request it got;
-	// its stdin stays open, so nc keeps reading until the request is whole.
-	job := api.JobSpec{Commands: []string{`(printf 'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok'; sleep 60) | nc -l -p 8080`}}
+	// The job is an HTTP server that prints each request it gets; nc keeps
+	// reading for a while after answering, so each request is whole. It
+	// serves again after each connection: a probe that reached Docker's
+	// port proxy before nc listened must not use up the only answer.
+	job := api.JobSpec{Commands: []string{`while true; do (printf 'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok'; sleep 2) | nc -l -p 8080; done`}}
 	if err := rc.Submit(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -260,24 +262,20 @@ func TestConn_authenticatesToTheAgentsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := fmt.Sprintf("http://127.0.0.1:%d/", info.Ports[0].Host)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := conn.HTTPClient().Get(svc)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job's service at %s did not answer: %v", svc, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// Ask the service through the instance's client until the job has
+	// printed a whole request: a request can be lost to Docker's port proxy
+	// while nc restarts, so each round sends a new one.
+	deadline := time.Now().Add(60 * time.Second)
 	var got strings.Builder
-	for !strings.Contains(got.String(), "\r\n\r\n") && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		lines, err := rc.Logs(ctx, 0, 100)
+	for !strings.Contains(got.String(), "\r\n\r\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's service at %s printed no whole request; output %q", svc, got.String())
+		}
+		if resp, err := conn.HTTPClient().Get(svc); err == nil {
+			resp.Body.Close()
+		}
+		time.Sleep(200 * time.Millisecond)
+		lines, err := rc.Logs(ctx, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
