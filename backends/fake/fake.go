@@ -45,8 +45,8 @@ type Config struct {
 // DefaultOffers are a small CPU offer and a one-GPU offer in region "loop".
 func DefaultOffers() []offers.Offer {
 	return []offers.Offer{
-		{Instance: "fake-cpu", Region: "loop", CPUs: 2, MemoryGB: 4, DiskGB: 50, Price: 0.10, Availability: offers.AvailabilityAvailable},
-		{Instance: "fake-gpu", Region: "loop", CPUs: 8, MemoryGB: 32, DiskGB: 100, GPUCount: 1, GPUName: "A10", GPUMemoryGB: 24, GPUVendor: "nvidia", Price: 1.00, Availability: offers.AvailabilityAvailable},
+		{Instance: "fake-cpu", Region: "loop", CPUs: 4, MemoryGB: 16, DiskGB: 100, Price: 0.10, Availability: offers.AvailabilityAvailable},
+		{Instance: "fake-gpu", Region: "loop", CPUs: 16, MemoryGB: 64, DiskGB: 200, GPUCount: 1, GPUName: "A10", GPUMemoryGB: 24, GPUVendor: "nvidia", Price: 1.00, Availability: offers.AvailabilityAvailable},
 	}
 }
 
