@@ -21,21 +21,31 @@ const cloudFleet = "type: fleet\nname: cloud\nnodes: 0..2\nidle_duration: 1m\n"
 
 // withFakeBackend gives the controller a fake backend named "fake" on the
 // fixture's clock and returns it.
-func (f *fixture) withFakeBackend(cfg fake.Config) *fake.Backend {
+func (f *fixture) withFakeBackend(cfg fake.Config, tune ...func(*Config)) *fake.Backend {
 	f.t.Helper()
 	if cfg.Now == nil {
 		cfg.Now = f.clock.Now
 	}
 	be := fake.New(cfg)
 	f.t.Cleanup(func() { be.Close() })
-	c, err := New(Config{Now: f.clock.Now, Owner: "test", UnreachableGrace: time.Minute},
-		Deps{Store: f.st, Source: f.c.src, Backends: map[string]backends.Backend{"fake": be}})
+	cfgC := Config{Now: f.clock.Now, Owner: "test", UnreachableGrace: time.Minute}
+	for _, fn := range tune {
+		fn(&cfgC)
+	}
+	f.c = f.controllerOn(be, cfgC)
+	return be
+}
+
+// controllerOn returns another controller (another server) on the
+// fixture's store and source with be as its backend "fake".
+func (f *fixture) controllerOn(be *fake.Backend, cfg Config) *Controller {
+	f.t.Helper()
+	c, err := New(cfg, Deps{Store: f.st, Source: f.c.src, Backends: map[string]backends.Backend{"fake": be}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.c = c
 	f.t.Cleanup(func() { c.stopPumps(); c.pumpWG.Wait(); c.closeConns() })
-	return be
+	return c
 }
 
 // job returns the latest submission of the only job of run name.
@@ -81,11 +91,12 @@ func (f *fixture) instance(id string) store.Instance {
 	return inst
 }
 
-// stepJob runs the job worker on run name's job until its status differs
-// from from (a pump started for a running job counts), at most n times.
+// stepJob runs the job worker on run name's job until it reaches status
+// to (waiting while a pump holds a running job), for at most 5 s.
 func (f *fixture) stepJob(name string, to string) store.Job {
 	f.t.Helper()
-	for range 50 {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
 		j := f.job(name)
 		if j.Status == to {
 			return j
@@ -99,6 +110,9 @@ func (f *fixture) stepJob(name string, to string) store.Job {
 		}
 		if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
 			f.t.Fatalf("reconcile job %s (%s): %v", j.JobName, j.Status, err)
+		}
+		if f.job(name).Status == j.Status {
+			time.Sleep(20 * time.Millisecond) // e.g. a runner not yet known to the connection
 		}
 	}
 	j := f.job(name)

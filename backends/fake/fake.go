@@ -253,13 +253,17 @@ func (b *Backend) SetTerminateError(id string, err error) {
 	b.mu.Unlock()
 }
 
-// SetUnreachable makes the instance unreachable (Describe reports it, every
-// request through a Conn fails with backends.ErrUnreachable) or reachable
-// again. It reports whether the instance exists.
+// SetUnreachable makes the instance unreachable (Describe reports it, open
+// connections to its agents drop and every new request through a Conn fails
+// with backends.ErrUnreachable) or reachable again. It reports whether the
+// instance exists.
 func (b *Backend) SetUnreachable(id string, unreachable bool) bool {
 	in := b.instance(id)
 	if in != nil {
 		in.unreachable.Store(unreachable)
+		if unreachable {
+			in.dropConnections()
+		}
 	}
 	return in != nil
 }

@@ -82,6 +82,20 @@ func (in *instance) close() {
 	in.srv.Close()
 }
 
+// dropConnections closes every open connection to the instance's agents
+// and its published ports, as a network partition does.
+func (in *instance) dropConnections() {
+	in.srv.CloseClientConnections()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, t := range in.tasks {
+		t.runner.srv.CloseClientConnections()
+		for _, s := range t.ports {
+			s.CloseClientConnections()
+		}
+	}
+}
+
 func (in *instance) runner(id string) *runner {
 	in.mu.Lock()
 	defer in.mu.Unlock()
