@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/internal/agentauth"
 	"hoist/backends/offers"
@@ -292,6 +293,46 @@ func (b *Backend) Instances() []string {
 	defer b.mu.Unlock()
 	out := make([]string, 0, len(b.insts))
 	for id := range b.insts {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LoseTask ends a task as if its container were removed from outside: the
+// runner vanishes without recording an end, and the shim reports the task
+// terminated as container_lost with exit code 137. It reports whether the
+// task existed.
+func (b *Backend) LoseTask(instance, task string) bool {
+	in := b.instance(instance)
+	if in == nil {
+		return false
+	}
+	in.mu.Lock()
+	t, ok := in.tasks[task]
+	if ok && !t.info.Terminated() {
+		code := 137
+		t.info.Status, t.info.ExitCode, t.info.Updated = api.TaskTerminated, &code, b.cfg.Now()
+		t.info.TerminationReason, t.info.TerminationMessage = api.ReasonContainerLost, "the container is gone"
+		in.notifyLocked()
+	}
+	in.mu.Unlock()
+	if ok {
+		t.runner.vanish()
+	}
+	return ok
+}
+
+// Tasks returns the ids of the tasks the shim of instance keeps, sorted.
+func (b *Backend) Tasks(instance string) []string {
+	in := b.instance(instance)
+	if in == nil {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]string, 0, len(in.tasks))
+	for id := range in.tasks {
 		out = append(out, id)
 	}
 	slices.Sort(out)

@@ -59,6 +59,23 @@ func (r *runner) close() {
 	r.srv.Close()
 }
 
+// vanish ends the runner without recording the job's end, as a killed
+// container does: its server stops and its job's script is cancelled.
+func (r *runner) vanish() {
+	r.mu.Lock()
+	if !r.ended {
+		r.ended = true
+		if r.cancel != nil {
+			r.cancel()
+		}
+		close(r.done)
+		r.notifyLocked()
+	}
+	r.mu.Unlock()
+	r.srv.CloseClientConnections()
+	r.srv.Close()
+}
+
 // jobState returns the job's state once it was submitted.
 func (r *runner) jobState() (api.JobState, bool) {
 	r.mu.Lock()
