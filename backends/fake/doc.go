@@ -5,8 +5,14 @@
 // commands are interpreted by a tiny scripted executor (see Script): `echo`
 // prints, `exit N` ends the job, `sleep D` waits, anything else succeeds.
 //
+// The handlers are written against agents/api rather than reusing
+// agents/shim and agents/runner: the shim drives a Docker Engine for every
+// task, and the runner runs real processes under a process-wide child
+// reaper, with no executor to swap for a script.
+//
 // Faults are set on the Backend: no capacity, a provisioning delay on the
-// injected clock, an unreachable instance, runners that never answer, and
+// injected clock, an unreachable instance, runners that never answer, an
+// image that cannot be pulled, a container lost behind the shim's back, and
 // Terminate errors. A service port a task publishes answers HTTP with
 // Config.Service.
 //

@@ -63,6 +63,7 @@ type Backend struct {
 	capacity     int
 	terminateErr map[string]error
 	createErr    error
+	pullErr      map[string]string
 	calls        map[string]int
 }
 
@@ -94,7 +95,7 @@ func New(cfg Config) *Backend {
 		all[i].Backend = cfg.Name
 	}
 	return &Backend{cfg: cfg, offers: all, insts: map[string]*instance{}, capacity: cfg.Capacity,
-		terminateErr: map[string]error{}, calls: map[string]int{}}
+		terminateErr: map[string]error{}, pullErr: map[string]string{}, calls: map[string]int{}}
 }
 
 // Name returns the configured name.
@@ -241,6 +242,25 @@ func (b *Backend) SetCreateError(err error) {
 	b.mu.Lock()
 	b.createErr = err
 	b.mu.Unlock()
+}
+
+// SetPullError makes every task of image end at once as image_pull_error
+// with message, as a shim whose registry refuses the image reports it
+// ("" lets the image pull again).
+func (b *Backend) SetPullError(image, message string) {
+	b.mu.Lock()
+	if message == "" {
+		delete(b.pullErr, image)
+	} else {
+		b.pullErr[image] = message
+	}
+	b.mu.Unlock()
+}
+
+func (b *Backend) pullError(image string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pullErr[image]
 }
 
 // SetTerminateError makes Terminate(id) fail with err until it is set to nil.

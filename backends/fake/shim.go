@@ -233,6 +233,10 @@ func (in *instance) handleCreate(w http.ResponseWriter, req *http.Request) {
 		t.info.Ports = append(t.info.Ports, api.PortMapping{Host: n, Container: p.Container})
 	}
 	r.onEnd = func(st api.JobState) { in.jobEnded(spec.ID, st) }
+	if msg := in.b.pullError(spec.Image); msg != "" {
+		t.info.Status, t.info.RunnerAddr, t.info.RunnerToken = api.TaskTerminated, "", ""
+		t.info.TerminationReason, t.info.TerminationMessage = api.ReasonImagePullError, msg
+	}
 	in.tasks[spec.ID] = t
 	in.notifyLocked()
 	answer := t.info
