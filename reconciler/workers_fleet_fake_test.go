@@ -300,3 +300,28 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWorkers_busyInstanceTakesNoSecondJob: an instance of a backend fleet
+// runs one job at a time; with the fleet at nodes.max a second job fails
+// for want of capacity, saying so, and the first keeps its instance.
+func TestWorkers_busyInstanceTakesNoSecondJob(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml":  "type: fleet\nname: cloud\nnodes: 0..1\n",
+		"first.dstack.yml":  "type: task\nname: first\nimage: busybox\ncommands: [sleep 1h]\n",
+		"second.dstack.yml": "type: task\nname: second\nimage: busybox\ncommands: [echo hi]\n",
+	})
+	be := f.withFakeBackend(fake.Config{})
+	f.sync()
+	inst := f.provision("first")
+	f.stepJob("first", store.JobProvisioning)
+	j := f.stepJob("second", store.JobFailed)
+	if j.TerminationReason != reasonNoCapacity || !strings.Contains(j.TerminationMessage, "the fleet is at nodes.max (1)") {
+		t.Errorf("second job failed for %s %q, want no capacity at nodes.max", j.TerminationReason, j.TerminationMessage)
+	}
+	if first := f.job("first"); first.InstanceID != inst.ID || first.Status != store.JobProvisioning {
+		t.Errorf("first job = %s on %s, want provisioning on %s", first.Status, first.InstanceID, inst.ID)
+	}
+	if len(be.Instances()) != 1 {
+		t.Errorf("backend instances = %v, want 1", be.Instances())
+	}
+}

@@ -60,11 +60,9 @@ type Backend struct {
 	mu           sync.Mutex
 	insts        map[string]*instance
 	seq          int
-	capacity     int
 	terminateErr map[string]error
 	createErr    error
 	pullErr      map[string]string
-	calls        map[string]int
 }
 
 var (
@@ -94,8 +92,8 @@ func New(cfg Config) *Backend {
 	for i := range all {
 		all[i].Backend = cfg.Name
 	}
-	return &Backend{cfg: cfg, offers: all, insts: map[string]*instance{}, capacity: cfg.Capacity,
-		terminateErr: map[string]error{}, pullErr: map[string]string{}, calls: map[string]int{}}
+	return &Backend{cfg: cfg, offers: all, insts: map[string]*instance{},
+		terminateErr: map[string]error{}, pullErr: map[string]string{}}
 }
 
 // Name returns the configured name.
@@ -103,14 +101,12 @@ func (b *Backend) Name() string { return b.cfg.Name }
 
 // Offers returns the configured offers that match q.
 func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, error) {
-	b.count("Offers")
 	return offers.Filter(slices.Clone(b.offers), q), nil
 }
 
 // Create starts an instance with its own shim. It is idempotent on spec.ID
 // and fails with backends.ErrNoCapacity when Capacity instances exist.
 func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backends.Instance, error) {
-	b.count("Create")
 	if spec.ID == "" {
 		return backends.Instance{}, backends.Stalled(errors.New("fake backend: instance id is required"))
 	}
@@ -122,7 +118,7 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 	if b.createErr != nil {
 		return backends.Instance{}, b.createErr
 	}
-	if b.capacity > 0 && len(b.insts) >= b.capacity {
+	if b.cfg.Capacity > 0 && len(b.insts) >= b.cfg.Capacity {
 		return backends.Instance{}, backends.Transient(fmt.Errorf("fake backend: %d instances exist: %w", len(b.insts), backends.ErrNoCapacity))
 	}
 	offer := spec.Offer
@@ -141,7 +137,6 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 
 // Describe observes an instance; ErrNotFound when it does not exist.
 func (b *Backend) Describe(_ context.Context, id string) (backends.Instance, error) {
-	b.count("Describe")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	in, ok := b.insts[id]
@@ -169,7 +164,6 @@ func (b *Backend) describeLocked(in *instance) backends.Instance {
 // Terminate removes an instance and stops its agents; gone is success. An
 // error set with SetTerminateError is returned instead while it is set.
 func (b *Backend) Terminate(_ context.Context, id string) error {
-	b.count("Terminate")
 	b.mu.Lock()
 	if err := b.terminateErr[id]; err != nil {
 		b.mu.Unlock()
@@ -186,7 +180,6 @@ func (b *Backend) Terminate(_ context.Context, id string) error {
 
 // List returns the instances carrying all of tags.
 func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.Instance, error) {
-	b.count("List")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []backends.Instance
@@ -203,7 +196,6 @@ func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.In
 // adds the shim's and the runners' tokens and fails with
 // backends.ErrUnreachable while the instance is unreachable.
 func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.Conn, error) {
-	b.count("Connect")
 	b.mu.Lock()
 	in, ok := b.insts[inst.ID]
 	b.mu.Unlock()
@@ -228,13 +220,6 @@ func (b *Backend) Close() error {
 		in.close()
 	}
 	return nil
-}
-
-// SetCapacity changes how many instances may exist at once (0: no limit).
-func (b *Backend) SetCapacity(n int) {
-	b.mu.Lock()
-	b.capacity = n
-	b.mu.Unlock()
 }
 
 // SetCreateError makes every Create of a new id fail with err (nil: succeed).
@@ -298,13 +283,6 @@ func (b *Backend) SetRunnersSilent(id string, silent bool) bool {
 		in.silent.Store(silent)
 	}
 	return in != nil
-}
-
-// Calls returns how often method (Create, Describe, ...) was called.
-func (b *Backend) Calls(method string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.calls[method]
 }
 
 // Instances returns the ids of the existing instances, sorted.
@@ -379,12 +357,6 @@ func (b *Backend) instance(id string) *instance {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.insts[id]
-}
-
-func (b *Backend) count(method string) {
-	b.mu.Lock()
-	b.calls[method]++
-	b.mu.Unlock()
 }
 
 // conn is a backends.Conn to one fake instance.
