@@ -39,10 +39,7 @@ func Script(ctx context.Context, commands []string, env map[string]string, write
 					write(api.StreamStderr, []byte(fmt.Sprintf("exit: bad code %q\n", rest)))
 					return 2
 				}
-				if n != 0 {
-					return n
-				}
-				return 0
+				return n
 			case "sleep":
 				d, err := time.ParseDuration(rest)
 				if err != nil {
