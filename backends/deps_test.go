@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"hoist/e2e/testenv"
 )
 
 // TestDeps_layering enforces the layering rules of backends/: the interface
@@ -11,8 +13,8 @@ import (
 // the tunnel on backends); drivers may add the agents but never the
 // reconciler, the store, the web server, the schema or cmd.
 func TestDeps_layering(t *testing.T) {
-	if testing.Short() {
-		t.Skip("SKIP: runs go list")
+	if testing.Short() && !testenv.InCI() {
+		t.Skip("SKIP: runs go list (-short)")
 	}
 	tests := []struct {
 		pkg     string
@@ -23,6 +25,7 @@ func TestDeps_layering(t *testing.T) {
 		{"hoist/backends/local", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/local", "hoist/backends/internal/agentauth", "hoist/agents/api", "hoist/agents/shim"}},
 		{"hoist/backends/sshfleet", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/sshfleet", "hoist/backends/tunnel", "hoist/backends/internal/agentauth", "hoist/agents/api"}},
 		{"hoist/backends/internal/agentauth", []string{"hoist/backends/internal/agentauth", "hoist/agents/api"}},
+		{"hoist/backends/fake", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/fake", "hoist/backends/internal/agentauth", "hoist/agents/api"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {
