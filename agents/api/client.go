@@ -14,7 +14,12 @@ import (
 
 // defaultLongPoll is how long one long-poll request waits on the agent when
 // the http.Client has no timeout of its own.
-const defaultLongPoll = 25 * time.Second
+var defaultLongPoll = 25 * time.Second
+
+// longPollGrace is how much longer than the wait it asked for a long-poll
+// request may take before the client gives up on the agent: an agent that
+// accepts a connection and never answers must not hold its caller forever.
+var longPollGrace = 15 * time.Second
 
 // agentClient is the part shared by ShimClient and RunnerClient: JSON over
 // HTTP with the API version checked on every response.

@@ -126,8 +126,11 @@ func (r *RunnerClient) LogsSince(ctx context.Context, since time.Time, limit int
 
 // Follow calls fn for every record with Seq > afterSeq, in order, as the job
 // writes them, and returns nil once the job has finished and fn has seen its
-// last record. It returns fn's error if fn fails, and ctx's error when ctx
-// ends. After any error the caller resumes with the last Seq fn accepted.
+// last record. It returns fn's error if fn fails, ctx's error when ctx
+// ends, and an error wrapping context.DeadlineExceeded when the runner holds
+// one long poll longer than asked by more than longPollGrace (a runner that
+// accepts connections but never answers). After any error the caller
+// resumes with the last Seq fn accepted.
 func (r *RunnerClient) Follow(ctx context.Context, afterSeq int64, fn func(LogLine) error) error {
 	wait := r.c.longPoll()
 	for {
@@ -137,8 +140,13 @@ func (r *RunnerClient) Follow(ctx context.Context, afterSeq int64, fn func(LogLi
 			"max_bytes": {strconv.Itoa(8 << 20)},
 			"wait_ms":   {millis(wait)},
 		}
-		lines, end, err := r.logs(ctx, q)
+		rctx, cancel := context.WithTimeout(ctx, wait+longPollGrace)
+		lines, end, err := r.logs(rctx, q)
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("logs: the runner did not answer a %s long poll within %s more: %w", wait, longPollGrace, err)
+			}
 			return err
 		}
 		for _, l := range lines {
