@@ -329,7 +329,7 @@ func (d *dec) rangeOf(n *node, path string, mem bool) (Range, bool) {
 	var r Range
 	switch n.kind {
 	case nMap:
-		if !d.object(n, path, "min", "max") {
+		if !d.object(n, path, fieldsAt("#IntRange")...) {
 			return Range{}, false
 		}
 		var ok1, ok2 bool

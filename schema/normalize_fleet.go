@@ -184,7 +184,7 @@ func (d *dec) nodes(n *node, path string) *Nodes {
 			nd.Max = &m
 		}
 	case nMap:
-		if !d.object(n, path, "min", "target", "max") {
+		if !d.object(n, path, fieldsAt("#Fleet.nodes")...) {
 			return nil
 		}
 		minN, targetN, maxN = n.get("min"), n.get("target"), n.get("max")
@@ -234,7 +234,7 @@ func (d *dec) sshProxy(n *node, path string) *SSHProxy {
 	if n.isNull() {
 		return nil
 	}
-	if !d.object(n, path, "hostname", "port", "user", "identity_file", "ssh_key") {
+	if !d.object(n, path, fieldsAt("#SSHProxy")...) {
 		return nil
 	}
 	p := &SSHProxy{}
@@ -255,7 +255,7 @@ func (d *dec) sshProxy(n *node, path string) *SSHProxy {
 }
 
 func (d *dec) sshConfig(n *node, path string) *SSHConfig {
-	if !d.object(n, path, "user", "port", "identity_file", "ssh_key", "proxy_jump", "hosts", "network") {
+	if !d.object(n, path, fieldsAt("#Fleet.ssh_config")...) {
 		return nil
 	}
 	c := &SSHConfig{
@@ -302,7 +302,7 @@ func (d *dec) sshConfig(n *node, path string) *SSHConfig {
 		case nString, nInt, nFloat:
 			c.Hosts = append(c.Hosts, SSHHost{Hostname: h.scalarText()})
 		case nMap:
-			if !d.object(h, p, "hostname", "port", "user", "identity_file", "proxy_jump", "internal_ip", "ssh_key", "blocks") {
+			if !d.object(h, p, fieldsAt("#Fleet.ssh_config.hosts[]")...) {
 				continue
 			}
 			hn := h.get("hostname")

@@ -32,7 +32,7 @@ func (d *dec) gateway(n *node) *Gateway {
 		c := n.get("certificate")
 		if c.isNull() {
 			g.Certificate = nil
-		} else if d.object(c, "certificate", "type", "arn") {
+		} else if d.object(c, "certificate", fieldsAt("#Gateway.certificate")...) {
 			t := c.get("type")
 			if t.isNull() {
 				d.errf(c, "certificate", "field \"type\" is required")
@@ -61,7 +61,7 @@ func (d *dec) gateway(n *node) *Gateway {
 	g.Tags = d.tags(n.get("tags"), "tags")
 	g.Hoist = d.hoistOptions(n.get("hoist"))
 	d.checkGateway(n, g)
-	if v := n.get("router"); !v.isNull() && d.object(v, "router", "type", "policy", "pd_disaggregation") {
+	if v := n.get("router"); !v.isNull() && d.object(v, "router", fieldsAt("#Gateway.router")...) {
 		r := &GatewayRouter{Type: "sglang", Policy: "cache_aware"}
 		if t := v.get("type"); !t.isNull() {
 			d.enum(t, "router.type", "sglang")

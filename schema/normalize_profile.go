@@ -16,7 +16,7 @@ func (d *dec) retry(n *node, path string) *Retry {
 		}
 		return &Retry{OnEvents: append([]string(nil), retryEvents...), Duration: DefaultRetryDuration}
 	}
-	if !d.object(n, path, "on_events", "duration") {
+	if !d.object(n, path, fieldsAt("#Retry")...) {
 		return nil
 	}
 	r := &Retry{OnEvents: append([]string(nil), retryEvents...), Duration: DefaultRetryDuration}
@@ -116,7 +116,7 @@ func (d *dec) backendOptions(n *node, path string) []BackendOptions {
 	seen := map[string]bool{}
 	for i, it := range n.items {
 		p := idx(path, i)
-		if !d.object(it, p, "type", "offer_order", "min_reliability", "min_score") {
+		if !d.object(it, p, fieldsAt("#BackendOptions")...) {
 			continue
 		}
 		bo := BackendOptions{Type: "vastai"}
@@ -179,7 +179,7 @@ func (d *dec) entityRef(n *node, path string) (EntityRef, bool) {
 		}
 		return r, true
 	case nMap:
-		if !d.object(n, path, "project", "name") {
+		if !d.object(n, path, fieldsAt("#EntityRef")...) {
 			return EntityRef{}, false
 		}
 		nm := n.get("name")
@@ -238,7 +238,7 @@ func (d *dec) profile(n *node, idleDefault int64) Profile {
 			p.StopCriteria = s
 		}
 	}
-	if v := n.get("utilization_policy"); !v.isNull() && d.object(v, "utilization_policy", "min_gpu_utilization", "time_window") {
+	if v := n.get("utilization_policy"); !v.isNull() && d.object(v, "utilization_policy", fieldsAt("#Profile.utilization_policy")...) {
 		up := &UtilizationPolicy{}
 		ok := true
 		if m := v.get("min_gpu_utilization"); m.isNull() {
@@ -265,7 +265,7 @@ func (d *dec) profile(n *node, idleDefault int64) Profile {
 			p.UtilizationPolicy = up
 		}
 	}
-	if v := n.get("schedule"); !v.isNull() && d.object(v, "schedule", "cron") {
+	if v := n.get("schedule"); !v.isNull() && d.object(v, "schedule", fieldsAt("#Profile.schedule")...) {
 		c := v.get("cron")
 		var crons []string
 		switch {
@@ -337,7 +337,7 @@ func (d *dec) instances(n *node, path string) []InstanceSelector {
 			}
 			out = append(out, InstanceSelector{Name: it.str})
 		case it.kind == nMap && it.has("fleet"):
-			if !d.object(it, p, "fleet", "instance") {
+			if !d.object(it, p, fieldsAt("#Profile.instances[]{fleet}")...) {
 				continue
 			}
 			ref, ok := d.entityRef(it.get("fleet"), join(p, "fleet"))
@@ -355,13 +355,13 @@ func (d *dec) instances(n *node, path string) []InstanceSelector {
 				out = append(out, InstanceSelector{Fleet: &ref, Instance: &xi})
 			}
 		case it.kind == nMap && it.has("hostname"):
-			if d.object(it, p, "hostname") {
+			if d.object(it, p, fieldsAt("#Profile.instances[]{hostname}")...) {
 				if s, ok := d.str(it.get("hostname"), join(p, "hostname")); ok && s != "" {
 					out = append(out, InstanceSelector{Hostname: s})
 				}
 			}
 		case it.kind == nMap:
-			if d.object(it, p, "name") {
+			if d.object(it, p, fieldsAt("#Profile.instances[]{name}")...) {
 				nm := it.get("name")
 				if nm.isNull() {
 					d.errf(it, p, "field \"name\" is required")

@@ -11,7 +11,7 @@ func (d *dec) resources(n *node, path string) Resources {
 	if n.isNull() {
 		return r
 	}
-	if !d.object(n, path, resourcesFields...) {
+	if !d.object(n, path, fieldsAt("#Resources")...) {
 		return r
 	}
 	if c := n.get("cpu"); c != nil {
@@ -37,7 +37,7 @@ func (d *dec) resources(n *node, path string) Resources {
 		} else {
 			p := join(path, "disk")
 			if dn.kind == nMap && dn.has("size") {
-				if d.object(dn, p, "size") {
+				if d.object(dn, p, fieldsAt("#Disk{size}")...) {
 					if v, ok := d.memRange(dn.get("size"), join(p, "size")); ok {
 						r.Disk = &Disk{Size: v}
 					}
@@ -77,7 +77,7 @@ func (d *dec) cpu(n *node, path string) CPU {
 			}
 			return def
 		}
-		if !d.object(n, path, "arch", "count") {
+		if !d.object(n, path, fieldsExcept("#CPU", "min", "max")...) {
 			return def
 		}
 		c := def
@@ -113,7 +113,7 @@ func (d *dec) gpu(n *node, path string) GPU {
 		}
 		return g
 	case nMap:
-		if !d.object(n, path, "vendor", "name", "count", "memory", "total_memory", "compute_capability") {
+		if !d.object(n, path, fieldsAt("#GPU")...) {
 			return def
 		}
 		g := def

@@ -43,7 +43,7 @@ func (d *dec) port(n *node, path string) (PortMapping, bool) {
 		}
 		return pm, true
 	case nMap:
-		if !d.object(n, path, "local_port", "container_port") {
+		if !d.object(n, path, fieldsAt("#Port")...) {
 			return PortMapping{}, false
 		}
 		var pm PortMapping
@@ -103,7 +103,7 @@ func (d *dec) volumes(n *node, path string) []MountPoint {
 			out = append(out, mp)
 		case nMap:
 			if it.has("instance_path") {
-				if !d.object(it, p, "instance_path", "path", "optional") {
+				if !d.object(it, p, fieldsAt("#MountPoint{instance_path}")...) {
 					continue
 				}
 				ip := d.mountPath(it, p, "instance_path")
@@ -116,7 +116,7 @@ func (d *dec) volumes(n *node, path string) []MountPoint {
 			}
 			// `optional` is accepted here too: dstack's docs show it on the
 			// object form (guides/protips.md), though its model rejects it.
-			if !d.object(it, p, "name", "path", "optional") {
+			if !d.object(it, p, fieldsAt("#MountPoint{name}")...) {
 				continue
 			}
 			nm := it.get("name")
@@ -254,7 +254,7 @@ func (d *dec) runConfig(n *node, kind Kind) RunConfig {
 			rc.Priority = int(x)
 		}
 	}
-	if v := n.get("registry_auth"); !v.isNull() && d.object(v, "registry_auth", "username", "password") {
+	if v := n.get("registry_auth"); !v.isNull() && d.object(v, "registry_auth", fieldsAt("#Run.registry_auth")...) {
 		ra := &RegistryAuth{}
 		ok := true
 		for _, f := range []struct {
@@ -330,7 +330,7 @@ func (d *dec) repos(n *node, path string) []Repo {
 				continue
 			}
 		case nMap:
-			if !d.object(it, p, "local_path", "url", "branch", "hash", "path", "if_exists") {
+			if !d.object(it, p, fieldsAt("#Repo")...) {
 				continue
 			}
 			r = Repo{
@@ -390,7 +390,7 @@ func (d *dec) files(n *node, path string) []FileMapping {
 			}
 			out = append(out, fm)
 		case nMap:
-			if !d.object(it, p, "local_path", "path") {
+			if !d.object(it, p, fieldsAt("#File")...) {
 				continue
 			}
 			lp, pp := it.get("local_path"), it.get("path")

@@ -12,7 +12,7 @@ func (d *dec) scaling(n *node, path string) *Scaling {
 	if n.isNull() {
 		return nil
 	}
-	if !d.object(n, path, "metric", "target", "window", "scale_up_delay", "scale_down_delay") {
+	if !d.object(n, path, fieldsAt("#Scaling")...) {
 		return nil
 	}
 	s := &Scaling{Metric: "rps", Window: DefaultScalingWindow, ScaleUpDelay: DefaultScaleUpDelay, ScaleDownDelay: DefaultScaleDownDelay}
@@ -86,7 +86,7 @@ func (d *dec) rateLimits(n *node, path string) []RateLimit {
 	seen := map[string]bool{}
 	for i, it := range n.items {
 		p := idx(path, i)
-		if !d.object(it, p, "prefix", "key", "rps", "burst") {
+		if !d.object(it, p, fieldsAt("#Service.rate_limits[]")...) {
 			continue
 		}
 		rl := RateLimit{Prefix: "/", Key: RateLimitKey{Type: "ip_address"}}
@@ -98,7 +98,7 @@ func (d *dec) rateLimits(n *node, path string) []RateLimit {
 				rl.Prefix = s
 			}
 		}
-		if v := it.get("key"); !v.isNull() && d.object(v, join(p, "key"), "type", "header") {
+		if v := it.get("key"); !v.isNull() && d.object(v, join(p, "key"), fieldsAt("#Service.rate_limits[].key")...) {
 			kp := join(p, "key")
 			t := v.get("type")
 			if t.isNull() {
@@ -153,7 +153,7 @@ func (d *dec) probes(n *node, path string) []Probe {
 	out := []Probe{}
 	for i, it := range n.items {
 		p := idx(path, i)
-		if !d.object(it, p, "type", "url", "method", "headers", "body", "timeout", "interval", "ready_after", "until_ready") {
+		if !d.object(it, p, fieldsAt("#Probe")...) {
 			continue
 		}
 		pr := Probe{Type: "http", URL: "/", Method: "get", Timeout: 10, Interval: 15, ReadyAfter: 1}
@@ -189,7 +189,7 @@ func (d *dec) probes(n *node, path string) []Probe {
 				}
 				for j, h := range v.items {
 					hp := idx(join(p, "headers"), j)
-					if !d.object(h, hp, "name", "value") {
+					if !d.object(h, hp, fieldsAt("#Probe.headers[]")...) {
 						continue
 					}
 					nm, vl := h.get("name"), h.get("value")
@@ -294,11 +294,7 @@ func (d *dec) model(n *node, path string) *Model {
 	if !ok {
 		return nil
 	}
-	allowed := []string{"type", "name", "format", "prefix"}
-	if format == "tgi" {
-		allowed = []string{"type", "name", "format", "chat_template", "eos_token"}
-	}
-	if !d.object(n, path, allowed...) {
+	if !d.object(n, path, fieldsAt("#Service.model{format="+format+"}")...) {
 		return nil
 	}
 	m := &Model{Type: "chat", Format: format}
@@ -515,8 +511,7 @@ func (d *dec) replicaGroups(n *node, path string, s *Service, top *node) []Repli
 	routers := 0
 	for i, it := range n.items {
 		p := idx(path, i)
-		if !d.object(it, p, "name", "replicas", "count", "scaling", "resources", "spot_policy", "reservation",
-			"commands", "image", "python", "nvcc", "docker", "privileged", "router") {
+		if !d.object(it, p, fieldsAt("#ReplicaGroup")...) {
 			continue
 		}
 		g := ReplicaGroup{Name: fmt.Sprint(i)}
@@ -582,7 +577,7 @@ func (d *dec) replicaGroups(n *node, path string, s *Service, top *node) []Repli
 				d.errf(it.get("privileged"), join(p, "privileged"), "`privileged: false` is incompatible with `docker: true` within a replica group")
 			}
 		}
-		if v := it.get("router"); !v.isNull() && d.object(v, join(p, "router"), "type") {
+		if v := it.get("router"); !v.isNull() && d.object(v, join(p, "router"), fieldsAt("#ReplicaGroup.router")...) {
 			rt := &Router{Type: "sglang"}
 			if t := v.get("type"); !t.isNull() {
 				if s, ok := d.enum(t, join(join(p, "router"), "type"), "sglang", "dynamo"); ok {

@@ -84,7 +84,7 @@ func (d *dec) nodeGroups(n *node, path, image string) []NodeGroup {
 	seen := map[string]bool{}
 	for i, it := range n.items {
 		p := idx(path, i)
-		if !d.object(it, p, "name", "nodes", "resources", "commands", "ports") {
+		if !d.object(it, p, fieldsAt("#Task.groups[]")...) {
 			continue
 		}
 		g := NodeGroup{Name: fmt.Sprint(i), Nodes: 1}

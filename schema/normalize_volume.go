@@ -14,17 +14,7 @@ func (d *dec) volume(n *node) *Volume {
 		return nil
 	}
 	v.Backend = backend
-	common := []string{"type", "backend", "name", "size", "auto_cleanup_duration", "tags", "hoist"}
-	var allowed []string
-	switch backend {
-	case "aws", "gcp":
-		allowed = concat(common, []string{"region", "availability_zone", "volume_id"})
-	case "runpod":
-		allowed = concat(common, []string{"region", "volume_id", "availability_zone"})
-	case "kubernetes":
-		allowed = concat(common, []string{"region", "claim_name", "storage_class_name", "access_modes", "read_only"})
-	}
-	if !d.object(n, "", allowed...) {
+	if !d.object(n, "", fieldsAt(volumeDefs[backend])...) {
 		return nil
 	}
 	v.Name = d.optStr(n.get("name"), "name")
