@@ -36,15 +36,18 @@ func fieldsExcept(key string, drop ...string) []string {
 	return out
 }
 
-// fieldTable compiles the embedded schema once, on first use, and lists
-// the fields of every mapping it defines (see fieldsAt for the keys).
-// Compiling takes milliseconds, so it is not done at package init.
-var fieldTable = sync.OnceValue(func() map[string][]string {
+// fieldTable builds the table once, on first use: compiling the schema
+// takes milliseconds, too long for package init.
+var fieldTable = sync.OnceValue(buildFieldTable)
+
+// buildFieldTable compiles the embedded schema and lists the fields of
+// every mapping it defines (see fieldsAt for the keys).
+func buildFieldTable() map[string][]string {
 	v := cuecontext.New().BuildFile(parseSchema())
 	if err := v.Err(); err != nil {
 		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
 	}
-	w := fieldWalker{table: map[string][]string{}, empty: v.Context().CompileString("{}")}
+	w := fieldWalker{table: map[string][]string{}}
 	it, err := v.Fields(cue.Definitions(true))
 	if err != nil {
 		panic(fmt.Sprintf("schema: embedded schema: %v", err))
@@ -55,29 +58,31 @@ var fieldTable = sync.OnceValue(func() map[string][]string {
 		}
 	}
 	return w.table
-})
+}
 
 type fieldWalker struct {
 	table map[string][]string
-	empty cue.Value
 	// ambiguous marks selector keys that match several mappings.
 	ambiguous map[string]bool
 }
 
 // walk records the fields of the mappings v may hold at key and walks
-// their fields and list items.
+// the fields and list items of those written in place; a mapping that is
+// a reference to a definition contributes its field names only, since the
+// definition is walked under its own name.
 func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 	if depth > MaxDepth {
 		return
 	}
-	var structs [][]cue.Value // per mapping: its field values, in order
 	var names [][]string
+	var values [][]cue.Value // per mapping: its field values, in order
+	var inPlace []bool
 	seen := map[string]bool{}
-	for _, b := range append(cueBranches(v), cueBranches(v.Unify(w.empty))...) {
-		if b.IncompleteKind()&cue.StructKind == 0 {
+	for _, b := range cueBranches(v, false, nil) {
+		if b.v.IncompleteKind()&cue.StructKind == 0 {
 			continue
 		}
-		it, err := b.Fields(cue.Optional(true))
+		it, err := b.v.Fields(cue.Optional(true))
 		if err != nil {
 			continue
 		}
@@ -92,37 +97,37 @@ func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 			continue
 		}
 		seen[sig] = true
-		names, structs = append(names, ns), append(structs, vs)
+		names, values, inPlace = append(names, ns), append(values, vs), append(inPlace, !b.ref)
 	}
-	if len(structs) > 0 {
-		for i, ns := range names {
-			for j, n := range ns {
-				if !contains(w.table[key], n) {
-					w.table[key] = append(w.table[key], n)
-				}
-				w.walk(key+"."+n, structs[i][j], depth+1)
+	if len(names) > 0 && w.table[key] == nil {
+		w.table[key] = []string{} // a mapping with no fixed fields
+	}
+	for i, ns := range names {
+		for j, n := range ns {
+			if !contains(w.table[key], n) {
+				w.table[key] = append(w.table[key], n)
+			}
+			if inPlace[i] {
+				w.walk(key+"."+n, values[i][j], depth+1)
 			}
 		}
-		if w.table[key] == nil {
-			w.table[key] = []string{} // a mapping with no fixed fields
-		}
 	}
-	if len(structs) > 1 {
+	if len(names) > 1 {
 		for i, ns := range names {
 			for j, n := range ns {
 				w.branch(key+"{"+n+"}", ns)
-				if s, err := structs[i][j].String(); err == nil {
+				if s, err := values[i][j].String(); err == nil {
 					w.branch(key+"{"+n+"="+s+"}", ns)
 				}
 			}
 		}
 	}
 	if v.IncompleteKind()&cue.ListKind != 0 {
-		for _, b := range cueBranches(v) {
-			if b.IncompleteKind()&cue.ListKind == 0 {
+		for _, b := range cueBranches(v, false, nil) {
+			if b.ref || b.v.IncompleteKind()&cue.ListKind == 0 {
 				continue
 			}
-			if e := b.LookupPath(cue.MakePath(cue.AnyIndex)); e.Exists() {
+			if e := b.v.LookupPath(cue.MakePath(cue.AnyIndex)); e.Exists() {
 				w.walk(key+"[]", e, depth+1)
 			}
 		}
@@ -145,19 +150,26 @@ func (w *fieldWalker) branch(key string, names []string) {
 	}
 }
 
+// cueBranch is one value of a disjunction; ref says it was reached
+// through a reference to a definition.
+type cueBranch struct {
+	v   cue.Value
+	ref bool
+}
+
 // cueBranches flattens a disjunction, through references to definitions,
 // into its values.
-func cueBranches(v cue.Value) []cue.Value {
+func cueBranches(v cue.Value, ref bool, out []cueBranch) []cueBranch {
 	op, args := v.Expr()
 	if op == cue.SelectorOp {
+		ref = true
 		op, args = cue.Dereference(v).Expr()
 	}
 	if op == cue.OrOp {
-		var out []cue.Value
 		for _, a := range args {
-			out = append(out, cueBranches(a)...)
+			out = cueBranches(a, ref, out)
 		}
 		return out
 	}
-	return []cue.Value{v}
+	return append(out, cueBranch{v, ref})
 }
