@@ -696,7 +696,7 @@ func cueErrors(file string, err error) Errors {
 // schema names.
 var allFieldNames = sync.OnceValue(func() []string {
 	var all []string
-	for _, names := range fieldTable() {
+	for _, names := range schemaTable().fields {
 		all = append(all, names...)
 	}
 	return sortedSet(all)

@@ -18,7 +18,7 @@ import (
 // fields of all those mappings. An unknown or ambiguous key is a
 // programming error and panics.
 func fieldsAt(key string) []string {
-	f, ok := fieldTable()[key]
+	f, ok := schemaTable().fields[key]
 	if !ok || f == nil {
 		panic(fmt.Sprintf("schema: no single mapping at %q in the embedded schema", key))
 	}
@@ -36,18 +36,36 @@ func fieldsExcept(key string, drop ...string) []string {
 	return out
 }
 
-// fieldTable builds the table once, on first use: compiling the schema
-// takes milliseconds, too long for package init.
-var fieldTable = sync.OnceValue(buildFieldTable)
+// valuesAt returns the strings the embedded CUE schema allows at key (see
+// fieldsAt), in the schema's order: the literal branches of a disjunction
+// such as #SpotPolicy or #Profile.creation_policy. A key without string
+// literals is a programming error and panics.
+func valuesAt(key string) []string {
+	v := schemaTable().values[key]
+	if len(v) == 0 {
+		panic(fmt.Sprintf("schema: no string values at %q in the embedded schema", key))
+	}
+	return v
+}
 
-// buildFieldTable compiles the embedded schema and lists the fields of
-// every mapping it defines (see fieldsAt for the keys).
-func buildFieldTable() map[string][]string {
+// fieldTable holds, per key, the fields of the mappings and the string
+// literals the embedded schema allows there.
+type fieldTable struct {
+	fields map[string][]string
+	values map[string][]string
+}
+
+// schemaTable builds the table once, on first use: compiling the schema
+// takes milliseconds, too long for package init.
+var schemaTable = sync.OnceValue(buildFieldTable)
+
+// buildFieldTable compiles the embedded schema and walks every definition.
+func buildFieldTable() *fieldTable {
 	v := cuecontext.New().BuildFile(parseSchema())
 	if err := v.Err(); err != nil {
 		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
 	}
-	w := fieldWalker{table: map[string][]string{}}
+	w := fieldWalker{fieldTable: fieldTable{fields: map[string][]string{}, values: map[string][]string{}}}
 	it, err := v.Fields(cue.Definitions(true))
 	if err != nil {
 		panic(fmt.Sprintf("schema: embedded schema: %v", err))
@@ -57,18 +75,19 @@ func buildFieldTable() map[string][]string {
 			w.walk(it.Selector().String(), it.Value(), 0)
 		}
 	}
-	return w.table
+	return &w.fieldTable
 }
 
 type fieldWalker struct {
-	table map[string][]string
+	fieldTable
 	// ambiguous marks selector keys that match several mappings.
 	ambiguous map[string]bool
 }
 
-// walk records the fields of the mappings v may hold at key and walks
-// the fields and list items of those written in place; a mapping that is
-// a reference to a definition contributes its field names only, since the
+// walk records the fields of the mappings v may hold at key and the string
+// literals it may be, and walks the fields and list items of the mappings
+// written in place; below a definition's own branches, a mapping that is a
+// reference to a definition contributes its field names only, since that
 // definition is walked under its own name.
 func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 	if depth > MaxDepth {
@@ -77,8 +96,10 @@ func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 	var names [][]string
 	var values [][]cue.Value // per mapping: its field values, in order
 	var inPlace []bool
-	seen := map[string]bool{}
 	for _, b := range cueBranches(v, false, nil) {
+		if s, err := b.v.String(); err == nil && b.v.IsConcrete() && !contains(w.values[key], s) {
+			w.values[key] = append(w.values[key], s)
+		}
 		if b.v.IncompleteKind()&cue.StructKind == 0 {
 			continue
 		}
@@ -92,20 +113,15 @@ func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 			ns = append(ns, it.Selector().Unquoted())
 			vs = append(vs, it.Value())
 		}
-		sig := fmt.Sprint(ns)
-		if seen[sig] {
-			continue
-		}
-		seen[sig] = true
-		names, values, inPlace = append(names, ns), append(values, vs), append(inPlace, !b.ref)
+		names, values, inPlace = append(names, ns), append(values, vs), append(inPlace, !b.ref || depth == 0)
 	}
-	if len(names) > 0 && w.table[key] == nil {
-		w.table[key] = []string{} // a mapping with no fixed fields
+	if len(names) > 0 && w.fields[key] == nil {
+		w.fields[key] = []string{} // a mapping with no fixed fields
 	}
 	for i, ns := range names {
 		for j, n := range ns {
-			if !contains(w.table[key], n) {
-				w.table[key] = append(w.table[key], n)
+			if !contains(w.fields[key], n) {
+				w.fields[key] = append(w.fields[key], n)
 			}
 			if inPlace[i] {
 				w.walk(key+"."+n, values[i][j], depth+1)
@@ -140,13 +156,13 @@ func (w *fieldWalker) branch(key string, names []string) {
 	if w.ambiguous == nil {
 		w.ambiguous = map[string]bool{}
 	}
-	if _, dup := w.table[key]; dup && fmt.Sprint(w.table[key]) != fmt.Sprint(names) {
+	if _, dup := w.fields[key]; dup && fmt.Sprint(w.fields[key]) != fmt.Sprint(names) {
 		w.ambiguous[key] = true
-		w.table[key] = nil
+		w.fields[key] = nil
 		return
 	}
 	if !w.ambiguous[key] {
-		w.table[key] = names
+		w.fields[key] = names
 	}
 }
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// decoderFieldKeys returns every key the decoder passes to fieldsAt or
-// fieldsExcept as a literal, and the keys it builds at run time.
-func decoderFieldKeys(t *testing.T) []string {
+// decoderKeys returns every key the decoder passes as a literal to one of
+// the functions named in funcs.
+func decoderKeys(t *testing.T, funcs ...string) []string {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -34,7 +34,7 @@ func decoderFieldKeys(t *testing.T) []string {
 			if !ok || len(call.Args) == 0 {
 				return true
 			}
-			if id, ok := call.Fun.(*ast.Ident); !ok || (id.Name != "fieldsAt" && id.Name != "fieldsExcept") {
+			if id, ok := call.Fun.(*ast.Ident); !ok || !slices.Contains(funcs, id.Name) {
 				return true
 			}
 			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
@@ -44,6 +44,14 @@ func decoderFieldKeys(t *testing.T) []string {
 			return true
 		})
 	}
+	return keys
+}
+
+// decoderFieldKeys returns every key the decoder passes to fieldsAt or
+// fieldsExcept, including those it builds at run time.
+func decoderFieldKeys(t *testing.T) []string {
+	t.Helper()
+	keys := decoderKeys(t, "fieldsAt", "fieldsExcept")
 	if len(keys) < 30 {
 		t.Fatalf("found only %d literal keys in the decoder", len(keys))
 	}
@@ -64,9 +72,45 @@ func decoderFieldKeys(t *testing.T) []string {
 // renamed definition) or several (a selector that no longer picks one).
 func TestFieldsAt_everyKeyTheDecoderUsesNamesOneMapping(t *testing.T) {
 	for _, k := range decoderFieldKeys(t) {
-		if f, ok := fieldTable()[k]; !ok || len(f) == 0 {
+		if f, ok := schemaTable().fields[k]; !ok || len(f) == 0 {
 			t.Errorf("key %q: the schema has no single mapping with fields there", k)
 		}
+	}
+}
+
+// TestValuesAt_everyKeyTheDecoderUsesHasValues fails when a key of the
+// decoder's enum checks names no string literals of the embedded schema.
+func TestValuesAt_everyKeyTheDecoderUsesHasValues(t *testing.T) {
+	keys := decoderKeys(t, "valuesAt")
+	if len(keys) < 20 {
+		t.Fatalf("found only %d literal keys in the decoder", len(keys))
+	}
+	for _, k := range keys {
+		if len(schemaTable().values[k]) == 0 {
+			t.Errorf("key %q: the schema has no string literals there", k)
+		}
+	}
+}
+
+// TestValuesAt_keepsTheSchemaOrder pins a few derived enums: errors list
+// the allowed values in the order the schema gives them.
+func TestValuesAt_keepsTheSchemaOrder(t *testing.T) {
+	tests := []struct {
+		key  string
+		want []string
+	}{
+		{"#SpotPolicy", []string{"spot", "on-demand", "auto"}},
+		{"#Volume.backend", []string{"aws", "gcp", "runpod", "kubernetes"}},
+		{"#Gateway.certificate.type", []string{"lets-encrypt", "acm"}},
+		{"#Python", []string{"3.9", "3.10", "3.11", "3.12", "3.13", "3.14"}},
+	}
+	for _, tt := range tests {
+		if got := valuesAt(tt.key); !slices.Equal(got, tt.want) {
+			t.Errorf("valuesAt(%q) = %v, want %v", tt.key, got, tt.want)
+		}
+	}
+	if b := valuesAt("#Backend"); b[0] != "amddevcloud" || b[len(b)-1] != "local" {
+		t.Errorf("valuesAt(#Backend) = %v", b)
 	}
 }
 

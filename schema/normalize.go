@@ -7,15 +7,6 @@ import (
 
 var envStringRE = regexp.MustCompile(`^([a-zA-Z_][a-zA-Z0-9_]*)(=.*\n?$|\n?$)`)
 
-// Value lists the Go decoder checks enums against.
-var (
-	backendTypes = []string{"amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch",
-		"digitalocean", "dstack", "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "remote", "nebius",
-		"oci", "runpod", "tensordock", "vastai", "verda", "vultr", "slurm",
-		"local"} // "local" is hoist's own: this host through Docker
-	retryEvents = []string{"no-capacity", "interruption", "error"}
-)
-
 // sortedSet sorts and dedupes a list whose order carries no meaning, so
 // reordering it never shows up as a change.
 func sortedSet(l []string) []string {

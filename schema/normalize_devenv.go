@@ -8,7 +8,7 @@ func (d *dec) devEnvironment(n *node) *DevEnvironment {
 	e := &DevEnvironment{RunConfig: d.runConfig(n, KindDevEnvironment)}
 	e.Ports = d.ports(n.get("ports"), "ports")
 	if v := n.get("ide"); !v.isNull() {
-		e.IDE, _ = d.enum(v, "ide", "vscode", "cursor", "windsurf", "zed")
+		e.IDE, _ = d.enum(v, "ide", valuesAt("#DevEnvironment.ide")...)
 	}
 	if v := n.get("version"); !v.isNull() {
 		e.Version, _ = d.str(v, "version")

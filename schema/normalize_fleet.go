@@ -26,13 +26,13 @@ func (d *dec) fleet(n *node) *Fleet {
 	f.Backends, f.Regions = sortedSet(f.Backends), sortedSet(f.Regions)
 	f.AvailabilityZones, f.InstanceTypes = sortedSet(f.AvailabilityZones), sortedSet(f.InstanceTypes)
 	if v := n.get("placement"); !v.isNull() {
-		f.Placement, _ = d.enum(v, "placement", "any", "cluster")
+		f.Placement, _ = d.enum(v, "placement", valuesAt("#Fleet.placement")...)
 	}
 	if v := n.get("blocks"); v != nil {
 		f.Blocks = d.blocks(v, "blocks", 1)
 	}
 	if v := n.get("spot_policy"); !v.isNull() {
-		f.SpotPolicy, _ = d.enum(v, "spot_policy", "spot", "on-demand", "auto")
+		f.SpotPolicy, _ = d.enum(v, "spot_policy", valuesAt("#SpotPolicy")...)
 	}
 	if v := n.get("resources"); v != nil {
 		r := d.resources(v, "resources")

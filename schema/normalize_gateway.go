@@ -11,7 +11,7 @@ func (d *dec) gateway(n *node) *Gateway {
 	if v := n.get("backend"); v.isNull() {
 		d.errf(n, "", "field \"backend\" is required")
 	} else {
-		g.Backend, _ = d.enum(v, "backend", backendTypes...)
+		g.Backend, _ = d.enum(v, "backend", valuesAt("#Backend")...)
 	}
 	if v := n.get("region"); v.isNull() {
 		d.errf(n, "", "field \"region\" is required")
@@ -36,7 +36,7 @@ func (d *dec) gateway(n *node) *Gateway {
 			t := c.get("type")
 			if t.isNull() {
 				d.errf(c, "certificate", "field \"type\" is required")
-			} else if s, ok := d.enum(t, "certificate.type", "lets-encrypt", "acm"); ok {
+			} else if s, ok := d.enum(t, "certificate.type", valuesAt("#Gateway.certificate.type")...); ok {
 				g.Certificate = &Certificate{Type: s}
 				if s == "acm" {
 					if a := c.get("arn"); a.isNull() {
@@ -64,10 +64,10 @@ func (d *dec) gateway(n *node) *Gateway {
 	if v := n.get("router"); !v.isNull() && d.object(v, "router", fieldsAt("#Gateway.router")...) {
 		r := &GatewayRouter{Type: "sglang", Policy: "cache_aware"}
 		if t := v.get("type"); !t.isNull() {
-			d.enum(t, "router.type", "sglang")
+			d.enum(t, "router.type", valuesAt("#Gateway.router.type")...)
 		}
 		if p := v.get("policy"); !p.isNull() {
-			if s, ok := d.enum(p, "router.policy", "random", "round_robin", "cache_aware", "power_of_two"); ok {
+			if s, ok := d.enum(p, "router.policy", valuesAt("#Gateway.router.policy")...); ok {
 				r.Policy = s
 			}
 		}

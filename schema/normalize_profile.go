@@ -14,12 +14,12 @@ func (d *dec) retry(n *node, path string) *Retry {
 		if !ok || !b {
 			return nil
 		}
-		return &Retry{OnEvents: append([]string(nil), retryEvents...), Duration: DefaultRetryDuration}
+		return &Retry{OnEvents: append([]string(nil), valuesAt("#RetryEvent")...), Duration: DefaultRetryDuration}
 	}
 	if !d.object(n, path, fieldsAt("#Retry")...) {
 		return nil
 	}
-	r := &Retry{OnEvents: append([]string(nil), retryEvents...), Duration: DefaultRetryDuration}
+	r := &Retry{OnEvents: append([]string(nil), valuesAt("#RetryEvent")...), Duration: DefaultRetryDuration}
 	if ev := n.get("on_events"); !ev.isNull() {
 		p := join(path, "on_events")
 		if ev.kind != nList {
@@ -29,12 +29,12 @@ func (d *dec) retry(n *node, path string) *Retry {
 		} else {
 			set := map[string]bool{}
 			for i, it := range ev.items {
-				if s, ok := d.enum(it, idx(p, i), retryEvents...); ok {
+				if s, ok := d.enum(it, idx(p, i), valuesAt("#RetryEvent")...); ok {
 					set[s] = true
 				}
 			}
 			r.OnEvents = nil
-			for _, e := range retryEvents {
+			for _, e := range valuesAt("#RetryEvent") {
 				if set[e] {
 					r.OnEvents = append(r.OnEvents, e)
 				}
@@ -97,7 +97,7 @@ func (d *dec) backendList(n *node, path string) []string {
 	}
 	out := []string{}
 	for i, it := range n.items {
-		if s, ok := d.enum(it, idx(path, i), backendTypes...); ok {
+		if s, ok := d.enum(it, idx(path, i), valuesAt("#Backend")...); ok {
 			out = append(out, s)
 		}
 	}
@@ -121,12 +121,12 @@ func (d *dec) backendOptions(n *node, path string) []BackendOptions {
 		}
 		bo := BackendOptions{Type: "vastai"}
 		if t := it.get("type"); !t.isNull() {
-			if s, ok := d.enum(t, join(p, "type"), "vastai"); ok {
+			if s, ok := d.enum(t, join(p, "type"), valuesAt("#BackendOptions.type")...); ok {
 				bo.Type = s
 			}
 		}
 		if v := it.get("offer_order"); !v.isNull() {
-			bo.OfferOrder, _ = d.enum(v, join(p, "offer_order"), "score", "price")
+			bo.OfferOrder, _ = d.enum(v, join(p, "offer_order"), valuesAt("#BackendOptions.offer_order")...)
 		}
 		if v := it.get("min_reliability"); !v.isNull() {
 			if f, ok := d.number(v, join(p, "min_reliability")); ok {
@@ -219,22 +219,22 @@ func (d *dec) profile(n *node, idleDefault int64) Profile {
 	p.Backends, p.Regions = sortedSet(p.Backends), sortedSet(p.Regions)
 	p.AvailabilityZones, p.InstanceTypes = sortedSet(p.AvailabilityZones), sortedSet(p.InstanceTypes)
 	if v := n.get("spot_policy"); !v.isNull() {
-		if s, ok := d.enum(v, "spot_policy", "spot", "on-demand", "auto"); ok {
+		if s, ok := d.enum(v, "spot_policy", valuesAt("#SpotPolicy")...); ok {
 			p.SpotPolicy = s
 		}
 	}
 	if v := n.get("creation_policy"); !v.isNull() {
-		if s, ok := d.enum(v, "creation_policy", "reuse", "reuse-or-create"); ok {
+		if s, ok := d.enum(v, "creation_policy", valuesAt("#Profile.creation_policy")...); ok {
 			p.CreationPolicy = s
 		}
 	}
 	if v := n.get("startup_order"); !v.isNull() {
-		if s, ok := d.enum(v, "startup_order", "any", "master-first", "workers-first"); ok {
+		if s, ok := d.enum(v, "startup_order", valuesAt("#Profile.startup_order")...); ok {
 			p.StartupOrder = s
 		}
 	}
 	if v := n.get("stop_criteria"); !v.isNull() {
-		if s, ok := d.enum(v, "stop_criteria", "all-done", "master-done"); ok {
+		if s, ok := d.enum(v, "stop_criteria", valuesAt("#Profile.stop_criteria")...); ok {
 			p.StopCriteria = s
 		}
 	}

@@ -162,8 +162,6 @@ func (d *dec) mountPath(n *node, path, key string) string {
 	return c
 }
 
-var pythonVersions = []string{"3.9", "3.10", "3.11", "3.12", "3.13", "3.14"}
-
 func (d *dec) python(n *node, path string) string {
 	if n.isNull() {
 		return ""
@@ -178,11 +176,11 @@ func (d *dec) python(n *node, path string) string {
 	case nString:
 		s = n.str
 	default:
-		d.errf(n, path, "invalid python version %s: must be one of %s", n.scalarText(), quoteList(pythonVersions))
+		d.errf(n, path, "invalid python version %s: must be one of %s", n.scalarText(), quoteList(valuesAt("#Python")))
 		return ""
 	}
-	if !contains(pythonVersions, s) {
-		d.errf(n, path, "invalid python version %q: must be one of %s", s, quoteList(pythonVersions))
+	if !contains(valuesAt("#Python"), s) {
+		d.errf(n, path, "invalid python version %q: must be one of %s", s, quoteList(valuesAt("#Python")))
 		return ""
 	}
 	return s
@@ -345,7 +343,7 @@ func (d *dec) repos(n *node, path string) []Repo {
 				r.Path, _ = d.str(v, join(p, "path"))
 			}
 			if v := it.get("if_exists"); !v.isNull() {
-				if s, ok := d.enum(v, join(p, "if_exists"), "error", "skip"); ok {
+				if s, ok := d.enum(v, join(p, "if_exists"), valuesAt("#Repo.if_exists")...); ok {
 					r.IfExists = s
 				}
 			}

@@ -19,7 +19,7 @@ func (d *dec) scaling(n *node, path string) *Scaling {
 	if v := n.get("metric"); v.isNull() {
 		d.errf(n, path, "field \"metric\" is required")
 	} else {
-		d.enum(v, join(path, "metric"), "rps")
+		d.enum(v, join(path, "metric"), valuesAt("#Scaling.metric")...)
 	}
 	if v := n.get("target"); v.isNull() {
 		d.errf(n, path, "field \"target\" is required")
@@ -103,7 +103,7 @@ func (d *dec) rateLimits(n *node, path string) []RateLimit {
 			t := v.get("type")
 			if t.isNull() {
 				d.errf(v, kp, "field \"type\" is required")
-			} else if s, ok := d.enum(t, join(kp, "type"), "ip_address", "header"); ok {
+			} else if s, ok := d.enum(t, join(kp, "type"), valuesAt("#Service.rate_limits[].key.type")...); ok {
 				rl.Key.Type = s
 				h := v.get("header")
 				if s == "header" {
@@ -160,7 +160,7 @@ func (d *dec) probes(n *node, path string) []Probe {
 		if v := it.get("type"); v.isNull() {
 			d.errf(it, p, "field \"type\" is required")
 		} else {
-			d.enum(v, join(p, "type"), "http")
+			d.enum(v, join(p, "type"), valuesAt("#Probe.type")...)
 		}
 		if v := it.get("url"); !v.isNull() {
 			if s, ok := d.str(v, join(p, "url")); ok {
@@ -176,7 +176,7 @@ func (d *dec) probes(n *node, path string) []Probe {
 			}
 		}
 		if v := it.get("method"); !v.isNull() {
-			if s, ok := d.enum(v, join(p, "method"), "get", "post", "put", "delete", "patch", "head"); ok {
+			if s, ok := d.enum(v, join(p, "method"), valuesAt("#Probe.method")...); ok {
 				pr.Method = s
 			}
 		}
@@ -290,7 +290,7 @@ func (d *dec) model(n *node, path string) *Model {
 		d.errf(n, path, "field \"format\" is required")
 		return nil
 	}
-	format, ok := d.enum(f, join(path, "format"), "openai", "tgi")
+	format, ok := d.enum(f, join(path, "format"), valuesAt("#Service.model.format")...)
 	if !ok {
 		return nil
 	}
@@ -299,7 +299,7 @@ func (d *dec) model(n *node, path string) *Model {
 	}
 	m := &Model{Type: "chat", Format: format}
 	if v := n.get("type"); !v.isNull() {
-		d.enum(v, join(path, "type"), "chat")
+		d.enum(v, join(path, "type"), valuesAt("#Service.model.type")...)
 	}
 	if v := n.get("name"); v.isNull() {
 		d.errf(n, path, "field \"name\" is required")
@@ -543,7 +543,7 @@ func (d *dec) replicaGroups(n *node, path string, s *Service, top *node) []Repli
 		}
 		g.Resources = d.resources(it.get("resources"), join(p, "resources"))
 		if v := it.get("spot_policy"); !v.isNull() {
-			g.SpotPolicy, _ = d.enum(v, join(p, "spot_policy"), "spot", "on-demand", "auto")
+			g.SpotPolicy, _ = d.enum(v, join(p, "spot_policy"), valuesAt("#SpotPolicy")...)
 		}
 		g.Reservation = d.optStr(it.get("reservation"), join(p, "reservation"))
 		g.Commands = d.commands(it.get("commands"), join(p, "commands"))
@@ -580,7 +580,7 @@ func (d *dec) replicaGroups(n *node, path string, s *Service, top *node) []Repli
 		if v := it.get("router"); !v.isNull() && d.object(v, join(p, "router"), fieldsAt("#ReplicaGroup.router")...) {
 			rt := &Router{Type: "sglang"}
 			if t := v.get("type"); !t.isNull() {
-				if s, ok := d.enum(t, join(join(p, "router"), "type"), "sglang", "dynamo"); ok {
+				if s, ok := d.enum(t, join(join(p, "router"), "type"), valuesAt("#ReplicaGroup.router.type")...); ok {
 					rt.Type = s
 				}
 			}

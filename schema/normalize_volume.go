@@ -1,7 +1,5 @@
 package schema
 
-var volumeBackends = []string{"aws", "gcp", "runpod", "kubernetes"}
-
 func (d *dec) volume(n *node) *Volume {
 	v := &Volume{AutoCleanupDuration: Off}
 	bn := n.get("backend")
@@ -9,7 +7,7 @@ func (d *dec) volume(n *node) *Volume {
 		d.errf(n, "", "field \"backend\" is required")
 		return nil
 	}
-	backend, ok := d.enum(bn, "backend", volumeBackends...)
+	backend, ok := d.enum(bn, "backend", valuesAt("#Volume.backend")...)
 	if !ok {
 		return nil
 	}
