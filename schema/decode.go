@@ -3,10 +3,14 @@ package schema
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
+
+// envStringRE matches an env list item, "NAME=value" or "NAME".
+var envStringRE = regexp.MustCompile(`^([a-zA-Z_][a-zA-Z0-9_]*)(=.*\n?$|\n?$)`)
 
 // dec decodes node trees into normalized Go values, collecting errors.
 type dec struct {

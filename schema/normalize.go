@@ -1,11 +1,11 @@
 package schema
 
-import (
-	"regexp"
-	"sort"
-)
+// Normalization lives in one file per kind (normalize_task.go,
+// normalize_service.go, ...) and per shared part (normalize_run.go,
+// normalize_profile.go, normalize_resources.go); this file holds the
+// helpers they share.
 
-var envStringRE = regexp.MustCompile(`^([a-zA-Z_][a-zA-Z0-9_]*)(=.*\n?$|\n?$)`)
+import "sort"
 
 // sortedSet sorts and dedupes a list whose order carries no meaning, so
 // reordering it never shows up as a change.
