@@ -340,7 +340,14 @@ func (d *dec) instances(n *node, path string) []InstanceSelector {
 			if !d.object(it, p, fieldsAt("#Profile.instances[]{fleet}")...) {
 				continue
 			}
-			ref, ok := d.entityRef(it.get("fleet"), join(p, "fleet"))
+			var ref EntityRef
+			ok := false
+			if fv := it.get("fleet"); fv.kind == nInt || fv.kind == nFloat {
+				// dstack parses only a string or a mapping here, unlike `fleets`.
+				d.errf(fv, join(p, "fleet"), "expected a fleet name or a mapping, got %s", fv.describe())
+			} else {
+				ref, ok = d.entityRef(fv, join(p, "fleet"))
+			}
 			in := it.get("instance")
 			if in.isNull() {
 				d.errf(it, p, "field \"instance\" is required")
