@@ -48,11 +48,24 @@ func valuesAt(key string) []string {
 	return v
 }
 
-// fieldTable holds, per key, the fields of the mappings and the string
-// literals the embedded schema allows there.
+// requiredAt returns the fields the embedded CUE schema requires in the
+// mapping at key (see fieldsAt), in the schema's order. A key that names
+// no single mapping is a programming error and panics.
+func requiredAt(key string) []string {
+	r, ok := schemaTable().required[key]
+	if !ok {
+		panic(fmt.Sprintf("schema: no single mapping at %q in the embedded schema", key))
+	}
+	return r
+}
+
+// fieldTable holds, per key, the fields of the mappings, the fields
+// required when there is one mapping, and the string literals the
+// embedded schema allows there.
 type fieldTable struct {
-	fields map[string][]string
-	values map[string][]string
+	fields   map[string][]string
+	required map[string][]string
+	values   map[string][]string
 }
 
 // schemaTable builds the table once, on first use: compiling the schema
@@ -65,7 +78,7 @@ func buildFieldTable() *fieldTable {
 	if err := v.Err(); err != nil {
 		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
 	}
-	w := fieldWalker{fieldTable: fieldTable{fields: map[string][]string{}, values: map[string][]string{}}}
+	w := fieldWalker{fieldTable: fieldTable{fields: map[string][]string{}, required: map[string][]string{}, values: map[string][]string{}}}
 	it, err := v.Fields(cue.Definitions(true))
 	if err != nil {
 		panic(fmt.Sprintf("schema: embedded schema: %v", err))
@@ -96,6 +109,7 @@ func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 	var names [][]string
 	var values [][]cue.Value // per mapping: its field values, in order
 	var inPlace []bool
+	var req []string // the required fields, meaningful when there is one mapping
 	for _, b := range cueBranches(v, false, nil) {
 		if s, err := b.v.String(); err == nil && b.v.IsConcrete() && !contains(w.values[key], s) {
 			w.values[key] = append(w.values[key], s)
@@ -112,8 +126,14 @@ func (w *fieldWalker) walk(key string, v cue.Value, depth int) {
 		for it.Next() {
 			ns = append(ns, it.Selector().Unquoted())
 			vs = append(vs, it.Value())
+			if !it.IsOptional() {
+				req = append(req, it.Selector().Unquoted())
+			}
 		}
 		names, values, inPlace = append(names, ns), append(values, vs), append(inPlace, !b.ref || depth == 0)
+	}
+	if len(names) == 1 {
+		w.required[key] = req
 	}
 	if len(names) > 0 && w.fields[key] == nil {
 		w.fields[key] = []string{} // a mapping with no fixed fields

@@ -51,7 +51,7 @@ func decoderKeys(t *testing.T, funcs ...string) []string {
 // fieldsExcept, including those it builds at run time.
 func decoderFieldKeys(t *testing.T) []string {
 	t.Helper()
-	keys := decoderKeys(t, "fieldsAt", "fieldsExcept")
+	keys := decoderKeys(t, "fieldsAt", "fieldsExcept", "requiredAt")
 	if len(keys) < 30 {
 		t.Fatalf("found only %d literal keys in the decoder", len(keys))
 	}
@@ -134,6 +134,9 @@ func TestFieldsAt_followsTheSchema(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("fieldsAt(%q) = %v, want %v", tt.key, got, tt.want)
 		}
+	}
+	if got := requiredAt("#SSHProxy"); !slices.Equal(got, []string{"hostname", "user", "identity_file"}) {
+		t.Errorf("requiredAt(#SSHProxy) = %v", got)
 	}
 	if got := fieldsExcept("#CPU", "min", "max"); !slices.Equal(sortedSet(got), []string{"arch", "count"}) {
 		t.Errorf("fieldsExcept(#CPU, min, max) = %v", got)

@@ -238,7 +238,7 @@ func (d *dec) sshProxy(n *node, path string) *SSHProxy {
 		return nil
 	}
 	p := &SSHProxy{}
-	for _, req := range []string{"hostname", "user", "identity_file"} {
+	for _, req := range requiredAt("#SSHProxy") {
 		if n.get(req).isNull() {
 			d.errf(n, path, "field %q is required", req)
 		}
