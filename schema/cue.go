@@ -672,7 +672,7 @@ func cueErrors(file string, err error) Errors {
 		if msg == "field not allowed" && len(g.path) > 0 {
 			key := g.path[len(g.path)-1]
 			msg = fmt.Sprintf("field %q not allowed", key)
-			if s := suggest(key, allFieldNames); s != "" {
+			if s := suggest(key, allFieldNames()); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 		}
@@ -692,12 +692,15 @@ func cueErrors(file string, err error) Errors {
 }
 
 // allFieldNames feeds did-you-mean suggestions for CUE evaluation errors,
-// where the enclosing definition is not known.
-var allFieldNames = sortedSet(concat(taskFields, serviceFields, devEnvFields, fleetFields, gatewayFields,
-	resourcesFields, []string{"backend", "region", "size", "volume_id", "availability_zone", "claim_name",
-		"storage_class_name", "access_modes", "read_only", "auto_cleanup_duration", "count", "vendor",
-		"memory", "total_memory", "compute_capability", "arch", "hosts", "proxy_jump", "identity_file",
-		"hostname", "metric", "target", "window", "on_events", "duration", "cron"}))
+// where the enclosing definition is not known: every field the embedded
+// schema names.
+var allFieldNames = sync.OnceValue(func() []string {
+	var all []string
+	for _, names := range schemaTable().fields {
+		all = append(all, names...)
+	}
+	return sortedSet(all)
+})
 
 var conflictRE = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types [^)]*\))?$`)
 

@@ -3,10 +3,14 @@ package schema
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
+
+// envStringRE matches an env list item, "NAME=value" or "NAME".
+var envStringRE = regexp.MustCompile(`^([a-zA-Z_][a-zA-Z0-9_]*)(=.*\n?$|\n?$)`)
 
 // dec decodes node trees into normalized Go values, collecting errors.
 type dec struct {
@@ -329,7 +333,7 @@ func (d *dec) rangeOf(n *node, path string, mem bool) (Range, bool) {
 	var r Range
 	switch n.kind {
 	case nMap:
-		if !d.object(n, path, "min", "max") {
+		if !d.object(n, path, fieldsAt("#IntRange")...) {
 			return Range{}, false
 		}
 		var ok1, ok2 bool

@@ -31,8 +31,9 @@ var serverRules = []string{
 }
 
 // knownDeviations are dstack rejections hoist accepts on purpose: configs
-// from dstack's own docs that the issue requires to validate.
-var knownDeviations = []string{"gateway.router", "VolumeMountPoint.optional"}
+// from dstack's own docs that the issue requires to validate, and the
+// `hoist:` block of a volume or gateway, hoist's own extension.
+var knownDeviations = []string{"gateway.router", "VolumeMountPoint.optional", ".hoist"}
 
 // TestDifferential_dstack compares accept/reject verdicts with dstack's
 // parser on mutated configurations. See testdata/differential/README.md.

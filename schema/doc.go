@@ -100,5 +100,8 @@
 // compiled once; validators are pooled across loads. Top-level fields are
 // unified one by one with their definition and the verdicts memoized by
 // value, since the definitions hold no cross-field constraints (those are
-// checked in Go, where dstack checks them).
+// checked in Go, where dstack checks them). The Go decoder takes the fields
+// each mapping allows and the values each enum allows from the same
+// embedded schema, compiled once more on first use, so the schema is their
+// one source of truth.
 package schema

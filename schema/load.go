@@ -367,8 +367,8 @@ func normalize(doc *node, kind Kind, fallbackName string) (string, any, []byte, 
 	d := &dec{}
 	var spec any
 	var name *string
-	if fields := topFields[kind]; fields != nil {
-		d.object(doc, "", fields...)
+	if def := defNames[kind]; def != "" {
+		d.object(doc, "", fieldsAt(def)...)
 	}
 	switch kind {
 	case KindTask:
