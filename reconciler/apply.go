@@ -2,7 +2,8 @@ package reconciler
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -243,13 +244,9 @@ func rolling(s plan.Step) bool {
 	return s.Rolling && s.Current != nil && !s.Current.Finished
 }
 
-// pruneOptIn reports whether a volume or gateway spec opted in to being
-// deleted when its spec leaves Git (`hoist: {prune: true}`).
-func pruneOptIn(spec []byte) bool {
-	var v struct {
-		Hoist struct {
-			Prune bool `json:"prune"`
-		} `json:"hoist"`
-	}
-	return json.Unmarshal(spec, &v) == nil && v.Hoist.Prune
+// specHash is the hash a spec is stored with, to tell whether the desired
+// spec changed without reading the stored one back.
+func specHash(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
