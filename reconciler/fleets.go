@@ -19,76 +19,6 @@ import (
 	"hoist/store"
 )
 
-// SSHBackend is the type of the SSH fleet backend; LocalBackendType the type
-// of the backend of this host. A backend's name is the user's choice
-// (`{name: gpu-hosts, type: ssh}`): compare types, via backendType.
-const (
-	SSHBackend       = "ssh"
-	LocalBackendType = "local"
-)
-
-// backendType returns the type of the backend configured as name (its
-// name when the config gave none).
-func (c *Controller) backendType(name string) string {
-	if t, ok := c.backTypes[name]; ok && t != "" {
-		return t
-	}
-	return name
-}
-
-// sshBackend returns the name of the backend SSH fleets provision through:
-// the configured backend of type ssh (the one named "ssh" when there are
-// several).
-func (c *Controller) sshBackend() (string, error) {
-	var found []string
-	for name := range c.bes {
-		if c.backendType(name) == SSHBackend {
-			found = append(found, name)
-		}
-	}
-	switch {
-	case len(found) == 1:
-		return found[0], nil
-	case slices.Contains(found, SSHBackend):
-		return SSHBackend, nil
-	case len(found) == 0:
-		return "", backends.Stalled(errors.New("no backend of type ssh is configured: SSH fleets need one"))
-	}
-	slices.Sort(found)
-	return "", backends.Stalled(fmt.Errorf("several backends of type ssh are configured (%s): name one of them \"ssh\"", strings.Join(found, ", ")))
-}
-
-// applyInfra carries out a plan step for a fleet, volume or gateway.
-func (c *Controller) applyInfra(ctx context.Context, rev source.Revision, s plan.Step) error {
-	switch s.Action {
-	case plan.Noop:
-		return nil
-	case plan.Delete:
-	default:
-		if _, err := c.upsert(ctx, rev, s); err != nil {
-			return err
-		}
-	}
-	var err error
-	switch s.Kind {
-	case schema.KindFleet:
-		err = c.applyFleet(ctx, rev, s)
-	case schema.KindVolume:
-		err = c.applyVolume(ctx, rev, s)
-	case schema.KindGateway:
-		err = c.applyGateway(ctx, rev, s)
-	}
-	if err != nil || s.Action != plan.Delete {
-		return err
-	}
-	// Marked deleted last: once marked, no later sync plans this delete
-	// again, so a crash before the kind's own delete must not skip it.
-	if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	return nil
-}
-
 func (c *Controller) applyFleet(ctx context.Context, rev source.Revision, s plan.Step) error {
 	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, s.Name)
 	exists := err == nil
@@ -338,15 +268,6 @@ func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *o
 	return all, nil
 }
 
-// maxOffersTried is how many offers a job's new instance may try before
-// the job fails for want of capacity (dstack's MAX_OFFERS_TRIED).
-const maxOffersTried = 25
-
-// offerKey identifies an offer among a job's tried ones.
-func offerKey(o offers.Offer) string {
-	return fmt.Sprintf("%s/%s/%s/%t", o.Backend, o.Region, o.Instance, o.Spot)
-}
-
 func containsFold(list []string, s string) bool {
 	for _, x := range list {
 		if strings.EqualFold(x, s) {
@@ -383,127 +304,95 @@ func (c *Controller) terminateFleetInstances(ctx context.Context, f store.Fleet,
 	return nil
 }
 
-func (c *Controller) applyVolume(ctx context.Context, rev source.Revision, s plan.Step) error {
-	v, err := c.st.GetVolumeByName(ctx, c.cfg.Project, s.Name)
-	exists := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if s.Action == plan.Delete || s.Action == plan.Replace {
-		if exists {
-			if err := c.deleteVolume(ctx, rev, &v); err != nil {
-				return err
-			}
-		}
-		if s.Action == plan.Delete {
-			return nil
-		}
-		exists = false
-	}
-	spec := s.Desired.Spec.(*schema.Volume)
-	if !exists {
-		v = store.Volume{Project: c.cfg.Project, Name: s.Name, Status: store.VolumeSubmitted}
-	}
-	v.Spec, v.SpecHash, v.Revision, v.Backend, v.Region = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID, spec.Backend, spec.Region
-	if exists {
-		err = c.st.UpdateVolume(ctx, &v)
-	} else {
-		err = c.st.CreateVolume(ctx, &v)
-	}
-	if err != nil {
-		return err
-	}
-	if v.Status != store.VolumeSubmitted {
-		return nil
-	}
-	vb, ok := c.bes[spec.Backend].(backends.VolumeBackend)
-	if !ok {
-		v.Status, v.StatusMessage = store.VolumeFailed, fmt.Sprintf("backend %q is not configured or has no volumes", spec.Backend)
-		c.event(ctx, "volume", v.Name, v.ID, "failed", rev.ID, v.StatusMessage)
-		return c.st.UpdateVolume(ctx, &v)
-	}
-	vs := backends.VolumeSpec{ID: v.ID, Name: v.Name, Region: spec.Region, ExternalID: spec.VolumeID,
-		Tags: c.tags(schema.KindVolume, v.Name, "")}
-	var got backends.Volume
-	if spec.VolumeID != "" {
-		got, err = vb.RegisterVolume(ctx, vs)
-	} else {
-		if spec.Size != nil {
-			vs.SizeGB = *spec.Size
-		}
-		got, err = vb.CreateVolume(ctx, vs)
-	}
-	if err != nil {
-		v.Status, v.StatusMessage = store.VolumeFailed, err.Error()
-	} else {
-		v.Status, v.ExternalID, v.SizeGB = store.VolumeActive, got.ProviderID, got.SizeGB
-	}
-	c.event(ctx, "volume", v.Name, v.ID, v.Status, rev.ID, "volume "+v.Status+" "+v.StatusMessage)
-	return c.st.UpdateVolume(ctx, &v)
+// localFleetSpec is the spec of the fleet of this host.
+func (c *Controller) localFleetSpec() []byte {
+	b, _ := json.Marshal(map[string]any{"type": "fleet", "name": c.cfg.LocalFleet, "backends": []string{c.cfg.LocalBackend}})
+	return b
 }
 
-// deleteVolume deletes a volume at its backend (only what hoist owns) and
-// marks the row deleted.
-func (c *Controller) deleteVolume(ctx context.Context, rev source.Revision, v *store.Volume) error {
-	if vb, ok := c.bes[v.Backend].(backends.VolumeBackend); ok && v.Status == store.VolumeActive {
-		if err := vb.DeleteVolume(ctx, v.ID); err != nil {
+// ensureLocalFleet creates the fleet of this host and its one instance when
+// the local backend is configured, so that runs need no fleet file.
+func (c *Controller) ensureLocalFleet(ctx context.Context) error {
+	if _, ok := c.bes[c.cfg.LocalBackend]; !ok || c.cfg.NoLocalFleet {
+		return nil
+	}
+	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, c.cfg.LocalFleet)
+	if errors.Is(err, store.ErrNotFound) {
+		spec := c.localFleetSpec()
+		f = store.Fleet{Project: c.cfg.Project, Name: c.cfg.LocalFleet, Spec: spec, SpecHash: specHash(spec), Status: store.FleetActive}
+		if err := c.st.CreateFleet(ctx, &f); err != nil {
 			return err
 		}
-	}
-	v.Deleted, v.RemovedFromGit = true, true
-	c.event(ctx, "volume", v.Name, v.ID, "deleted", rev.ID, "volume deleted")
-	return c.st.UpdateVolume(ctx, v)
-}
-
-func (c *Controller) applyGateway(ctx context.Context, rev source.Revision, s plan.Step) error {
-	g, err := c.st.GetGatewayByName(ctx, c.cfg.Project, s.Name)
-	exists := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.event(ctx, "fleet", f.Name, f.ID, "created", "", "fleet of this host created (local backend)")
+	} else if err != nil {
 		return err
 	}
-	if s.Action == plan.Delete || s.Action == plan.Replace {
-		if exists {
-			if gb, ok := c.bes[g.Backend].(backends.GatewayBackend); ok {
-				if err := gb.TerminateGateway(ctx, g.ID); err != nil {
-					return err
-				}
-			}
-			g.Deleted, g.RemovedFromGit = true, true
-			if err := c.st.UpdateGateway(ctx, &g); err != nil {
-				return err
-			}
-			c.event(ctx, "gateway", g.Name, g.ID, "deleted", rev.ID, "gateway deleted")
-		}
-		if s.Action == plan.Delete {
-			return nil
-		}
-		exists = false
-	}
-	spec := s.Desired.Spec.(*schema.Gateway)
-	if !exists {
-		g = store.Gateway{Project: c.cfg.Project, Name: s.Name, Status: store.GatewaySubmitted}
-	}
-	g.Spec, g.SpecHash, g.Revision, g.Backend, g.Region = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID, spec.Backend, spec.Region
-	g.OwnershipTags = c.tags(schema.KindGateway, g.Name, "")
-	if exists {
-		err = c.st.UpdateGateway(ctx, &g)
-	} else {
-		err = c.st.CreateGateway(ctx, &g)
-	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
 	if err != nil {
 		return err
 	}
-	if g.Status != store.GatewaySubmitted {
-		return nil
+	for _, i := range insts {
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			c.insts.Add(i.ID)
+			return nil
+		}
 	}
-	gb, ok := c.bes[spec.Backend].(backends.GatewayBackend)
-	if !ok {
-		g.Status, g.StatusMessage = store.GatewayFailed, fmt.Sprintf("backend %q is not configured or has no gateways", spec.Backend)
-	} else if got, err := gb.CreateGateway(ctx, backends.GatewaySpec{ID: g.ID, Region: spec.Region, PublicIP: true, Tags: g.OwnershipTags}); err != nil {
-		g.Status, g.StatusMessage = store.GatewayFailed, err.Error()
-	} else {
-		g.Status, g.Hostname, g.IPAddress = store.GatewayProvisioning, got.Hostname, got.IP
+	inst, err := c.addFleetInstance(ctx, f, store.Instance{Backend: c.cfg.LocalBackend})
+	if err != nil {
+		return err
 	}
-	c.event(ctx, "gateway", g.Name, g.ID, g.Status, rev.ID, "gateway "+g.Status+" "+g.StatusMessage)
-	return c.st.UpdateGateway(ctx, &g)
+	if err := c.provisionInstance(ctx, inst.ID); err != nil && !backends.IsStalled(err) {
+		return err
+	}
+	// A stalled instance (e.g. no runner binary for this host) keeps its
+	// error as its status message; the server runs on.
+	return nil
+}
+
+// growFleet adds an instance to a backend fleet (not an SSH fleet, not this
+// host's fleet) when it has fewer than nodes.max, from the cheapest offer
+// that fits both the fleet and the job (and is on one of the job's
+// backends, when it names any).
+func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool) (store.Instance, error) {
+	var spec schema.Fleet
+	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
+		return store.Instance{}, errors.New("the fleet does not provision instances")
+	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return store.Instance{}, err
+	}
+	active, next := 0, 0
+	for _, i := range insts {
+		next = max(next, i.InstanceNum+1)
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			active++
+		}
+	}
+	if spec.Nodes.Max != nil && active >= *spec.Nodes.Max {
+		return store.Instance{}, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
+	}
+	if len(tried) >= maxOffersTried {
+		return store.Instance{}, fmt.Errorf("%d offers tried", len(tried))
+	}
+	all, err := c.fleetOffers(ctx, &spec, &job)
+	if err != nil {
+		return store.Instance{}, err
+	}
+	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !onBackends(backends, o.Backend) })
+	if len(all) == 0 {
+		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
+	}
+	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
+	if i < 0 {
+		return store.Instance{}, fmt.Errorf("all %d fitting offers tried", len(all))
+	}
+	offer, be := all[i], all[i].Backend
+	inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
+	if err != nil {
+		return store.Instance{}, err
+	}
+	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
+		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", be, offer.Instance, offer.Price))
+	return inst, nil
 }

@@ -5,70 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"hoist/agents/api"
 	"hoist/backends"
-	"hoist/backends/offers"
-	"hoist/backends/offers/query"
 	"hoist/schema"
 	"hoist/store"
 )
-
-var (
-	// errNoFleets means no fleet matches the run (dstack's "no fleets").
-	errNoFleets = errors.New("no fleets")
-	// errNoCapacity means matching fleets exist but none has a free
-	// instance that fits.
-	errNoCapacity = errors.New("no matching instance is free")
-)
-
-// localFleetSpec is the spec of the fleet of this host.
-func (c *Controller) localFleetSpec() []byte {
-	b, _ := json.Marshal(map[string]any{"type": "fleet", "name": c.cfg.LocalFleet, "backends": []string{c.cfg.LocalBackend}})
-	return b
-}
-
-// ensureLocalFleet creates the fleet of this host and its one instance when
-// the local backend is configured, so that runs need no fleet file.
-func (c *Controller) ensureLocalFleet(ctx context.Context) error {
-	if _, ok := c.bes[c.cfg.LocalBackend]; !ok || c.cfg.NoLocalFleet {
-		return nil
-	}
-	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, c.cfg.LocalFleet)
-	if errors.Is(err, store.ErrNotFound) {
-		spec := c.localFleetSpec()
-		f = store.Fleet{Project: c.cfg.Project, Name: c.cfg.LocalFleet, Spec: spec, SpecHash: specHash(spec), Status: store.FleetActive}
-		if err := c.st.CreateFleet(ctx, &f); err != nil {
-			return err
-		}
-		c.event(ctx, "fleet", f.Name, f.ID, "created", "", "fleet of this host created (local backend)")
-	} else if err != nil {
-		return err
-	}
-	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
-	if err != nil {
-		return err
-	}
-	for _, i := range insts {
-		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
-			c.insts.Add(i.ID)
-			return nil
-		}
-	}
-	inst, err := c.addFleetInstance(ctx, f, store.Instance{Backend: c.cfg.LocalBackend})
-	if err != nil {
-		return err
-	}
-	if err := c.provisionInstance(ctx, inst.ID); err != nil && !backends.IsStalled(err) {
-		return err
-	}
-	// A stalled instance (e.g. no runner binary for this host) keeps its
-	// error as its status message; the server runs on.
-	return nil
-}
 
 // tags are the ownership tags of everything created for a resource.
 func (c *Controller) tags(kind schema.Kind, name, instanceID string) map[string]string {
@@ -321,192 +264,6 @@ func (c *Controller) instanceBusy(ctx context.Context, id string) (bool, error) 
 	return len(jobs) > 0, err
 }
 
-// place picks an instance for a job of run: one of the fleets the spec
-// allows (all when it names none), whose instance fits the resources and
-// profile. The local host is shared; other instances run one job at a time.
-func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool) (store.Instance, error) {
-	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
-	if err != nil {
-		return store.Instance{}, err
-	}
-	q := instanceQuery(spec)
-	matched := false
-	var growable []store.Fleet
-	var waiting []string // fleets whose instances that may fit are still provisioning
-	for _, f := range fleets {
-		if f.Status != store.FleetActive || f.Deleted {
-			continue
-		}
-		if len(spec.Fleets) > 0 && !slices.ContainsFunc(spec.Fleets, func(r schema.EntityRef) bool { return r.Name == f.Name }) {
-			continue
-		}
-		matched = true
-		insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
-		if err != nil {
-			return store.Instance{}, err
-		}
-		provisioning, note := 0, ""
-		for _, i := range insts {
-			if !onBackends(spec.Backends, i.Backend) {
-				continue
-			}
-			var o offers.Offer
-			if len(i.Offer) > 0 {
-				_ = json.Unmarshal(i.Offer, &o)
-			}
-			if i.Status == store.InstancePending || i.Status == store.InstanceProvisioning {
-				// Not ready yet: the job may wait for it when its offer is
-				// unknown (an SSH host is known once reached) or fits, and
-				// no other job waits for it (one made for that job).
-				if len(i.Offer) > 0 && len(offers.Filter([]offers.Offer{o}, q)) == 0 {
-					continue
-				}
-				if taken, err := c.instanceReserved(ctx, i.ID); err != nil {
-					return store.Instance{}, err
-				} else if !taken {
-					provisioning++
-					if note == "" && i.StatusMessage != "" {
-						note = fmt.Sprintf(" (%s: %s)", i.Name, i.StatusMessage)
-					}
-				}
-				continue
-			}
-			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
-				continue
-			}
-			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
-				continue
-			}
-			if f.Name != c.cfg.LocalFleet {
-				busy, err := c.instanceBusy(ctx, i.ID)
-				if err != nil {
-					return store.Instance{}, err
-				}
-				if busy {
-					continue
-				}
-			}
-			return i, nil
-		}
-		if provisioning > 0 {
-			waiting = append(waiting, fmt.Sprintf("fleet %s: %d %s provisioning%s", f.Name, provisioning, plural(provisioning, "instance"), note))
-		}
-		growable = append(growable, f)
-	}
-	if !matched {
-		return store.Instance{}, errNoFleets
-	}
-	if len(waiting) > 0 {
-		// Instances that may fit are on their way (e.g. the hosts of an
-		// SSH fleet committed with the run): wait for them rather than
-		// fail or grow a fleet.
-		return store.Instance{}, fmt.Errorf("%w %s", errFleetProvisioning, strings.Join(waiting, "; "))
-	}
-	// No free instance fits: a backend fleet below nodes.max gets a new one
-	// from its offers, cheapest first, for this job.
-	var why []string
-	for _, f := range growable {
-		inst, err := c.growFleet(ctx, f, q, spec.Backends, tried)
-		if err == nil {
-			return inst, errInstancePending
-		}
-		why = append(why, f.Name+": "+err.Error())
-	}
-	msg := "for the requested resources"
-	if len(why) > 0 {
-		msg += " (" + strings.Join(why, "; ") + ")"
-	}
-	return store.Instance{}, fmt.Errorf("%w %s", errNoCapacity, msg)
-}
-
-// errInstancePending says place created an instance for the job that is
-// still being provisioned; the job waits for it.
-var errInstancePending = errors.New("a new instance is being provisioned")
-
-// errFleetProvisioning says no instance is free now but instances of the
-// candidate fleets that may fit are still being provisioned; the job waits
-// for them. Its message is the job's status message.
-var errFleetProvisioning = errors.New("waiting for")
-
-// onBackends reports whether an instance of backend be may take a job
-// whose spec names backends: a job that names backends runs only on their
-// instances (dstack filters a fleet's instances by the run's backends; its
-// SSH hosts are the backend "remote").
-func onBackends(backends []string, be string) bool {
-	return len(backends) == 0 || containsFold(backends, be) || (be == SSHBackend && containsFold(backends, "remote"))
-}
-
-// instanceReserved reports whether a submitted job waits for instance id
-// (one a fleet grew for that job).
-func (c *Controller) instanceReserved(ctx context.Context, id string) (bool, error) {
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: []string{store.JobSubmitted}, Limit: 1})
-	return len(jobs) > 0, err
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
-}
-
-// growFleet adds an instance to a backend fleet (not an SSH fleet, not this
-// host's fleet) when it has fewer than nodes.max, from the cheapest offer
-// that fits both the fleet and the job (and is on one of the job's
-// backends, when it names any).
-func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool) (store.Instance, error) {
-	var spec schema.Fleet
-	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
-		return store.Instance{}, errors.New("the fleet does not provision instances")
-	}
-	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
-	if err != nil {
-		return store.Instance{}, err
-	}
-	active, next := 0, 0
-	for _, i := range insts {
-		next = max(next, i.InstanceNum+1)
-		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
-			active++
-		}
-	}
-	if spec.Nodes.Max != nil && active >= *spec.Nodes.Max {
-		return store.Instance{}, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
-	}
-	if len(tried) >= maxOffersTried {
-		return store.Instance{}, fmt.Errorf("%d offers tried", len(tried))
-	}
-	all, err := c.fleetOffers(ctx, &spec, &job)
-	if err != nil {
-		return store.Instance{}, err
-	}
-	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !onBackends(backends, o.Backend) })
-	if len(all) == 0 {
-		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
-	}
-	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
-	if i < 0 {
-		return store.Instance{}, fmt.Errorf("all %d fitting offers tried", len(all))
-	}
-	offer, be := all[i], all[i].Backend
-	inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
-	if err != nil {
-		return store.Instance{}, err
-	}
-	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
-		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", be, offer.Instance, offer.Price))
-	return inst, nil
-}
-
-// instanceQuery is the offer filter an instance must pass to take a job of
-// spec. Disk is the host's own and not filtered; spot policy and backends
-// are the fleet's business (a host is what it is).
-func instanceQuery(spec runSpec) offers.Query {
-	q := query.FromSpec(spec.Resources, spec.Profile)
-	q.Disk, q.Backends, q.SpotPolicy = offers.Range{}, nil, offers.SpotPolicyAuto
-	return q
-}
-
 // shimFor returns a client of the shim of an instance, reusing one
 // connection per instance.
 func (c *Controller) shimFor(ctx context.Context, instanceID string) (*api.ShimClient, backends.Conn, error) {
@@ -560,4 +317,40 @@ func (c *Controller) closeConns() {
 		_ = conn.Close()
 		delete(c.conns, id)
 	}
+}
+
+// markInstance sets an idle or busy instance's status from whether an
+// active job uses it (the local host, shared by every job, stays idle).
+func (c *Controller) markInstance(ctx context.Context, id string) {
+	for attempt := 0; attempt < 5; attempt++ {
+		inst, err := c.st.GetInstance(ctx, id)
+		if err != nil || (inst.Status != store.InstanceIdle && inst.Status != store.InstanceBusy) || c.sharedInstance(ctx, inst) {
+			return
+		}
+		busy, err := c.instanceBusy(ctx, id)
+		if err != nil {
+			return
+		}
+		want := store.InstanceIdle
+		if busy {
+			want = store.InstanceBusy
+		}
+		if inst.Status == want {
+			return
+		}
+		inst.Status = want
+		if err := c.st.UpdateInstance(ctx, &inst); !errors.Is(err, store.ErrConflict) {
+			return
+		}
+	}
+}
+
+// sharedInstance reports whether an instance is this host's, which every
+// job shares; every other instance runs one job at a time.
+func (c *Controller) sharedInstance(ctx context.Context, inst store.Instance) bool {
+	if inst.Backend != c.cfg.LocalBackend || inst.FleetID == "" {
+		return false
+	}
+	f, err := c.st.GetFleet(ctx, inst.FleetID)
+	return err == nil && f.Name == c.cfg.LocalFleet
 }
