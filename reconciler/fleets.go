@@ -211,8 +211,10 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 // names none) for offers and returns the cheapest that fits.
 //
 // With job set (a job asking the fleet for a new instance), the backends are
-// asked for the job's resources and the offers must fit both. The local
-// backend offers this host only to fleets that name it in `backends`.
+// asked for the job's resources and the offers must fit both. Backends that
+// take over hosts offer nothing here (their hosts are their SSH fleets'),
+// and a backend sharing this host offers it only to fleets that name it in
+// `backends`.
 func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet, job *offers.Query) (offers.Offer, string, error) {
 	all, err := c.fleetOffers(ctx, spec, job)
 	if err != nil {
@@ -238,7 +240,7 @@ func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *o
 	var all []offers.Offer
 	var errs []string
 	for name, be := range c.bes {
-		if c.backendType(name) == SSHBackend || (name == c.cfg.LocalBackend && !containsFold(spec.Backends, name)) {
+		if t := be.Traits(); t.TakesOverHosts || (t.SharedHost && !containsFold(spec.Backends, name)) {
 			continue
 		}
 		if len(spec.Backends) > 0 && !containsFold(spec.Backends, name) {
@@ -313,7 +315,7 @@ func (c *Controller) localFleetSpec() []byte {
 // ensureLocalFleet creates the fleet of this host and its one instance when
 // the local backend is configured, so that runs need no fleet file.
 func (c *Controller) ensureLocalFleet(ctx context.Context) error {
-	if _, ok := c.bes[c.cfg.LocalBackend]; !ok || c.cfg.NoLocalFleet {
+	if !c.traitsOf(c.cfg.LocalBackend).SharedHost || c.cfg.NoLocalFleet {
 		return nil
 	}
 	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, c.cfg.LocalFleet)
@@ -379,7 +381,7 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	if err != nil {
 		return store.Instance{}, err
 	}
-	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !onBackends(backends, o.Backend) })
+	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !c.onBackends(backends, o.Backend) })
 	if len(all) == 0 {
 		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
 	}

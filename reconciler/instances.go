@@ -83,7 +83,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			}
 		}
 		bi, err := be.Create(ctx, spec)
-		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && c.backendType(inst.Backend) != SSHBackend {
+		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && !be.Traits().TakesOverHosts {
 			// This offer has no capacity now: the instance ends, and a job
 			// waiting for it tries the next offer.
 			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
@@ -131,7 +131,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+why)
 			return time.Millisecond, nil
 		}
-		if _, ok := be.(backends.Connector); ok && !inst.Unreachable {
+		if be.Traits().Runtime == backends.RuntimeShim && !inst.Unreachable {
 			c.sweepTasks(ctx, inst.ID)
 		}
 		bi, err := be.Describe(ctx, inst.ID)
@@ -215,7 +215,7 @@ func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance)
 // nodes.min instances (dstack's src/dstack/_internal/server/services/fleets.py). The local host and SSH hosts are
 // never reaped: they are the fleet.
 func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
-	if c.backendType(inst.Backend) == SSHBackend || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
+	if c.traitsOf(inst.Backend).TakesOverHosts || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
 		return false, "", nil
 	}
 	f, err := c.st.GetFleet(ctx, inst.FleetID)
@@ -280,7 +280,7 @@ func (c *Controller) shimFor(ctx context.Context, instanceID string) (*api.ShimC
 			return nil, nil, backends.Stalled(fmt.Errorf("backend %q is not configured", inst.Backend))
 		}
 		cn, ok := be.(backends.Connector)
-		if !ok {
+		if !ok || be.Traits().Runtime != backends.RuntimeShim {
 			return nil, nil, backends.Stalled(fmt.Errorf("backend %q runs no shim", inst.Backend))
 		}
 		bi := backends.Instance{ID: inst.ID, Backend: inst.Backend, Hostname: inst.Hostname, HostKey: inst.HostKey, Tags: inst.OwnershipTags}
@@ -348,7 +348,7 @@ func (c *Controller) markInstance(ctx context.Context, id string) {
 // sharedInstance reports whether an instance is this host's, which every
 // job shares; every other instance runs one job at a time.
 func (c *Controller) sharedInstance(ctx context.Context, inst store.Instance) bool {
-	if inst.Backend != c.cfg.LocalBackend || inst.FleetID == "" {
+	if !c.traitsOf(inst.Backend).SharedHost || inst.FleetID == "" {
 		return false
 	}
 	f, err := c.st.GetFleet(ctx, inst.FleetID)

@@ -167,7 +167,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 		}
 		provisioning, note := 0, ""
 		for _, i := range insts {
-			if !onBackends(spec.Backends, i.Backend) {
+			if !c.onBackends(spec.Backends, i.Backend) {
 				continue
 			}
 			var o offers.Offer
@@ -251,9 +251,9 @@ var errFleetProvisioning = errors.New("waiting for")
 // onBackends reports whether an instance of backend be may take a job
 // whose spec names backends: a job that names backends runs only on their
 // instances (dstack filters a fleet's instances by the run's backends; its
-// SSH hosts are the backend "remote").
-func onBackends(backends []string, be string) bool {
-	return len(backends) == 0 || containsFold(backends, be) || (be == SSHBackend && containsFold(backends, "remote"))
+// SSH hosts, of a backend that takes over hosts, are the backend "remote").
+func (c *Controller) onBackends(backends []string, be string) bool {
+	return len(backends) == 0 || containsFold(backends, be) || (c.traitsOf(be).TakesOverHosts && containsFold(backends, "remote"))
 }
 
 // instanceReserved reports whether a submitted job waits for instance id
