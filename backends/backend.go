@@ -35,6 +35,34 @@ type Backend interface {
 	// List returns the instances carrying all of tags (every instance for
 	// empty tags), including any a lost Create left behind: the leak audit.
 	List(ctx context.Context, tags map[string]string) ([]Instance, error)
+	// Traits says what kind of driver this is; callers ask it instead of
+	// comparing backend names or types. It never changes over the
+	// backend's life.
+	Traits() Traits
+}
+
+// Traits describe a driver to the reconciler: how jobs reach its instances,
+// whether it provisions hosts or takes over existing ones, and whether its
+// instances share one host. The zero value (with Runtime set) is a cloud
+// driver: it provisions a machine of its own for every instance.
+type Traits struct {
+	// Runtime is RuntimeShim or RuntimeRunner, the same for every instance
+	// the driver creates (Instance.Runtime). A shim driver implements
+	// Connector.
+	Runtime string
+	// TakesOverHosts is set when the driver provisions nothing: each
+	// instance is an existing host named in InstanceSpec.Host that the
+	// driver takes over (dstack's SSH fleets, ssh_config). Such a host is
+	// its fleet's, whatever its offer: it is never offered to other
+	// fleets, never terminated when idle, and not given up when it lacks
+	// capacity.
+	TakesOverHosts bool
+	// SharedHost is set when every instance is a slice of one host the
+	// server shares with the driver's other instances (this host): the
+	// driver's offers go only to fleets that name it in `backends`, and
+	// the instance of the server's own fleet of this host takes every job
+	// at once instead of one at a time.
+	SharedHost bool
 }
 
 // An InstanceSpec asks a backend for one instance.

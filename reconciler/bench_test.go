@@ -247,9 +247,9 @@ func (nopSource) Changes() <-chan struct{}  { return nil }
 func (nopSource) Trigger()                  {}
 func (nopSource) Run(context.Context) error { return nil }
 
-// BenchmarkObserveQueries_10k splits observe into its two store queries and
-// shows what a narrow query of the latest run statuses would cost instead
-// of reading every run row whole.
+// BenchmarkObserveQueries_10k compares reading every resource and run row
+// whole (ListResources, ListRuns) with the small-column read observe makes
+// (store.ObservedState: the resources and the newest run of each name).
 func BenchmarkObserveQueries_10k(b *testing.B) {
 	r := sharedBenchRepo(b)
 	ctx := context.Background()
@@ -272,22 +272,16 @@ func BenchmarkObserveQueries_10k(b *testing.B) {
 			}
 		}
 	})
-	b.Run("LatestRunStatusesSQL", func(b *testing.B) {
+	b.Run("ObservedState", func(b *testing.B) {
 		cpu := cpuTime()
 		defer reportCPU(b, cpu)
 		for b.Loop() {
-			var rows []struct {
-				Name   string `bun:"name"`
-				Status string `bun:"status"`
-			}
-			err := st.DB().NewRaw(`SELECT name, status FROM runs r WHERE project = ? AND NOT deleted
-				AND submitted_at = (SELECT max(submitted_at) FROM runs WHERE project = r.project AND name = r.name AND NOT deleted)`,
-				store.DefaultProject).Scan(ctx, &rows)
+			obs, err := st.ObservedState(ctx, store.DefaultProject)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(rows) < 8000 {
-				b.Fatalf("%d latest runs", len(rows))
+			if len(obs.LatestRuns) < 8000 {
+				b.Fatalf("%d latest runs", len(obs.LatestRuns))
 			}
 		}
 	})

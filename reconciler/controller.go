@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,8 +52,9 @@ type Config struct {
 	// to fleets that name the local backend in `backends` (each instance
 	// reserving its share).
 	NoLocalFleet bool
-	// LocalBackend is the name of the local backend (when empty, the
-	// backend whose type is "local", else "local").
+	// LocalBackend is the name of the backend of this host (when empty,
+	// the configured backend whose traits say its instances share this
+	// host; see localBackend).
 	LocalBackend string
 	// Retention is how long events, and the logs of finished jobs, are kept
 	// (zero keeps them forever).
@@ -83,10 +82,6 @@ type Deps struct {
 	Source source.Source
 	// Backends are the configured backends by name.
 	Backends map[string]backends.Backend
-	// BackendTypes are the types of the configured backends by name, from
-	// the server's config (`{name: gpu-hosts, type: ssh}`); a backend not
-	// listed has its name as its type.
-	BackendTypes map[string]string
 	// Estimate prices offers for plan estimates (optional; see
 	// plan.Options.Estimate).
 	Estimate plan.Pricer
@@ -158,8 +153,6 @@ type Controller struct {
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
 	branch atomic.Value // string: the tracked branch as last resolved
-
-	backTypes map[string]string // backend types by backend name
 }
 
 type syncRequest struct {
@@ -207,15 +200,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		cfg.LocalFleet = "local"
 	}
 	if cfg.LocalBackend == "" {
-		cfg.LocalBackend = "local"
-		if deps.BackendTypes[cfg.LocalBackend] != LocalBackendType {
-			for _, name := range slices.Sorted(maps.Keys(deps.BackendTypes)) {
-				if deps.BackendTypes[name] == LocalBackendType {
-					cfg.LocalBackend = name
-					break
-				}
-			}
-		}
+		cfg.LocalBackend = localBackend(deps.Backends)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -229,24 +214,23 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	now := cfg.Now
 	c := &Controller{
-		cfg:       cfg,
-		st:        deps.Store,
-		src:       deps.Source,
-		bes:       deps.Backends,
-		backTypes: deps.BackendTypes,
-		est:       deps.Estimate,
-		chk:       deps.Checks,
-		pol:       deps.Policy,
-		adv:       deps.Advisories,
-		obs:       obs,
-		log:       cfg.Logger,
-		now:       now,
-		sync:      make(chan syncRequest, 16),
-		runs:      queue.New[string](time.Second, time.Minute, now),
-		jobs:      queue.New[string](time.Second, time.Minute, now),
-		insts:     queue.New[string](2*time.Second, 2*time.Minute, now),
-		conns:     map[string]backends.Conn{},
-		pumps:     map[string]context.CancelFunc{},
+		cfg:   cfg,
+		st:    deps.Store,
+		src:   deps.Source,
+		bes:   deps.Backends,
+		est:   deps.Estimate,
+		chk:   deps.Checks,
+		pol:   deps.Policy,
+		adv:   deps.Advisories,
+		obs:   obs,
+		log:   cfg.Logger,
+		now:   now,
+		sync:  make(chan syncRequest, 16),
+		runs:  queue.New[string](time.Second, time.Minute, now),
+		jobs:  queue.New[string](time.Second, time.Minute, now),
+		insts: queue.New[string](2*time.Second, 2*time.Minute, now),
+		conns: map[string]backends.Conn{},
+		pumps: map[string]context.CancelFunc{},
 	}
 	c.branch.Store("")
 	return c, nil

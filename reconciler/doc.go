@@ -27,6 +27,42 @@
 // SSH host is provisioned; a missing one fails the job before it starts.
 // Their values are masked in job output before it is stored.
 //
+// # Files
+//
+// One file per object, each holding what its name says:
+//
+//   - controller.go: Config, Deps, New, Run, the worker loop, resync,
+//     leases and events;
+//   - sync.go: revisions — the pipeline (syncOnce), the sync loop, plans
+//     (PlanFS, PlanRevision), confirmations, re-applying an older
+//     revision, and the status /api/v1/sync reports;
+//   - observe.go: the observed state a revision is planned against, read
+//     through the store (store.ObservedState) and compared with the
+//     desired specs; cost.go prices it;
+//   - apply.go: carrying out a plan's steps, one kind at a time;
+//   - runs.go: applying run steps and the run worker (retries, schedules,
+//     service scaling and rolling deployments); runspec.go decodes a run's
+//     spec; lifecycle.go maps statuses and termination reasons;
+//   - jobs.go: the job worker (container task, runner submission, finish);
+//   - placement.go: placing a job on an instance of a matching fleet,
+//     waiting for a fleet's instances, the offers a job tried;
+//   - instances.go: the instance worker (provision, observe, idle reaping,
+//     terminate) and the connections to instances' shims;
+//   - fleets.go: applying fleet steps (SSH hosts, backend fleets at
+//     nodes.target, the fleet of this host) and growing a fleet for a job;
+//   - volumes.go, gateways.go: applying volume and gateway steps;
+//   - pump.go: copying a running job's output into the store;
+//   - probe.go: readiness probes of service replicas;
+//   - traits.go: finding backends by their traits (backends.Traits) —
+//     the backend SSH fleets use, the backend of this host; nothing here
+//     compares backend names or types with "ssh" or "local";
+//   - secrets.go, entrypoint.go, retention.go, leaks.go: secret
+//     resolution and masking, entrypoint parsing, retention of events and
+//     logs, the leak audit.
+//
+// The reconciler speaks no SQL: every read and lock goes through store
+// methods.
+//
 // Only cmd/hoist imports this package; the web server reaches it through the
 // small interfaces it declares itself.
 package reconciler

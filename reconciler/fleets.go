@@ -7,23 +7,304 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
-	"hoist/agents/api"
+	"github.com/google/uuid"
+
 	"hoist/backends"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
+	"hoist/reconciler/plan"
+	"hoist/reconciler/source"
 	"hoist/schema"
 	"hoist/store"
 )
 
-var (
-	// errNoFleets means no fleet matches the run (dstack's "no fleets").
-	errNoFleets = errors.New("no fleets")
-	// errNoCapacity means matching fleets exist but none has a free
-	// instance that fits.
-	errNoCapacity = errors.New("no matching instance is free")
-)
+func (c *Controller) applyFleet(ctx context.Context, rev source.Revision, s plan.Step) error {
+	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, s.Name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if s.Action == plan.Delete {
+		if !exists {
+			return nil
+		}
+		f.Status, f.RemovedFromGit, f.StatusMessage = store.FleetTerminating, true, "spec removed from Git; instances terminate once no active run uses them"
+		if err := c.st.UpdateFleet(ctx, &f); err != nil {
+			return err
+		}
+		c.event(ctx, "fleet", f.Name, f.ID, "terminating", rev.ID, f.StatusMessage)
+		return c.terminateFleetInstances(ctx, f, nil, "terminated_by_user")
+	}
+	spec := s.Desired.Spec.(*schema.Fleet)
+	if s.Action == plan.Replace && exists {
+		if err := c.terminateFleetInstances(ctx, f, nil, "fleet_spec_mismatch"); err != nil {
+			return err
+		}
+	}
+	if !exists {
+		f = store.Fleet{Project: c.cfg.Project, Name: s.Name, Status: store.FleetActive}
+	}
+	f.Spec, f.SpecHash, f.Revision, f.Status = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID, store.FleetActive
+	f.RemovedFromGit, f.Deleted = false, false
+	if exists {
+		err = c.st.UpdateFleet(ctx, &f)
+	} else {
+		err = c.st.CreateFleet(ctx, &f)
+	}
+	if err != nil {
+		return err
+	}
+	c.event(ctx, "fleet", f.Name, f.ID, string(s.Action), rev.ID, "fleet "+string(s.Action)+"d from "+s.Desired.File)
+	if spec.SSHConfig != nil {
+		return c.consolidateSSHFleet(ctx, f, spec)
+	}
+	return c.consolidateCloudFleet(ctx, f, spec)
+}
+
+// consolidateSSHFleet keeps one instance per host of an SSH fleet: new
+// hosts are added, removed hosts drained.
+func (c *Controller) consolidateSSHFleet(ctx context.Context, f store.Fleet, spec *schema.Fleet) error {
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return err
+	}
+	have := map[string]store.Instance{}
+	next := 0
+	for _, i := range insts {
+		if i.Status == store.InstanceTerminated || i.Status == store.InstanceTerminating {
+			continue
+		}
+		have[i.Hostname] = i
+		next = max(next, i.InstanceNum+1)
+	}
+	want := map[string]bool{}
+	for _, h := range spec.SSHConfig.Hosts {
+		want[h.Hostname] = true
+		if _, ok := have[h.Hostname]; ok {
+			continue
+		}
+		sshName, err := c.sshBackend()
+		if err != nil {
+			return err
+		}
+		host := sshHost(spec.SSHConfig, h)
+		data, _ := json.Marshal(host)
+		inst, err := c.addFleetInstance(ctx, f, store.Instance{
+			InstanceNum: next, Backend: sshName, Hostname: h.Hostname, SSHPort: host.Port, SSHUser: host.User,
+			BackendData: data,
+		})
+		if err != nil {
+			return err
+		}
+		next++
+		c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision, "host "+h.Hostname+" added to fleet "+f.Name)
+	}
+	var drop []string
+	for host, i := range have {
+		if !want[host] {
+			drop = append(drop, i.ID)
+		}
+	}
+	if len(drop) == 0 {
+		return nil // a nil list would terminate every instance of the fleet
+	}
+	return c.terminateFleetInstances(ctx, f, drop, "terminated_by_user")
+}
+
+// addFleetInstance records instance inst (InstanceNum and what to provision
+// set) of fleet f, pending and tagged as the fleet's, and queues it for
+// provisioning.
+func (c *Controller) addFleetInstance(ctx context.Context, f store.Fleet, inst store.Instance) (store.Instance, error) {
+	inst.ID = uuid.Must(uuid.NewV7()).String()
+	inst.Project, inst.FleetID, inst.Status = c.cfg.Project, f.ID, store.InstancePending
+	inst.Name = fmt.Sprintf("%s-%d", f.Name, inst.InstanceNum)
+	inst.OwnershipTags = c.tags(schema.KindFleet, f.Name, inst.ID)
+	if err := c.st.CreateInstance(ctx, &inst); err != nil {
+		return store.Instance{}, err
+	}
+	c.insts.Add(inst.ID)
+	return inst, nil
+}
+
+// offerInstance is instance num provisioned from offer on backend be.
+func offerInstance(num int, be string, offer offers.Offer) store.Instance {
+	data, _ := json.Marshal(offer)
+	return store.Instance{InstanceNum: num, Backend: be, Region: offer.Region, Price: offer.Price, Offer: data}
+}
+
+func sshHost(cfg *schema.SSHConfig, h schema.SSHHost) backends.SSHHost {
+	out := backends.SSHHost{Hostname: h.Hostname, Port: h.Port, User: h.User, IdentityFile: h.IdentityFile}
+	if out.Port == 0 {
+		out.Port = cfg.Port
+	}
+	if out.User == "" {
+		out.User = cfg.User
+	}
+	if out.IdentityFile == "" {
+		out.IdentityFile = cfg.IdentityFile
+	}
+	pj := h.ProxyJump
+	if pj == nil {
+		pj = cfg.ProxyJump
+	}
+	if pj != nil {
+		out.ProxyJump = &backends.SSHHost{Hostname: pj.Hostname, Port: pj.Port, User: pj.User, IdentityFile: pj.IdentityFile}
+	}
+	return out
+}
+
+// consolidateCloudFleet keeps a backend fleet at nodes.target (at least
+// nodes.min, at most nodes.max) instances, provisioned from the cheapest
+// matching offers.
+func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, spec *schema.Fleet) error {
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return err
+	}
+	var active []store.Instance
+	next := 0
+	for _, i := range insts {
+		next = max(next, i.InstanceNum+1)
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			active = append(active, i)
+		}
+	}
+	target := 0
+	if spec.Nodes != nil {
+		target = max(spec.Nodes.Target, spec.Nodes.Min)
+		if spec.Nodes.Max != nil {
+			target = min(target, *spec.Nodes.Max)
+		}
+	}
+	for len(active) < target {
+		offer, be, err := c.cheapestOffer(ctx, spec, nil)
+		if err != nil {
+			inst := store.Instance{
+				Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
+				Status: store.InstanceTerminated, TerminationReason: "no_offers", StatusMessage: err.Error(),
+			}
+			if cerr := c.st.CreateInstance(ctx, &inst); cerr != nil {
+				return cerr
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", f.Revision, "no offers: "+err.Error())
+			return nil
+		}
+		inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
+		if err != nil {
+			return err
+		}
+		next++
+		active = append(active, inst)
+	}
+	if spec.Nodes != nil && spec.Nodes.Max != nil && len(active) > *spec.Nodes.Max {
+		var drop []string
+		for _, i := range active[*spec.Nodes.Max:] {
+			drop = append(drop, i.ID)
+		}
+		return c.terminateFleetInstances(ctx, f, drop, "max_instances_limit")
+	}
+	return nil
+}
+
+// cheapestOffer asks the fleet's backends (all configured ones when it
+// names none) for offers and returns the cheapest that fits.
+//
+// With job set (a job asking the fleet for a new instance), the backends are
+// asked for the job's resources and the offers must fit both. Backends that
+// take over hosts offer nothing here (their hosts are their SSH fleets'),
+// and a backend sharing this host offers it only to fleets that name it in
+// `backends`.
+func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet, job *offers.Query) (offers.Offer, string, error) {
+	all, err := c.fleetOffers(ctx, spec, job)
+	if err != nil {
+		return offers.Offer{}, "", err
+	}
+	return all[0], all[0].Backend, nil
+}
+
+// fleetOffers returns the offers that fit a fleet (and job, when set),
+// cheapest first; an error when there are none.
+func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *offers.Query) ([]offers.Offer, error) {
+	var res schema.Resources
+	if spec.Resources != nil {
+		res = *spec.Resources
+	}
+	q := query.FromSpec(res, schema.Profile{Backends: spec.Backends, Regions: spec.Regions,
+		InstanceTypes: spec.InstanceTypes, SpotPolicy: spec.SpotPolicy, MaxPrice: spec.MaxPrice})
+	ask := q
+	if job != nil {
+		ask = *job
+		ask.Backends, ask.Regions, ask.InstanceTypes, ask.SpotPolicy = q.Backends, q.Regions, q.InstanceTypes, q.SpotPolicy
+	}
+	var all []offers.Offer
+	var errs []string
+	for name, be := range c.bes {
+		if t := be.Traits(); t.TakesOverHosts || (t.SharedHost && !containsFold(spec.Backends, name)) {
+			continue
+		}
+		if len(spec.Backends) > 0 && !containsFold(spec.Backends, name) {
+			continue
+		}
+		os, err := be.Offers(ctx, ask)
+		if err != nil {
+			errs = append(errs, name+": "+err.Error())
+			continue
+		}
+		for _, o := range os {
+			o.Backend = name
+			all = append(all, o)
+		}
+	}
+	all = offers.Filter(all, q)
+	if job != nil {
+		all = offers.Filter(all, ask)
+	}
+	if len(all) == 0 {
+		msg := "no offers match the fleet"
+		if len(errs) > 0 {
+			msg += " (" + strings.Join(errs, "; ") + ")"
+		}
+		return nil, errors.New(msg)
+	}
+	return all, nil
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// terminateFleetInstances moves instances (ids, or all of the fleet's when
+// nil) to terminating; the instance worker waits until no job uses them.
+func (c *Controller) terminateFleetInstances(ctx context.Context, f store.Fleet, ids []string, reason string) error {
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return err
+	}
+	for _, i := range insts {
+		if ids != nil && !containsFold(ids, i.ID) {
+			continue
+		}
+		if i.Status == store.InstanceTerminated || i.Status == store.InstanceTerminating {
+			continue
+		}
+		i.Status, i.TerminationReason = store.InstanceTerminating, reason
+		if busy, _ := c.instanceBusy(ctx, i.ID); busy {
+			i.StatusMessage = "draining: waits until its active jobs finish"
+		}
+		if err := c.st.UpdateInstance(ctx, &i); err != nil {
+			return err
+		}
+		c.event(ctx, "instance", i.Name, i.ID, "terminating", f.Revision, "instance terminating: "+reason)
+		c.insts.Add(i.ID)
+	}
+	return nil
+}
 
 // localFleetSpec is the spec of the fleet of this host.
 func (c *Controller) localFleetSpec() []byte {
@@ -34,7 +315,7 @@ func (c *Controller) localFleetSpec() []byte {
 // ensureLocalFleet creates the fleet of this host and its one instance when
 // the local backend is configured, so that runs need no fleet file.
 func (c *Controller) ensureLocalFleet(ctx context.Context) error {
-	if _, ok := c.bes[c.cfg.LocalBackend]; !ok || c.cfg.NoLocalFleet {
+	if !c.traitsOf(c.cfg.LocalBackend).SharedHost || c.cfg.NoLocalFleet {
 		return nil
 	}
 	f, err := c.st.GetFleetByName(ctx, c.cfg.Project, c.cfg.LocalFleet)
@@ -70,386 +351,6 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 	return nil
 }
 
-// tags are the ownership tags of everything created for a resource.
-func (c *Controller) tags(kind schema.Kind, name, instanceID string) map[string]string {
-	t := map[string]string{
-		backends.TagInstallation: c.cfg.Installation,
-		backends.TagProject:      c.cfg.Project,
-		backends.TagResource:     string(kind) + "/" + name,
-	}
-	if instanceID != "" {
-		t[backends.TagInstance] = instanceID
-	}
-	return t
-}
-
-// provisionInstance runs the instance worker once, synchronously.
-func (c *Controller) provisionInstance(ctx context.Context, id string) error {
-	_, err := c.reconcileInstance(ctx, id)
-	return err
-}
-
-// reconcileInstance drives one instance: pending → provisioning → idle/busy
-// → terminating → terminated (dstack's InstanceStatus,
-// src/dstack/_internal/core/models/instances.py), observing it through its
-// backend.
-func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Duration, error) {
-	l, ok, err := c.claim(ctx, "instances", id)
-	if err != nil || !ok {
-		return 0, err
-	}
-	defer c.release(l)
-	ctx, stopKeep := c.keepAlive(ctx, l)
-	defer stopKeep()
-	inst, err := c.st.GetInstance(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	be, ok := c.bes[inst.Backend]
-	if !ok {
-		if inst.Status != store.InstanceTerminated {
-			inst.StatusMessage = fmt.Sprintf("backend %q is not configured", inst.Backend)
-			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
-		}
-		return 0, backends.Stalled(fmt.Errorf("instance %s: backend %q is not configured", inst.Name, inst.Backend))
-	}
-	switch inst.Status {
-	case store.InstancePending, store.InstanceProvisioning:
-		if inst.OwnershipTags == nil {
-			inst.OwnershipTags = c.tags(schema.KindFleet, inst.Name, inst.ID)
-		}
-		tags := inst.OwnershipTags
-		if tags == nil {
-			tags = map[string]string{}
-		}
-		tags[backends.TagInstance] = inst.ID
-		spec := backends.InstanceSpec{ID: inst.ID, Name: inst.Name, Tags: tags}
-		if len(inst.Offer) > 0 {
-			_ = json.Unmarshal(inst.Offer, &spec.Offer)
-		}
-		if len(inst.BackendData) > 0 {
-			var h backends.SSHHost
-			if json.Unmarshal(inst.BackendData, &h) == nil && h.Hostname != "" {
-				if inst.HostKey != "" {
-					h.HostKeys = []string{inst.HostKey}
-				}
-				if err := c.resolveHostKey(ctx, &h); err != nil {
-					return 0, c.hostKeyMissing(ctx, l, &inst, err)
-				}
-				spec.Host = &h
-			}
-		}
-		bi, err := be.Create(ctx, spec)
-		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && c.backendType(inst.Backend) != SSHBackend {
-			// This offer has no capacity now: the instance ends, and a job
-			// waiting for it tries the next offer.
-			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
-			inst.FinishedAt = c.now().UTC()
-			if uerr := c.st.UpdateInstanceLeased(ctx, l, &inst); uerr != nil {
-				return 0, uerr
-			}
-			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "no capacity for the offer: "+err.Error())
-			c.wakeJobsOn(ctx, inst.ID)
-			return 0, nil
-		}
-		if err != nil {
-			prev := inst.StatusMessage
-			inst.StatusMessage = err.Error()
-			inst.Unreachable = errors.Is(err, backends.ErrUnreachable)
-			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
-			if backends.IsStalled(err) && prev != inst.StatusMessage {
-				c.event(ctx, "instance", inst.Name, inst.ID, "stalled", "", "instance needs attention: "+err.Error())
-			}
-			return 0, err
-		}
-		c.observeInstance(&inst, bi)
-		if bi.Status == backends.StatusRunning {
-			inst.Status, inst.StartedAt = store.InstanceIdle, c.now().UTC()
-		} else {
-			inst.Status = store.InstanceProvisioning
-		}
-		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "instance", inst.Name, inst.ID, inst.Status, "", "instance "+inst.Status+" on "+inst.Backend)
-		if inst.Status == store.InstanceProvisioning {
-			return 2 * time.Second, nil
-		}
-		c.wakeWaitingJobs(ctx) // jobs waiting for the fleet's instances
-		return 30 * time.Second, nil
-	case store.InstanceIdle, store.InstanceBusy:
-		if reap, why, err := c.idleReapable(ctx, inst); err != nil {
-			return 0, err
-		} else if reap {
-			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminating, "idle_timeout", why
-			if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
-				return 0, err
-			}
-			c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+why)
-			return time.Millisecond, nil
-		}
-		if _, ok := be.(backends.Connector); ok && !inst.Unreachable {
-			c.sweepTasks(ctx, inst.ID)
-		}
-		bi, err := be.Describe(ctx, inst.ID)
-		if errors.Is(err, backends.ErrNotFound) {
-			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "error", "the instance is gone"
-			inst.FinishedAt = c.now().UTC()
-			return 0, c.st.UpdateInstanceLeased(ctx, l, &inst)
-		}
-		was := inst.Unreachable
-		if err != nil {
-			inst.Unreachable, inst.StatusMessage = true, err.Error()
-		} else {
-			c.observeInstance(&inst, bi)
-		}
-		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
-			return 0, err
-		}
-		if was != inst.Unreachable {
-			what := "reachable again"
-			if inst.Unreachable {
-				what = "unreachable: " + inst.StatusMessage
-			}
-			c.event(ctx, "instance", inst.Name, inst.ID, "reachability", "", "instance "+what)
-		}
-		return 30 * time.Second, nil
-	case store.InstanceTerminating:
-		if busy, err := c.instanceBusy(ctx, inst.ID); err != nil {
-			return 0, err
-		} else if busy {
-			return 5 * time.Second, nil
-		}
-		if err := be.Terminate(ctx, inst.ID); err != nil {
-			// Show why the instance does not go away (e.g. a changed host
-			// key refuses the drain); a stalled error is an event once.
-			if msg := err.Error(); msg != inst.StatusMessage {
-				inst.StatusMessage = msg
-				inst.Unreachable = errors.Is(err, backends.ErrUnreachable) || errors.Is(err, backends.ErrHostKeyMismatch)
-				_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
-				if backends.IsStalled(err) {
-					c.event(ctx, "instance", inst.Name, inst.ID, "stalled", "", "instance needs attention: "+msg)
-				}
-			}
-			return 0, err
-		}
-		c.dropConn(inst.ID)
-		inst.Status, inst.FinishedAt = store.InstanceTerminated, c.now().UTC()
-		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "instance terminated: "+inst.TerminationReason)
-	}
-	return 0, nil
-}
-
-func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance) {
-	inst.Unreachable = bi.Unreachable
-	inst.StatusMessage = bi.Message
-	if bi.Hostname != "" {
-		inst.Hostname = bi.Hostname
-	}
-	if bi.Region != "" {
-		inst.Region = bi.Region
-	}
-	if bi.HostKey != "" && inst.HostKey == "" {
-		inst.HostKey = bi.HostKey
-	}
-	if bi.Tags != nil {
-		inst.OwnershipTags = bi.Tags
-	}
-	inst.Price = bi.Price
-	if b, err := json.Marshal(bi.Offer); err == nil {
-		inst.Offer = b
-	}
-	if !bi.Unreachable {
-		inst.LastSeenAt = c.now().UTC()
-	}
-}
-
-// idleReapable reports whether an instance of a backend fleet has been idle
-// longer than the fleet's idle_duration while the fleet has more than
-// nodes.min instances (dstack's src/dstack/_internal/server/services/fleets.py). The local host and SSH hosts are
-// never reaped: they are the fleet.
-func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
-	if c.backendType(inst.Backend) == SSHBackend || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
-		return false, "", nil
-	}
-	f, err := c.st.GetFleet(ctx, inst.FleetID)
-	if err != nil {
-		return false, "", err
-	}
-	var spec schema.Fleet
-	if json.Unmarshal(f.Spec, &spec) != nil || spec.IdleDuration <= 0 || spec.Nodes == nil {
-		return false, "", nil
-	}
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: inst.ID})
-	if err != nil {
-		return false, "", err
-	}
-	idleSince := inst.StartedAt
-	for _, j := range jobs {
-		if !store.IsJobFinished(j.Status) {
-			return false, "", nil
-		}
-		if j.FinishedAt.After(idleSince) {
-			idleSince = j.FinishedAt
-		}
-	}
-	idle := time.Duration(spec.IdleDuration) * time.Second
-	if idleSince.IsZero() || c.now().Sub(idleSince) < idle {
-		return false, "", nil
-	}
-	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
-	if err != nil {
-		return false, "", err
-	}
-	active := 0
-	for _, i := range insts {
-		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
-			active++
-		}
-	}
-	if active <= spec.Nodes.Min {
-		return false, "", nil
-	}
-	return true, fmt.Sprintf("idle for more than %s and the fleet has more than nodes.min (%d) instances", idle, spec.Nodes.Min), nil
-}
-
-func (c *Controller) instanceBusy(ctx context.Context, id string) (bool, error) {
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: activeJobStatuses})
-	return len(jobs) > 0, err
-}
-
-// place picks an instance for a job of run: one of the fleets the spec
-// allows (all when it names none), whose instance fits the resources and
-// profile. The local host is shared; other instances run one job at a time.
-func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool) (store.Instance, error) {
-	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
-	if err != nil {
-		return store.Instance{}, err
-	}
-	q := instanceQuery(spec)
-	matched := false
-	var growable []store.Fleet
-	var waiting []string // fleets whose instances that may fit are still provisioning
-	for _, f := range fleets {
-		if f.Status != store.FleetActive || f.Deleted {
-			continue
-		}
-		if len(spec.Fleets) > 0 && !slices.ContainsFunc(spec.Fleets, func(r schema.EntityRef) bool { return r.Name == f.Name }) {
-			continue
-		}
-		matched = true
-		insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
-		if err != nil {
-			return store.Instance{}, err
-		}
-		provisioning, note := 0, ""
-		for _, i := range insts {
-			if !onBackends(spec.Backends, i.Backend) {
-				continue
-			}
-			var o offers.Offer
-			if len(i.Offer) > 0 {
-				_ = json.Unmarshal(i.Offer, &o)
-			}
-			if i.Status == store.InstancePending || i.Status == store.InstanceProvisioning {
-				// Not ready yet: the job may wait for it when its offer is
-				// unknown (an SSH host is known once reached) or fits, and
-				// no other job waits for it (one made for that job).
-				if len(i.Offer) > 0 && len(offers.Filter([]offers.Offer{o}, q)) == 0 {
-					continue
-				}
-				if taken, err := c.instanceReserved(ctx, i.ID); err != nil {
-					return store.Instance{}, err
-				} else if !taken {
-					provisioning++
-					if note == "" && i.StatusMessage != "" {
-						note = fmt.Sprintf(" (%s: %s)", i.Name, i.StatusMessage)
-					}
-				}
-				continue
-			}
-			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
-				continue
-			}
-			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
-				continue
-			}
-			if f.Name != c.cfg.LocalFleet {
-				busy, err := c.instanceBusy(ctx, i.ID)
-				if err != nil {
-					return store.Instance{}, err
-				}
-				if busy {
-					continue
-				}
-			}
-			return i, nil
-		}
-		if provisioning > 0 {
-			waiting = append(waiting, fmt.Sprintf("fleet %s: %d %s provisioning%s", f.Name, provisioning, plural(provisioning, "instance"), note))
-		}
-		growable = append(growable, f)
-	}
-	if !matched {
-		return store.Instance{}, errNoFleets
-	}
-	if len(waiting) > 0 {
-		// Instances that may fit are on their way (e.g. the hosts of an
-		// SSH fleet committed with the run): wait for them rather than
-		// fail or grow a fleet.
-		return store.Instance{}, fmt.Errorf("%w %s", errFleetProvisioning, strings.Join(waiting, "; "))
-	}
-	// No free instance fits: a backend fleet below nodes.max gets a new one
-	// from its offers, cheapest first, for this job.
-	var why []string
-	for _, f := range growable {
-		inst, err := c.growFleet(ctx, f, q, spec.Backends, tried)
-		if err == nil {
-			return inst, errInstancePending
-		}
-		why = append(why, f.Name+": "+err.Error())
-	}
-	msg := "for the requested resources"
-	if len(why) > 0 {
-		msg += " (" + strings.Join(why, "; ") + ")"
-	}
-	return store.Instance{}, fmt.Errorf("%w %s", errNoCapacity, msg)
-}
-
-// errInstancePending says place created an instance for the job that is
-// still being provisioned; the job waits for it.
-var errInstancePending = errors.New("a new instance is being provisioned")
-
-// errFleetProvisioning says no instance is free now but instances of the
-// candidate fleets that may fit are still being provisioned; the job waits
-// for them. Its message is the job's status message.
-var errFleetProvisioning = errors.New("waiting for")
-
-// onBackends reports whether an instance of backend be may take a job
-// whose spec names backends: a job that names backends runs only on their
-// instances (dstack filters a fleet's instances by the run's backends; its
-// SSH hosts are the backend "remote").
-func onBackends(backends []string, be string) bool {
-	return len(backends) == 0 || containsFold(backends, be) || (be == SSHBackend && containsFold(backends, "remote"))
-}
-
-// instanceReserved reports whether a submitted job waits for instance id
-// (one a fleet grew for that job).
-func (c *Controller) instanceReserved(ctx context.Context, id string) (bool, error) {
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: []string{store.JobSubmitted}, Limit: 1})
-	return len(jobs) > 0, err
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
-}
-
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this
 // host's fleet) when it has fewer than nodes.max, from the cheapest offer
 // that fits both the fleet and the job (and is on one of the job's
@@ -480,7 +381,7 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	if err != nil {
 		return store.Instance{}, err
 	}
-	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !onBackends(backends, o.Backend) })
+	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !c.onBackends(backends, o.Backend) })
 	if len(all) == 0 {
 		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
 	}
@@ -496,68 +397,4 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
 		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", be, offer.Instance, offer.Price))
 	return inst, nil
-}
-
-// instanceQuery is the offer filter an instance must pass to take a job of
-// spec. Disk is the host's own and not filtered; spot policy and backends
-// are the fleet's business (a host is what it is).
-func instanceQuery(spec runSpec) offers.Query {
-	q := query.FromSpec(spec.Resources, spec.Profile)
-	q.Disk, q.Backends, q.SpotPolicy = offers.Range{}, nil, offers.SpotPolicyAuto
-	return q
-}
-
-// shimFor returns a client of the shim of an instance, reusing one
-// connection per instance.
-func (c *Controller) shimFor(ctx context.Context, instanceID string) (*api.ShimClient, backends.Conn, error) {
-	c.connsMu.Lock()
-	conn, ok := c.conns[instanceID]
-	c.connsMu.Unlock()
-	if !ok {
-		inst, err := c.st.GetInstance(ctx, instanceID)
-		if err != nil {
-			return nil, nil, err
-		}
-		be, ok := c.bes[inst.Backend]
-		if !ok {
-			return nil, nil, backends.Stalled(fmt.Errorf("backend %q is not configured", inst.Backend))
-		}
-		cn, ok := be.(backends.Connector)
-		if !ok {
-			return nil, nil, backends.Stalled(fmt.Errorf("backend %q runs no shim", inst.Backend))
-		}
-		bi := backends.Instance{ID: inst.ID, Backend: inst.Backend, Hostname: inst.Hostname, HostKey: inst.HostKey, Tags: inst.OwnershipTags}
-		conn, err = cn.Connect(ctx, bi)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connect to instance %s: %w", inst.Name, err)
-		}
-		c.connsMu.Lock()
-		if prev, ok := c.conns[instanceID]; ok {
-			_ = conn.Close()
-			conn = prev
-		} else {
-			c.conns[instanceID] = conn
-		}
-		c.connsMu.Unlock()
-	}
-	return api.NewShimClient(conn.ShimURL(), conn.HTTPClient()), conn, nil
-}
-
-func (c *Controller) dropConn(instanceID string) {
-	c.connsMu.Lock()
-	conn, ok := c.conns[instanceID]
-	delete(c.conns, instanceID)
-	c.connsMu.Unlock()
-	if ok {
-		_ = conn.Close()
-	}
-}
-
-func (c *Controller) closeConns() {
-	c.connsMu.Lock()
-	defer c.connsMu.Unlock()
-	for id, conn := range c.conns {
-		_ = conn.Close()
-		delete(c.conns, id)
-	}
 }

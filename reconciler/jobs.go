@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"hoist/agents/api"
-	"hoist/backends/offers"
-	"hoist/schema"
 	"hoist/store"
 )
 
@@ -124,142 +122,11 @@ func (c *Controller) setTerminating(ctx context.Context, l store.Lease, job *sto
 	return nil
 }
 
-// placeJob assigns the job to an instance of a matching fleet.
-func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
-	// A job whose spec needs a missing secret fails before it gets an
-	// instance (dstack: secrets interpolation error of a submitted job).
-	if _, err := c.resolveJobSecrets(ctx, spec); err != nil {
-		return 0, c.failForSecrets(ctx, l, job, run, err)
-	}
-	// A replaced run's successor waits until its predecessor has finished
-	// (a service's does not: rolling deployments overlap).
-	if run.Type != string(schema.KindService) {
-		older, err := c.olderActiveRun(ctx, run)
-		if err != nil {
-			return 0, err
-		}
-		if older {
-			return 2 * time.Second, nil
-		}
-	}
-	var pd provisioningData
-	if len(job.ProvisioningData) > 0 {
-		_ = json.Unmarshal(job.ProvisioningData, &pd)
-	}
-	if job.InstanceID != "" {
-		// An instance was provisioned for this job: wait for it.
-		inst, err := c.st.GetInstance(ctx, job.InstanceID)
-		if err != nil {
-			return 0, err
-		}
-		switch inst.Status {
-		case store.InstanceIdle, store.InstanceBusy:
-			return c.assign(ctx, l, job, run, inst)
-		case store.InstancePending, store.InstanceProvisioning:
-			return time.Second, nil
-		}
-		// It failed: remember its offer and place the job anew.
-		var o offers.Offer
-		if json.Unmarshal(inst.Offer, &o) == nil {
-			pd.TriedOffers = append(pd.TriedOffers, offerKey(o))
-			job.ProvisioningData, _ = json.Marshal(pd)
-		}
-		job.InstanceID = ""
-	}
-	tried := map[string]bool{}
-	for _, k := range pd.TriedOffers {
-		tried[k] = true
-	}
-	inst, err := c.place(ctx, run, spec, tried)
-	if errors.Is(err, errInstancePending) {
-		job.InstanceID, job.StatusMessage = inst.ID, "waiting for instance "+inst.Name
-		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, "waiting for new instance "+inst.Name)
-		return time.Second, nil
-	}
-	if errors.Is(err, errFleetProvisioning) {
-		return c.waitForFleet(ctx, l, job, run, err.Error())
-	}
-	if errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity) {
-		msg := "no fleets"
-		if errors.Is(err, errNoCapacity) {
-			msg = err.Error()
-		}
-		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity, msg)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return c.assign(ctx, l, job, run, inst)
-}
-
-// fleetWaitPoll is how often a job waiting for a fleet's instances looks
-// again; an instance that becomes ready (or fails) wakes it at once.
-const fleetWaitPoll = 2 * time.Second
-
-// waitForFleet keeps a job submitted while the instances of its fleets are
-// provisioning, its status message saying what it waits for; after
-// provisioningTimeout it fails for want of capacity.
-func (c *Controller) waitForFleet(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string) (time.Duration, error) {
-	if waited := c.now().Sub(job.SubmittedAt); waited > provisioningTimeout {
-		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity,
-			fmt.Sprintf("%s after %s; no instance became ready", msg, provisioningTimeout))
-	}
-	if job.StatusMessage != msg {
-		job.StatusMessage = msg
-		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
-		c.runs.Add(run.ID)
-	}
-	return fleetWaitPoll, nil
-}
-
 // runtimeData is what a job keeps about where it runs.
 type runtimeData struct {
 	// ServiceAddr is host:port of the service port as seen from the
 	// instance (services only).
 	ServiceAddr string `json:"service_addr,omitempty"`
-}
-
-// provisioningData is what a job keeps about getting an instance.
-type provisioningData struct {
-	// TriedOffers are the offers whose instances could not be had.
-	TriedOffers []string `json:"tried_offers,omitempty"`
-}
-
-// assign puts a submitted job on an instance.
-func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, inst store.Instance) (time.Duration, error) {
-	job.InstanceID, job.Backend, job.Status, job.StatusMessage = inst.ID, inst.Backend, store.JobProvisioning, ""
-	// Instances other than this host's run one job at a time: the check
-	// and the write are one transaction, so two servers never both take a
-	// free instance.
-	if err := c.st.AssignJobLeased(ctx, l, job, !c.sharedInstance(ctx, inst)); err != nil {
-		if errors.Is(err, store.ErrInstanceBusy) {
-			return time.Millisecond, nil // placed anew from the stored job
-		}
-		return 0, err
-	}
-	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)
-	c.markInstance(ctx, inst.ID)
-	c.runs.Add(run.ID)
-	return time.Millisecond, nil
-}
-
-func (c *Controller) olderActiveRun(ctx context.Context, run *store.Run) (bool, error) {
-	runs, err := c.st.ListRuns(ctx, store.RunFilter{Project: c.cfg.Project, Name: run.Name, Active: true})
-	if err != nil {
-		return false, err
-	}
-	for _, r := range runs {
-		if r.ID != run.ID && r.SubmittedAt.Before(run.SubmittedAt) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // createTask asks the instance's shim for the job's container. The task id
@@ -512,32 +379,6 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	return 0, nil
 }
 
-// markInstance sets an idle or busy instance's status from whether an
-// active job uses it (the local host, shared by every job, stays idle).
-func (c *Controller) markInstance(ctx context.Context, id string) {
-	for attempt := 0; attempt < 5; attempt++ {
-		inst, err := c.st.GetInstance(ctx, id)
-		if err != nil || (inst.Status != store.InstanceIdle && inst.Status != store.InstanceBusy) || c.sharedInstance(ctx, inst) {
-			return
-		}
-		busy, err := c.instanceBusy(ctx, id)
-		if err != nil {
-			return
-		}
-		want := store.InstanceIdle
-		if busy {
-			want = store.InstanceBusy
-		}
-		if inst.Status == want {
-			return
-		}
-		inst.Status = want
-		if err := c.st.UpdateInstance(ctx, &inst); !errors.Is(err, store.ErrConflict) {
-			return
-		}
-	}
-}
-
 // wakeJobsOn wakes the submitted jobs waiting for an instance.
 func (c *Controller) wakeJobsOn(ctx context.Context, instanceID string) {
 	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: instanceID, Status: []string{store.JobSubmitted}})
@@ -561,16 +402,6 @@ func (c *Controller) wakeWaitingJobs(ctx context.Context) {
 			c.jobs.Add(j.ID)
 		}
 	}
-}
-
-// sharedInstance reports whether an instance is this host's, which every
-// job shares; every other instance runs one job at a time.
-func (c *Controller) sharedInstance(ctx context.Context, inst store.Instance) bool {
-	if inst.Backend != c.cfg.LocalBackend || inst.FleetID == "" {
-		return false
-	}
-	f, err := c.st.GetFleet(ctx, inst.FleetID)
-	return err == nil && f.Name == c.cfg.LocalFleet
 }
 
 // removeTask terminates and removes a job's task on its shim; failures are

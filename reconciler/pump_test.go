@@ -35,9 +35,14 @@ func TestPump_stopsWhenItsLeaseIsTaken(t *testing.T) {
 	if !c.pumping(jobs[0].ID) {
 		t.Fatal("the pump stopped while it held its lease")
 	}
-	// Another server takes the row.
-	if _, err := f.st.DB().NewUpdate().Table("jobs").Set("lock_token = 'server-b'").Where("id = ?", jobs[0].ID).Exec(f.ctx); err != nil {
+	// Another server takes the row (this one's lease is released under
+	// the pump, as when it expired).
+	if err := f.st.Release(f.ctx, l); err != nil {
 		t.Fatal(err)
+	}
+	if ls, err := f.st.Claim(f.ctx, store.ClaimRequest{Table: "jobs", Owner: "server-b", Limit: 1, LeaseFor: time.Minute,
+		Where: "id = ?", Args: []any{jobs[0].ID}}); err != nil || len(ls) != 1 {
+		t.Fatalf("server b's claim: %v, %v", ls, err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for c.pumping(jobs[0].ID) {

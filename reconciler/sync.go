@@ -2,16 +2,11 @@ package reconciler
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"time"
-
-	"github.com/uptrace/bun"
-	"golang.org/x/sync/errgroup"
 
 	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
@@ -110,38 +105,11 @@ func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan err
 	}
 }
 
-// syncLockKey is the Postgres advisory lock that makes one server at a
-// time run the revision pipeline.
-const syncLockKey = 0x686f697374 // "hoist"
-
-// syncLock takes the revision pipeline's lock: on Postgres a session
-// advisory lock, so that of several servers sharing the database one syncs
-// at a time; on SQLite one server owns the file and the lock is a no-op.
-// ok is false when another server holds it.
-func (c *Controller) syncLock(ctx context.Context) (unlock func(), ok bool, err error) {
-	if c.st.Dialect() != store.DialectPostgres {
-		return func() {}, true, nil
-	}
-	conn, err := c.st.DB().Conn(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	var got bool
-	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(?)", syncLockKey).Scan(&got); err != nil || !got {
-		_ = conn.Close()
-		return nil, false, err
-	}
-	return func() {
-		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock(?)", syncLockKey)
-		_ = conn.Close()
-	}, true, nil
-}
-
 // syncOnce runs the revision pipeline once.
 func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
-	unlock, ok, err := c.syncLock(ctx)
+	unlock, ok, err := c.st.TrySyncLock(ctx)
 	if err != nil {
-		return "", fmt.Errorf("sync lock: %w", err)
+		return "", err
 	}
 	if !ok {
 		return resultUnchanged, nil // another server is syncing
@@ -294,42 +262,6 @@ func (c *Controller) PlanRevision(ctx context.Context, rev source.Revision) (pla
 	return c.PlanFS(ctx, snap.FS)
 }
 
-// observeFor is observe with the desired resources as a hint: a stored spec
-// whose hash equals the desired one is not read back (the bytes are the
-// same), so planning an unchanged or one-file-changed revision reads only
-// small columns.
-func (c *Controller) observeFor(ctx context.Context, desired []schema.Resource) (plan.Observed, error) {
-	rows, err := c.queryObserved(ctx)
-	if err != nil {
-		return plan.Observed{}, err
-	}
-	return c.buildObserved(ctx, rows, desired)
-}
-
-// loadAndObserve loads the specs of fsys and queries the observed state at
-// the same time (they are independent until the specs are compared).
-func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.Desired, plan.Observed, error) {
-	type queried struct {
-		rows observedRows
-		err  error
-	}
-	ch := make(chan queried, 1)
-	go func() {
-		rows, err := c.queryObserved(ctx)
-		ch <- queried{rows, err}
-	}()
-	desired, lerr := c.load(ctx, fsys)
-	q := <-ch
-	if lerr != nil {
-		return nil, plan.Observed{}, lerr
-	}
-	if q.err != nil {
-		return nil, plan.Observed{}, q.err
-	}
-	obs, err := c.buildObserved(ctx, q.rows, desired.Resources)
-	return desired, obs, err
-}
-
 // load loads and validates the specs of fsys within the configured
 // LoadTimeout, then applies the controller's checks to every resource; the
 // error is schema.Errors when any spec is refused (a revision cut short by
@@ -372,149 +304,6 @@ func (c *Controller) advise(desired *schema.Desired) []string {
 	}
 	es.Sort()
 	return errorLines(es)
-}
-
-// resourceRow and runRow are the small columns observe reads.
-type resourceRow struct {
-	ID        string `bun:"id"`
-	Kind      string `bun:"kind"`
-	Name      string `bun:"name"`
-	SpecHash  string `bun:"spec_hash"`
-	File      string `bun:"file"`
-	Status    string `bun:"status"`
-	Suspended bool   `bun:"suspended"`
-}
-
-type runRow struct {
-	ID       string `bun:"id"`
-	Name     string `bun:"name"`
-	Status   string `bun:"status"`
-	SpecHash string `bun:"spec_hash"`
-}
-
-// observedRows are the managed resources and the newest run of each name.
-type observedRows struct {
-	resources []resourceRow
-	latest    map[string]*runRow
-}
-
-// queryObserved reads small columns into small rows (no full models, no
-// scan hooks), the two tables at once.
-func (c *Controller) queryObserved(ctx context.Context) (observedRows, error) {
-	db := c.st.DB()
-	var rs []resourceRow
-	var runs []runRow
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := db.NewSelect().Table("resources").
-			Column("id", "kind", "name", "spec_hash", "file", "status", "suspended").
-			Where("project = ? AND NOT deleted", c.cfg.Project).Scan(gctx, &rs); err != nil {
-			return fmt.Errorf("observe resources: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := db.NewSelect().Table("runs").Column("id", "name", "status", "spec_hash").
-			Where("project = ? AND NOT deleted", c.cfg.Project).Scan(gctx, &runs); err != nil {
-			return fmt.Errorf("observe runs: %w", err)
-		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
-		return observedRows{}, err
-	}
-	// The latest run of every name: run ids are time-ordered (UUIDv7), so
-	// the greatest id of a name is its newest run; no sort in the database.
-	latest := make(map[string]*runRow, len(runs))
-	for i := range runs {
-		if prev, ok := latest[runs[i].Name]; !ok || runs[i].ID > prev.ID {
-			latest[runs[i].Name] = &runs[i]
-		}
-	}
-	return observedRows{resources: rs, latest: latest}, nil
-}
-
-// buildObserved compares the rows with the desired specs and reads back only
-// the stored specs that differ.
-func (c *Controller) buildObserved(ctx context.Context, rows observedRows, desired []schema.Resource) (plan.Observed, error) {
-	want := make(map[string][]byte, len(desired))
-	for _, d := range desired {
-		want[string(d.Kind)+"/"+d.Name] = d.JSON
-	}
-	db := c.st.DB()
-	rs, latest := rows.resources, rows.latest
-	obs := plan.Observed{Resources: make([]plan.Current, 0, len(rs))}
-	var needRes, needRun []string // ids whose spec must be read
-	fill := map[int]string{}      // index in obs.Resources → key in specs
-	for _, r := range rs {
-		cur := plan.Current{
-			Kind: schema.Kind(r.Kind), Name: r.Name, File: r.File,
-			Status: r.Status, Suspended: r.Suspended,
-		}
-		specID := ""
-		if cur.Kind.IsRun() {
-			run, ok := latest[r.Name]
-			if !ok {
-				// Recorded but never submitted (a crash in between): plan
-				// it as a create, or the run would never start.
-				continue
-			}
-			cur.Status = run.Status
-			cur.Finished = store.IsRunFinished(run.Status)
-			if run.SpecHash != r.SpecHash {
-				// What runs is the run's spec: a crash after recording a
-				// changed spec but before replacing the run must not
-				// make the change look applied.
-				specID = "run:" + run.ID
-				needRun = append(needRun, run.ID)
-			}
-		}
-		if specID == "" {
-			if b, ok := want[r.Kind+"/"+r.Name]; ok && specHash(b) == r.SpecHash && cur.Kind != schema.KindVolume && cur.Kind != schema.KindGateway {
-				cur.Spec = b
-			} else {
-				specID = "res:" + r.ID
-				needRes = append(needRes, r.ID)
-			}
-		}
-		if specID != "" {
-			fill[len(obs.Resources)] = specID
-		}
-		obs.Resources = append(obs.Resources, cur)
-	}
-	specs := map[string][]byte{}
-	type specRow struct {
-		ID   string `bun:"id"`
-		Spec string `bun:"spec"`
-	}
-	for _, q := range []struct {
-		table, prefix string
-		ids           []string
-	}{{"resources", "res:", needRes}, {"runs", "run:", needRun}} {
-		if len(q.ids) == 0 {
-			continue
-		}
-		var rows []specRow
-		if err := db.NewSelect().Table(q.table).Column("id", "spec").Where("id IN (?)", bun.In(q.ids)).Scan(ctx, &rows); err != nil {
-			return plan.Observed{}, fmt.Errorf("observe %s specs: %w", q.table, err)
-		}
-		for _, r := range rows {
-			specs[q.prefix+r.ID] = []byte(r.Spec)
-		}
-	}
-	for i, key := range fill {
-		obs.Resources[i].Spec = specs[key]
-	}
-	for i := range obs.Resources {
-		cur := &obs.Resources[i]
-		if cur.Kind == schema.KindVolume || cur.Kind == schema.KindGateway {
-			cur.Prune = pruneOptIn(cur.Spec) // only their deletes need it
-		}
-	}
-	if err := c.priceCurrent(ctx, obs.Resources); err != nil {
-		return plan.Observed{}, err
-	}
-	return obs, nil
 }
 
 // SyncStatus is what /api/v1/sync reports.
@@ -608,11 +397,6 @@ func orNone(s string) string {
 		return "nothing"
 	}
 	return s
-}
-
-func specHash(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
 }
 
 // ErrNotSuspended is returned by ApplyRevision while auto-sync is on: an

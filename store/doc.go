@@ -32,6 +32,10 @@
 //     UpdateSyncState, RequestSync (the singleton sync row).
 //   - Desired state: UpsertResource, GetResource, ListResources,
 //     UpdateResource, MarkResourceDeleted, PurgeResource.
+//   - Observed state for plans: ObservedState (small columns of the managed
+//     resources and the newest run of each name), ResourceSpecs and RunSpecs
+//     (the specs of the rows a plan must compare byte for byte);
+//     TrySyncLock (one server at a time runs the revision pipeline).
 //   - Runs and jobs: CreateRun, GetRun, GetRunByName, ListRuns, UpdateRun;
 //     CreateJob, GetJob, ListJobs (newest first), ListJobsFiltered, UpdateJob.
 //     CreateRunWithJobs writes a run and its jobs in one transaction; a run's

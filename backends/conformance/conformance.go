@@ -68,6 +68,7 @@ func Run(t *testing.T, opts Options) {
 	}
 	t.Cleanup(func() { k.cleanup(t) })
 
+	t.Run("traits", k.traits)
 	t.Run("unknown_id", k.unknownID)
 	var first backends.Instance
 	if !t.Run("create_describe", func(t *testing.T) { first = k.createDescribe(t, 0) }) {
@@ -164,6 +165,29 @@ func ids(insts []backends.Instance) []string {
 	return out
 }
 
+// traits checks that the driver's Traits agree with what it is: a known
+// runtime, a Connector when it runs a shim, instance specs with a host
+// exactly when it takes over hosts, and the same answer every time.
+func (k *kit) traits(t *testing.T) {
+	tr := k.b.Traits()
+	if tr != k.b.Traits() {
+		t.Errorf("Traits changed between calls: %+v, then %+v", tr, k.b.Traits())
+	}
+	if tr.Runtime != backends.RuntimeShim && tr.Runtime != backends.RuntimeRunner {
+		t.Errorf("Traits().Runtime = %q, want %q or %q", tr.Runtime, backends.RuntimeShim, backends.RuntimeRunner)
+	}
+	if _, ok := k.b.(backends.Connector); tr.Runtime == backends.RuntimeShim && !ok {
+		t.Errorf("Traits().Runtime = %q but the driver does not implement backends.Connector: the server could not reach its shims", tr.Runtime)
+	}
+	var host bool
+	if k.opts.Spec != nil {
+		host = k.opts.Spec(0).Host != nil
+	}
+	if tr.TakesOverHosts != host {
+		t.Errorf("Traits().TakesOverHosts = %t but the kit's instance specs name a host = %t", tr.TakesOverHosts, host)
+	}
+}
+
 func (k *kit) unknownID(t *testing.T) {
 	id := "conf-unknown-" + k.run
 	if err := k.b.Terminate(t.Context(), id); err != nil {
@@ -190,8 +214,8 @@ func (k *kit) checkInstance(t *testing.T, inst backends.Instance, spec backends.
 	default:
 		t.Errorf("%s: status %q, want provisioning or running", what, inst.Status)
 	}
-	if inst.Runtime != backends.RuntimeShim && inst.Runtime != backends.RuntimeRunner {
-		t.Errorf("%s: runtime %q", what, inst.Runtime)
+	if want := k.b.Traits().Runtime; inst.Runtime != want {
+		t.Errorf("%s: runtime %q, want %q (Traits().Runtime)", what, inst.Runtime, want)
 	}
 }
 

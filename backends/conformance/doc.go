@@ -1,5 +1,6 @@
 // Package conformance is the test kit every backend driver runs against
-// itself: offers are well formed and filterable; create → describe →
+// itself: its Traits agree with what it is; offers are well formed and
+// filterable; create → describe →
 // terminate; terminate twice; create with a reused id, and twice at once with
 // a new id; terminate and describe of an unknown id; ownership tags present; list-by-tags finds everything
 // created (the leak audit); with Options.Peer, that a second server's

@@ -234,6 +234,12 @@ func goarch() string { return runtime.GOARCH }
 // Name returns the backend's name.
 func (b *Backend) Name() string { return b.cfg.Name }
 
+// Traits says the backend runs a shim on instances that are slices of this
+// host, shared with the server.
+func (b *Backend) Traits() backends.Traits {
+	return backends.Traits{Runtime: backends.RuntimeShim, SharedHost: true}
+}
+
 // Close stops every shim's HTTP server and watchers. Containers keep running.
 func (b *Backend) Close() error {
 	b.mu.Lock()

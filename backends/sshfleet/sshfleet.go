@@ -199,6 +199,12 @@ func New(cfg Config) (*Backend, error) {
 // Name returns the backend's name.
 func (b *Backend) Name() string { return b.cfg.Name }
 
+// Traits says the backend takes over the hosts it is given and runs a shim
+// on each.
+func (b *Backend) Traits() backends.Traits {
+	return backends.Traits{Runtime: backends.RuntimeShim, TakesOverHosts: true}
+}
+
 // Close closes every SSH connection. Shims keep running on their hosts.
 func (b *Backend) Close() error {
 	b.mu.Lock()

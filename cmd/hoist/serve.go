@@ -201,7 +201,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, BackendTypes: cfg.backendTypes(), Estimate: estimator(market), Observer: obs,
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol})
 	if err != nil {
 		return err

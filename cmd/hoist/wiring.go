@@ -145,20 +145,6 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 	return out, nil
 }
 
-// backendTypes maps each configured backend's name to its type, so the
-// reconciler knows a `{name: gpu-hosts, type: ssh}` entry is an SSH backend.
-func (c serverConfig) backendTypes() map[string]string {
-	out := make(map[string]string, len(c.Backends))
-	for _, e := range c.Backends {
-		name := e.Name
-		if name == "" {
-			name = e.Type
-		}
-		out[name] = e.Type
-	}
-	return out
-}
-
 func closeBackends(bes map[string]backends.Backend) {
 	for _, b := range bes {
 		if c, ok := b.(interface{ Close() error }); ok {

@@ -1,0 +1,356 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/schema"
+	"hoist/store"
+)
+
+// tags are the ownership tags of everything created for a resource.
+func (c *Controller) tags(kind schema.Kind, name, instanceID string) map[string]string {
+	t := map[string]string{
+		backends.TagInstallation: c.cfg.Installation,
+		backends.TagProject:      c.cfg.Project,
+		backends.TagResource:     string(kind) + "/" + name,
+	}
+	if instanceID != "" {
+		t[backends.TagInstance] = instanceID
+	}
+	return t
+}
+
+// provisionInstance runs the instance worker once, synchronously.
+func (c *Controller) provisionInstance(ctx context.Context, id string) error {
+	_, err := c.reconcileInstance(ctx, id)
+	return err
+}
+
+// reconcileInstance drives one instance: pending → provisioning → idle/busy
+// → terminating → terminated (dstack's InstanceStatus,
+// src/dstack/_internal/core/models/instances.py), observing it through its
+// backend.
+func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Duration, error) {
+	l, ok, err := c.claim(ctx, "instances", id)
+	if err != nil || !ok {
+		return 0, err
+	}
+	defer c.release(l)
+	ctx, stopKeep := c.keepAlive(ctx, l)
+	defer stopKeep()
+	inst, err := c.st.GetInstance(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	be, ok := c.bes[inst.Backend]
+	if !ok {
+		if inst.Status != store.InstanceTerminated {
+			inst.StatusMessage = fmt.Sprintf("backend %q is not configured", inst.Backend)
+			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+		}
+		return 0, backends.Stalled(fmt.Errorf("instance %s: backend %q is not configured", inst.Name, inst.Backend))
+	}
+	switch inst.Status {
+	case store.InstancePending, store.InstanceProvisioning:
+		if inst.OwnershipTags == nil {
+			inst.OwnershipTags = c.tags(schema.KindFleet, inst.Name, inst.ID)
+		}
+		tags := inst.OwnershipTags
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		tags[backends.TagInstance] = inst.ID
+		spec := backends.InstanceSpec{ID: inst.ID, Name: inst.Name, Tags: tags}
+		if len(inst.Offer) > 0 {
+			_ = json.Unmarshal(inst.Offer, &spec.Offer)
+		}
+		if len(inst.BackendData) > 0 {
+			var h backends.SSHHost
+			if json.Unmarshal(inst.BackendData, &h) == nil && h.Hostname != "" {
+				if inst.HostKey != "" {
+					h.HostKeys = []string{inst.HostKey}
+				}
+				if err := c.resolveHostKey(ctx, &h); err != nil {
+					return 0, c.hostKeyMissing(ctx, l, &inst, err)
+				}
+				spec.Host = &h
+			}
+		}
+		bi, err := be.Create(ctx, spec)
+		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && !be.Traits().TakesOverHosts {
+			// This offer has no capacity now: the instance ends, and a job
+			// waiting for it tries the next offer.
+			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
+			inst.FinishedAt = c.now().UTC()
+			if uerr := c.st.UpdateInstanceLeased(ctx, l, &inst); uerr != nil {
+				return 0, uerr
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "no capacity for the offer: "+err.Error())
+			c.wakeJobsOn(ctx, inst.ID)
+			return 0, nil
+		}
+		if err != nil {
+			prev := inst.StatusMessage
+			inst.StatusMessage = err.Error()
+			inst.Unreachable = errors.Is(err, backends.ErrUnreachable)
+			_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+			if backends.IsStalled(err) && prev != inst.StatusMessage {
+				c.event(ctx, "instance", inst.Name, inst.ID, "stalled", "", "instance needs attention: "+err.Error())
+			}
+			return 0, err
+		}
+		c.observeInstance(&inst, bi)
+		if bi.Status == backends.StatusRunning {
+			inst.Status, inst.StartedAt = store.InstanceIdle, c.now().UTC()
+		} else {
+			inst.Status = store.InstanceProvisioning
+		}
+		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "instance", inst.Name, inst.ID, inst.Status, "", "instance "+inst.Status+" on "+inst.Backend)
+		if inst.Status == store.InstanceProvisioning {
+			return 2 * time.Second, nil
+		}
+		c.wakeWaitingJobs(ctx) // jobs waiting for the fleet's instances
+		return 30 * time.Second, nil
+	case store.InstanceIdle, store.InstanceBusy:
+		if reap, why, err := c.idleReapable(ctx, inst); err != nil {
+			return 0, err
+		} else if reap {
+			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminating, "idle_timeout", why
+			if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+				return 0, err
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+why)
+			return time.Millisecond, nil
+		}
+		if be.Traits().Runtime == backends.RuntimeShim && !inst.Unreachable {
+			c.sweepTasks(ctx, inst.ID)
+		}
+		bi, err := be.Describe(ctx, inst.ID)
+		if errors.Is(err, backends.ErrNotFound) {
+			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "error", "the instance is gone"
+			inst.FinishedAt = c.now().UTC()
+			return 0, c.st.UpdateInstanceLeased(ctx, l, &inst)
+		}
+		was := inst.Unreachable
+		if err != nil {
+			inst.Unreachable, inst.StatusMessage = true, err.Error()
+		} else {
+			c.observeInstance(&inst, bi)
+		}
+		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+			return 0, err
+		}
+		if was != inst.Unreachable {
+			what := "reachable again"
+			if inst.Unreachable {
+				what = "unreachable: " + inst.StatusMessage
+			}
+			c.event(ctx, "instance", inst.Name, inst.ID, "reachability", "", "instance "+what)
+		}
+		return 30 * time.Second, nil
+	case store.InstanceTerminating:
+		if busy, err := c.instanceBusy(ctx, inst.ID); err != nil {
+			return 0, err
+		} else if busy {
+			return 5 * time.Second, nil
+		}
+		if err := be.Terminate(ctx, inst.ID); err != nil {
+			// Show why the instance does not go away (e.g. a changed host
+			// key refuses the drain); a stalled error is an event once.
+			if msg := err.Error(); msg != inst.StatusMessage {
+				inst.StatusMessage = msg
+				inst.Unreachable = errors.Is(err, backends.ErrUnreachable) || errors.Is(err, backends.ErrHostKeyMismatch)
+				_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+				if backends.IsStalled(err) {
+					c.event(ctx, "instance", inst.Name, inst.ID, "stalled", "", "instance needs attention: "+msg)
+				}
+			}
+			return 0, err
+		}
+		c.dropConn(inst.ID)
+		inst.Status, inst.FinishedAt = store.InstanceTerminated, c.now().UTC()
+		if err := c.st.UpdateInstanceLeased(ctx, l, &inst); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "instance terminated: "+inst.TerminationReason)
+	}
+	return 0, nil
+}
+
+func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance) {
+	inst.Unreachable = bi.Unreachable
+	inst.StatusMessage = bi.Message
+	if bi.Hostname != "" {
+		inst.Hostname = bi.Hostname
+	}
+	if bi.Region != "" {
+		inst.Region = bi.Region
+	}
+	if bi.HostKey != "" && inst.HostKey == "" {
+		inst.HostKey = bi.HostKey
+	}
+	if bi.Tags != nil {
+		inst.OwnershipTags = bi.Tags
+	}
+	inst.Price = bi.Price
+	if b, err := json.Marshal(bi.Offer); err == nil {
+		inst.Offer = b
+	}
+	if !bi.Unreachable {
+		inst.LastSeenAt = c.now().UTC()
+	}
+}
+
+// idleReapable reports whether an instance of a backend fleet has been idle
+// longer than the fleet's idle_duration while the fleet has more than
+// nodes.min instances (dstack's src/dstack/_internal/server/services/fleets.py). The local host and SSH hosts are
+// never reaped: they are the fleet.
+func (c *Controller) idleReapable(ctx context.Context, inst store.Instance) (bool, string, error) {
+	if c.traitsOf(inst.Backend).TakesOverHosts || inst.FleetID == "" || c.sharedInstance(ctx, inst) {
+		return false, "", nil
+	}
+	f, err := c.st.GetFleet(ctx, inst.FleetID)
+	if err != nil {
+		return false, "", err
+	}
+	var spec schema.Fleet
+	if json.Unmarshal(f.Spec, &spec) != nil || spec.IdleDuration <= 0 || spec.Nodes == nil {
+		return false, "", nil
+	}
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: inst.ID})
+	if err != nil {
+		return false, "", err
+	}
+	idleSince := inst.StartedAt
+	for _, j := range jobs {
+		if !store.IsJobFinished(j.Status) {
+			return false, "", nil
+		}
+		if j.FinishedAt.After(idleSince) {
+			idleSince = j.FinishedAt
+		}
+	}
+	idle := time.Duration(spec.IdleDuration) * time.Second
+	if idleSince.IsZero() || c.now().Sub(idleSince) < idle {
+		return false, "", nil
+	}
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return false, "", err
+	}
+	active := 0
+	for _, i := range insts {
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			active++
+		}
+	}
+	if active <= spec.Nodes.Min {
+		return false, "", nil
+	}
+	return true, fmt.Sprintf("idle for more than %s and the fleet has more than nodes.min (%d) instances", idle, spec.Nodes.Min), nil
+}
+
+func (c *Controller) instanceBusy(ctx context.Context, id string) (bool, error) {
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: id, Status: activeJobStatuses})
+	return len(jobs) > 0, err
+}
+
+// shimFor returns a client of the shim of an instance, reusing one
+// connection per instance.
+func (c *Controller) shimFor(ctx context.Context, instanceID string) (*api.ShimClient, backends.Conn, error) {
+	c.connsMu.Lock()
+	conn, ok := c.conns[instanceID]
+	c.connsMu.Unlock()
+	if !ok {
+		inst, err := c.st.GetInstance(ctx, instanceID)
+		if err != nil {
+			return nil, nil, err
+		}
+		be, ok := c.bes[inst.Backend]
+		if !ok {
+			return nil, nil, backends.Stalled(fmt.Errorf("backend %q is not configured", inst.Backend))
+		}
+		cn, ok := be.(backends.Connector)
+		if !ok || be.Traits().Runtime != backends.RuntimeShim {
+			return nil, nil, backends.Stalled(fmt.Errorf("backend %q runs no shim", inst.Backend))
+		}
+		bi := backends.Instance{ID: inst.ID, Backend: inst.Backend, Hostname: inst.Hostname, HostKey: inst.HostKey, Tags: inst.OwnershipTags}
+		conn, err = cn.Connect(ctx, bi)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to instance %s: %w", inst.Name, err)
+		}
+		c.connsMu.Lock()
+		if prev, ok := c.conns[instanceID]; ok {
+			_ = conn.Close()
+			conn = prev
+		} else {
+			c.conns[instanceID] = conn
+		}
+		c.connsMu.Unlock()
+	}
+	return api.NewShimClient(conn.ShimURL(), conn.HTTPClient()), conn, nil
+}
+
+func (c *Controller) dropConn(instanceID string) {
+	c.connsMu.Lock()
+	conn, ok := c.conns[instanceID]
+	delete(c.conns, instanceID)
+	c.connsMu.Unlock()
+	if ok {
+		_ = conn.Close()
+	}
+}
+
+func (c *Controller) closeConns() {
+	c.connsMu.Lock()
+	defer c.connsMu.Unlock()
+	for id, conn := range c.conns {
+		_ = conn.Close()
+		delete(c.conns, id)
+	}
+}
+
+// markInstance sets an idle or busy instance's status from whether an
+// active job uses it (the local host, shared by every job, stays idle).
+func (c *Controller) markInstance(ctx context.Context, id string) {
+	for attempt := 0; attempt < 5; attempt++ {
+		inst, err := c.st.GetInstance(ctx, id)
+		if err != nil || (inst.Status != store.InstanceIdle && inst.Status != store.InstanceBusy) || c.sharedInstance(ctx, inst) {
+			return
+		}
+		busy, err := c.instanceBusy(ctx, id)
+		if err != nil {
+			return
+		}
+		want := store.InstanceIdle
+		if busy {
+			want = store.InstanceBusy
+		}
+		if inst.Status == want {
+			return
+		}
+		inst.Status = want
+		if err := c.st.UpdateInstance(ctx, &inst); !errors.Is(err, store.ErrConflict) {
+			return
+		}
+	}
+}
+
+// sharedInstance reports whether an instance is this host's, which every
+// job shares; every other instance runs one job at a time.
+func (c *Controller) sharedInstance(ctx context.Context, inst store.Instance) bool {
+	if !c.traitsOf(inst.Backend).SharedHost || inst.FleetID == "" {
+		return false
+	}
+	f, err := c.st.GetFleet(ctx, inst.FleetID)
+	return err == nil && f.Name == c.cfg.LocalFleet
+}
