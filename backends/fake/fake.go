@@ -99,6 +99,12 @@ func New(cfg Config) *Backend {
 // Name returns the configured name.
 func (b *Backend) Name() string { return b.cfg.Name }
 
+// Traits implements backends.Backend: the fake provisions its instances from
+// offers, like a cloud, and runs jobs through a shim.
+func (b *Backend) Traits() backends.Traits {
+	return backends.Traits{Runtime: backends.RuntimeShim}
+}
+
 // Offers returns the configured offers that match q.
 func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, error) {
 	return offers.Filter(slices.Clone(b.offers), q), nil
