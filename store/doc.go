@@ -41,6 +41,11 @@
 //     CreateRunWithJobs writes a run and its jobs in one transaction; a run's
 //     SubmitKey is unique, so a retried submission writes nothing. CreateJobs
 //     writes one submission's jobs all or none.
+//   - Dashboard views (narrow reads for lists): ListRunSummaries (runs
+//     without their specs, filtered by status, type or fleet name, paged),
+//     CountRunsByStatus, FleetNames, ListOccupancy (unfinished jobs on
+//     instances, with status and price, to price spend per run),
+//     ListRecentJobs (unfinished or finished since a time).
 //   - Infrastructure: Create/Get/GetByName/List/Update for Instance, Fleet,
 //     Volume and Gateway; AttachVolume, DetachVolume, ListVolumeAttachments.
 //   - History: AddEvent, ListEvents, PruneEvents.

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -39,5 +40,23 @@ func TestDependencies_followTheLayoutRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeps_agentsImportOnlyAgents enforces the rule for every package under
+// agents/, present and future: the agents ship to hosts, so they import of
+// hoist only agents/... .
+func TestDeps_agentsImportOnlyAgents(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("SKIP: runs go list (-short)")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "hoist/agents/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if (p == "hoist" || strings.HasPrefix(p, "hoist/")) && !strings.HasPrefix(p, "hoist/agents/") {
+			t.Errorf("agents depend on %s", p)
+		}
 	}
 }

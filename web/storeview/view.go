@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"hoist/reconciler/plan"
 	"hoist/store"
 	"hoist/web"
@@ -69,50 +67,18 @@ func (v *View) instances(ctx context.Context) (map[string]instInfo, error) {
 	return m, nil
 }
 
-// runColumns are the columns the run list needs (no spec, no leases).
-var runColumns = []string{"id", "name", "type", "status", "status_message", "termination_reason", "revision",
-	"fleet_id", "submitted_at", "updated_at", "removed_from_git"}
-
 // ListRuns implements web.Store with narrow queries: the runs' listed
 // columns, fleet names, and the prices of the instances active jobs occupy.
 // Cost per hour is the sum of those prices per run.
 func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error) {
-	db := v.st.DB()
-	var runs []store.Run
-	q := db.NewSelect().Model(&runs).Column(runColumns...).
-		Where("project = ? AND NOT deleted", v.project).OrderExpr("submitted_at DESC, id DESC")
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+	runs, err := v.st.ListRunSummaries(ctx, store.RunSummaryFilter{Project: v.project, Status: f.Status, Type: f.Type,
+		Fleet: f.Fleet, Limit: f.Limit, Offset: f.Offset})
+	if err != nil {
+		return nil, err
 	}
-	if f.Type != "" {
-		q = q.Where("type = ?", f.Type)
-	}
-	var fleets []store.Fleet
-	if err := db.NewSelect().Model(&fleets).Column("id", "name", "deleted").Where("project = ?", v.project).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list fleets: %w", err)
-	}
-	fleetNames := make(map[string]string, len(fleets))
-	var fleetIDs []string
-	for _, fl := range fleets {
-		fleetNames[fl.ID] = fl.Name
-		if f.Fleet != "" && fl.Name == f.Fleet {
-			fleetIDs = append(fleetIDs, fl.ID)
-		}
-	}
-	if f.Fleet != "" {
-		if len(fleetIDs) == 0 {
-			return []web.Run{}, nil
-		}
-		q = q.Where("fleet_id IN (?)", bun.In(fleetIDs))
-	}
-	if f.Limit > 0 {
-		q = q.Limit(int64(f.Limit))
-	}
-	if f.Offset > 0 {
-		q = q.Offset(int64(f.Offset))
-	}
-	if err := q.Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+	fleetNames, err := v.st.FleetNames(ctx, v.project)
+	if err != nil {
+		return nil, err
 	}
 	cost, err := v.activeCost(ctx)
 	if err != nil {
@@ -120,9 +86,19 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 	}
 	out := make([]web.Run, 0, len(runs))
 	for _, r := range runs {
-		wr := runView(r, fleetNames)
-		wr.CostPerHour = cost[r.ID]
-		out = append(out, wr)
+		out = append(out, web.Run{
+			Name:              r.Name,
+			Type:              r.Type,
+			Status:            r.Status,
+			StatusMessage:     r.StatusMessage,
+			TerminationReason: r.TerminationReason,
+			Revision:          r.Revision,
+			Fleet:             fleetNames[r.FleetID],
+			SubmittedAt:       r.SubmittedAt,
+			UpdatedAt:         r.UpdatedAt,
+			RemovedFromGit:    r.RemovedFromGit,
+			CostPerHour:       cost[r.ID],
+		})
 	}
 	return out, nil
 }
@@ -130,33 +106,21 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 // activeCost prices, per run id, the billed instances its unfinished jobs
 // occupy (plan.CostsOf, as the plan's and the overview's spend).
 func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
-	db := v.st.DB()
-	var jobs []store.Job
-	err := db.NewSelect().Model(&jobs).Column("run_id", "instance_id").
-		Where("instance_id != '' AND status NOT IN (?)", bun.In([]string{store.JobTerminated, store.JobAborted, store.JobFailed, store.JobDone})).
-		Scan(ctx)
+	occ, err := v.st.ListOccupancy(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list active jobs: %w", err)
+		return nil, err
 	}
-	if len(jobs) == 0 {
+	if len(occ) == 0 {
 		return map[string]float64{}, nil
 	}
-	ids := make([]string, 0, len(jobs))
-	for _, j := range jobs {
-		ids = append(ids, j.InstanceID)
-	}
-	var insts []store.Instance
-	if err := db.NewSelect().Model(&insts).Column("id", "status", "price").Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list instance prices: %w", err)
-	}
-	byID := make(map[string]*plan.Instance, len(insts))
-	for _, i := range insts {
-		byID[i.ID] = &plan.Instance{Status: i.Status, Price: i.Price}
-	}
-	for _, j := range jobs {
-		if pi, ok := byID[j.InstanceID]; ok {
-			pi.Runs = append(pi.Runs, j.RunID)
+	byID := make(map[string]*plan.Instance, len(occ))
+	for _, o := range occ {
+		pi, ok := byID[o.InstanceID]
+		if !ok {
+			pi = &plan.Instance{Status: o.InstanceStatus, Price: o.Price}
+			byID[o.InstanceID] = pi
 		}
+		pi.Runs = append(pi.Runs, o.RunID)
 	}
 	in := make([]plan.Instance, 0, len(byID))
 	for _, pi := range byID {
@@ -165,22 +129,9 @@ func (v *View) activeCost(ctx context.Context) (map[string]float64, error) {
 	return plan.CostsOf(in).Runs, nil
 }
 
-// CountRuns implements web.RunCounter with one grouped query.
+// CountRuns implements web.RunCounter: the project's runs by status.
 func (v *View) CountRuns(ctx context.Context) (map[string]int, error) {
-	var rows []struct {
-		Status string `bun:"status"`
-		N      int    `bun:"n"`
-	}
-	err := v.st.DB().NewSelect().Table("runs").ColumnExpr("status, count(*) AS n").
-		Where("project = ? AND NOT deleted", v.project).Group("status").Scan(ctx, &rows)
-	if err != nil {
-		return nil, fmt.Errorf("count runs: %w", err)
-	}
-	out := make(map[string]int, len(rows))
-	for _, r := range rows {
-		out[r.Status] = r.N
-	}
-	return out, nil
+	return v.st.CountRunsByStatus(ctx, v.project)
 }
 
 func runView(r store.Run, fleetNames map[string]string) web.Run {
@@ -328,17 +279,9 @@ func (v *View) ListEvents(ctx context.Context, f web.EventFilter) ([]web.Event, 
 // ListJobs implements web.Store: jobs still running or finished after
 // f.Since, newest first.
 func (v *View) ListJobs(ctx context.Context, f web.JobFilter) ([]web.Job, error) {
-	limit := f.Limit
-	if limit == 0 {
-		limit = 100000
-	}
-	var js []store.Job
-	q := v.st.DB().NewSelect().Model(&js).OrderExpr("submitted_at DESC, submission_num DESC, id DESC").Limit(int64(limit))
-	if !f.Since.IsZero() {
-		q = q.Where("finished_at IS NULL OR finished_at >= ?", f.Since.UTC())
-	}
-	if err := q.Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
+	js, err := v.st.ListRecentJobs(ctx, f.Since, f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	inst, err := v.instances(ctx)
 	if err != nil {
