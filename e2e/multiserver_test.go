@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/uptrace/bun"
 
 	"hoist/e2e/testenv"
 	"hoist/store"
@@ -168,11 +167,15 @@ func (e *multiEnv) leaseHolder(servers []*server, names []string) int {
 		e.t.Fatal(err)
 	}
 	defer st.Close()
-	var owners []string
-	if err := st.DB().NewSelect().Table("jobs").Column("lock_owner").
-		Where("run_name IN (?) AND status = ? AND lock_owner IS NOT NULL", bun.In(names), store.JobRunning).
-		Scan(e.t.Context(), &owners); err != nil {
+	jobs, err := st.ListJobsFiltered(e.t.Context(), store.JobFilter{Status: []string{store.JobRunning}, Limit: 1 << 20})
+	if err != nil {
 		e.t.Fatal(err)
+	}
+	var owners []string
+	for _, j := range jobs {
+		if slices.Contains(names, j.RunName) && j.LockOwner != "" {
+			owners = append(owners, j.LockOwner)
+		}
 	}
 	for _, o := range owners {
 		for i, s := range servers {

@@ -191,7 +191,7 @@ func TestLease_concurrentReplicasProcessEachRowOnce(t *testing.T) {
 		}
 		// The database agrees: every row written exactly once, none leased.
 		var bad int
-		if err := a.DB().NewSelect().Model((*Run)(nil)).ColumnExpr("count(*)").
+		if err := a.db.NewSelect().Model((*Run)(nil)).ColumnExpr("count(*)").
 			Where("priority <> 1 OR status <> ? OR lock_token IS NOT NULL OR last_processed_at IS NULL", RunRunning).
 			Scan(ctx, &bad); err != nil {
 			t.Fatal(err)
@@ -243,7 +243,7 @@ func TestLease_crashedClaimerIsReplacedAndItsWriteRefused(t *testing.T) {
 		}
 		// database/sql rolls the killed transaction back in the background;
 		// a blocking no-op write waits until its row lock is gone.
-		if _, err := b.DB().NewUpdate().Table("runs").Set("lock_owner = lock_owner").Where("id = ?", run.ID).Exec(ctx); err != nil {
+		if _, err := b.db.NewUpdate().Table("runs").Set("lock_owner = lock_owner").Where("id = ?", run.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
 
@@ -444,7 +444,7 @@ func TestLease_keepLeaseHeartbeatsUntilLost(t *testing.T) {
 
 		// Now lose it: another worker takes the row (simulated by a token change).
 		lctx, stop = s.KeepLease(ctx, l, leaseFor)
-		if _, err := s.DB().NewUpdate().Table("jobs").Set("lock_token = 'stolen'").Where("id = ?", j.ID).Exec(ctx); err != nil {
+		if _, err := s.db.NewUpdate().Table("jobs").Set("lock_token = 'stolen'").Where("id = ?", j.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
 		select {

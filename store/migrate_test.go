@@ -40,13 +40,13 @@ func TestMigrations_schemaMatchesModels(t *testing.T) {
 		ctx := t.Context()
 		for _, m := range allModels {
 			// Selecting every model column fails if the migrated table lacks one.
-			if err := s.DB().NewSelect().Model(m).Limit(1).Scan(ctx); err != nil && !isNoRows(err) {
+			if err := s.db.NewSelect().Model(m).Limit(1).Scan(ctx); err != nil && !isNoRows(err) {
 				t.Errorf("%T: %v", m, err)
 			}
 		}
 		// And every table column is known to its model.
 		for _, m := range allModels {
-			table := s.DB().Table(modelType(m))
+			table := s.db.Table(modelType(m))
 			cols := tableColumns(t, s, table.Name)
 			for _, c := range cols {
 				if _, ok := table.FieldMap[c]; !ok {
@@ -85,7 +85,7 @@ func TestMigrations_olderDatabaseIsMigrated(t *testing.T) {
 			t.Fatalf("old run after migration = %+v, %v", r, err)
 		}
 		var applied []string
-		if err := s.DB().NewSelect().Table("bun_migrations").Column("name").OrderExpr("name").Scan(ctx, &applied); err != nil {
+		if err := s.db.NewSelect().Table("bun_migrations").Column("name").OrderExpr("name").Scan(ctx, &applied); err != nil {
 			t.Fatal(err)
 		}
 		if len(applied) != len(ids) {
@@ -98,7 +98,7 @@ func TestMigrations_newerDatabaseIsRefused(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
 		s := openTest(t, dsn, Options{})
-		if _, err := s.DB().NewRaw("INSERT INTO bun_migrations (name, group_id, migrated_at) VALUES (?, ?, ?)",
+		if _, err := s.db.NewRaw("INSERT INTO bun_migrations (name, group_id, migrated_at) VALUES (?, ?, ?)",
 			"29991231000000", 99, s.Now()).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -157,10 +157,10 @@ func tableColumns(t *testing.T, s *Store, table string) []string {
 	var cols []string
 	var err error
 	if s.Dialect() == DialectPostgres {
-		err = s.DB().NewSelect().Table("information_schema.columns").Column("column_name").
+		err = s.db.NewSelect().Table("information_schema.columns").Column("column_name").
 			Where("table_name = ? AND table_schema = current_schema()", table).Scan(ctx, &cols)
 	} else {
-		err = s.DB().NewRaw("SELECT name FROM pragma_table_info(?)", table).Scan(ctx, &cols)
+		err = s.db.NewRaw("SELECT name FROM pragma_table_info(?)", table).Scan(ctx, &cols)
 	}
 	if err != nil {
 		t.Fatalf("columns of %s: %v", table, err)

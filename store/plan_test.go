@@ -14,10 +14,10 @@ import (
 func TestClaim_sqliteWalksTheDueIndex(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "hoist.db"), Options{})
 	insertDueRuns(t, s, 100)
-	q := claimQuery(s.DB(), s.Dialect(), time.Now(), ClaimRequest{
+	q := claimQuery(s.db, s.Dialect(), time.Now(), ClaimRequest{
 		Table: "runs", Limit: 16, Where: "status = ?", Args: []any{RunSubmitted},
 	}, "batch/")
-	rows, err := s.DB().QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.String())
+	rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q.String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func TestShared_sessionsAreSharedAndExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 		var raw string
-		if err := s.DB().NewSelect().Table("web_sessions").Column("id_hash").Scan(ctx, &raw); err != nil || raw == ses.ID {
+		if err := s.db.NewSelect().Table("web_sessions").Column("id_hash").Scan(ctx, &raw); err != nil || raw == ses.ID {
 			t.Errorf("stored id = %q, %v; want a hash, never the cookie", raw, err)
 		}
 		got, err := s.GetSession(ctx, "cookie-value")
@@ -160,7 +160,7 @@ func TestShared_prPlansKeepTheLatestHead(t *testing.T) {
 			t.Errorf("kept %d plans (newest #%d), want the newest %d", len(ps), ps[0].Number, MaxPRPlans)
 		}
 		var n int
-		if err := s.DB().NewSelect().Table("pr_plans").ColumnExpr("count(*)").Scan(ctx, &n); err != nil || n != MaxPRPlans {
+		if err := s.db.NewSelect().Table("pr_plans").ColumnExpr("count(*)").Scan(ctx, &n); err != nil || n != MaxPRPlans {
 			t.Errorf("rows = %d, %v; want %d", n, err, MaxPRPlans)
 		}
 	})
@@ -185,7 +185,7 @@ func TestBackendRecords_areEncryptedAndListedByBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		var blobs [][]byte
-		if err := s.DB().NewSelect().Table("backend_records").Column("ciphertext").Scan(ctx, &blobs); err != nil {
+		if err := s.db.NewSelect().Table("backend_records").Column("ciphertext").Scan(ctx, &blobs); err != nil {
 			t.Fatal(err)
 		}
 		for _, b := range blobs {
@@ -271,7 +271,7 @@ func TestKeepAlive_stopsWhenTheLeaseIsTaken(t *testing.T) {
 			t.Errorf("lease was not extended")
 		}
 		// Another server takes the row (as after a long pause of this one).
-		if _, err := s.DB().NewUpdate().Table("runs").Set("lock_token = 'other'").Where("id = ?", r.ID).Exec(ctx); err != nil {
+		if _, err := s.db.NewUpdate().Table("runs").Set("lock_token = 'other'").Where("id = ?", r.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -157,9 +157,6 @@ func (s *Store) releaseLock() error {
 	return err
 }
 
-// DB returns the underlying bun database, for queries the repository methods
-// do not cover. Use the package's methods where they exist.
-func (s *Store) DB() *bun.DB { return s.db }
 
 // Dialect returns "sqlite" or "postgres".
 func (s *Store) Dialect() string { return s.dialect }

@@ -112,7 +112,7 @@ func TestOpen_sqlitePragmasOnEveryConnection(t *testing.T) {
 	ctx := t.Context()
 	// Hold three distinct connections at once and ask each.
 	for i := range 3 {
-		conn, err := s.DB().Conn(ctx)
+		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -622,7 +622,7 @@ func TestUsers_tokens(t *testing.T) {
 			t.Errorf("token %q hash %q", plain, tok.TokenHash)
 		}
 		var stored int
-		if err := s.DB().NewSelect().Table("api_tokens").ColumnExpr("count(*)").Where("token_hash = ?", plain).Scan(ctx, &stored); err != nil || stored != 0 {
+		if err := s.db.NewSelect().Table("api_tokens").ColumnExpr("count(*)").Where("token_hash = ?", plain).Scan(ctx, &stored); err != nil || stored != 0 {
 			t.Errorf("plaintext token found in the table (%d, %v)", stored, err)
 		}
 		got, err := s.LookupToken(ctx, plain)
@@ -696,7 +696,7 @@ func TestSecrets_encryptedAtRest(t *testing.T) {
 			t.Fatalf("GetSecret = %q, %v", got, err)
 		}
 		var rows []secretRow
-		if err := s.DB().NewSelect().Model(&rows).Scan(ctx); err != nil {
+		if err := s.db.NewSelect().Model(&rows).Scan(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
@@ -711,7 +711,7 @@ func TestSecrets_encryptedAtRest(t *testing.T) {
 			t.Errorf("ListSecretNames (-want +got):\n%s", diff)
 		}
 		// A ciphertext copied under another name does not decrypt.
-		if _, err := s.DB().NewUpdate().Table("secrets").
+		if _, err := s.db.NewUpdate().Table("secrets").
 			Set("ciphertext = (SELECT ciphertext FROM secrets WHERE name = 'HF_TOKEN')").
 			Set("nonce = (SELECT nonce FROM secrets WHERE name = 'HF_TOKEN')").
 			Where("name = 'AWS_KEY'").Exec(ctx); err != nil {
