@@ -16,9 +16,10 @@ func TestDependencies_followTheLayoutRules(t *testing.T) {
 	}{
 		{"hoist/agents/api", nil},
 		{"hoist/agents/runner", []string{"hoist/agents/api"}},
-		{"hoist/agents/shim", []string{"hoist/agents/api"}},
+		{"hoist/agents/hostinfo", []string{"hoist/agents/api"}},
+		{"hoist/agents/shim", []string{"hoist/agents/api", "hoist/agents/hostinfo"}},
 		{"hoist/cmd/hoist-runner", []string{"hoist/agents/api", "hoist/agents/runner"}},
-		{"hoist/cmd/hoist-shim", []string{"hoist/agents/api", "hoist/agents/shim"}},
+		{"hoist/cmd/hoist-shim", []string{"hoist/agents/api", "hoist/agents/hostinfo", "hoist/agents/shim"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {
