@@ -29,10 +29,10 @@ func TestMigrations_sameIDsOnBothDialects(t *testing.T) {
 
 // allModels lists every model whose columns must exist after migrating.
 var allModels = []any{
-	(*Project)(nil), (*User)(nil), (*APIToken)(nil), (*Source)(nil), (*Revision)(nil), (*SyncState)(nil),
+	(*Project)(nil), (*User)(nil), (*APIToken)(nil), (*Revision)(nil), (*SyncState)(nil),
 	(*Resource)(nil), (*Run)(nil), (*Job)(nil), (*Instance)(nil), (*Fleet)(nil), (*Volume)(nil),
 	(*VolumeAttachment)(nil), (*Gateway)(nil), (*Event)(nil), (*logChunk)(nil), (*logState)(nil),
-	(*secretRow)(nil), (*offerRow)(nil),
+	(*secretRow)(nil),
 }
 
 func TestMigrations_schemaMatchesModels(t *testing.T) {
@@ -169,4 +169,24 @@ func tableColumns(t *testing.T, s *Store, table string) []string {
 		t.Fatalf("table %s has no columns", table)
 	}
 	return cols
+}
+
+// TestMigrations_unusedTablesAreDropped checks that the tables nothing
+// wrote (the offers cache, sources) are gone after migrating.
+func TestMigrations_unusedTablesAreDropped(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		for _, table := range []string{"offers_cache", "sources"} {
+			var n int64
+			var err error
+			if s.Dialect() == DialectPostgres {
+				n, err = s.db.NewSelect().Table("information_schema.tables").
+					Where("table_name = ? AND table_schema = current_schema()", table).Count(t.Context())
+			} else {
+				n, err = s.db.NewSelect().Table("sqlite_master").Where("type = 'table' AND name = ?", table).Count(t.Context())
+			}
+			if err != nil || n != 0 {
+				t.Errorf("table %s: %d found, %v; want it dropped", table, n, err)
+			}
+		}
+	})
 }
