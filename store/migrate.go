@@ -33,8 +33,8 @@ func Migrations(dialect string) (*migrate.Migrations, error) {
 	return ms, nil
 }
 
-// MigrationIDs lists the IDs of a dialect's embedded migrations in order.
-func MigrationIDs(dialect string) ([]string, error) {
+// migrationIDs lists the IDs of a dialect's embedded migrations in order.
+func migrationIDs(dialect string) ([]string, error) {
 	ms, err := Migrations(dialect)
 	if err != nil {
 		return nil, err

@@ -11,11 +11,11 @@ import (
 )
 
 func TestMigrations_sameIDsOnBothDialects(t *testing.T) {
-	sqlite, err := MigrationIDs(DialectSQLite)
+	sqlite, err := migrationIDs(DialectSQLite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := MigrationIDs(DialectPostgres)
+	pg, err := migrationIDs(DialectPostgres)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMigrations_schemaMatchesModels(t *testing.T) {
 func TestMigrations_olderDatabaseIsMigrated(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
-		ids, err := MigrationIDs(dialectOf(dsn))
+		ids, err := migrationIDs(dialectOf(dsn))
 		if err != nil {
 			t.Fatal(err)
 		}
