@@ -190,3 +190,16 @@ func TestMigrations_unusedTablesAreDropped(t *testing.T) {
 		}
 	})
 }
+
+// migrationIDs lists the IDs of a dialect's embedded migrations in order.
+func migrationIDs(dialect string) ([]string, error) {
+	ms, err := Migrations(dialect)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range ms.Sorted() {
+		ids = append(ids, m.Name+"_"+m.Comment)
+	}
+	return ids, nil
+}
