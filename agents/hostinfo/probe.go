@@ -52,25 +52,32 @@ func Probe(ctx context.Context, diskPath string) (api.HostInfo, error) {
 	}
 	h.GPUs = []api.GPU{}
 	var errs []error
-	out, err := runTool(ctx, "nvidia-smi", "--query-gpu=index,name,memory.total,uuid,driver_version", "--format=csv,noheader,nounits")
-	if err == nil {
-		if gpus, driver := parseNvidiaSMI(out); len(gpus) > 0 {
-			h.GPUs, h.GPUVendor, h.GPUDriverVersion = gpus, "nvidia", driver
+	for _, t := range gpuTools {
+		out, err := runTool(ctx, t.name, t.args...)
+		if errors.Is(err, exec.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
+			continue
+		}
+		if gpus, driver := t.parse(out); len(gpus) > 0 {
+			h.GPUs, h.GPUVendor, h.GPUDriverVersion = gpus, t.vendor, driver
 		}
 		return h, nil
-	} else if !errors.Is(err, exec.ErrNotFound) {
-		errs = append(errs, fmt.Errorf("nvidia-smi: %w", err))
-	}
-	out, err = runTool(ctx, "amd-smi", "static", "--asic", "--vram", "--driver", "--json")
-	if err == nil {
-		if gpus, driver := parseAMDSMI(out); len(gpus) > 0 {
-			h.GPUs, h.GPUVendor, h.GPUDriverVersion = gpus, "amd", driver
-		}
-		return h, nil
-	} else if !errors.Is(err, exec.ErrNotFound) {
-		errs = append(errs, fmt.Errorf("amd-smi: %w", err))
 	}
 	return h, errors.Join(errs...)
+}
+
+// gpuTools are the GPU vendors' tools Probe asks, in order; the first that
+// answers describes the GPUs.
+var gpuTools = []struct {
+	name, vendor string
+	args         []string
+	parse        func([]byte) ([]api.GPU, string)
+}{
+	{"nvidia-smi", "nvidia", []string{"--query-gpu=index,name,memory.total,uuid,driver_version", "--format=csv,noheader,nounits"}, parseNvidiaSMI},
+	{"amd-smi", "amd", []string{"static", "--asic", "--vram", "--driver", "--json"}, parseAMDSMI},
 }
 
 func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
