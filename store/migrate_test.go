@@ -27,6 +27,19 @@ func TestMigrations_sameIDsOnBothDialects(t *testing.T) {
 	}
 }
 
+// migrationIDs lists the IDs of a dialect's embedded migrations in order.
+func migrationIDs(dialect string) ([]string, error) {
+	ms, err := Migrations(dialect)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range ms.Sorted() {
+		ids = append(ids, m.Name+"_"+m.Comment)
+	}
+	return ids, nil
+}
+
 // allModels lists every model whose columns must exist after migrating.
 var allModels = []any{
 	(*Project)(nil), (*User)(nil), (*APIToken)(nil), (*Revision)(nil), (*SyncState)(nil),
@@ -52,6 +65,26 @@ func TestMigrations_schemaMatchesModels(t *testing.T) {
 				if _, ok := table.FieldMap[c]; !ok {
 					t.Errorf("table %s has column %s that model %T lacks", table.Name, c, m)
 				}
+			}
+		}
+	})
+}
+
+// TestMigrations_unusedTablesAreDropped checks that the tables nothing
+// wrote (the offers cache, sources) are gone after migrating.
+func TestMigrations_unusedTablesAreDropped(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		for _, table := range []string{"offers_cache", "sources"} {
+			var n int64
+			var err error
+			if s.Dialect() == DialectPostgres {
+				n, err = s.db.NewSelect().Table("information_schema.tables").
+					Where("table_name = ? AND table_schema = current_schema()", table).Count(t.Context())
+			} else {
+				n, err = s.db.NewSelect().Table("sqlite_master").Where("type = 'table' AND name = ?", table).Count(t.Context())
+			}
+			if err != nil || n != 0 {
+				t.Errorf("table %s: %d found, %v; want it dropped", table, n, err)
 			}
 		}
 	})
@@ -169,37 +202,4 @@ func tableColumns(t *testing.T, s *Store, table string) []string {
 		t.Fatalf("table %s has no columns", table)
 	}
 	return cols
-}
-
-// TestMigrations_unusedTablesAreDropped checks that the tables nothing
-// wrote (the offers cache, sources) are gone after migrating.
-func TestMigrations_unusedTablesAreDropped(t *testing.T) {
-	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
-		for _, table := range []string{"offers_cache", "sources"} {
-			var n int64
-			var err error
-			if s.Dialect() == DialectPostgres {
-				n, err = s.db.NewSelect().Table("information_schema.tables").
-					Where("table_name = ? AND table_schema = current_schema()", table).Count(t.Context())
-			} else {
-				n, err = s.db.NewSelect().Table("sqlite_master").Where("type = 'table' AND name = ?", table).Count(t.Context())
-			}
-			if err != nil || n != 0 {
-				t.Errorf("table %s: %d found, %v; want it dropped", table, n, err)
-			}
-		}
-	})
-}
-
-// migrationIDs lists the IDs of a dialect's embedded migrations in order.
-func migrationIDs(dialect string) ([]string, error) {
-	ms, err := Migrations(dialect)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, m := range ms.Sorted() {
-		ids = append(ids, m.Name+"_"+m.Comment)
-	}
-	return ids, nil
 }
