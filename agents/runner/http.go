@@ -13,9 +13,6 @@ import (
 	"hoist/agents/internal/agenthttp"
 )
 
-// maxLongPoll bounds a long-poll request's wait.
-const maxLongPoll = 60 * time.Second
-
 // Handler returns the runner's HTTP API (see package api for the paths).
 // With Config.Token set, every request, the health check included, must
 // carry it as a bearer token; any other gets 401 and is logged.
@@ -91,13 +88,8 @@ func (r *Runner) handleState(w http.ResponseWriter, _ *http.Request) {
 	agenthttp.WriteJSON(w, http.StatusOK, r.State())
 }
 
-func longPoll(req *http.Request, key string) time.Duration {
-	ms, _ := strconv.ParseInt(req.URL.Query().Get(key), 10, 64)
-	return min(time.Duration(ms)*time.Millisecond, maxLongPoll)
-}
-
 func (r *Runner) handleWait(w http.ResponseWriter, req *http.Request) {
-	timer := time.NewTimer(longPoll(req, "timeout_ms"))
+	timer := time.NewTimer(agenthttp.LongPoll(req, "timeout_ms"))
 	defer timer.Stop()
 	for {
 		st, changed := r.waitChange()
@@ -160,7 +152,7 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 	if q.Get("max_bytes") == "" {
 		maxBytes = 4 << 20
 	}
-	if wait := longPoll(req, "wait_ms"); wait > 0 {
+	if wait := agenthttp.LongPoll(req, "wait_ms"); wait > 0 {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
 	poll:

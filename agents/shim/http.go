@@ -6,15 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"hoist/agents/api"
 	"hoist/agents/internal/agenthttp"
 )
-
-// maxLongPoll bounds a long-poll request's wait.
-const maxLongPoll = 60 * time.Second
 
 // Handler returns the shim's HTTP API (see package api for the paths).
 // Every request, the health check included, must carry Config.Token as a
@@ -84,8 +80,7 @@ func (s *Shim) handleGet(w http.ResponseWriter, req *http.Request) {
 			writeError(w, fmt.Errorf("wait_for %q: %w", status, errInvalid))
 			return
 		}
-		ms, _ := strconv.ParseInt(q.Get("timeout_ms"), 10, 64)
-		info, err = s.WaitTask(req.Context(), id, status, min(time.Duration(ms)*time.Millisecond, maxLongPoll))
+		info, err = s.WaitTask(req.Context(), id, status, agenthttp.LongPoll(req, "timeout_ms"))
 		if errors.Is(err, context.Canceled) {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"hoist/agents/api"
 )
@@ -15,6 +16,17 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// MaxLongPoll bounds a long-poll request's wait.
+const MaxLongPoll = 60 * time.Second
+
+// LongPoll returns how long a long-poll request may wait: its query
+// parameter key in milliseconds, at most MaxLongPoll (zero when absent or
+// malformed).
+func LongPoll(req *http.Request, key string) time.Duration {
+	ms, _ := strconv.ParseInt(req.URL.Query().Get(key), 10, 64)
+	return min(time.Duration(max(ms, 0))*time.Millisecond, MaxLongPoll)
 }
 
 // A Gate admits the requests that carry an agent's bearer token.

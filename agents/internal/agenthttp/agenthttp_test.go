@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"hoist/agents/api"
 	"hoist/agents/internal/agenthttp"
@@ -51,6 +52,27 @@ func TestGate(t *testing.T) {
 			}
 			if rec.Header().Get("Content-Type") != "application/json" {
 				t.Errorf("Content-Type = %q, want JSON", rec.Header().Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestLongPoll(t *testing.T) {
+	tests := []struct {
+		name, query string
+		want        time.Duration
+	}{
+		{"absent is no wait", "", 0},
+		{"milliseconds", "?timeout_ms=1500", 1500 * time.Millisecond},
+		{"capped at MaxLongPoll", "?timeout_ms=3600000", agenthttp.MaxLongPoll},
+		{"malformed is no wait", "?timeout_ms=soon", 0},
+		{"negative is no wait", "?timeout_ms=-5", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/wait"+tt.query, nil)
+			if got := agenthttp.LongPoll(req, "timeout_ms"); got != tt.want {
+				t.Errorf("LongPoll = %v, want %v", got, tt.want)
 			}
 		})
 	}
