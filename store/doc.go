@@ -54,11 +54,10 @@
 //     stored in S2-compressed chunks of consecutive lines, not a row per line.
 //   - Access: CreateUser, GetUser, ListUsers, CreateToken (plaintext returned
 //     once, only a SHA-256 hash stored), LookupToken, RevokeToken;
-//     EnsureProject, ListProjects, UpsertSource, ListSources.
+//     EnsureProject, ListProjects.
 //   - Secrets: SetSecret, GetSecret, ListSecretNames, DeleteSecret —
 //     AES-256-GCM at rest; the key comes from LoadSecretKey (HOIST_SECRET_KEY or
 //     <data dir>/secret.key); a wrong key fails with ErrSecretKey.
-//   - Offers cache: PutOffers, GetOffers (expiring), PruneOffers.
 //   - State several servers share (once kept in one process's memory):
 //     ConfirmRevision, RevisionConfirmed (held plans); RecordProbe,
 //     DeleteProbeCounters (passes in a row, counted in one statement);

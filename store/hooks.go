@@ -60,9 +60,6 @@ func (u *User) AfterScanRow(context.Context) error { normalize(u); return nil }
 func (t *APIToken) AfterScanRow(context.Context) error { normalize(t); return nil }
 
 // AfterScanRow normalizes times to UTC.
-func (s *Source) AfterScanRow(context.Context) error { normalize(s); return nil }
-
-// AfterScanRow normalizes times to UTC.
 func (r *Revision) AfterScanRow(context.Context) error { normalize(r); return nil }
 
 // AfterScanRow normalizes times to UTC.

@@ -66,9 +66,6 @@ func getByName[T any](ctx context.Context, db bun.IDB, proj, name, what string) 
 // CreateInstance inserts i, filling in ID, Project, Version and times.
 func (s *Store) CreateInstance(ctx context.Context, i *Instance) error {
 	i.Project = project(i.Project)
-	if i.TotalBlocks == 0 {
-		i.TotalBlocks = 1
-	}
 	return createRow(ctx, s.db, s.Now(), i)
 }
 

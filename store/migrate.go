@@ -33,19 +33,6 @@ func Migrations(dialect string) (*migrate.Migrations, error) {
 	return ms, nil
 }
 
-// MigrationIDs lists the IDs of a dialect's embedded migrations in order.
-func MigrationIDs(dialect string) ([]string, error) {
-	ms, err := Migrations(dialect)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, m := range ms.Sorted() {
-		ids = append(ids, m.Name+"_"+m.Comment)
-	}
-	return ids, nil
-}
-
 func (s *Store) migrate(ctx context.Context) error {
 	if s.dialect == DialectPostgres {
 		conn, err := s.db.Conn(ctx)

@@ -11,11 +11,11 @@ import (
 )
 
 func TestMigrations_sameIDsOnBothDialects(t *testing.T) {
-	sqlite, err := MigrationIDs(DialectSQLite)
+	sqlite, err := migrationIDs(DialectSQLite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := MigrationIDs(DialectPostgres)
+	pg, err := migrationIDs(DialectPostgres)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,12 +27,25 @@ func TestMigrations_sameIDsOnBothDialects(t *testing.T) {
 	}
 }
 
+// migrationIDs lists the IDs of a dialect's embedded migrations in order.
+func migrationIDs(dialect string) ([]string, error) {
+	ms, err := Migrations(dialect)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range ms.Sorted() {
+		ids = append(ids, m.Name+"_"+m.Comment)
+	}
+	return ids, nil
+}
+
 // allModels lists every model whose columns must exist after migrating.
 var allModels = []any{
-	(*Project)(nil), (*User)(nil), (*APIToken)(nil), (*Source)(nil), (*Revision)(nil), (*SyncState)(nil),
+	(*Project)(nil), (*User)(nil), (*APIToken)(nil), (*Revision)(nil), (*SyncState)(nil),
 	(*Resource)(nil), (*Run)(nil), (*Job)(nil), (*Instance)(nil), (*Fleet)(nil), (*Volume)(nil),
 	(*VolumeAttachment)(nil), (*Gateway)(nil), (*Event)(nil), (*logChunk)(nil), (*logState)(nil),
-	(*secretRow)(nil), (*offerRow)(nil),
+	(*secretRow)(nil),
 }
 
 func TestMigrations_schemaMatchesModels(t *testing.T) {
@@ -57,10 +70,30 @@ func TestMigrations_schemaMatchesModels(t *testing.T) {
 	})
 }
 
+// TestMigrations_unusedTablesAreDropped checks that the tables nothing
+// wrote (the offers cache, sources) are gone after migrating.
+func TestMigrations_unusedTablesAreDropped(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		for _, table := range []string{"offers_cache", "sources"} {
+			var n int64
+			var err error
+			if s.Dialect() == DialectPostgres {
+				n, err = s.db.NewSelect().Table("information_schema.tables").
+					Where("table_name = ? AND table_schema = current_schema()", table).Count(t.Context())
+			} else {
+				n, err = s.db.NewSelect().Table("sqlite_master").Where("type = 'table' AND name = ?", table).Count(t.Context())
+			}
+			if err != nil || n != 0 {
+				t.Errorf("table %s: %d found, %v; want it dropped", table, n, err)
+			}
+		}
+	})
+}
+
 func TestMigrations_olderDatabaseIsMigrated(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
-		ids, err := MigrationIDs(dialectOf(dsn))
+		ids, err := migrationIDs(dialectOf(dsn))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -163,28 +163,6 @@ type APIToken struct {
 	Revoked bool `bun:"revoked,notnull"`
 }
 
-// Source is a Git repository (or directory) hoist reads desired state from.
-type Source struct {
-	bun.BaseModel `bun:"table:sources"`
-
-	// ID is the source's UUID.
-	ID string `bun:"id,pk"`
-	// Project is the project the source feeds.
-	Project string `bun:"project,notnull"`
-	// Name is unique within the project.
-	Name string `bun:"name,notnull"`
-	// URL is the repository URL (or a local path for directory sources).
-	URL string `bun:"url,notnull"`
-	// Ref is the tracked branch or tag.
-	Ref string `bun:"ref,notnull"`
-	// Path is the directory inside the repository that holds the specs.
-	Path string `bun:"path,notnull"`
-	// CreatedAt is when the source was first recorded.
-	CreatedAt time.Time `bun:"created_at,notnull"`
-	// UpdatedAt is when the source was last changed.
-	UpdatedAt time.Time `bun:"updated_at,notnull"`
-}
-
 // Revision is one commit hoist has seen, with its validation result.
 type Revision struct {
 	bun.BaseModel `bun:"table:revisions"`
@@ -449,18 +427,12 @@ type Instance struct {
 	OwnershipTags map[string]string `bun:"ownership_tags,type:text"`
 	// Unreachable is set while health checks fail.
 	Unreachable bool `bun:"unreachable,notnull"`
-	// Health is "healthy", "warning" or "failure" (empty when unknown).
-	Health string `bun:"health,notnull"`
 	// LastSeenAt is when the instance last answered a health check.
 	LastSeenAt time.Time `bun:"last_seen_at,nullzero"`
 	// StartedAt is when provisioning started.
 	StartedAt time.Time `bun:"started_at,nullzero"`
 	// FinishedAt is when the instance was terminated.
 	FinishedAt time.Time `bun:"finished_at,nullzero"`
-	// TotalBlocks is how many job slots the instance has.
-	TotalBlocks int `bun:"total_blocks,notnull"`
-	// BusyBlocks is how many job slots are in use.
-	BusyBlocks int `bun:"busy_blocks,notnull"`
 	// Deleted hides a terminated instance.
 	Deleted bool `bun:"deleted,notnull"`
 	// Version guards updates (optimistic concurrency).

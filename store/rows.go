@@ -173,6 +173,4 @@ var errEmptyName = errors.New("name must not be empty")
 
 func bunIn(v []string) any { return bun.In(v) }
 
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

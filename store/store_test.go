@@ -654,29 +654,6 @@ func TestUsers_tokens(t *testing.T) {
 	})
 }
 
-func TestOffers_expire(t *testing.T) {
-	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
-		ctx := t.Context()
-		if err := s.PutOffers(ctx, "local/any", json.RawMessage(`[{"price":1}]`), time.Minute); err != nil {
-			t.Fatal(err)
-		}
-		data, ok, err := s.GetOffers(ctx, "local/any")
-		if err != nil || !ok || string(data) != `[{"price":1}]` {
-			t.Errorf("GetOffers = %s, %v, %v", data, ok, err)
-		}
-		if _, ok, _ := s.GetOffers(ctx, "other"); ok {
-			t.Error("GetOffers(other) found an entry")
-		}
-		clock.Advance(2 * time.Minute)
-		if _, ok, _ := s.GetOffers(ctx, "local/any"); ok {
-			t.Error("GetOffers returned an expired entry")
-		}
-		if n, err := s.PruneOffers(ctx); err != nil || n != 1 {
-			t.Errorf("PruneOffers = %d, %v", n, err)
-		}
-	})
-}
-
 func TestSecrets_encryptedAtRest(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()

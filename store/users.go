@@ -134,27 +134,3 @@ func (s *Store) ListProjects(ctx context.Context) ([]Project, error) {
 	}
 	return ps, nil
 }
-
-// UpsertSource records a desired-state source by project and name.
-func (s *Store) UpsertSource(ctx context.Context, src Source) (Source, error) {
-	src.Project = project(src.Project)
-	now := s.Now()
-	src.ID, src.CreatedAt, src.UpdatedAt = newID(), now, now
-	_, err := s.db.NewInsert().Model(&src).On("CONFLICT (project, name) DO UPDATE").
-		Set("url = EXCLUDED.url").Set("ref = EXCLUDED.ref").Set("path = EXCLUDED.path").
-		Set("updated_at = EXCLUDED.updated_at").Exec(ctx)
-	if err != nil {
-		return src, fmt.Errorf("upsert source %s: %w", src.Name, err)
-	}
-	err = s.db.NewSelect().Model(&src).Where("project = ? AND name = ?", src.Project, src.Name).Scan(ctx)
-	return src, err
-}
-
-// ListSources returns all sources ordered by project and name.
-func (s *Store) ListSources(ctx context.Context) ([]Source, error) {
-	var ss []Source
-	if err := s.db.NewSelect().Model(&ss).OrderExpr("project, name").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("list sources: %w", err)
-	}
-	return ss, nil
-}

@@ -265,7 +265,6 @@ type Instance struct {
 	Status        string     `json:"status"`
 	StatusMessage string     `json:"status_message"`
 	Reachable     bool       `json:"reachable"`
-	Health        string     `json:"health,omitempty"`
 	LastSeenAt    *time.Time `json:"last_seen_at,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 }

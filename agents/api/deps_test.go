@@ -16,10 +16,12 @@ func TestDependencies_followTheLayoutRules(t *testing.T) {
 		allowed []string
 	}{
 		{"hoist/agents/api", nil},
-		{"hoist/agents/runner", []string{"hoist/agents/api"}},
-		{"hoist/agents/shim", []string{"hoist/agents/api"}},
-		{"hoist/cmd/hoist-runner", []string{"hoist/agents/api", "hoist/agents/runner"}},
-		{"hoist/cmd/hoist-shim", []string{"hoist/agents/api", "hoist/agents/shim"}},
+		{"hoist/agents/internal/agenthttp", []string{"hoist/agents/api"}},
+		{"hoist/agents/runner", []string{"hoist/agents/api", "hoist/agents/internal/agenthttp"}},
+		{"hoist/agents/hostinfo", []string{"hoist/agents/api"}},
+		{"hoist/agents/shim", []string{"hoist/agents/api", "hoist/agents/hostinfo", "hoist/agents/internal/agenthttp"}},
+		{"hoist/cmd/hoist-runner", []string{"hoist/agents/api", "hoist/agents/internal/agenthttp", "hoist/agents/runner"}},
+		{"hoist/cmd/hoist-shim", []string{"hoist/agents/api", "hoist/agents/hostinfo", "hoist/agents/internal/agenthttp", "hoist/agents/shim"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

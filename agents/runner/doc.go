@@ -8,6 +8,6 @@
 // orphaned child. It needs nothing from the image but the job's shell.
 //
 // cmd/hoist-runner and `hoist agent runner` (cmd/hoist) run it through Main;
-// tests import it too. It imports agents/api
+// tests import it too. It imports agents/api and agents/internal/agenthttp,
 // and nothing else of hoist.
 package runner

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bufio"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,10 +10,8 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/agents/internal/agenthttp"
 )
-
-// maxLongPoll bounds a long-poll request's wait.
-const maxLongPoll = 60 * time.Second
 
 // Handler returns the runner's HTTP API (see package api for the paths).
 // With Config.Token set, every request, the health check included, must
@@ -32,25 +29,15 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
 	mux.HandleFunc("GET /api/v1/logs/stream", r.handleLogStream)
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
-	want := []byte("Bearer " + r.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.RunnerAPIVersion))
-		if r.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), want) != 1 {
-			// Not r.touch(): a stranger's calls must not keep the runner alive.
-			r.log.Warn("runner_request_unauthorized", "method", req.Method, "path", req.URL.Path, "remote_addr", req.RemoteAddr)
-			writeJSON(w, http.StatusUnauthorized, api.Error{Message: "missing or wrong runner token"})
-			return
-		}
+	// Only admitted requests touch the runner: a stranger's calls must not
+	// keep it alive.
+	touched := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.touch()
 		mux.ServeHTTP(w, req)
 		r.touch()
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	return agenthttp.Gate{Token: r.cfg.Token, APIVersion: api.RunnerAPIVersion, Logger: r.log,
+		Refused: "runner_request_unauthorized", Message: "missing or wrong runner token"}.Wrap(touched)
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -58,11 +45,11 @@ func writeError(w http.ResponseWriter, err error) {
 	if errors.Is(err, errConflict) {
 		status = http.StatusConflict
 	}
-	writeJSON(w, status, api.Error{Message: err.Error()})
+	agenthttp.WriteJSON(w, status, api.Error{Message: err.Error()})
 }
 
 func (r *Runner) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, api.Health{Service: api.RunnerService, Version: r.cfg.Version, APIVersion: api.RunnerAPIVersion})
+	agenthttp.WriteJSON(w, http.StatusOK, api.Health{Service: api.RunnerService, Version: r.cfg.Version, APIVersion: api.RunnerAPIVersion})
 }
 
 func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
@@ -77,7 +64,7 @@ func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, r.State())
+	agenthttp.WriteJSON(w, http.StatusOK, r.State())
 }
 
 func (r *Runner) handleUpload(w http.ResponseWriter, req *http.Request) {
@@ -85,7 +72,7 @@ func (r *Runner) handleUpload(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (r *Runner) handleRun(w http.ResponseWriter, _ *http.Request) {
@@ -94,31 +81,26 @@ func (r *Runner) handleRun(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	agenthttp.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (r *Runner) handleState(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, r.State())
-}
-
-func longPoll(req *http.Request, key string) time.Duration {
-	ms, _ := strconv.ParseInt(req.URL.Query().Get(key), 10, 64)
-	return min(time.Duration(ms)*time.Millisecond, maxLongPoll)
+	agenthttp.WriteJSON(w, http.StatusOK, r.State())
 }
 
 func (r *Runner) handleWait(w http.ResponseWriter, req *http.Request) {
-	timer := time.NewTimer(longPoll(req, "timeout_ms"))
+	timer := time.NewTimer(agenthttp.LongPoll(req, "timeout_ms"))
 	defer timer.Stop()
 	for {
 		st, changed := r.waitChange()
 		if st.Finished() {
-			writeJSON(w, http.StatusOK, st)
+			agenthttp.WriteJSON(w, http.StatusOK, st)
 			return
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			writeJSON(w, http.StatusOK, st)
+			agenthttp.WriteJSON(w, http.StatusOK, st)
 			return
 		case <-req.Context().Done():
 			return
@@ -138,11 +120,11 @@ func (r *Runner) handleStop(w http.ResponseWriter, req *http.Request) {
 	case <-req.Context().Done():
 		return
 	}
-	writeJSON(w, http.StatusOK, r.State())
+	agenthttp.WriteJSON(w, http.StatusOK, r.State())
 }
 
 func (r *Runner) handleMetrics(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, r.Metrics())
+	agenthttp.WriteJSON(w, http.StatusOK, r.Metrics())
 }
 
 // handleLogs serves records after after_seq (or read at or after since),
@@ -157,7 +139,7 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		if after, err = r.logs.seqAt(t); err != nil {
-			writeJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
+			agenthttp.WriteJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
 			return
 		}
 	}
@@ -170,7 +152,7 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 	if q.Get("max_bytes") == "" {
 		maxBytes = 4 << 20
 	}
-	if wait := longPoll(req, "wait_ms"); wait > 0 {
+	if wait := agenthttp.LongPoll(req, "wait_ms"); wait > 0 {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
 	poll:
@@ -190,7 +172,7 @@ func (r *Runner) handleLogs(w http.ResponseWriter, req *http.Request) {
 	}
 	frames, end, err := r.logs.read(after, limit, maxBytes)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
+		agenthttp.WriteJSON(w, http.StatusInternalServerError, api.Error{Message: err.Error()})
 		return
 	}
 	if end {
@@ -229,7 +211,7 @@ func (r *Runner) handleAck(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	kept := r.logs.ack(ar.Seq)
-	writeJSON(w, http.StatusOK, api.AckResponse{FirstSeq: r.logs.firstSeq(), KeptBytes: kept})
+	agenthttp.WriteJSON(w, http.StatusOK, api.AckResponse{FirstSeq: r.logs.firstSeq(), KeptBytes: kept})
 }
 
 // handleLogStream streams the records after after_seq as JSON lines, live,

@@ -170,13 +170,6 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 	return nil
 }
 
-// WorkingDir returns the submitted job's working directory ("" before Submit).
-func (r *Runner) WorkingDir() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.workDir
-}
-
 // Run starts the submitted job.
 func (r *Runner) Run() (api.RunResponse, error) {
 	r.mu.Lock()

@@ -24,5 +24,6 @@
 //
 // cmd/hoist-shim and `hoist agent shim` (cmd/hoist) run it through Main;
 // backends/local runs it in-process; tests import it too. It imports agents/api
-// and nothing else of hoist.
+// agents/hostinfo (GET /api/v1/host) and agents/internal/agenthttp, and
+// nothing else of hoist.
 package shim

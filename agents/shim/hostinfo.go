@@ -1,165 +1,28 @@
 package shim
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"net"
 	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
 	"hoist/agents/api"
+	"hoist/agents/hostinfo"
 )
 
-// HostInfo describes the host: CPUs, memory, the disk holding Docker's data,
-// GPUs (from nvidia-smi or amd-smi when present), addresses and versions.
+// HostInfo describes the host (hostinfo.Probe) with the disk holding
+// Docker's data root (the state dir when Docker does not say), Docker's
+// version and the shim's.
 func (s *Shim) HostInfo(ctx context.Context) api.HostInfo {
-	h := api.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), ShimVersion: s.cfg.Version}
-	h.Hostname, _ = os.Hostname()
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		h.CPUModel = cpuModel(b)
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		h.MemoryBytes = memTotal(b)
-	}
-	diskPath := s.cfg.StateDir
+	diskPath, dockerVersion := s.cfg.StateDir, ""
 	if info, err := s.docker.Info(ctx); err == nil {
-		h.DockerVersion = info.ServerVersion
+		dockerVersion = info.ServerVersion
 		if _, err := os.Stat(info.DockerRootDir); err == nil {
 			diskPath = info.DockerRootDir
 		}
 	}
-	var st syscall.Statfs_t
-	if syscall.Statfs(diskPath, &st) == nil {
-		h.DiskBytes = int64(st.Blocks) * st.Bsize
-		h.DiskFreeBytes = int64(st.Bavail) * st.Bsize
-	}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-				h.Addresses = append(h.Addresses, ipn.IP.String())
-			}
-		}
-	}
-	h.GPUs = []api.GPU{}
-	if out, err := runTool(ctx, "nvidia-smi", "--query-gpu=index,name,memory.total,uuid,driver_version", "--format=csv,noheader,nounits"); err == nil {
-		gpus, driver := parseNvidiaSMI(out)
-		if len(gpus) > 0 {
-			h.GPUs, h.GPUVendor, h.GPUDriverVersion = gpus, "nvidia", driver
-		}
-	} else if out, err := runTool(ctx, "amd-smi", "static", "--asic", "--vram", "--driver", "--json"); err == nil {
-		gpus, driver := parseAMDSMI(out)
-		if len(gpus) > 0 {
-			h.GPUs, h.GPUVendor, h.GPUDriverVersion = gpus, "amd", driver
-		}
-	}
-	return h
-}
-
-func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
-	path, err := exec.LookPath(name)
+	h, err := hostinfo.Probe(ctx, diskPath)
 	if err != nil {
-		return nil, err
+		s.log.Warn("host_probe_incomplete", "error", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return exec.CommandContext(ctx, path, args...).Output()
-}
-
-func cpuModel(cpuinfo []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-func memTotal(meminfo []byte) int64 {
-	sc := bufio.NewScanner(bytes.NewReader(meminfo))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// parseNvidiaSMI reads `nvidia-smi --query-gpu=index,name,memory.total,uuid,driver_version
-// --format=csv,noheader,nounits` (memory in MiB).
-func parseNvidiaSMI(out []byte) ([]api.GPU, string) {
-	var gpus []api.GPU
-	driver := ""
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), ",")
-		if len(f) < 5 {
-			continue
-		}
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		idx, err := strconv.Atoi(f[0])
-		if err != nil {
-			continue
-		}
-		mib, _ := strconv.ParseInt(f[2], 10, 64)
-		gpus = append(gpus, api.GPU{Vendor: "nvidia", Index: idx, Name: f[1], MemoryBytes: mib << 20, ID: f[3]})
-		driver = f[4]
-	}
-	return gpus, driver
-}
-
-// parseAMDSMI reads `amd-smi static --asic --vram --driver --json`: a list
-// of {gpu, asic{market_name, asic_serial}, vram{size{value, unit}}, driver{version}}.
-func parseAMDSMI(out []byte) ([]api.GPU, string) {
-	var entries []struct {
-		GPU  int `json:"gpu"`
-		ASIC struct {
-			MarketName string `json:"market_name"`
-			Serial     string `json:"asic_serial"`
-		} `json:"asic"`
-		VRAM struct {
-			Size struct {
-				Value json.Number `json:"value"`
-				Unit  string      `json:"unit"`
-			} `json:"size"`
-		} `json:"vram"`
-		Driver struct {
-			Version string `json:"version"`
-		} `json:"driver"`
-	}
-	if err := json.Unmarshal(out, &entries); err != nil {
-		// Some versions wrap the list in {"gpu_data": [...]}.
-		var wrapped struct {
-			GPUData json.RawMessage `json:"gpu_data"`
-		}
-		if json.Unmarshal(out, &wrapped) != nil || wrapped.GPUData == nil || json.Unmarshal(wrapped.GPUData, &entries) != nil {
-			return nil, ""
-		}
-	}
-	var gpus []api.GPU
-	driver := ""
-	for _, e := range entries {
-		size, _ := e.VRAM.Size.Value.Int64()
-		switch strings.ToUpper(e.VRAM.Size.Unit) {
-		case "MB", "MIB":
-			size <<= 20
-		case "GB", "GIB":
-			size <<= 30
-		}
-		gpus = append(gpus, api.GPU{Vendor: "amd", Index: e.GPU, Name: e.ASIC.MarketName, MemoryBytes: size, ID: e.ASIC.Serial})
-		driver = e.Driver.Version
-	}
-	return gpus, driver
+	h.DockerVersion, h.ShimVersion = dockerVersion, s.cfg.Version
+	return h
 }

@@ -2,19 +2,15 @@ package shim
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"hoist/agents/api"
+	"hoist/agents/internal/agenthttp"
 )
-
-// maxLongPoll bounds a long-poll request's wait.
-const maxLongPoll = 60 * time.Second
 
 // Handler returns the shim's HTTP API (see package api for the paths).
 // Every request, the health check included, must carry Config.Token as a
@@ -29,22 +25,8 @@ func (s *Shim) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/tasks/{id}/terminate", s.handleTerminate)
 	mux.HandleFunc("POST /api/v1/tasks/{id}/remove", s.handleRemove)
 	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", s.handleLogs)
-	want := []byte("Bearer " + s.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set(api.APIVersionHeader, strconv.Itoa(api.ShimAPIVersion))
-		if subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), want) != 1 {
-			s.log.Warn("shim_request_unauthorized", "method", req.Method, "path", req.URL.Path, "remote_addr", req.RemoteAddr)
-			writeJSON(w, http.StatusUnauthorized, api.Error{Message: "missing or wrong shim token"})
-			return
-		}
-		mux.ServeHTTP(w, req)
-	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	return agenthttp.Gate{Token: s.cfg.Token, APIVersion: api.ShimAPIVersion, Logger: s.log,
+		Refused: "shim_request_unauthorized", Message: "missing or wrong shim token"}.Wrap(mux)
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -57,19 +39,19 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, errInvalid):
 		status = http.StatusBadRequest
 	}
-	writeJSON(w, status, api.Error{Message: err.Error()})
+	agenthttp.WriteJSON(w, status, api.Error{Message: err.Error()})
 }
 
 func (s *Shim) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, api.Health{Service: api.ShimService, Version: s.cfg.Version, APIVersion: api.ShimAPIVersion})
+	agenthttp.WriteJSON(w, http.StatusOK, api.Health{Service: api.ShimService, Version: s.cfg.Version, APIVersion: api.ShimAPIVersion})
 }
 
 func (s *Shim) handleHost(w http.ResponseWriter, req *http.Request) {
-	writeJSON(w, http.StatusOK, s.HostInfo(req.Context()))
+	agenthttp.WriteJSON(w, http.StatusOK, s.HostInfo(req.Context()))
 }
 
 func (s *Shim) handleList(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.ListTasks())
+	agenthttp.WriteJSON(w, http.StatusOK, s.ListTasks())
 }
 
 func (s *Shim) handleCreate(w http.ResponseWriter, req *http.Request) {
@@ -85,7 +67,7 @@ func (s *Shim) handleCreate(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	agenthttp.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Shim) handleGet(w http.ResponseWriter, req *http.Request) {
@@ -98,8 +80,7 @@ func (s *Shim) handleGet(w http.ResponseWriter, req *http.Request) {
 			writeError(w, fmt.Errorf("wait_for %q: %w", status, errInvalid))
 			return
 		}
-		ms, _ := strconv.ParseInt(q.Get("timeout_ms"), 10, 64)
-		info, err = s.WaitTask(req.Context(), id, status, min(time.Duration(ms)*time.Millisecond, maxLongPoll))
+		info, err = s.WaitTask(req.Context(), id, status, agenthttp.LongPoll(req, "timeout_ms"))
 		if errors.Is(err, context.Canceled) {
 			return
 		}
@@ -110,7 +91,7 @@ func (s *Shim) handleGet(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	agenthttp.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Shim) handleTerminate(w http.ResponseWriter, req *http.Request) {
@@ -124,7 +105,7 @@ func (s *Shim) handleTerminate(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	agenthttp.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Shim) handleRemove(w http.ResponseWriter, req *http.Request) {
@@ -132,5 +113,5 @@ func (s *Shim) handleRemove(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
 }

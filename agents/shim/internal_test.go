@@ -3,8 +3,6 @@ package shim
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"hoist/agents/api"
 )
 
@@ -90,30 +88,6 @@ func TestPullTracker_foldsLayerProgress(t *testing.T) {
 	}{"unauthorized: authentication required"}})
 	if err == nil || err.Error() != "unauthorized: authentication required" {
 		t.Errorf("error message: err = %v", err)
-	}
-}
-
-func TestParseNvidiaSMI(t *testing.T) {
-	out := "0, NVIDIA H100 80GB HBM3, 81559, GPU-5f3a, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, GPU-77b1, 550.54.15\n"
-	gpus, driver := parseNvidiaSMI([]byte(out))
-	want := []api.GPU{
-		{Vendor: "nvidia", Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 81559 << 20, ID: "GPU-5f3a"},
-		{Vendor: "nvidia", Index: 1, Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 81559 << 20, ID: "GPU-77b1"},
-	}
-	if diff := cmp.Diff(want, gpus); diff != "" || driver != "550.54.15" {
-		t.Errorf("parseNvidiaSMI (-want +got):\n%s driver %q", diff, driver)
-	}
-}
-
-func TestParseAMDSMI(t *testing.T) {
-	out := `[{"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X", "asic_serial": "0x1234"}, "vram": {"size": {"value": 196592, "unit": "MB"}}, "driver": {"version": "6.7.0"}}]`
-	gpus, driver := parseAMDSMI([]byte(out))
-	want := []api.GPU{{Vendor: "amd", Index: 0, Name: "AMD Instinct MI300X", MemoryBytes: 196592 << 20, ID: "0x1234"}}
-	if diff := cmp.Diff(want, gpus); diff != "" || driver != "6.7.0" {
-		t.Errorf("parseAMDSMI (-want +got):\n%s driver %q", diff, driver)
-	}
-	if gpus, _ := parseAMDSMI([]byte("not json")); gpus != nil {
-		t.Errorf("parseAMDSMI(garbage) = %+v, want none", gpus)
 	}
 }
 

@@ -23,9 +23,11 @@ import (
 	"github.com/docker/docker/client"
 
 	"hoist/agents/api"
+	"hoist/agents/hostinfo"
 	"hoist/agents/shim"
 	"hoist/backends"
 	"hoist/backends/internal/agentauth"
+	"hoist/backends/internal/hostoffer"
 	"hoist/backends/offers"
 )
 
@@ -60,9 +62,6 @@ type Config struct {
 	Records backends.Records
 	// Labels are added to every container the shims create.
 	Labels map[string]string
-	// Hosts, when set, is fed this host's offer (idle without instances,
-	// busy with) whenever instances come and go, for offers.Market.
-	Hosts *offers.HostPool
 	// Logger receives the backend's and the shims' events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -100,7 +99,7 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 type Backend struct {
 	cfg  Config
 	log  *slog.Logger
-	host offers.Offer // the whole host, from offers.LocalHost
+	host offers.Offer // the whole host, from ThisHost
 
 	docker *client.Client // shared by every instance's shim
 
@@ -185,12 +184,8 @@ func New(cfg Config) (*Backend, error) {
 	b.server = hostname + ":" + abs
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if b.host, err = offers.LocalHost(ctx, cfg.StateDir); err != nil {
+	if b.host, err = ThisHost(ctx, cfg.Name, cfg.StateDir); err != nil {
 		b.log.Warn("host_probe_incomplete", "error", err)
-	}
-	b.host.Backend = cfg.Name
-	if b.host.Instance == "" {
-		b.host.Instance = "localhost"
 	}
 	if err := b.migrateFiles(ctx, dir); err != nil {
 		b.Close()
@@ -212,21 +207,20 @@ func New(cfg Config) (*Backend, error) {
 		}
 		b.insts[r.ID] = in
 	}
-	b.feedLocked()
 	return b, nil
 }
 
-// feedLocked reports the host to cfg.Hosts; b.mu is held (or b not shared).
-func (b *Backend) feedLocked() {
-	if b.cfg.Hosts == nil {
-		return
+// ThisHost describes this machine as a whole-host offer of the local
+// backend named name (agents/hostinfo's probe), its disk the file system
+// holding dir ("/" when empty). The error reports a GPU tool that failed;
+// the offer is usable without those GPUs.
+func ThisHost(ctx context.Context, name, dir string) (offers.Offer, error) {
+	h, err := hostinfo.Probe(ctx, dir)
+	o := hostoffer.Offer(h, name, Region)
+	if o.Instance == "" {
+		o.Instance = "localhost"
 	}
-	o := b.host
-	o.Availability = offers.AvailabilityIdle
-	if len(b.insts) > 0 {
-		o.Availability = offers.AvailabilityBusy
-	}
-	b.cfg.Hosts.Set(b.cfg.Name, []offers.Offer{o})
+	return o, err
 }
 
 func goarch() string { return runtime.GOARCH }
@@ -433,7 +427,6 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		return backends.Instance{}, err
 	}
 	b.insts[spec.ID] = in
-	b.feedLocked()
 	b.log.Info("instance_created", "instance", spec.ID, "cpus", o.CPUs, "memory_gb", o.MemoryGB)
 	return b.toInstance(in), nil
 }
@@ -537,7 +530,6 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	}
 	in.stop()
 	delete(b.insts, id)
-	b.feedLocked()
 	if err := b.deleteRecord(ctx, id); err != nil {
 		return fmt.Errorf("local backend: terminate %s: %w", id, err)
 	}

@@ -80,23 +80,22 @@ func TestConformance(t *testing.T) {
 
 func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
 	_, runner := agentbin.Build(t, runtime.GOARCH)
-	pool := offers.NewHostPool("hosts")
 	dir := t.TempDir()
-	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: dir, Records: recordsFor(t, dir), Hosts: pool})
+	b, err := local.New(local.Config{RunnerBinary: runner, StateDir: dir, Records: recordsFor(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	ctx := t.Context()
 	availability := func() string {
-		hs, _ := pool.Offers(ctx, offers.Query{})
+		hs, _ := b.Offers(ctx, offers.Query{})
 		if len(hs) != 1 {
-			t.Fatalf("host pool holds %d offers, want this host", len(hs))
+			t.Fatalf("Offers(zero) holds %d offers, want this host", len(hs))
 		}
 		return hs[0].Availability
 	}
-	if got := availability(); got != offers.AvailabilityIdle {
-		t.Errorf("host pool: %s before any instance, want idle", got)
+	if got := availability(); got != offers.AvailabilityAvailable {
+		t.Errorf("this host: %s before any instance, want available", got)
 	}
 	whole, err := b.Offers(ctx, offers.Query{})
 	if err != nil || len(whole) != 1 {
@@ -122,7 +121,7 @@ func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
 	}
 	defer b.Terminate(context.Background(), "whole")
 	if got := availability(); got != offers.AvailabilityBusy {
-		t.Errorf("host pool: %s with an instance, want busy", got)
+		t.Errorf("this host: %s with an instance, want busy", got)
 	}
 	_, err = b.Create(ctx, backends.InstanceSpec{ID: "extra", Offer: small[0]})
 	if !errors.Is(err, backends.ErrNoCapacity) || backends.KindOf(err) != backends.KindTransient {

@@ -16,7 +16,7 @@
 // Open builds a daemon's Market from its flags (--catalog-dir,
 // --catalog-url) and keeps remote catalogs refreshed in the background.
 //
-// GPU names are normalized through a knowledge table (LookupGPU); offers
+// GPU names are normalized through a knowledge table (NormalizeGPUName); offers
 // with GPUs the table does not know are kept and reported (UnknownGPUs).
 //
 // The sub-package query maps dstack's resources grammar (parsed by schema)

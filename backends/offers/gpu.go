@@ -154,16 +154,6 @@ var gpuByKey = func() map[string]*GPUInfo {
 	return m
 }()
 
-// LookupGPU returns the knowledge-table entry for a GPU name, compared
-// case-insensitively after normalization.
-func LookupGPU(name string) (GPUInfo, bool) {
-	n, _, ok := NormalizeGPUName(name)
-	if !ok {
-		return GPUInfo{}, false
-	}
-	return *gpuByKey[strings.ToUpper(n)], true
-}
-
 var (
 	// memSuffix matches a memory size inside a GPU name: "-80GB", " 80 GB", "_48G".
 	memSuffix = regexp.MustCompile(`(?i)[-_ ]?(\d+(?:\.\d+)?)\s*G(?:B|IB)?(?:[-_ ]|$)`)

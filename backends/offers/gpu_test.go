@@ -1,6 +1,9 @@
 package offers
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNormalizeGPUName(t *testing.T) {
 	tests := []struct {
@@ -79,14 +82,24 @@ func TestNormalizeOffer(t *testing.T) {
 	}
 }
 
-func TestLookupGPU_computeCapability(t *testing.T) {
+// lookupGPU returns the knowledge-table entry for a GPU name, compared
+// case-insensitively after normalization.
+func lookupGPU(name string) (GPUInfo, bool) {
+	n, _, ok := NormalizeGPUName(name)
+	if !ok {
+		return GPUInfo{}, false
+	}
+	return *gpuByKey[strings.ToUpper(n)], true
+}
+
+func TestGPUTable_computeCapability(t *testing.T) {
 	for name, want := range map[string]float64{"A100": 8.0, "rtx4090": 8.9, "H100 NVL": 9.0, "B200": 10.0, "RTX5090": 12.0} {
-		info, ok := LookupGPU(name)
+		info, ok := lookupGPU(name)
 		if !ok || info.ComputeCapability != want {
-			t.Errorf("LookupGPU(%q) = %+v, %v; want compute capability %v", name, info, ok, want)
+			t.Errorf("lookupGPU(%q) = %+v, %v; want compute capability %v", name, info, ok, want)
 		}
 	}
-	if _, ok := LookupGPU("MI300X"); !ok {
+	if _, ok := lookupGPU("MI300X"); !ok {
 		t.Error("MI300X unknown")
 	}
 }

@@ -32,7 +32,7 @@ type MarketConfig struct {
 	Catalog *Catalog
 	// Online are providers queried live, each behind Timeout and CacheTTL.
 	Online []Provider
-	// Hosts are sources of already-managed hosts (HostPool, LocalHost):
+	// Hosts are sources of already-managed hosts (hoist serve's store):
 	// queried on every call with Timeout, never cached.
 	Hosts []Provider
 	// Timeout bounds each provider call; default DefaultProviderTimeout.

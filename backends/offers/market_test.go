@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,8 +88,7 @@ func TestMarket_Query_mergesSourcesAndIsolatesFailures(t *testing.T) {
 	}}
 	broken := &scripted{name: "flaky", err: errors.New("api down")}
 	slow := &scripted{name: "slow", block: true}
-	pool := NewHostPool("hosts")
-	pool.Set("ssh", []Offer{{Instance: "gpu-box-1", Region: "fleet-a", CPUs: 32, MemoryGB: 256, GPUCount: 2, GPUName: "A6000", GPUMemoryGB: 48}})
+	pool := &scripted{name: "hosts", offers: []Offer{{Backend: "ssh", Instance: "gpu-box-1", Region: "fleet-a", CPUs: 32, MemoryGB: 256, GPUCount: 2, GPUName: "A6000", GPUMemoryGB: 48, Availability: AvailabilityIdle}}}
 	m := NewMarket(MarketConfig{
 		Catalog: smallCatalog(t), Online: []Provider{live, broken, slow}, Hosts: []Provider{pool},
 		Timeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Now: clk.Now,
@@ -182,47 +180,6 @@ type panicky struct{}
 func (panicky) Name() string { return "panicky" }
 func (panicky) Offers(context.Context, Query) ([]Offer, error) {
 	panic("boom")
-}
-
-func TestHostPool_SetReplacesPerBackend(t *testing.T) {
-	p := NewHostPool("hosts")
-	p.Set("ssh", []Offer{{Instance: "a"}, {Instance: "b", Availability: AvailabilityBusy}})
-	p.Set("local", []Offer{{Instance: "me"}})
-	p.Set("ssh", []Offer{{Instance: "c"}})
-	got, _ := p.Offers(t.Context(), Query{})
-	var ids []string
-	for _, o := range got {
-		ids = append(ids, o.Backend+"/"+o.Instance+"/"+o.Availability)
-	}
-	if len(ids) != 2 || !strings.Contains(strings.Join(ids, " "), "ssh/c/idle") || !strings.Contains(strings.Join(ids, " "), "local/me/idle") {
-		t.Errorf("pool = %v", ids)
-	}
-	p.Set("ssh", nil)
-	if got, _ := p.Offers(t.Context(), Query{}); len(got) != 1 {
-		t.Errorf("after clearing ssh: %d hosts", len(got))
-	}
-}
-
-func TestLocalHost_describesThisMachine(t *testing.T) {
-	o, err := LocalHost(t.Context(), os.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Backend != "local" || o.CPUs <= 0 || o.MemoryGB <= 0 || o.DiskGB <= 0 || o.Price != 0 || o.Availability != AvailabilityIdle {
-		t.Errorf("LocalHost = %+v", o)
-	}
-}
-
-func TestParseNvidiaSMI(t *testing.T) {
-	name, mem, n := parseNvidiaSMI([]byte("NVIDIA A100-SXM4-80GB, 81920\nNVIDIA A100-SXM4-80GB, 81920\n"))
-	if name != "NVIDIA A100-SXM4-80GB" || mem != 80 || n != 2 {
-		t.Errorf("parseNvidiaSMI = %q %v %d", name, mem, n)
-	}
-	o := Offer{GPUCount: n, GPUName: name, GPUMemoryGB: mem}
-	NormalizeOffer(&o)
-	if o.GPUName != "A100" || o.GPUMemoryGB != 80 {
-		t.Errorf("normalized local GPU = %+v", o)
-	}
 }
 
 func TestMarket_Query_keepsAndReportsUnknownGPUs(t *testing.T) {

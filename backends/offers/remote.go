@@ -112,17 +112,6 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 // provider downloaded so far.
 func (r *Remote) Catalog() *Catalog { return r.current.Load() }
 
-// Versions returns the version of each provider downloaded so far.
-func (r *Remote) Versions() map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]string, len(r.loaded))
-	for p, t := range r.loaded {
-		out[p] = t.Version
-	}
-	return out
-}
-
 // Refresh checks every provider's version and downloads the changed ones,
 // up to 8 at a time. It returns the errors of the providers that failed
 // (joined), having kept their previous copies; the catalog is rebuilt when

@@ -155,7 +155,7 @@ func TestRemote_refreshVersionBumpAndFailures(t *testing.T) {
 	if got := prices(c, "aws"); len(got) != 1 || got[0] != 1.006 {
 		t.Errorf("aws prices after failed refresh = %v, want the last good [1.006]", got)
 	}
-	if v := r.Versions(); v["lambdalabs"] != "20261122-2" || v["aws"] != "20261121-1" {
+	if v := versions(r); v["lambdalabs"] != "20261122-2" || v["aws"] != "20261121-1" {
 		t.Errorf("Versions = %v", v)
 	}
 	if c.SnapshotDate() != "2026-11-21" {
@@ -272,4 +272,15 @@ func TestRemote_stalledServerTimesOut(t *testing.T) {
 	if err := r.Refresh(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Refresh = %v, want a deadline error", err)
 	}
+}
+
+// versions returns the version of each provider r downloaded so far.
+func versions(r *Remote) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]string, len(r.loaded))
+	for p, t := range r.loaded {
+		out[p] = t.Version
+	}
+	return out
 }

@@ -9,46 +9,33 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"hoist/backends"
-	"hoist/backends/offers"
 )
 
-// probeScript prints key=value facts about a host and the agents already in
-// dir, a shell expression for the instance directory (it may use $HOME); it
-// needs only a POSIX shell and coreutils.
+// probeScript prints key=value facts about a host that decide whether and
+// which agents can run there, and the agents already in dir, a shell
+// expression for the instance directory (it may use $HOME); it needs only a
+// POSIX shell and coreutils. The host's resources are not among them: the
+// shim, once running, describes its host (agents/hostinfo).
 func probeScript(dir string) string {
 	return `D=` + dir + `
 echo "os=$(uname -s)"
 echo "arch=$(uname -m)"
 echo "home=$HOME"
 echo "dir=$D"
-echo "hostname=$(hostname 2>/dev/null || cat /etc/hostname)"
-echo "cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
-echo "mem_kb=$(awk '/^MemTotal:/{print $2}' /proc/meminfo 2>/dev/null)"
-echo "disk_kb=$(df -Pk "$HOME" 2>/dev/null | awk 'NR==2{print $2}')"
 echo "tar=$(command -v tar)"
 for f in hoist-runner hoist-shim; do echo "sum:$f=$(sha256sum "$D/bin/$f" 2>/dev/null | cut -d' ' -f1)"; done
 if v=$(docker version --format '{{.Server.Version}}' 2>&1); then echo "docker=$v"; else echo "docker_error=$(echo "$v" | tr '\n' ' ')"; fi
-if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'; fi
 `
 }
 
 // hostFacts is what probeScript found.
 type hostFacts struct {
-	OS, Arch, Home, Dir, Hostname, Docker, DockerError, Tar string
-	CPUs                                                    int
-	MemKB, DiskKB                                           int64
-	GPUs                                                    []gpuFact
+	OS, Arch, Home, Dir, Docker, DockerError, Tar string
 	// Sums are the SHA-256 of the agents already in Dir/bin, by name.
 	Sums map[string]string
-}
-
-type gpuFact struct {
-	Name  string
-	MemMB int64
 }
 
 func parseFacts(out []byte) hostFacts {
@@ -71,14 +58,6 @@ func parseFacts(out []byte) hostFacts {
 			f.Dir = v
 		case "tar":
 			f.Tar = v
-		case "hostname":
-			f.Hostname = v
-		case "cpus":
-			f.CPUs, _ = strconv.Atoi(v)
-		case "mem_kb":
-			f.MemKB, _ = strconv.ParseInt(v, 10, 64)
-		case "disk_kb":
-			f.DiskKB, _ = strconv.ParseInt(v, 10, 64)
 		case "docker":
 			f.Docker = v
 		case "docker_error":
@@ -87,10 +66,6 @@ func parseFacts(out []byte) hostFacts {
 			if v != "" {
 				f.Sums[strings.TrimPrefix(k, "sum:")] = v
 			}
-		case "gpu":
-			name, mem, _ := strings.Cut(v, ",")
-			mb, _ := strconv.ParseInt(strings.TrimSpace(mem), 10, 64)
-			f.GPUs = append(f.GPUs, gpuFact{Name: strings.TrimSpace(name), MemMB: mb})
 		}
 	}
 	return f
@@ -123,34 +98,6 @@ func (f hostFacts) check() error {
 		return backends.Stalled(fmt.Errorf("%w: tar not found", backends.ErrUnsupportedHost))
 	}
 	return nil
-}
-
-// offer describes the host as an offer of backend name.
-func (f hostFacts) offer(name string) offers.Offer {
-	o := offers.Offer{
-		Backend:      name,
-		Instance:     f.Hostname,
-		Region:       Region,
-		CPUs:         f.CPUs,
-		MemoryGB:     float64(f.MemKB) / (1 << 20),
-		DiskGB:       float64(f.DiskKB) / (1 << 20),
-		Availability: offers.AvailabilityIdle,
-		CPUArch:      offers.ArchX86,
-	}
-	if goArch(f.Arch) == "arm64" {
-		o.CPUArch = offers.ArchARM
-	}
-	if len(f.GPUs) > 0 {
-		gname, mem, _ := offers.NormalizeGPUName(f.GPUs[0].Name)
-		if gname == "" {
-			gname = f.GPUs[0].Name
-		}
-		if mem == 0 {
-			mem = float64(f.GPUs[0].MemMB) / 1024
-		}
-		o.GPUVendor, o.GPUName, o.GPUCount, o.GPUMemoryGB = offers.VendorNVIDIA, gname, len(f.GPUs), mem
-	}
-	return o
 }
 
 // supervisorScript keeps the shim running in dir and survives the SSH

@@ -22,6 +22,7 @@ import (
 	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/internal/agentauth"
+	"hoist/backends/internal/hostoffer"
 	"hoist/backends/offers"
 	"hoist/backends/tunnel"
 )
@@ -67,9 +68,6 @@ type Config struct {
 	// KnownHosts is known_hosts content pinning hosts, added to what each
 	// host's spec gives.
 	KnownHosts string
-	// Hosts, when set, is fed the offers of the fleet's hosts whenever
-	// hosts come and go, for offers.Market.
-	Hosts *offers.HostPool
 	// Logger receives the backend's events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -192,7 +190,6 @@ func New(cfg Config) (*Backend, error) {
 		cfg: cfg, log: cfg.Logger.With("backend", cfg.Name), store: st,
 		records: recs, clients: map[string]*tunnel.Client{}, shims: map[string]string{}, locks: map[string]*sync.Mutex{}, dials: map[string]*sync.Mutex{}, sums: map[string]string{},
 	}
-	b.feedLocked()
 	return b, nil
 }
 
@@ -264,7 +261,6 @@ func (b *Backend) refresh(ctx context.Context) {
 		return
 	}
 	b.records = recs
-	b.feedLocked()
 }
 
 func (b *Backend) save(r *record) error {
@@ -274,17 +270,8 @@ func (b *Backend) save(r *record) error {
 	c := *r
 	b.mu.Lock()
 	b.records[r.ID] = &c
-	b.feedLocked()
 	b.mu.Unlock()
 	return nil
-}
-
-// feedLocked reports the hosts to cfg.Hosts; b.mu is held.
-func (b *Backend) feedLocked() {
-	if b.cfg.Hosts == nil {
-		return
-	}
-	b.cfg.Hosts.Set(b.cfg.Name, b.offersLocked())
 }
 
 func (b *Backend) offersLocked() []offers.Offer {
@@ -386,12 +373,11 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		return b.instance(r), err
 	}
 	r.Arch = goArch(facts.Arch)
-	r.Offer = facts.offer(b.cfg.Name)
 	r.Dir = facts.Dir
 	if err := b.save(r); err != nil {
 		return b.instance(r), err
 	}
-	log.Info("host_checked", "arch", r.Arch, "cpus", facts.CPUs, "docker", facts.Docker, "dir", r.Dir, "elapsed", time.Since(began))
+	log.Info("host_checked", "arch", r.Arch, "docker", facts.Docker, "dir", r.Dir, "elapsed", time.Since(began))
 
 	if err := b.deploy(ctx, c, r, facts.Sums); err != nil {
 		b.note(r, err)
@@ -399,12 +385,17 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 	}
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
 	defer cancel()
-	if err := b.waitShim(wctx, c, r); err != nil {
+	err = b.waitShim(wctx, c, r)
+	if err == nil {
+		err = b.describeHost(wctx, c, r)
+	}
+	if err != nil {
 		r.Message = fmt.Sprintf("shim not answering yet: %v", err)
 		_ = b.save(r)
 		log.Warn("shim_not_ready", "error", err)
 		return b.instance(r), nil
 	}
+	log.Info("host_described", "cpus", r.Offer.CPUs, "memory_gb", r.Offer.MemoryGB, "gpus", r.Offer.GPUCount)
 	r.Status, r.Message = backends.StatusRunning, ""
 	if err := b.save(r); err != nil {
 		return b.instance(r), err
@@ -619,6 +610,23 @@ func (b *Backend) health(ctx context.Context, c *tunnel.Client, r *record) error
 	}
 }
 
+// describeHost sets r's offer from what the instance's shim says of its
+// host (GET /api/v1/host, agents/hostinfo's probe run on the host).
+func (b *Backend) describeHost(ctx context.Context, c *tunnel.Client, r *record) error {
+	u, err := b.shimURL(ctx, c, r)
+	if err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := api.NewShimClient(u, c.HTTPClient()).WithToken(r.ShimToken).HostInfo(hctx)
+	if err != nil {
+		return fmt.Errorf("describe host: %w", err)
+	}
+	r.Offer = hostoffer.Offer(h, b.cfg.Name, Region)
+	return nil
+}
+
 func (b *Backend) waitShim(ctx context.Context, c *tunnel.Client, r *record) error {
 	delay := 20 * time.Millisecond
 	for {
@@ -805,6 +813,14 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 			r.Status = backends.StatusProvisioning
 		}
 		r.Message = fmt.Sprintf("shim not answering: %v", err)
+	} else if r.Offer.CPUs == 0 {
+		// The shim answered after Create gave up waiting: the host's
+		// resources are still to be learnt.
+		if err := b.describeHost(ctx, c, r); err != nil {
+			r.Message = fmt.Sprintf("shim not answering: %v", err)
+		} else {
+			r.Status, r.Message = backends.StatusRunning, ""
+		}
 	} else {
 		r.Status, r.Message = backends.StatusRunning, ""
 	}
@@ -975,7 +991,6 @@ cd / && rm -rf %s`, tunnel.Quote(r.Dir), leftovers(r), tunnel.Quote(r.Dir))
 	}
 	delete(b.shims, id)
 	delete(b.records, id)
-	b.feedLocked()
 	b.mu.Unlock()
 	if err := b.store.remove(id); err != nil {
 		return err

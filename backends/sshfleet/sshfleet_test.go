@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"hoist/backends"
 	"hoist/backends/conformance"
 	"hoist/backends/internal/agentbin"
+	"hoist/backends/offers"
 	"hoist/backends/sshfleet"
 	"hoist/backends/tunnel"
 	"hoist/e2e/testenv"
@@ -178,6 +180,13 @@ func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
 		}
 		insts = append(insts, inst)
 		t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+	}
+	// Each host's offer is what its shim says of it (agents/hostinfo).
+	if o := insts[0].Offer; o.Backend != f.b.Name() || o.CPUs != runtime.NumCPU() || o.MemoryGB <= 0 || o.DiskGB <= 0 {
+		t.Errorf("host 0's offer = %+v, want this machine's CPUs, memory and disk", o)
+	}
+	if all, err := f.b.Offers(ctx, offers.Query{}); err != nil || len(all) != 2 {
+		t.Errorf("Offers = %d offers, %v; want one per host", len(all), err)
 	}
 	if _, err := f.b.Create(ctx, f.spec(1, "host-0")); !backends.IsStalled(err) {
 		t.Errorf("Create of host-0 on the other host = %v; want stalled (an instance keeps its host)", err)

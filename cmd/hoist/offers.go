@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
 )
@@ -28,7 +30,7 @@ func newOffersCmd() *cobra.Command {
 		groupBy    string
 		output     string
 		exportDir  string
-		local      bool
+		thisHost   bool
 		onDemand   bool
 		spotAuto   bool
 	)
@@ -75,14 +77,12 @@ func newOffersCmd() *cobra.Command {
 			}
 			var hosts []offers.Provider
 			total := cat.Count(q)
-			if local {
-				o, err := offers.LocalHost(cmd.Context(), "")
+			if thisHost {
+				o, err := local.ThisHost(cmd.Context(), "local", "")
 				if err != nil {
 					return fmt.Errorf("describe this host: %w", err)
 				}
-				pool := offers.NewHostPool("local")
-				pool.Set("local", []offers.Offer{o})
-				hosts = append(hosts, pool)
+				hosts = append(hosts, staticOffers{o})
 				all := q
 				all.Limit = 0
 				total += len(offers.Filter([]offers.Offer{o}, all))
@@ -134,9 +134,21 @@ func newOffersCmd() *cobra.Command {
 	fl.StringVar(&catalogURL, "catalog-url", "", "gpuhunt catalog layout to download first (e.g. "+offers.DefaultRemoteURL+")")
 	fl.StringVar(&groupBy, "group-by", "", "aggregate by gpu, backend and/or region (comma-separated)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
-	fl.BoolVar(&local, "local", false, "include this machine as a local-backend offer")
+	fl.BoolVar(&thisHost, "local", false, "include this machine as a local-backend offer")
 	fl.StringVar(&exportDir, "export-dir", "", "write the matching offers as gpuhunt BACKEND.csv files (usable as --catalog-dir) instead of listing them")
 	return cmd
+}
+
+// staticOffers is a Provider of fixed offers (this host, for --local).
+type staticOffers []offers.Offer
+
+// Name implements offers.Provider.
+func (staticOffers) Name() string { return "local" }
+
+// Offers implements offers.Provider: every offer, unfiltered (the Market
+// filters).
+func (s staticOffers) Offers(context.Context, offers.Query) ([]offers.Offer, error) {
+	return s, nil
 }
 
 // loadOfferCatalog returns the catalog to query and a word on where it came from.

@@ -386,7 +386,7 @@ func PlanView(rev string, p plan.Plan) web.Plan {
 	return out
 }
 
-// SyncStatus reads the sync state row and the source for the overview; it
+// SyncStatus reads the sync state row for the overview; it
 // is the read half of web.Syncer.
 func (v *View) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	st, err := v.st.GetSyncState(ctx)
@@ -397,14 +397,6 @@ func (v *View) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 		Errors: st.Errors, AutoSync: !st.Suspended, LastSyncAt: timePtr(st.LastSyncedAt)}
 	if out.Errors == nil {
 		out.Errors = []string{}
-	}
-	if srcs, err := v.st.ListSources(ctx); err == nil {
-		for _, s := range srcs {
-			if s.Project == v.project {
-				out.Repo, out.Branch, out.Path = s.URL, s.Ref, s.Path
-				break
-			}
-		}
 	}
 	return out, nil
 }
@@ -488,7 +480,7 @@ func (v *View) ListInstances(ctx context.Context, fleet string) ([]web.Instance,
 		}
 		wi := web.Instance{Name: i.Name, Fleet: fleetNames[i.FleetID], Backend: i.Backend, Region: i.Region,
 			Price: i.Price, Status: i.Status, StatusMessage: i.StatusMessage, Reachable: !i.Unreachable,
-			Health: i.Health, LastSeenAt: timePtr(i.LastSeenAt), CreatedAt: i.CreatedAt}
+			LastSeenAt: timePtr(i.LastSeenAt), CreatedAt: i.CreatedAt}
 		var o struct {
 			Instance    string  `json:"instance"`
 			Spot        bool    `json:"spot"`
