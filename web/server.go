@@ -297,40 +297,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-func (s *Server) routes() *echo.Echo {
-	e := echo.NewWithConfig(echo.Config{
-		Logger:           s.log,
-		HTTPErrorHandler: s.handleError,
-		// The peer address, not X-Forwarded-For, which clients can forge
-		// (login limits and logs rely on it).
-		IPExtractor: echo.ExtractIPDirect(),
-	})
-	e.Use(s.logRequests, s.recoverPanics, s.rejectBadBytes)
-	cop := http.NewCrossOriginProtection()
-
-	e.GET("/metrics", s.metricsHandler())
-	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/static/*", s.static)
-
-	// Webhooks authenticate by signature, not by session or token.
-	e.POST("/hooks/github", s.hookGitHub)
-	e.POST("/hooks/gitlab", s.hookGitLab)
-	e.POST("/hooks/generic", s.hookGeneric)
-
-	// Login is open but cross-origin protected.
-	open := e.Group("", echo.WrapMiddleware(cop.Handler))
-	open.GET("/login", s.loginPage)
-	open.POST("/login", s.login)
-	open.POST("/logout", s.logout)
-
-	api := e.Group("/api/v1", s.authenticate(false), echo.WrapMiddleware(cop.Handler), s.csrf)
-	s.apiRoutes(api)
-
-	pages := e.Group("", s.authenticate(true), echo.WrapMiddleware(cop.Handler), s.csrf)
-	s.pageRoutes(pages)
-	return e
-}
-
 // handleError turns handler errors into JSON for API and hook callers and a
 // small HTML page for browsers.
 func (s *Server) handleError(c *echo.Context, err error) {
@@ -383,4 +349,19 @@ func wantsHTML(r *http.Request) bool {
 		return false
 	}
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+var errUnavailable = echo.NewHTTPError(http.StatusNotImplemented, "not available in this hoist")
+
+// actionDone is the answer to an action.
+type actionDone struct {
+	Message string `json:"message"`
+}
+
+// actionError maps a controller refusal to 409 and keeps ErrNotFound 404.
+func actionError(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return &echo.HTTPError{Code: http.StatusConflict, Message: err.Error()}
 }

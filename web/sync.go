@@ -1,0 +1,113 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+)
+
+func (s *Server) apiSyncStatus(c *echo.Context) error {
+	st, err := s.deps.Syncer.SyncStatus(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if st.Errors == nil {
+		st.Errors = []string{}
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+// syncAccepted is the answer to POST /api/v1/sync.
+type syncAccepted struct {
+	Requested uint64 `json:"requested"`
+	Message   string `json:"message"`
+}
+
+func (s *Server) apiSync(c *echo.Context) error {
+	n := s.trig.request()
+	if c.QueryParam("wait") == "true" {
+		if err := s.trig.waitHandled(c.Request().Context(), n); err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, syncAccepted{Requested: n, Message: "sync done"})
+	}
+	return c.JSON(http.StatusAccepted, syncAccepted{Requested: n, Message: "sync requested"})
+}
+
+func (s *Server) apiAutoSync(enabled bool) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if s.deps.Controller == nil {
+			return errUnavailable
+		}
+		if err := s.deps.Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
+			return actionError(err)
+		}
+		s.log.Info("auto_sync_set", "enabled", enabled, "by", principal(c).Name)
+		return c.JSON(http.StatusOK, actionDone{Message: "auto-sync " + map[bool]string{true: "resumed", false: "suspended"}[enabled]})
+	}
+}
+
+// confirmRequest is the body of POST /api/v1/sync/confirm.
+type confirmRequest struct {
+	Revision string `json:"revision"`
+}
+
+func (s *Server) apiConfirm(c *echo.Context) error {
+	var req confirmRequest
+	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10)).Decode(&req); err != nil || req.Revision == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, `body must be {"revision": "<sha>"}`)
+	}
+	if err := s.confirm(c, req.Revision); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, actionDone{Message: "held changes confirmed"})
+}
+
+// confirm lifts the holds of revision sha's plan.
+func (s *Server) confirm(c *echo.Context, sha string) error {
+	cf, ok := s.deps.Controller.(Confirmer)
+	if !ok {
+		// 404, not 501: the route is as absent as the capability.
+		return echo.NewHTTPError(http.StatusNotFound, "confirming held plans is not available in this hoist")
+	}
+	if err := cf.ConfirmRevision(c.Request().Context(), sha); err != nil {
+		return actionError(err)
+	}
+	s.log.Info("revision_confirmed", "sha", sha, "by", principal(c).Name)
+	return nil
+}
+
+// held reports whether sync errors say the plan waits for confirmation.
+func held(errs []string) bool {
+	return len(errs) > 0 && strings.HasPrefix(errs[0], HeldPrefix)
+}
+
+func (s *Server) formAutoSync(enabled bool) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if s.deps.Controller == nil {
+			return errUnavailable
+		}
+		if err := s.deps.Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
+			return actionError(err)
+		}
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+}
+
+func (s *Server) formSync(c *echo.Context) error {
+	s.trig.request()
+	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+func (s *Server) formConfirm(c *echo.Context) error {
+	sha := c.FormValue("revision")
+	if sha == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "revision is required")
+	}
+	if err := s.confirm(c, sha); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/")
+}
