@@ -31,71 +31,26 @@ const (
 // HeldPrefix starts the sync error that says a plan waits for confirmation.
 const HeldPrefix = "held: "
 
-// TriggerSync asks for a sync now (webhooks, "sync now"); it returns at once.
-func (c *Controller) TriggerSync() {
-	c.src.Trigger()
-	c.requestSync(true)
-}
+// RequestSync asks for a sync of the newest revision (webhooks, "sync
+// now"), re-planning it even if it was handled already, and returns the
+// request's number for WaitSynced; it never blocks. Requests coalesce: all
+// those made before a sync begins are handled by it, and those made while
+// it runs by exactly one more.
+func (c *Controller) RequestSync() uint64 { return c.reqs.request(true) }
 
-// SyncNow syncs and waits for the result.
-func (c *Controller) SyncNow(ctx context.Context) error {
-	done := make(chan error, 1)
-	select {
-	case c.sync <- syncRequest{force: true, done: done}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// WaitSynced blocks until request n (from RequestSync) was handled by a
+// sync that began after it, and returns that sync's error, or ctx's.
+func (c *Controller) WaitSynced(ctx context.Context, n uint64) error { return c.reqs.wait(ctx, n) }
 
-func (c *Controller) requestSync(force bool) {
-	select {
-	case c.sync <- syncRequest{force: force}:
-	default: // a sync is already pending; it will see the newest revision
-	}
-}
+func (c *Controller) requestSync(force bool) { c.reqs.request(force) }
 
-// syncLoop runs the revision pipeline whenever the source says something may
-// have changed or a sync is requested; requests that pile up during a sync
-// coalesce into one more sync of the newest revision.
+// syncLoop runs the revision pipeline at start, whenever the source says
+// something may have changed, and whenever a sync is requested.
 func (c *Controller) syncLoop(ctx context.Context) {
-	c.runSync(ctx, true, nil)
-	for {
-		var req syncRequest
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.src.Changes():
-		case req = <-c.sync:
-		}
-		waiters := []chan error{}
-		if req.done != nil {
-			waiters = append(waiters, req.done)
-		}
-		force := req.force
-	drain:
-		for {
-			select {
-			case r := <-c.sync:
-				force = force || r.force
-				if r.done != nil {
-					waiters = append(waiters, r.done)
-				}
-			case <-c.src.Changes():
-			default:
-				break drain
-			}
-		}
-		c.runSync(ctx, force, waiters)
-	}
+	c.reqs.run(ctx, c.src.Changes(), c.runSync)
 }
 
-func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan error) {
+func (c *Controller) runSync(ctx context.Context, force bool) error {
 	start := c.now()
 	result, err := c.syncOnce(ctx, force)
 	if err != nil {
@@ -105,9 +60,7 @@ func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan err
 		}
 	}
 	c.obs.Synced(result, c.now().Sub(start))
-	for _, w := range waiters {
-		w <- err
-	}
+	return err
 }
 
 // syncLockKey is the Postgres advisory lock that makes one server at a
@@ -261,7 +214,7 @@ func (c *Controller) Confirm(ctx context.Context, sha string) error {
 		return err
 	}
 	c.event(ctx, "revision", short(sha), sha, "confirmed", sha, "held changes confirmed")
-	return c.SyncNow(ctx)
+	return c.WaitSynced(ctx, c.RequestSync())
 }
 
 func (c *Controller) isConfirmed(ctx context.Context, sha string) bool {

@@ -134,7 +134,9 @@ type liveEnv struct {
 
 type noopSyncer struct{ *storeview.View }
 
-func (noopSyncer) Sync(context.Context) error { return nil }
+func (noopSyncer) RequestSync() uint64 { return 1 }
+
+func (noopSyncer) WaitSynced(context.Context, uint64) error { return nil }
 
 // specPlanner serves normalized specs of the fixture's two revisions.
 type specPlanner struct{ seeded fixture.Seeded }

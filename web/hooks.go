@@ -318,7 +318,7 @@ func (s *Server) hookGeneric(c *echo.Context) error {
 		s.metrics.observeWebhook("generic", "", "duplicate")
 		return c.JSON(http.StatusOK, hookAnswer{Message: "duplicate delivery ignored", Duplicate: true})
 	}
-	n := s.trig.request()
+	n := s.requestSync()
 	s.metrics.observeWebhook("generic", "", "sync_requested")
 	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})
 }
@@ -336,13 +336,13 @@ func (s *Server) trackedBranch(ctx context.Context) string {
 }
 
 // pushed requests a sync when ref is the tracked branch. The answer goes
-// out at once; the sync runs in the trigger's worker.
+// out at once; the reconciler syncs in its own time.
 func (s *Server) pushed(c *echo.Context, provider, ref, after string) error {
 	if b := s.trackedBranch(c.Request().Context()); b != "" && ref != "refs/heads/"+b {
 		s.metrics.observeWebhook(provider, "push", "other_branch")
 		return c.JSON(http.StatusOK, hookAnswer{Message: "push to " + ref + " ignored: tracking " + b})
 	}
-	n := s.trig.request()
+	n := s.requestSync()
 	s.log.Info("webhook_push", "provider", provider, "ref", ref, "after", after, "requested", n)
 	s.metrics.observeWebhook(provider, "push", "sync_requested")
 	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})

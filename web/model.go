@@ -368,10 +368,14 @@ type Syncer interface {
 	// SyncStatus reports the applied and latest revisions and any errors
 	// of a rejected revision.
 	SyncStatus(ctx context.Context) (SyncStatus, error)
-	// Sync resolves the newest revision of the source and reconciles it
-	// once, returning when done. The web never calls it concurrently with
-	// itself and coalesces bursts of requests into one call.
-	Sync(ctx context.Context) error
+	// RequestSync asks for a sync of the newest revision and returns the
+	// request's number; it never blocks. The Syncer coalesces requests:
+	// those made before a sync begins are handled by it, those made while
+	// it runs by exactly one more.
+	RequestSync() uint64
+	// WaitSynced blocks until request n was handled by a sync that began
+	// after it, and returns that sync's error, or ctx's.
+	WaitSynced(ctx context.Context, n uint64) error
 }
 
 // Tokens resolves API tokens. The admin token from Config is checked first

@@ -25,10 +25,20 @@ type syncAccepted struct {
 	Message   string `json:"message"`
 }
 
+// requestSync asks the Syncer for a sync, counts the request in
+// hoist_sync_requests_total and returns its number.
+func (s *Server) requestSync() uint64 {
+	s.metrics.syncRequests.Inc()
+	return s.deps.Syncer.RequestSync()
+}
+
 func (s *Server) apiSync(c *echo.Context) error {
-	n := s.trig.request()
+	n := s.requestSync()
 	if c.QueryParam("wait") == "true" {
-		if err := s.trig.waitHandled(c.Request().Context(), n); err != nil {
+		ctx := c.Request().Context()
+		// A failed sync is logged and counted by the reconciler; the
+		// answer says only that it ran.
+		if err := s.deps.Syncer.WaitSynced(ctx, n); err != nil && ctx.Err() != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, syncAccepted{Requested: n, Message: "sync done"})
@@ -97,7 +107,7 @@ func (s *Server) formAutoSync(enabled bool) echo.HandlerFunc {
 }
 
 func (s *Server) formSync(c *echo.Context) error {
-	s.trig.request()
+	s.requestSync()
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 

@@ -351,6 +351,7 @@ func (o *metricsObserver) LeakReaped(backend string) {
 func (o *metricsObserver) Synced(result string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveReconcile("revision", result, d)
+		o.m.ObserveSync(result)
 	}
 }
 
@@ -382,7 +383,9 @@ func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	return out, nil
 }
 
-func (s syncer) Sync(ctx context.Context) error { return s.c.SyncNow(ctx) }
+func (s syncer) RequestSync() uint64 { return s.c.RequestSync() }
+
+func (s syncer) WaitSynced(ctx context.Context, n uint64) error { return s.c.WaitSynced(ctx, n) }
 
 // planner is the reconciler as the web's Planner.
 type planner struct {
