@@ -28,9 +28,6 @@ const (
 	resultUnchanged = "unchanged"
 )
 
-// HeldPrefix starts the sync error that says a plan waits for confirmation.
-const HeldPrefix = "held: "
-
 // RequestSync asks for a sync of the newest revision (webhooks, "sync
 // now"), re-planning it even if it was handled already, and returns the
 // request's number for WaitSynced; it never blocks. Requests coalesce: all
@@ -152,10 +149,12 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 				fmt.Sprintf("revision rejected with %d errors; %s stays applied", len(errs), orNone(short(st.AppliedSHA))))
 		}
 		st.LatestSHA, st.Status, st.Errors = rev.ID, store.SyncInvalid, errs
+		st.Held, st.HeldReasons = false, nil
 		return resultInvalid, c.st.UpdateSyncState(ctx, &st)
 	}
 	if st.LatestSHA != rev.ID || st.Status != store.SyncSyncing {
 		st.LatestSHA, st.Status, st.Errors = rev.ID, store.SyncSyncing, nil
+		st.Held, st.HeldReasons = false, nil
 		if err := c.st.UpdateSyncState(ctx, &st); err != nil {
 			return "", err
 		}
@@ -168,10 +167,10 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	c.recordPlan(ctx, rev.ID, p)
 	if p.Held {
 		log.Info("plan held", "reason", p.HoldReason)
-		if len(st.Errors) == 0 {
+		if !st.Held {
 			c.event(ctx, "revision", short(rev.ID), rev.ID, "held", rev.ID, p.HoldReason)
 		}
-		st.Errors = []string{HeldPrefix + p.HoldReason}
+		st.Held, st.HeldReasons = true, []string{p.HoldReason}
 		return resultHeld, c.st.UpdateSyncState(ctx, &st)
 	}
 	if err := c.apply(ctx, rev, p); err != nil {
@@ -181,9 +180,10 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 		c.event(ctx, "revision", short(rev.ID), rev.ID, "applied", rev.ID, summarize(p))
 	}
 	st.AppliedSHA, st.Status, st.Errors, st.LastSyncedAt = rev.ID, store.SyncSynced, nil, c.now().UTC()
+	st.Held, st.HeldReasons = false, nil
 	for _, s := range p.Steps {
 		if s.Held {
-			st.Errors = append(st.Errors, fmt.Sprintf("%s%s %s: %s", HeldPrefix, s.Kind, s.Name, s.Reason))
+			st.Held, st.HeldReasons = true, append(st.HeldReasons, fmt.Sprintf("%s %s: %s", s.Kind, s.Name, s.Reason))
 		}
 	}
 	if err := c.st.UpdateSyncState(ctx, &st); err != nil {
@@ -478,9 +478,13 @@ type SyncStatus struct {
 	Revision string `json:"revision"`
 	// LatestRevision is the newest revision seen.
 	LatestRevision string `json:"latest_revision"`
-	// Errors are the rejected revision's errors as path:line:col lines, or
-	// the reasons a plan is held.
+	// Errors are the rejected revision's errors as path:line:col lines.
 	Errors []string `json:"errors"`
+	// Held reports that the latest revision's plan, or some of its steps,
+	// waits for a user's confirmation (Confirm).
+	Held bool `json:"held"`
+	// HeldReasons say what is held and why, one line each.
+	HeldReasons []string `json:"held_reasons"`
 	// Suspended reports that auto-sync is suspended.
 	Suspended bool `json:"suspended"`
 	// Source describes the repository, branch and path.
@@ -503,6 +507,7 @@ func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
 	}
 	return SyncStatus{
 		Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA, Errors: errs,
+		Held: st.Held, HeldReasons: st.HeldReasons,
 		Suspended: st.Suspended, Source: c.src.Describe(), LastSyncedAt: st.LastSyncedAt, Branch: c.branch.Load().(string),
 	}, nil
 }
@@ -601,5 +606,6 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 	}
 	c.event(ctx, "revision", short(sha), sha, "applied", sha, "re-applied by user while auto-sync is suspended: "+summarize(p))
 	st.AppliedSHA, st.Status, st.Errors, st.LastSyncedAt = sha, store.SyncSynced, nil, c.now().UTC()
+	st.Held, st.HeldReasons = false, nil
 	return c.st.UpdateSyncState(ctx, &st)
 }

@@ -3,19 +3,26 @@ package web
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v5"
 )
+
+// heldError starts each held reason that /api/v1/sync also lists in errors,
+// as it did before it answered held and held_reasons.
+const heldError = "held: "
 
 func (s *Server) apiSyncStatus(c *echo.Context) error {
 	st, err := s.deps.Syncer.SyncStatus(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	if st.Errors == nil {
-		st.Errors = []string{}
+	st.HeldReasons = nonNil(st.HeldReasons)
+	errs := make([]string, 0, len(st.Errors)+len(st.HeldReasons))
+	errs = append(errs, st.Errors...)
+	for _, r := range st.HeldReasons {
+		errs = append(errs, heldError+r)
 	}
+	st.Errors = errs
 	return c.JSON(http.StatusOK, st)
 }
 
@@ -87,11 +94,6 @@ func (s *Server) confirm(c *echo.Context, sha string) error {
 	}
 	s.log.Info("revision_confirmed", "sha", sha, "by", principal(c).Name)
 	return nil
-}
-
-// held reports whether sync errors say the plan waits for confirmation.
-func held(errs []string) bool {
-	return len(errs) > 0 && strings.HasPrefix(errs[0], HeldPrefix)
 }
 
 func (s *Server) formAutoSync(enabled bool) echo.HandlerFunc {

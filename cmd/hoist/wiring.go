@@ -374,6 +374,7 @@ func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	}
 	out := web.SyncStatus{
 		Status: st.Status, Revision: st.Revision, LatestRevision: st.LatestRevision, Errors: st.Errors,
+		Held: st.Held, HeldReasons: st.HeldReasons,
 		Repo: st.Source, Branch: st.Branch, Path: s.path, AutoSync: !st.Suspended,
 	}
 	if !st.LastSyncedAt.IsZero() {
@@ -426,7 +427,7 @@ func (p planner) SpecsAt(ctx context.Context, sha string) (map[string]json.RawMe
 
 // webPlan turns a plan (or the load errors of its specs) into the web's view.
 func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
-	out := web.Plan{Revision: rev, Errors: []string{}, Changes: []web.Change{}}
+	out := web.Plan{Revision: rev, Errors: []string{}, HeldReasons: []string{}, Changes: []web.Change{}}
 	if err != nil {
 		var es schema.Errors
 		if !errors.As(err, &es) {
