@@ -362,7 +362,7 @@ func TestBrowser_revisionDiff(t *testing.T) {
 		chromedp.Navigate(e.url+"/history"),
 		chromedp.WaitVisible(css(`[data-testid=revisions-table]`)),
 		shoot("history"),
-		chromedp.Click(css(`[data-testid=diff-link-2222222]`)),
+		chromedp.Click(css(`[data-testid=diff-link-222222222222]`)),
 		chromedp.WaitVisible(css(`[data-testid=diff-body]`)),
 		shoot("diff"),
 	); err != nil {

@@ -13,14 +13,8 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"hoist/backends/offers"
+	"hoist/reconciler/source"
 )
-
-func short7(rev string) string {
-	if len(rev) > 7 {
-		return rev[:7]
-	}
-	return rev
-}
 
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
@@ -147,7 +141,7 @@ func shortID(id string) string {
 	if len(id) == 36 && strings.Count(id, "-") == 4 {
 		return id[len(id)-8:]
 	}
-	return short(id)
+	return source.ShortID(id)
 }
 
 // pageURL is /runs with the filters of f on page n.
@@ -184,13 +178,6 @@ func nonNil[T any](xs []T) []T {
 		return []T{}
 	}
 	return xs
-}
-
-func short(rev string) string {
-	if len(rev) > 12 {
-		return rev[:12]
-	}
-	return rev
 }
 
 func money(v float64) string {
