@@ -278,6 +278,8 @@ type apiSync struct {
 	Revision       string   `json:"revision"`
 	LatestRevision string   `json:"latest_revision"`
 	Errors         []string `json:"errors"`
+	Held           bool     `json:"held"`
+	HeldReasons    []string `json:"held_reasons"`
 }
 
 // waitFor polls cond every 20 ms until it is true or within passes.

@@ -168,6 +168,9 @@ func TestReconcile_gitOps(t *testing.T) {
 	if st.Revision == held {
 		t.Fatalf("a held revision was applied: %+v", st)
 	}
+	if !st.Held || len(st.HeldReasons) != 1 || st.Errors[0] != "held: "+st.HeldReasons[0] {
+		t.Fatalf("held plan: held %v, reasons %q, errors %q", st.Held, st.HeldReasons, st.Errors)
+	}
 	s.do("POST", "/api/v1/sync?wait=true", nil)
 	for _, n := range []string{"m1", "m2", "m3"} {
 		if run := s.getRun(n); run.Status != "running" || run.RemovedFromGit || run.Jobs[0].SubmissionID != ids[n] {
@@ -183,7 +186,7 @@ func TestReconcile_gitOps(t *testing.T) {
 	for _, n := range []string{"m1", "m2"} {
 		s.waitRunCond(n, reconcileWait, "terminated after confirmation", func(r apiRunFull) bool { return r.Status == "terminated" && r.RemovedFromGit })
 	}
-	if st := s.waitSync(reconcileWait, "synced at "+held, func(st apiSync) bool { return st.Revision == held }); st.Status != "synced" || len(st.Errors) != 0 {
+	if st := s.waitSync(reconcileWait, "synced at "+held, func(st apiSync) bool { return st.Revision == held }); st.Status != "synced" || len(st.Errors) != 0 || st.Held {
 		t.Fatalf("sync after confirmation = %+v", st)
 	}
 	if run := s.getRun("m3"); run.Status != "running" || run.Jobs[0].SubmissionID != ids["m3"] {

@@ -139,7 +139,7 @@ type Controller struct {
 	obs  Observer
 	log  *slog.Logger
 	now  func() time.Time
-	sync chan syncRequest
+	reqs *syncRequests // coalesced requests for a sync
 
 	runs  *queue.Queue[string]
 	jobs  *queue.Queue[string]
@@ -153,11 +153,6 @@ type Controller struct {
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
 	branch atomic.Value // string: the tracked branch as last resolved
-}
-
-type syncRequest struct {
-	force bool
-	done  chan error
 }
 
 // New returns a Controller; Run starts it.
@@ -225,7 +220,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		obs:   obs,
 		log:   cfg.Logger,
 		now:   now,
-		sync:  make(chan syncRequest, 16),
+		reqs:  newSyncRequests(),
 		runs:  queue.New[string](time.Second, time.Minute, now),
 		jobs:  queue.New[string](time.Second, time.Minute, now),
 		insts: queue.New[string](2*time.Second, 2*time.Minute, now),

@@ -254,8 +254,8 @@ func TestSync_massDeletionHeld(t *testing.T) {
 		t.Fatalf("sync = %s, want held", res)
 	}
 	st := f.syncState()
-	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], HeldPrefix) || st.AppliedSHA == st.LatestSHA {
-		t.Fatalf("sync state = %+v, want one held error and the old revision applied", st)
+	if !st.Held || len(st.HeldReasons) != 1 || len(st.Errors) != 0 || st.AppliedSHA == st.LatestSHA {
+		t.Fatalf("sync state = %+v, want one held reason and the old revision applied", st)
 	}
 	for _, n := range []string{"one", "two"} {
 		if r := f.run(n); r.Status != store.RunSubmitted || r.RemovedFromGit {
@@ -367,8 +367,8 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 		t.Fatalf("sync = %s", res)
 	}
 	st := f.syncState()
-	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], HeldPrefix+"volume data") {
-		t.Fatalf("sync errors = %q, want the volume replace held", st.Errors)
+	if !st.Held || len(st.HeldReasons) != 1 || !strings.HasPrefix(st.HeldReasons[0], "volume data") || len(st.Errors) != 0 {
+		t.Fatalf("sync state held %v %q, errors %q, want the volume replace held", st.Held, st.HeldReasons, st.Errors)
 	}
 	if v, _ := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); v.ID != first.ID {
 		t.Fatalf("an unconfirmed replace re-created the volume")
@@ -394,15 +394,15 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 	if live != 1 {
 		t.Fatalf("%d live volume rows, want 1", live)
 	}
-	if st := f.syncState(); len(st.Errors) != 0 {
-		t.Fatalf("errors after the confirmed replace: %q", st.Errors)
+	if st := f.syncState(); len(st.Errors) != 0 || st.Held || len(st.HeldReasons) != 0 {
+		t.Fatalf("errors %q, held %q after the confirmed replace", st.Errors, st.HeldReasons)
 	}
 
 	// Removing the spec holds the delete until confirmed.
 	f.remove("v.dstack.yml")
 	f.sync()
-	if st := f.syncState(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "volume data") {
-		t.Fatalf("sync errors = %q, want the volume delete held", st.Errors)
+	if st := f.syncState(); !st.Held || len(st.HeldReasons) != 1 || !strings.Contains(st.HeldReasons[0], "volume data") {
+		t.Fatalf("held reasons = %q, want the volume delete held", st.HeldReasons)
 	}
 	if _, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); err != nil {
 		t.Fatalf("an unconfirmed delete removed the volume: %v", err)

@@ -23,74 +23,26 @@ const (
 	resultUnchanged = "unchanged"
 )
 
-// HeldPrefix starts the sync error that says a plan waits for confirmation.
-const HeldPrefix = "held: "
+// RequestSync asks for a sync of the newest revision (webhooks, "sync
+// now"), re-planning it even if it was handled already, and returns the
+// request's number for WaitSynced; it never blocks. Requests coalesce: all
+// those made before a sync begins are handled by it, and those made while
+// it runs by exactly one more.
+func (c *Controller) RequestSync() uint64 { return c.reqs.request(true) }
 
-// TriggerSync asks for a sync now (webhooks, "sync now"); it returns at once.
-func (c *Controller) TriggerSync() {
-	c.src.Trigger()
-	c.requestSync(true)
-}
+// WaitSynced blocks until request n (from RequestSync) was handled by a
+// sync that began after it, and returns that sync's error, or ctx's.
+func (c *Controller) WaitSynced(ctx context.Context, n uint64) error { return c.reqs.wait(ctx, n) }
 
-// SyncNow syncs and waits for the result.
-func (c *Controller) SyncNow(ctx context.Context) error {
-	done := make(chan error, 1)
-	select {
-	case c.sync <- syncRequest{force: true, done: done}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (c *Controller) requestSync(force bool) { c.reqs.request(force) }
 
-func (c *Controller) requestSync(force bool) {
-	select {
-	case c.sync <- syncRequest{force: force}:
-	default: // a sync is already pending; it will see the newest revision
-	}
-}
-
-// syncLoop runs the revision pipeline whenever the source says something may
-// have changed or a sync is requested; requests that pile up during a sync
-// coalesce into one more sync of the newest revision.
+// syncLoop runs the revision pipeline at start, whenever the source says
+// something may have changed, and whenever a sync is requested.
 func (c *Controller) syncLoop(ctx context.Context) {
-	c.runSync(ctx, true, nil)
-	for {
-		var req syncRequest
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.src.Changes():
-		case req = <-c.sync:
-		}
-		waiters := []chan error{}
-		if req.done != nil {
-			waiters = append(waiters, req.done)
-		}
-		force := req.force
-	drain:
-		for {
-			select {
-			case r := <-c.sync:
-				force = force || r.force
-				if r.done != nil {
-					waiters = append(waiters, r.done)
-				}
-			case <-c.src.Changes():
-			default:
-				break drain
-			}
-		}
-		c.runSync(ctx, force, waiters)
-	}
+	c.reqs.run(ctx, c.src.Changes(), c.runSync)
 }
 
-func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan error) {
+func (c *Controller) runSync(ctx context.Context, force bool) error {
 	start := c.now()
 	result, err := c.syncOnce(ctx, force)
 	if err != nil {
@@ -100,9 +52,7 @@ func (c *Controller) runSync(ctx context.Context, force bool, waiters []chan err
 		}
 	}
 	c.obs.Synced(result, c.now().Sub(start))
-	for _, w := range waiters {
-		w <- err
-	}
+	return err
 }
 
 // syncOnce runs the revision pipeline once.
@@ -167,10 +117,12 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 				fmt.Sprintf("revision rejected with %d errors; %s stays applied", len(errs), orNone(short(st.AppliedSHA))))
 		}
 		st.LatestSHA, st.Status, st.Errors = rev.ID, store.SyncInvalid, errs
+		st.Held, st.HeldReasons = false, nil
 		return resultInvalid, c.st.UpdateSyncState(ctx, &st)
 	}
 	if st.LatestSHA != rev.ID || st.Status != store.SyncSyncing {
 		st.LatestSHA, st.Status, st.Errors = rev.ID, store.SyncSyncing, nil
+		st.Held, st.HeldReasons = false, nil
 		if err := c.st.UpdateSyncState(ctx, &st); err != nil {
 			return "", err
 		}
@@ -183,10 +135,10 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	c.recordPlan(ctx, rev.ID, p)
 	if p.Held {
 		log.Info("plan held", "reason", p.HoldReason)
-		if len(st.Errors) == 0 {
+		if !st.Held {
 			c.event(ctx, "revision", short(rev.ID), rev.ID, "held", rev.ID, p.HoldReason)
 		}
-		st.Errors = []string{HeldPrefix + p.HoldReason}
+		st.Held, st.HeldReasons = true, []string{p.HoldReason}
 		return resultHeld, c.st.UpdateSyncState(ctx, &st)
 	}
 	if err := c.apply(ctx, rev, p); err != nil {
@@ -196,9 +148,10 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 		c.event(ctx, "revision", short(rev.ID), rev.ID, "applied", rev.ID, summarize(p))
 	}
 	st.AppliedSHA, st.Status, st.Errors, st.LastSyncedAt = rev.ID, store.SyncSynced, nil, c.now().UTC()
+	st.Held, st.HeldReasons = false, nil
 	for _, s := range p.Steps {
 		if s.Held {
-			st.Errors = append(st.Errors, fmt.Sprintf("%s%s %s: %s", HeldPrefix, s.Kind, s.Name, s.Reason))
+			st.Held, st.HeldReasons = true, append(st.HeldReasons, fmt.Sprintf("%s %s: %s", s.Kind, s.Name, s.Reason))
 		}
 	}
 	if err := c.st.UpdateSyncState(ctx, &st); err != nil {
@@ -229,7 +182,7 @@ func (c *Controller) Confirm(ctx context.Context, sha string) error {
 		return err
 	}
 	c.event(ctx, "revision", short(sha), sha, "confirmed", sha, "held changes confirmed")
-	return c.SyncNow(ctx)
+	return c.WaitSynced(ctx, c.RequestSync())
 }
 
 func (c *Controller) isConfirmed(ctx context.Context, sha string) bool {
@@ -314,9 +267,13 @@ type SyncStatus struct {
 	Revision string `json:"revision"`
 	// LatestRevision is the newest revision seen.
 	LatestRevision string `json:"latest_revision"`
-	// Errors are the rejected revision's errors as path:line:col lines, or
-	// the reasons a plan is held.
+	// Errors are the rejected revision's errors as path:line:col lines.
 	Errors []string `json:"errors"`
+	// Held reports that the latest revision's plan, or some of its steps,
+	// waits for a user's confirmation (Confirm).
+	Held bool `json:"held"`
+	// HeldReasons say what is held and why, one line each.
+	HeldReasons []string `json:"held_reasons"`
 	// Suspended reports that auto-sync is suspended.
 	Suspended bool `json:"suspended"`
 	// Source describes the repository, branch and path.
@@ -339,6 +296,7 @@ func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
 	}
 	return SyncStatus{
 		Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA, Errors: errs,
+		Held: st.Held, HeldReasons: st.HeldReasons,
 		Suspended: st.Suspended, Source: c.src.Describe(), LastSyncedAt: st.LastSyncedAt, Branch: c.branch.Load().(string),
 	}, nil
 }
@@ -432,5 +390,6 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 	}
 	c.event(ctx, "revision", short(sha), sha, "applied", sha, "re-applied by user while auto-sync is suspended: "+summarize(p))
 	st.AppliedSHA, st.Status, st.Errors, st.LastSyncedAt = sha, store.SyncSynced, nil, c.now().UTC()
+	st.Held, st.HeldReasons = false, nil
 	return c.st.UpdateSyncState(ctx, &st)
 }

@@ -203,3 +203,39 @@ func tableColumns(t *testing.T, s *Store, table string) []string {
 	}
 	return cols
 }
+
+// TestMigrations_heldSyncErrorsBecomeHeld: a sync state whose errors said
+// "held: …" (before migration 20261122000011) is held after it, with no
+// errors; an invalid revision's errors stay.
+func TestMigrations_heldSyncErrorsBecomeHeld(t *testing.T) {
+	for name, tc := range map[string]struct {
+		errors     string
+		wantHeld   bool
+		wantErrors int
+	}{
+		"held plan":         {`["held: would delete 2 of 3 runs"]`, true, 0},
+		"rejected revision": {`["a.dstack.yml:1:1: bad"]`, false, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forEachDSN(t, func(t *testing.T, dsn string) {
+				ctx := t.Context()
+				db := rawDB(t, dsn)
+				if err := migrateDB(ctx, db, dialectOf(dsn), "20261122000010", nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.ExecContext(ctx, "INSERT INTO sync_state (id, status, errors) VALUES (1, 'syncing', ?)", tc.errors); err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+				s := openTest(t, dsn, Options{})
+				st, err := s.GetSyncState(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Held != tc.wantHeld || len(st.Errors) != tc.wantErrors || len(st.HeldReasons) != 0 {
+					t.Errorf("sync state after migration: held %v, reasons %q, errors %q", st.Held, st.HeldReasons, st.Errors)
+				}
+			})
+		})
+	}
+}

@@ -205,6 +205,11 @@ type SyncState struct {
 	Status string `bun:"status,notnull"`
 	// Errors explain an invalid or failing sync.
 	Errors []string `bun:"errors,type:text,nullzero"`
+	// Held reports that the latest revision's plan, or some of its steps,
+	// waits for a user's confirmation (see ConfirmRevision).
+	Held bool `bun:"held,notnull"`
+	// HeldReasons say what is held and why, one line each.
+	HeldReasons []string `bun:"held_reasons,type:text,nullzero"`
 	// Suspended stops applying new revisions.
 	Suspended bool `bun:"suspended,notnull"`
 	// Requested counts "sync now" requests (see RequestSync).

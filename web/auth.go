@@ -377,3 +377,7 @@ func (l *loginFailures) fail(ip string) {
 	}
 	l.m[ip] = append(l.recent(ip), l.now())
 }
+
+func (s *Server) apiWhoami(c *echo.Context) error {
+	return c.JSON(http.StatusOK, principal(c))
+}

@@ -134,7 +134,9 @@ type liveEnv struct {
 
 type noopSyncer struct{ *storeview.View }
 
-func (noopSyncer) Sync(context.Context) error { return nil }
+func (noopSyncer) RequestSync() uint64 { return 1 }
+
+func (noopSyncer) WaitSynced(context.Context, uint64) error { return nil }
 
 // specPlanner serves normalized specs of the fixture's two revisions.
 type specPlanner struct{ seeded fixture.Seeded }
@@ -360,7 +362,7 @@ func TestBrowser_revisionDiff(t *testing.T) {
 		chromedp.Navigate(e.url+"/history"),
 		chromedp.WaitVisible(css(`[data-testid=revisions-table]`)),
 		shoot("history"),
-		chromedp.Click(css(`[data-testid=diff-link-2222222]`)),
+		chromedp.Click(css(`[data-testid=diff-link-222222222222]`)),
 		chromedp.WaitVisible(css(`[data-testid=diff-body]`)),
 		shoot("diff"),
 	); err != nil {

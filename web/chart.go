@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"hoist/reconciler/source"
 )
 
 // Server-side SVG charts: geometry is computed here, templ draws it.
@@ -83,7 +85,7 @@ func runTimeline(r Run, now time.Time) timelineChart {
 	for i, j := range jobs {
 		row := tlRow{Label: fmt.Sprintf("#%d %s", j.SubmissionNum, shortID(j.SubmissionID)), Y: chartAxisH + i*chartRowH}
 		if j.Revision != "" {
-			row.Label += " @" + short7(j.Revision)
+			row.Label += " @" + source.ShortID(j.Revision)
 		}
 		stop := now
 		if j.FinishedAt != nil {

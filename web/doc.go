@@ -7,9 +7,17 @@
 // Handlers hold no logic of their own: they call the small interfaces this
 // package declares (Store, Syncer, Tokens, Inventory, Planner, Controller,
 // Offers, Secrets, and the optional RunCounter, JobGetter and LogTailer) and render
-// the result. New(Config, Deps) builds a Server; Handler serves it; Close
-// ends live streams and the sync worker. NotifyLogs and NotifyChange let the
-// reconciler wake live pages; Metrics is fed by the reconciler.
+// the result. Sync requests go to the Syncer, which coalesces them.
+// New(Config, Deps) builds a Server; HTTPServer serves it; Close ends live
+// streams. NotifyLogs and NotifyChange let the reconciler wake live pages;
+// Metrics is fed by the reconciler.
+//
+// Files are laid out by resource: routes.go holds the one route table, and
+// each resource's pages, forms and API handlers live together (runs.go,
+// logs.go, infra.go, offers.go, history.go, sync.go, previews.go for plans
+// of uncommitted files and pull requests, overview.go, spend.go, secrets.go,
+// auth.go, hooks.go); server.go builds the Server and maps errors;
+// render.go renders templ pages and static files.
 //
 // Sub-packages: storeview adapts *store.Store to these interfaces;
 // internal/fixture seeds a store for tests.

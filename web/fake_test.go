@@ -104,14 +104,11 @@ func (m *memStore) ListEvents(_ context.Context, f EventFilter) ([]Event, error)
 	return out, nil
 }
 
-// fakeSyncer records syncs; block, when set, holds each sync until a value
-// is received.
+// fakeSyncer records sync requests and handles each at once.
 type fakeSyncer struct {
-	mu     sync.Mutex
-	status SyncStatus
-	syncs  int
-	block  chan struct{}
-	began  chan struct{}
+	mu       sync.Mutex
+	status   SyncStatus
+	requests uint64
 }
 
 func (f *fakeSyncer) SyncStatus(context.Context) (SyncStatus, error) {
@@ -120,27 +117,20 @@ func (f *fakeSyncer) SyncStatus(context.Context) (SyncStatus, error) {
 	return f.status, nil
 }
 
-func (f *fakeSyncer) Sync(ctx context.Context) error {
+func (f *fakeSyncer) RequestSync() uint64 {
 	f.mu.Lock()
-	f.syncs++
-	block, began := f.block, f.began
-	f.mu.Unlock()
-	if began != nil {
-		began <- struct{}{}
-	}
-	if block != nil {
-		select {
-		case <-block:
-		case <-ctx.Done():
-		}
-	}
-	return nil
+	defer f.mu.Unlock()
+	f.requests++
+	return f.requests
 }
 
+func (f *fakeSyncer) WaitSynced(context.Context, uint64) error { return nil }
+
+// count is how many syncs were requested.
 func (f *fakeSyncer) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.syncs
+	return int(f.requests)
 }
 
 // fakeTokens maps plaintext tokens to principals.

@@ -2,21 +2,19 @@ package web
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
 
 	"hoist/backends/offers"
+	"hoist/reconciler/source"
 )
-
-func short7(rev string) string {
-	if len(rev) > 7 {
-		return rev[:7]
-	}
-	return rev
-}
 
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
@@ -143,7 +141,7 @@ func shortID(id string) string {
 	if len(id) == 36 && strings.Count(id, "-") == 4 {
 		return id[len(id)-8:]
 	}
-	return short(id)
+	return source.ShortID(id)
 }
 
 // pageURL is /runs with the filters of f on page n.
@@ -163,7 +161,72 @@ func pageURL(f RunFilter, n int) string {
 	return "/runs?" + q.Encode()
 }
 
-// held reports whether sync errors say the plan waits for confirmation.
-func held(errs []string) bool {
-	return len(errs) > 0 && strings.HasPrefix(errs[0], HeldPrefix)
+func int64Param(c *echo.Context, name string, def int64) (int64, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, echo.NewHTTPError(http.StatusBadRequest, name+" must be a non-negative integer")
+	}
+	return n, nil
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
+
+func money(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return "$" + strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return fmtTime(*t)
+}
+
+func exitCode(c *int) string {
+	if c == nil {
+		return ""
+	}
+	return strconv.Itoa(*c)
+}
+
+// age renders how long before now t was.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return humanDuration(now.Sub(t))
+}
+
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + "h"
+	default:
+		return strconv.Itoa(int(d.Hours()/24)) + "d"
+	}
 }

@@ -53,7 +53,7 @@ func NewMetrics() *Metrics {
 		}),
 		syncsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoist_syncs_total",
-			Help: "Syncs the web triggered, by result.",
+			Help: "Syncs of the revision pipeline, by result (success, error).",
 		}, []string{"result"}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoist_webhook_deliveries_total",
@@ -88,6 +88,16 @@ func (m *Metrics) LeakReaped(backend string) {
 func (m *Metrics) ObserveReconcile(kind, result string, d time.Duration) {
 	m.reconcileDuration.WithLabelValues(kind, result).Observe(d.Seconds())
 	m.reconcileTotal.WithLabelValues(kind, result).Inc()
+}
+
+// ObserveSync counts one sync of the revision pipeline that ended with
+// result (the reconciler's: synced, invalid, held, unchanged or error) as
+// success or error.
+func (m *Metrics) ObserveSync(result string) {
+	if result != "error" {
+		result = "success"
+	}
+	m.syncsTotal.WithLabelValues(result).Inc()
 }
 
 // SetQueueDepth records how many objects wait in the reconcile queue.

@@ -148,9 +148,14 @@ type SyncStatus struct {
 	Revision string `json:"revision"`
 	// LatestRevision is the newest revision of the source.
 	LatestRevision string `json:"latest_revision"`
-	// Errors say why the latest revision was rejected or held, as
-	// "path:line:col: message" (held plans start with HeldPrefix).
+	// Errors say why the latest revision was rejected, as
+	// "path:line:col: message".
 	Errors []string `json:"errors"`
+	// Held reports that the latest revision's plan, or some of its steps,
+	// waits for a user's confirmation (Confirmer).
+	Held bool `json:"held"`
+	// HeldReasons say what is held and why, one line each.
+	HeldReasons []string `json:"held_reasons"`
 	// Repo is the source's URL or directory.
 	Repo string `json:"repo,omitempty"`
 	// Branch is the tracked branch.
@@ -313,8 +318,10 @@ type Plan struct {
 	Valid    bool     `json:"valid"`
 	Errors   []string `json:"errors"`
 	Changes  []Change `json:"changes"`
-	// Held reports that applying waits for a user's confirmation.
-	Held bool `json:"held"`
+	// Held reports that applying waits for a user's confirmation, and
+	// HeldReasons why.
+	Held        bool     `json:"held"`
+	HeldReasons []string `json:"held_reasons"`
 	// CostBefore and CostAfter estimate the spend in dollars per hour
 	// now and once the plan is applied (cheapest matching offers).
 	CostBefore float64 `json:"cost_before"`
@@ -367,10 +374,14 @@ type Syncer interface {
 	// SyncStatus reports the applied and latest revisions and any errors
 	// of a rejected revision.
 	SyncStatus(ctx context.Context) (SyncStatus, error)
-	// Sync resolves the newest revision of the source and reconciles it
-	// once, returning when done. The web never calls it concurrently with
-	// itself and coalesces bursts of requests into one call.
-	Sync(ctx context.Context) error
+	// RequestSync asks for a sync of the newest revision and returns the
+	// request's number; it never blocks. The Syncer coalesces requests:
+	// those made before a sync begins are handled by it, those made while
+	// it runs by exactly one more.
+	RequestSync() uint64
+	// WaitSynced blocks until request n was handled by a sync that began
+	// after it, and returns that sync's error, or ctx's.
+	WaitSynced(ctx context.Context, n uint64) error
 }
 
 // Tokens resolves API tokens. The admin token from Config is checked first
@@ -395,6 +406,3 @@ type Confirmer interface {
 	// ConfirmRevision lifts the holds of revision sha's plan and syncs.
 	ConfirmRevision(ctx context.Context, sha string) error
 }
-
-// HeldPrefix starts a sync error that says the plan waits for confirmation.
-const HeldPrefix = "held: "

@@ -243,7 +243,7 @@ func TestServer_secretsAreNeverRendered(t *testing.T) {
 func TestServer_confirmHeldRevision(t *testing.T) {
 	f, ctl := fullFixture(t)
 	f.syncer.mu.Lock()
-	f.syncer.status = SyncStatus{Status: SyncSynced, Revision: "aaa", LatestRevision: "bbb", Errors: []string{HeldPrefix + "would delete 2 of 3 runs"}}
+	f.syncer.status = SyncStatus{Status: SyncSynced, Revision: "aaa", LatestRevision: "bbb", Held: true, HeldReasons: []string{"would delete 2 of 3 runs"}}
 	f.syncer.mu.Unlock()
 	d := doc(t, f.do(t, "GET", "/", userTok, nil))
 	if d.Find(`[data-testid=sync-held]`).Length() != 1 || d.Find(`[data-testid=confirm-held]`).Length() != 1 {

@@ -3,9 +3,7 @@ package web
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,8 +16,6 @@ import (
 
 // Config holds the settings of the web server.
 type Config struct {
-	// Listen is the TCP address Start listens on, e.g. "127.0.0.1:8080".
-	Listen string
 	// AdminToken is the bootstrap bearer token; it always authenticates as
 	// an admin. Empty disables it.
 	AdminToken string
@@ -128,8 +124,8 @@ type Deps struct {
 	Shared Shared
 }
 
-// Server is hoist's HTTP server. Create it with New, serve Handler (or call
-// Start), and Close it to stop background work.
+// Server is hoist's HTTP server. Create it with New, serve it with
+// HTTPServer (or Handler), and Close it when shutting down.
 type Server struct {
 	cfg  Config
 	deps Deps
@@ -137,7 +133,6 @@ type Server struct {
 	now  func() time.Time
 	echo *echo.Echo
 	sess *sessions
-	trig *trigger
 	logs broadcast
 	// notifying is set once NotifyLogs was called: followers then poll slowly.
 	notifying atomic.Bool
@@ -150,11 +145,10 @@ type Server struct {
 	bg        sync.WaitGroup
 	ctx       context.Context
 	cancel    context.CancelFunc
-	done      chan struct{}
 	once      sync.Once
 }
 
-// New builds a server and starts its background sync worker.
+// New builds a server.
 func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Store == nil {
 		return nil, errors.New("web: deps.Store is required")
@@ -195,7 +189,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		logins:  newLoginFailures(now),
 		plans:   newPlanLimiter(now),
 		cancel:  cancel,
-		done:    make(chan struct{}),
 	}
 	s.sess.shared, s.sess.log = deps.Shared, log
 	s.seen.shared, s.seen.log = deps.Shared, log
@@ -204,19 +197,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
 	s.ctx = ctx
-	s.trig = newTrigger(deps.Syncer.Sync, log)
-	s.trig.onSync = func(err error) {
-		if err != nil {
-			s.metrics.syncsTotal.WithLabelValues("error").Inc()
-		} else {
-			s.metrics.syncsTotal.WithLabelValues("success").Inc()
-		}
-	}
-	s.trig.onRequest = s.metrics.syncRequests.Inc
-	go func() {
-		defer close(s.done)
-		s.trig.run(ctx)
-	}()
 	s.echo = s.routes()
 	return s, nil
 }
@@ -224,31 +204,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Handler returns the root HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Close ends live streams (SSE, ?follow=true), stops the background sync
-// worker and waits for it. Call it when shutting down, before or alongside
-// http.Server.Shutdown (which otherwise waits for open streams); Serve
-// registers it with RegisterOnShutdown.
+// Close ends live streams (SSE, ?follow=true) and waits for background
+// work (pull-request plans). Call it when shutting down, before or
+// alongside http.Server.Shutdown, which otherwise waits for open streams.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.cancel()
-		<-s.done
 		s.bg.Wait()
 	})
 	return nil
 }
 
-// Start listens on Config.Listen and serves until ctx is done, then shuts
-// down gracefully and closes the server.
-func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
-	}
-	return s.Serve(ctx, ln)
-}
-
 // HTTPServer returns an http.Server for Handler with Config.Timeouts set.
-// Use it (or Serve) rather than a bare http.Server, which waits forever for
+// Use it rather than a bare http.Server, which waits forever for
 // slow clients.
 func (s *Server) HTTPServer() *http.Server {
 	t := s.cfg.Timeouts.withDefaults()
@@ -274,61 +242,6 @@ func (s *Server) streamDeadlines(w http.ResponseWriter) (renew func()) {
 	_ = rc.SetReadDeadline(time.Time{})
 	write := s.cfg.Timeouts.withDefaults().Write
 	return func() { _ = rc.SetWriteDeadline(time.Now().Add(write)) }
-}
-
-// Serve serves on ln until ctx is done.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	defer s.Close()
-	srv := s.HTTPServer()
-	srv.RegisterOnShutdown(func() { s.Close() })
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("web_listening", "addr", ln.Addr().String())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
-}
-
-func (s *Server) routes() *echo.Echo {
-	e := echo.NewWithConfig(echo.Config{
-		Logger:           s.log,
-		HTTPErrorHandler: s.handleError,
-		// The peer address, not X-Forwarded-For, which clients can forge
-		// (login limits and logs rely on it).
-		IPExtractor: echo.ExtractIPDirect(),
-	})
-	e.Use(s.logRequests, s.recoverPanics, s.rejectBadBytes)
-	cop := http.NewCrossOriginProtection()
-
-	e.GET("/metrics", s.metricsHandler())
-	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/static/*", s.static)
-
-	// Webhooks authenticate by signature, not by session or token.
-	e.POST("/hooks/github", s.hookGitHub)
-	e.POST("/hooks/gitlab", s.hookGitLab)
-	e.POST("/hooks/generic", s.hookGeneric)
-
-	// Login is open but cross-origin protected.
-	open := e.Group("", echo.WrapMiddleware(cop.Handler))
-	open.GET("/login", s.loginPage)
-	open.POST("/login", s.login)
-	open.POST("/logout", s.logout)
-
-	api := e.Group("/api/v1", s.authenticate(false), echo.WrapMiddleware(cop.Handler), s.csrf)
-	s.apiRoutes(api)
-
-	pages := e.Group("", s.authenticate(true), echo.WrapMiddleware(cop.Handler), s.csrf)
-	s.pageRoutes(pages)
-	return e
 }
 
 // handleError turns handler errors into JSON for API and hook callers and a
@@ -383,4 +296,19 @@ func wantsHTML(r *http.Request) bool {
 		return false
 	}
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+var errUnavailable = echo.NewHTTPError(http.StatusNotImplemented, "not available in this hoist")
+
+// actionDone is the answer to an action.
+type actionDone struct {
+	Message string `json:"message"`
+}
+
+// actionError maps a controller refusal to 409 and keeps ErrNotFound 404.
+func actionError(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return &echo.HTTPError{Code: http.StatusConflict, Message: err.Error()}
 }

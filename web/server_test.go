@@ -181,7 +181,7 @@ func TestServer_syncStatusAndTrigger(t *testing.T) {
 	if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"status": "synced", "revision": "0123", "latest_revision": "0123", "errors": []any{}, "auto_sync": false}
+	want := map[string]any{"status": "synced", "revision": "0123", "latest_revision": "0123", "errors": []any{}, "held": false, "held_reasons": []any{}, "auto_sync": false}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("sync status (-want +got):\n%s", d)
 	}

@@ -81,3 +81,15 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+func (s *Server) apiSpend(c *echo.Context) error {
+	window, step, err := spendWindow(c.QueryParam("window"))
+	if err != nil {
+		return err
+	}
+	pts, err := s.spend(c.Request().Context(), window, step)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, pts)
+}

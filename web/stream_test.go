@@ -98,6 +98,8 @@ func TestServer_metricsExposeHoistSeries(t *testing.T) {
 	f := newFixture(t)
 	f.srv.Metrics().ObserveReconcile("run", "success", 30*time.Millisecond)
 	f.srv.Metrics().SetQueueDepth(3)
+	f.srv.Metrics().ObserveSync("held")
+	f.srv.Metrics().ObserveSync("error")
 	f.do(t, "GET", "/api/v1/runs", adminTok, nil)
 	body := `{}`
 	f.hook(t, "/hooks/generic", body, "X-Hub-Signature-256", sign(hookSecret, body))
@@ -111,6 +113,8 @@ func TestServer_metricsExposeHoistSeries(t *testing.T) {
 		`hoist_http_request_duration_seconds_count{code="200",method="GET",route="/api/v1/runs"} 1`,
 		`hoist_webhook_deliveries_total{event="",provider="generic",result="sync_requested"} 1`,
 		`hoist_sync_requests_total 1`,
+		`hoist_syncs_total{result="success"} 1`,
+		`hoist_syncs_total{result="error"} 1`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -37,7 +37,9 @@ func secretServer(t *testing.T) (*httptest.Server, *store.Store) {
 // noSync reports the store's sync status and never syncs.
 type noSync struct{ *storeview.View }
 
-func (noSync) Sync(context.Context) error { return nil }
+func (noSync) RequestSync() uint64 { return 1 }
+
+func (noSync) WaitSynced(context.Context, uint64) error { return nil }
 
 func runSecretCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()

@@ -216,7 +216,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	view := storeview.New(st, "")
 	srv, err := web.New(web.Config{
-		Listen: o.listen, AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
+		AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{

@@ -337,6 +337,7 @@ func (o *metricsObserver) LeakReaped(backend string) {
 func (o *metricsObserver) Synced(result string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveReconcile("revision", result, d)
+		o.m.ObserveSync(result)
 	}
 }
 
@@ -359,6 +360,7 @@ func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	}
 	out := web.SyncStatus{
 		Status: st.Status, Revision: st.Revision, LatestRevision: st.LatestRevision, Errors: st.Errors,
+		Held: st.Held, HeldReasons: st.HeldReasons,
 		Repo: st.Source, Branch: st.Branch, Path: s.path, AutoSync: !st.Suspended,
 	}
 	if !st.LastSyncedAt.IsZero() {
@@ -368,7 +370,9 @@ func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	return out, nil
 }
 
-func (s syncer) Sync(ctx context.Context) error { return s.c.SyncNow(ctx) }
+func (s syncer) RequestSync() uint64 { return s.c.RequestSync() }
+
+func (s syncer) WaitSynced(ctx context.Context, n uint64) error { return s.c.WaitSynced(ctx, n) }
 
 // planner is the reconciler as the web's Planner.
 type planner struct {
@@ -409,7 +413,7 @@ func (p planner) SpecsAt(ctx context.Context, sha string) (map[string]json.RawMe
 
 // webPlan turns a plan (or the load errors of its specs) into the web's view.
 func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
-	out := web.Plan{Revision: rev, Errors: []string{}, Changes: []web.Change{}}
+	out := web.Plan{Revision: rev, Errors: []string{}, HeldReasons: []string{}, Changes: []web.Change{}}
 	if err != nil {
 		var es schema.Errors
 		if !errors.As(err, &es) {

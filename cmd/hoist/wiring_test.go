@@ -4,18 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"hoist/reconciler"
-	"hoist/web"
 )
-
-// The reconciler writes held plans into the sync errors with its prefix and
-// the web recognizes them by its own: the two must agree.
-func TestHeldPrefix_reconcilerAndWebAgree(t *testing.T) {
-	if reconciler.HeldPrefix != web.HeldPrefix {
-		t.Fatalf("reconciler.HeldPrefix %q != web.HeldPrefix %q", reconciler.HeldPrefix, web.HeldPrefix)
-	}
-}
 
 func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 	dir := t.TempDir()

@@ -368,9 +368,9 @@ func revisionView(r store.Revision, applied string) web.Revision {
 // whether it is held.
 func PlanView(rev string, p plan.Plan) web.Plan {
 	out := web.Plan{Revision: rev, Valid: true, Errors: []string{}, Changes: []web.Change{},
-		Held: p.Held, CostBefore: p.CostBefore, CostAfter: p.CostAfter}
+		Held: p.Held, HeldReasons: []string{}, CostBefore: p.CostBefore, CostAfter: p.CostAfter}
 	if p.Held {
-		out.Errors = append(out.Errors, web.HeldPrefix+p.HoldReason)
+		out.HeldReasons = append(out.HeldReasons, p.HoldReason)
 	}
 	for _, s := range p.Steps {
 		action := string(s.Action)
@@ -394,7 +394,7 @@ func (v *View) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 		return web.SyncStatus{}, err
 	}
 	out := web.SyncStatus{Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA,
-		Errors: st.Errors, AutoSync: !st.Suspended, LastSyncAt: timePtr(st.LastSyncedAt)}
+		Errors: st.Errors, Held: st.Held, HeldReasons: st.HeldReasons, AutoSync: !st.Suspended, LastSyncAt: timePtr(st.LastSyncedAt)}
 	if out.Errors == nil {
 		out.Errors = []string{}
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,112 @@ import (
 
 	"github.com/labstack/echo/v5"
 )
+
+// logPage is how many lines one store read returns.
+const logPage = 1000
+
+// apiRunLogs writes a job's output as text/plain, one line per log line.
+// ?job= selects a submission (default: the newest), ?after= a cursor and
+// ?limit= a maximum number of lines; ?follow=true keeps the response open
+// and streams new lines until the job finishes or the client leaves.
+func (s *Server) apiRunLogs(c *echo.Context) error {
+	ctx := c.Request().Context()
+	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	after, err := int64Param(c, "after", 0)
+	if err != nil {
+		return err
+	}
+	limit, err := int64Param(c, "limit", 0)
+	if err != nil {
+		return err
+	}
+	follow := c.QueryParam("follow") == "true" || c.QueryParam("follow") == "1"
+	job, ok := pickJob(run, c.QueryParam("job"))
+	w := c.Response()
+	renew := s.streamDeadlines(w) // followed or long (up to the log quota): see Timeouts
+	renew()
+	w.Header().Set(echo.HeaderContentType, "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if !ok {
+		if c.QueryParam("job") != "" {
+			return echo.NewHTTPError(http.StatusNotFound, "no such job")
+		}
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	fw := &follower{s: s, run: run.Name, job: job, checked: time.Now()}
+	var written int64
+	for {
+		n := logPage
+		if limit > 0 && limit-written < int64(n) {
+			n = int(limit - written)
+		}
+		seen := s.logs.current()
+		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, n)
+		if err != nil {
+			return err
+		}
+		renew()
+		for _, l := range lines {
+			bw.WriteString(l.Text)
+			bw.WriteByte('\n')
+			after = l.Seq
+		}
+		written += int64(len(lines))
+		if limit > 0 && written >= limit {
+			break
+		}
+		if len(lines) == n {
+			continue
+		}
+		if !follow || (finished(fw.job.Status) && len(lines) == 0) {
+			break
+		}
+		if err := bw.Flush(); err != nil {
+			return nil
+		}
+		http.NewResponseController(w).Flush()
+		notified := true
+		if !finished(fw.job.Status) {
+			var ok bool
+			if notified, ok = s.waitLogs(ctx, seen); !ok {
+				break
+			}
+		}
+		fw.refresh(ctx, notified)
+	}
+	return bw.Flush()
+}
+
+// finished reports whether a job or run status is terminal.
+func finished(status string) bool {
+	switch status {
+	case "terminated", "failed", "done", "aborted":
+		return true
+	}
+	return false
+}
+
+func lastSeq(lines []LogLine, after int64) int64 {
+	if len(lines) == 0 {
+		return after
+	}
+	return lines[len(lines)-1].Seq
+}
+
+// liveLogsURL is the SSE stream that continues after the lines shown, or
+// empty when this page is not the last one (the script then stays idle).
+func liveLogsURL(r Run, j Job, lines []LogLine, after int64, more bool) string {
+	if more {
+		return ""
+	}
+	return fmt.Sprintf("/runs/%s/logs/stream?job=%s&after=%d", r.Name, j.ID, lastSeq(lines, after))
+}
 
 // sseHeartbeat keeps idle streams alive through proxies.
 const sseHeartbeat = 15 * time.Second

@@ -1,0 +1,114 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v5"
+)
+
+// routes is hoist's one route table: every page, API route and webhook, by
+// resource. API.md documents each API route. Pages authenticate by session
+// cookie, the API by session or bearer token, webhooks by signature; every
+// route that changes state needs the user role (requireAct).
+func (s *Server) routes() *echo.Echo {
+	e := echo.NewWithConfig(echo.Config{
+		Logger:           s.log,
+		HTTPErrorHandler: s.handleError,
+		// The peer address, not X-Forwarded-For, which clients can forge
+		// (login limits and logs rely on it).
+		IPExtractor: echo.ExtractIPDirect(),
+	})
+	e.Use(s.logRequests, s.recoverPanics, s.rejectBadBytes)
+	cop := http.NewCrossOriginProtection()
+
+	e.GET("/metrics", s.metricsHandler())
+	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/static/*", s.static)
+
+	// Webhooks authenticate by signature, not by session or token.
+	e.POST("/hooks/github", s.hookGitHub)
+	e.POST("/hooks/gitlab", s.hookGitLab)
+	e.POST("/hooks/generic", s.hookGeneric)
+
+	// Login is open but cross-origin protected.
+	open := e.Group("", echo.WrapMiddleware(cop.Handler))
+	open.GET("/login", s.loginPage)
+	open.POST("/login", s.login)
+	open.POST("/logout", s.logout)
+
+	api := e.Group("/api/v1", s.authenticate(false), echo.WrapMiddleware(cop.Handler), s.csrf)
+	pages := e.Group("", s.authenticate(true), echo.WrapMiddleware(cop.Handler), s.csrf)
+
+	api.GET("/whoami", s.apiWhoami)
+
+	// Overview (overview.go) and spend (spend.go).
+	pages.GET("/", s.pageOverview)
+	api.GET("/spend", s.apiSpend)
+
+	// Runs, their jobs and logs (runs.go, logs.go).
+	pages.GET("/runs", s.pageRuns)
+	pages.GET("/runs/:name", s.pageRun)
+	pages.GET("/runs/:name/logs/stream", s.pageLogStream)
+	pages.POST("/runs/:name/:action", s.formRunAction, s.requireAct)
+	api.GET("/runs", s.apiListRuns)
+	api.GET("/runs/:name", s.apiGetRun)
+	api.GET("/runs/:name/jobs", s.apiRunJobs)
+	api.GET("/runs/:name/logs", s.apiRunLogs)
+	api.GET("/runs/:name/events", s.apiRunEvents)
+	api.POST("/runs/:name/stop", s.apiRunAction("stop"), s.requireAct)
+	api.POST("/runs/:name/rerun", s.apiRunAction("rerun"), s.requireAct)
+	api.POST("/runs/:name/suspend", s.apiRunAction("suspend"), s.requireAct)
+	api.POST("/runs/:name/resume", s.apiRunAction("resume"), s.requireAct)
+	api.GET("/jobs", s.apiListJobs)
+
+	// Fleets, instances, volumes and gateways (infra.go).
+	pages.GET("/fleets", s.pageFleets)
+	pages.GET("/volumes", s.pageVolumes)
+	pages.GET("/gateways", s.pageGateways)
+	api.GET("/fleets", s.apiListFleets)
+	api.GET("/fleets/:name", s.apiGetFleet)
+	api.GET("/instances", s.apiListInstances)
+	api.GET("/volumes", s.apiListVolumes)
+	api.GET("/gateways", s.apiListGateways)
+
+	// Offers (offers.go).
+	pages.GET("/offers", s.pageOffers)
+	api.GET("/offers", s.apiOffers)
+
+	// Revisions, their diffs and events (history.go).
+	pages.GET("/history", s.pageHistory)
+	pages.GET("/history/diff", s.pageDiff)
+	pages.GET("/history/:sha", s.pageRevision)
+	pages.POST("/history/:sha/apply", s.formApply, s.requireAct)
+	api.GET("/revisions", s.apiListRevisions)
+	api.GET("/revisions/:sha", s.apiGetRevision)
+	api.POST("/revisions/:sha/apply", s.apiApplyRevision, s.requireAct)
+	api.GET("/diff", s.apiDiff)
+	api.GET("/events", s.apiListEvents)
+
+	// Plans of uncommitted files and pull requests (previews.go).
+	api.POST("/plan", s.apiPlan, s.requireAct, s.limitPlans)
+	api.GET("/pulls", s.apiPulls)
+
+	// Syncing from Git (sync.go).
+	pages.POST("/sync", s.formSync, s.requireAct)
+	pages.POST("/sync/confirm", s.formConfirm, s.requireAct)
+	pages.POST("/sync/suspend", s.formAutoSync(false), s.requireAct)
+	pages.POST("/sync/resume", s.formAutoSync(true), s.requireAct)
+	api.GET("/sync", s.apiSyncStatus)
+	api.POST("/sync", s.apiSync, s.requireAct)
+	api.POST("/sync/confirm", s.apiConfirm, s.requireAct)
+	api.POST("/sync/suspend", s.apiAutoSync(false), s.requireAct)
+	api.POST("/sync/resume", s.apiAutoSync(true), s.requireAct)
+
+	// Secrets (secrets.go).
+	pages.GET("/secrets", s.pageSecrets)
+	pages.POST("/secrets", s.formSetSecret, s.requireAct)
+	pages.POST("/secrets/:name/delete", s.formDeleteSecret, s.requireAct)
+	api.GET("/secrets", s.apiListSecrets)
+	api.GET("/secrets/:name", s.apiGetSecret, s.requireAct)
+	api.PUT("/secrets/:name", s.apiSetSecret, s.requireAct)
+	api.POST("/secrets", s.apiSetSecret, s.requireAct)
+	api.DELETE("/secrets/:name", s.apiDeleteSecret, s.requireAct)
+	return e
+}

@@ -1,0 +1,276 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v5"
+)
+
+func (s *Server) apiListRuns(c *echo.Context) error {
+	f, err := runFilter(c)
+	if err != nil {
+		return err
+	}
+	runs, err := s.runList.list(c.Request().Context(), s.deps.Store, f)
+	if err != nil {
+		return err
+	}
+	out := make([]Run, len(runs)) // the cached slice is shared
+	for i, r := range runs {
+		if r.Jobs == nil {
+			r.Jobs = []Job{}
+		}
+		out[i] = r
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func runFilter(c *echo.Context) (RunFilter, error) {
+	f := RunFilter{Status: c.QueryParam("status"), Type: c.QueryParam("type"), Fleet: c.QueryParam("fleet")}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return f, echo.NewHTTPError(http.StatusBadRequest, "limit must be a non-negative integer")
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (s *Server) apiGetRun(c *echo.Context) error {
+	run, err := s.deps.Store.GetRun(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, apiRun(run))
+}
+
+// pickJob returns the job of run that ?job= (an id or submission id) names,
+// or the newest.
+func pickJob(run Run, id string) (Job, bool) {
+	if len(run.Jobs) == 0 {
+		return Job{}, false
+	}
+	if id == "" {
+		return run.Jobs[0], true
+	}
+	for _, j := range run.Jobs {
+		if j.ID == id || j.SubmissionID == id || strconv.Itoa(j.SubmissionNum) == id {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
+// apiRun is a run as the API returns it: the spec with secrets redacted.
+func apiRun(r Run) Run {
+	r.Spec = redactJSON(r.Spec)
+	if r.Jobs == nil {
+		r.Jobs = []Job{}
+	}
+	return r
+}
+
+func (s *Server) apiRunJobs(c *echo.Context) error {
+	run, err := s.deps.Store.GetRun(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, apiRun(run).Jobs)
+}
+
+func (s *Server) apiRunEvents(c *echo.Context) error {
+	limit, err := int64Param(c, "limit", 200)
+	if err != nil {
+		return err
+	}
+	evs, err := s.deps.Store.ListEvents(c.Request().Context(), EventFilter{Kind: "run", Name: c.Param("name"), Limit: int(limit)})
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []Event{}
+	}
+	return c.JSON(http.StatusOK, evs)
+}
+
+func (s *Server) runAction(c *echo.Context, action, name string) error {
+	if s.deps.Controller == nil {
+		return errUnavailable
+	}
+	ctx := c.Request().Context()
+	if _, err := s.deps.Store.GetRun(ctx, name); err != nil {
+		return err
+	}
+	var err error
+	switch action {
+	case "stop":
+		err = s.deps.Controller.StopRun(ctx, name)
+	case "rerun":
+		err = s.deps.Controller.RerunRun(ctx, name)
+	case "suspend":
+		err = s.deps.Controller.SetRunSuspended(ctx, name, true)
+	case "resume":
+		err = s.deps.Controller.SetRunSuspended(ctx, name, false)
+	}
+	if err != nil {
+		return actionError(err)
+	}
+	s.log.Info("run_action", "action", action, "run", name, "by", principal(c).Name)
+	return nil
+}
+
+func (s *Server) apiRunAction(action string) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if err := s.runAction(c, action, c.Param("name")); err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, actionDone{Message: action + " requested"})
+	}
+}
+
+func (s *Server) apiListJobs(c *echo.Context) error {
+	f := JobFilter{}
+	if v := c.QueryParam("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "since must be an RFC 3339 time")
+		}
+		f.Since = t
+	}
+	limit, err := int64Param(c, "limit", 1000)
+	if err != nil {
+		return err
+	}
+	f.Limit = int(limit)
+	jobs, err := s.deps.Store.ListJobs(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	if jobs == nil {
+		jobs = []Job{}
+	}
+	return c.JSON(http.StatusOK, jobs)
+}
+
+// runStatuses is dstack's run vocabulary, in lifecycle order.
+var runStatuses = []string{"pending", "submitted", "provisioning", "running", "terminating", "terminated", "failed", "done"}
+
+// pageLogLines is how many log lines one page of the run page shows.
+const pageLogLines = 500
+
+func (s *Server) pageRuns(c *echo.Context) error {
+	f, err := runFilter(c)
+	if err != nil {
+		return err
+	}
+	page, err := int64Param(c, "page", 1)
+	if err != nil || page < 1 {
+		return echo.NewHTTPError(http.StatusBadRequest, "page must be a positive integer")
+	}
+	ctx := c.Request().Context()
+	f.Limit, f.Offset = runsPerPage+1, int(page-1)*runsPerPage
+	runs, err := s.runList.list(ctx, s.deps.Store, f)
+	if err != nil {
+		return err
+	}
+	more := len(runs) > runsPerPage
+	if more {
+		runs = runs[:runsPerPage]
+	}
+	var fleets []string
+	if s.deps.Inventory != nil {
+		if fl, err := s.deps.Inventory.ListFleets(ctx); err == nil {
+			for _, x := range fl {
+				fleets = append(fleets, x.Name)
+			}
+		}
+	}
+	return s.render(c, http.StatusOK, runsPage(s.viewer(c), runs, f, fleets, pager{Page: int(page), More: more}))
+}
+
+func (s *Server) pageRun(c *echo.Context) error {
+	ctx := c.Request().Context()
+	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	after, err := int64Param(c, "after", 0)
+	if err != nil {
+		return err
+	}
+	job, ok := pickJob(run, c.QueryParam("job"))
+	if !ok && c.QueryParam("job") != "" {
+		return echo.NewHTTPError(http.StatusNotFound, "no such job")
+	}
+	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
+		Timeline: runTimeline(run, s.now())}
+	if ok && c.QueryParam("after") == "" {
+		// Open on the newest lines when the store can say where they are.
+		if lt, isTailer := s.deps.Store.(LogTailer); isTailer {
+			if last, err := lt.LastLogSeq(ctx, job.ID); err == nil && last > pageLogLines {
+				d.After = last - pageLogLines
+			}
+		}
+	}
+	if ok {
+		d.Lines, err = s.deps.Store.ReadLogs(ctx, job.ID, d.After, pageLogLines+1)
+		if err != nil {
+			return err
+		}
+		if len(d.Lines) > pageLogLines {
+			d.Lines, d.More = d.Lines[:pageLogLines], true
+		}
+		var cut bool
+		d.Lines, cut = capLogLines(d.Lines)
+		d.More = d.More || cut
+	}
+	d.Spec, d.SpecFull = capSpec(d.Spec)
+	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, runPage(s.viewer(c), d))
+}
+
+func (s *Server) formRunAction(c *echo.Context) error {
+	action := c.Param("action")
+	switch action {
+	case "stop", "rerun", "suspend", "resume":
+	default:
+		return echo.NewHTTPError(http.StatusNotFound, "no such action")
+	}
+	name := c.Param("name")
+	if err := s.runAction(c, action, name); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+name)
+}
+
+// runsPerPage is how many runs one page of /runs lists.
+const runsPerPage = 100
+
+// pager is the position in a paged list.
+type pager struct {
+	Page int
+	More bool
+}
+
+// countRuns counts runs by status, through RunCounter when the store has it.
+func (s *Server) countRuns(ctx context.Context) (map[string]int, error) {
+	if rc, ok := s.deps.Store.(RunCounter); ok {
+		return rc.CountRuns(ctx)
+	}
+	runs, err := s.deps.Store.ListRuns(ctx, RunFilter{})
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, r := range runs {
+		counts[r.Status]++
+	}
+	return counts, nil
+}
