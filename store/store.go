@@ -157,7 +157,6 @@ func (s *Store) releaseLock() error {
 	return err
 }
 
-
 // Dialect returns "sqlite" or "postgres".
 func (s *Store) Dialect() string { return s.dialect }
 
