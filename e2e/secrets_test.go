@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
-	"golang.org/x/crypto/bcrypt"
 
 	"hoist/e2e/testenv"
 )
@@ -40,7 +38,7 @@ func TestSecrets_setByCLIReachEnvAndRegistryAuthAndNeverLeak(t *testing.T) {
 		passVal   = "pass-through-77e0b1d9"
 		wrongPass = "not-the-password-2b9c"
 	)
-	reg := startTestRegistry(t, regUser, regPass)
+	reg := testenv.StartRegistry(t, regUser, regPass)
 	ref := pushToRegistry(t, reg, regUser, regPass)
 
 	r := newRepo(t)
@@ -211,62 +209,6 @@ func TestSecrets_sshFleetKeyFromSecret(t *testing.T) {
 	if strings.Contains(s.logText(), keyLine) {
 		t.Error("the server log shows the private key")
 	}
-}
-
-// startTestRegistry runs Debian's docker-registry with htpasswd auth on a
-// loopback port and returns its host:port; it stops when the test ends.
-func startTestRegistry(t *testing.T, user, pass string) string {
-	t.Helper()
-	regBin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatalf("docker-registry not installed: %v", err)
-		}
-		t.Skipf("SKIP: docker-registry not installed (apt-get install docker-registry): %v", err)
-	}
-	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "htpasswd"), []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freePort(t)
-	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\nauth:\n  htpasswd:\n    realm: hoist-e2e\n    path: %s\n",
-		filepath.Join(dir, "data"), addr, filepath.Join(dir, "htpasswd"))
-	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(regBin, "serve", cfgPath)
-	logf, err := os.Create(filepath.Join(dir, "registry.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("registry log:\n%s", b)
-		}
-	})
-	waitFor(t, 10*time.Second, func() string { return "docker-registry to listen on " + addr }, func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return addr
 }
 
 // pushToRegistry tags the test image into the registry, pushes it with

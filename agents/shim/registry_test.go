@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +12,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
-	"golang.org/x/crypto/bcrypt"
 
 	"hoist/agents/api"
 	"hoist/e2e/testenv"
@@ -27,79 +22,11 @@ const (
 	registryPassword = "correct-horse"
 )
 
-// startRegistry runs Debian's docker-registry on a loopback port with
-// htpasswd auth and returns its host:port. It is stopped when the test ends.
+// startRegistry runs Debian's docker-registry with htpasswd auth for the
+// test's user (testenv.StartRegistry).
 func startRegistry(t *testing.T) string {
 	t.Helper()
-	bin := testenv.Require(t, "docker-registry")
-	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte(registryPassword), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "htpasswd"), []byte(registryUser+":"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: %s
-http:
-  addr: %s
-auth:
-  htpasswd:
-    realm: hoist-test
-    path: %s
-`, filepath.Join(dir, "data"), addr, filepath.Join(dir, "htpasswd"))
-	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", cfgPath)
-	logf, err := os.Create(filepath.Join(dir, "registry.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("registry log:\n%s", b)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return addr
-		}
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("docker-registry exited: %s", b)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry did not listen on %s", addr)
-		}
-	}
+	return testenv.StartRegistry(t, registryUser, registryPassword)
 }
 
 // pushUniqueImage commits a container of the busybox image with a 2 MB
