@@ -31,7 +31,6 @@ var deps = map[string]string{
 	"docker":          "docker.io",
 	"docker-registry": "docker-registry",
 	"git":             "git",
-	"htpasswd":        "apache2-utils",
 	"sshd":            "openssh-server",
 	"wrk":             "wrk",
 }
