@@ -413,7 +413,7 @@ func (p planner) SpecsAt(ctx context.Context, sha string) (map[string]json.RawMe
 
 // webPlan turns a plan (or the load errors of its specs) into the web's view.
 func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
-	out := web.Plan{Revision: rev, Errors: []string{}, HeldReasons: []string{}, Changes: []web.Change{}}
+	out := web.Plan{Revision: rev, Errors: []string{}, HeldReasons: []string{}, Changes: []web.Change{}, Warnings: []string{}}
 	if err != nil {
 		var es schema.Errors
 		if !errors.As(err, &es) {
