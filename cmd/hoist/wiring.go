@@ -235,6 +235,11 @@ func extractAgents(emb fs.FS, dir string) error {
 		if err := os.WriteFile(tmp, b, 0o755); err != nil {
 			return fmt.Errorf("agents: %w", err)
 		}
+		// Executable by containers of any user, whatever the umask (hoist
+		// serve's is 077): chmod is not narrowed by it.
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return fmt.Errorf("agents: %w", err)
+		}
 		if err := os.Rename(tmp, p); err != nil {
 			return fmt.Errorf("agents: %w", err)
 		}
