@@ -234,8 +234,18 @@ func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *o
 		InstanceTypes: spec.InstanceTypes, SpotPolicy: spec.SpotPolicy, MaxPrice: spec.MaxPrice})
 	ask := q
 	if job != nil {
+		// The backends and spot policy are the fleet's; the regions and
+		// instance types are the job's when it names some (dstack filters
+		// offers by the run's profile too), and every offer must fit the
+		// fleet's as well (the Filter by q below).
 		ask = *job
-		ask.Backends, ask.Regions, ask.InstanceTypes, ask.SpotPolicy = q.Backends, q.Regions, q.InstanceTypes, q.SpotPolicy
+		ask.Backends, ask.SpotPolicy = q.Backends, q.SpotPolicy
+		if len(ask.Regions) == 0 {
+			ask.Regions = q.Regions
+		}
+		if len(ask.InstanceTypes) == 0 {
+			ask.InstanceTypes = q.InstanceTypes
+		}
 	}
 	var all []offers.Offer
 	var errs []string

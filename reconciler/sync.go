@@ -201,7 +201,9 @@ func (c *Controller) PlanFS(ctx context.Context, fsys fs.FS) (plan.Plan, error) 
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	return plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est}), nil
+	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est})
+	p.Warnings = c.advise(desired)
+	return p, nil
 }
 
 // PlanRevision plans an arbitrary revision of the source (a pull request's

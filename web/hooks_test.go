@@ -370,3 +370,59 @@ func BenchmarkHookGitHub_push(b *testing.B) {
 		}
 	}
 }
+
+func TestHookGitHub_pullRequestPlanShowsWarnings(t *testing.T) {
+	gh := &fakeGitHub{got: make(chan struct{}, 4)}
+	ghs := httptest.NewServer(gh)
+	t.Cleanup(ghs.Close)
+	warning := "web.dstack.yml:6:7: auth: has no effect in hoist"
+	pl := &fakePlanner{plans: map[string]Plan{"headsha": {Revision: "headsha", Valid: true, Errors: []string{},
+		Changes: []Change{{Action: "create", Kind: "service", Name: "web"}}, Warnings: []string{warning}}}}
+	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
+		c.GitHubToken, c.GitHubAPI = "ghp_test", ghs.URL
+		d.Planner = pl
+	})
+	body := `{"action":"opened","number":8,"pull_request":{"title":"Add web","head":{"sha":"headsha","ref":"feature"},"base":{"ref":"main"}},
+		"repository":{"full_name":"acme/specs"}}`
+	r, b := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "pull_request", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body))
+	if r.StatusCode != 202 {
+		t.Fatalf("pull_request: %d %s", r.StatusCode, b)
+	}
+	f.srv.bg.Wait()
+	gh.mu.Lock()
+	got := gh.statuses[len(gh.statuses)-1]["description"]
+	gh.mu.Unlock()
+	if want := "1 to create; 1 warning(s): " + warning; got != want {
+		t.Errorf("commit status description %q, want %q", got, want)
+	}
+	resp := f.do(t, "GET", "/api/v1/pulls", viewerTok, nil)
+	if got := readBody(t, resp); !strings.Contains(got, `"warnings":["`+warning+`"]`) {
+		t.Errorf("GET /api/v1/pulls: %d %s", resp.StatusCode, got)
+	}
+	var html strings.Builder
+	if err := planView(*f.srv.prs.list()[0].Plan).Render(t.Context(), &html); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(html.String(), `data-testid="plan-warnings"`) || !strings.Contains(html.String(), warning) {
+		t.Errorf("plan view:\n%s", html.String())
+	}
+}
+
+func TestPlanSummary_fitsACommitStatus(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		want string
+	}{
+		{"no changes", Plan{}, "no changes"},
+		{"no changes with a warning", Plan{Warnings: []string{"a.yml:1:1: w"}}, "no changes; 1 warning(s): a.yml:1:1: w"},
+		{"long warning is cut", Plan{Warnings: []string{long}}, ("no changes; 1 warning(s): " + long)[:140]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planSummary(&tc.plan); got != tc.want {
+				t.Errorf("planSummary = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -326,6 +326,10 @@ type Plan struct {
 	// now and once the plan is applied (cheapest matching offers).
 	CostBefore float64 `json:"cost_before"`
 	CostAfter  float64 `json:"cost_after"`
+	// Warnings name fields of the planned specs that have no effect in
+	// hoist, one "path:line:col: message" each; they never make a plan
+	// invalid.
+	Warnings []string `json:"warnings"`
 }
 
 // Change is one step of a plan.

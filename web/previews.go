@@ -60,6 +60,7 @@ func (s *Server) apiPlan(c *echo.Context) error {
 	}
 	plan.Errors = nonNil(plan.Errors)
 	plan.Changes = nonNil(plan.Changes)
+	plan.Warnings = nonNil(plan.Warnings)
 	return c.JSON(http.StatusOK, plan)
 }
 
@@ -238,7 +239,9 @@ func (s *Server) planPR(ctx context.Context, pr PRPlan) {
 	s.prs.update(pr)
 }
 
-// planSummary is a one-line description of a plan, at most 140 characters.
+// planSummary is a one-line description of a plan, at most 140 characters:
+// the changes, then the number of warnings and the first one (fields
+// without effect in hoist), which the dashboard lists in full.
 func planSummary(p *Plan) string {
 	if p == nil {
 		return ""
@@ -249,9 +252,6 @@ func planSummary(p *Plan) string {
 			counts[ch.Action]++
 		}
 	}
-	if len(counts) == 0 {
-		return "no changes"
-	}
 	var parts []string
 	for _, a := range []string{"create", "update", "replace", "delete"} {
 		if counts[a] > 0 {
@@ -259,8 +259,14 @@ func planSummary(p *Plan) string {
 		}
 	}
 	out := strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		out = "no changes"
+	}
+	if n := len(p.Warnings); n > 0 {
+		out += fmt.Sprintf("; %d warning(s): %s", n, p.Warnings[0])
+	}
 	if len(out) > 140 {
-		out = out[:140]
+		out = strings.ToValidUTF8(out[:140], "")
 	}
 	return out
 }

@@ -29,10 +29,13 @@ type Secrets interface {
 	ListSecrets(ctx context.Context) ([]Secret, error)
 	// GetSecret returns the value of the named secret, or ErrNotFound.
 	GetSecret(ctx context.Context, name string) ([]byte, error)
-	// SetSecret creates or replaces the named secret.
-	SetSecret(ctx context.Context, name string, value []byte) error
-	// DeleteSecret removes the named secret, or returns ErrNotFound.
-	DeleteSecret(ctx context.Context, name string) error
+	// SetSecret creates or replaces the named secret and records an event
+	// (object kind "secret") naming it and by, the user who set it; the
+	// value is never part of the event.
+	SetSecret(ctx context.Context, name string, value []byte, by string) error
+	// DeleteSecret removes the named secret and records an event naming it
+	// and by, or returns ErrNotFound.
+	DeleteSecret(ctx context.Context, name, by string) error
 }
 
 // maxSecretBytes bounds a secret's value (a private key is a few KB).
@@ -129,7 +132,7 @@ func (s *Server) setSecret(c *echo.Context, sec Secrets, name string, value []by
 	if err := validSecret(name, value); err != nil {
 		return err
 	}
-	if err := sec.SetSecret(c.Request().Context(), name, value); err != nil {
+	if err := sec.SetSecret(c.Request().Context(), name, value, principal(c).Name); err != nil {
 		return err
 	}
 	s.log.Info("secret_set", "name", name, "by", principal(c).Name)
@@ -142,7 +145,7 @@ func (s *Server) apiDeleteSecret(c *echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	if err := sec.DeleteSecret(c.Request().Context(), name); err != nil {
+	if err := sec.DeleteSecret(c.Request().Context(), name, principal(c).Name); err != nil {
 		return err
 	}
 	s.log.Info("secret_deleted", "name", name, "by", principal(c).Name)
@@ -185,7 +188,7 @@ func (s *Server) formDeleteSecret(c *echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	if err := sec.DeleteSecret(c.Request().Context(), name); err != nil {
+	if err := sec.DeleteSecret(c.Request().Context(), name, principal(c).Name); err != nil {
 		return err
 	}
 	s.log.Info("secret_deleted", "name", name, "by", principal(c).Name)

@@ -38,14 +38,14 @@ func (s *memSecrets) GetSecret(_ context.Context, name string) ([]byte, error) {
 	return v, nil
 }
 
-func (s *memSecrets) SetSecret(_ context.Context, name string, value []byte) error {
+func (s *memSecrets) SetSecret(_ context.Context, name string, value []byte, _ string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[name] = value
 	return nil
 }
 
-func (s *memSecrets) DeleteSecret(_ context.Context, name string) error {
+func (s *memSecrets) DeleteSecret(_ context.Context, name, _ string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[name]; !ok {

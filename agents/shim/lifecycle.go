@@ -134,7 +134,14 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	hcfg.Binds = append(hcfg.Binds, launch.binds...)
 	// Readable by the container's user, whoever it is; the task dir above
 	// keeps every other local user out.
-	if err := os.WriteFile(filepath.Join(runDir, RunnerTokenFile), []byte(token+"\n"), 0o644); err != nil {
+	// Chmod too: the mode given to WriteFile is narrowed by the umask
+	// (hoist serve's, which runs local shims, is 077).
+	tokenFile := filepath.Join(runDir, RunnerTokenFile)
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o644); err != nil {
+		fail(api.ReasonExecutorError, fmt.Sprintf("write the runner's token: %v", err))
+		return
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
 		fail(api.ReasonExecutorError, fmt.Sprintf("write the runner's token: %v", err))
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // runnerHomePattern matches, relative to the data directory, the runner
@@ -14,6 +15,16 @@ import (
 // container and written by the container's user, who need not be hoist's,
 // so agents/shim makes it 0777. The directories above it are 0700.
 const runnerHomePattern = "backends/*/instances/*/shim/tasks/*/run"
+
+// ownerOnlyUmask sets the process's umask to 077, so that every file and
+// directory hoist serve creates from then on — in the data directory: the
+// git cache's clones (go-git asks for 0644 and 0755), SQLite's journal
+// files, backend and shim state — is its owner's alone, and returns the
+// previous umask. The entries that must stay readable by containers' users
+// get their modes with chmod, which the umask does not narrow: the agent
+// binaries (extractAgents), the runner homes and the runner's token file
+// (agents/shim).
+func ownerOnlyUmask() int { return syscall.Umask(0o077) }
 
 // maxModeWarnings bounds the per-path warnings of one restrictDataDir; a
 // summary counts the rest.

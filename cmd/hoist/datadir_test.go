@@ -1,11 +1,21 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/fstest"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 func TestRestrictDataDir_makesEveryEntryOwnerOnly(t *testing.T) {
@@ -91,5 +101,76 @@ func TestRestrictDataDir_createsAMissingDirectory0700(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("mode %#o, want 0700", fi.Mode().Perm())
+	}
+}
+
+// gitCacheModes initialises a repository in dir with go-git's filesystem
+// storage, as the remote source does in the data directory's git cache, and
+// returns the modes of everything in it that others may read. (Objects,
+// which go-git chmods to 0444 itself, are the source's to narrow: see
+// reconciler/source.)
+func gitCacheModes(t *testing.T, dir string) []string {
+	t.Helper()
+	st := filesystem.NewStorage(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRUDefault())
+	defer st.Close()
+	repo, err := git.Init(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{"https://example.invalid/specs.git"}}); err != nil {
+		t.Fatal(err)
+	}
+	var open []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			rel, _ := filepath.Rel(dir, p)
+			open = append(open, fmt.Sprintf("%s %#o", rel, perm))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return open
+}
+
+func TestOwnerOnlyUmask_gitCacheEntriesAreOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o022) // the usual umask, under which go-git makes 0644 files
+	t.Cleanup(func() { syscall.Umask(old) })
+	// Without it, go-git's files are readable by others (the test would
+	// prove nothing otherwise).
+	if open := gitCacheModes(t, filepath.Join(t.TempDir(), "git", "fetch-1")); len(open) == 0 {
+		t.Fatal("under umask 022 go-git made only owner-only entries")
+	}
+	defer syscall.Umask(ownerOnlyUmask())
+	if open := gitCacheModes(t, filepath.Join(t.TempDir(), "git", "fetch-2")); len(open) > 0 {
+		t.Errorf("entries others may read: %v", open)
+	}
+}
+
+// TestOwnerOnlyUmask_agentBinariesStayExecutable: the exception the umask
+// must not narrow.
+func TestOwnerOnlyUmask_agentBinariesStayExecutable(t *testing.T) {
+	defer syscall.Umask(ownerOnlyUmask())
+	dir := filepath.Join(t.TempDir(), "agents")
+	emb := fstest.MapFS{"hoist-runner": {Data: []byte("\x7fELF")}, "hoist-shim": {Data: []byte("\x7fELF")}}
+	if err := extractAgents(emb, dir); err != nil {
+		t.Fatal(err)
+	}
+	for name := range emb {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o755 {
+			t.Errorf("%s: mode %#o, want 0755", name, got)
+		}
 	}
 }

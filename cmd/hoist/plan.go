@@ -73,10 +73,12 @@ func runPlan(cmd *cobra.Command, o planOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	printFindings(cmd.ErrOrStderr(), errs, warns)
 	if len(errs) > 0 {
+		printFindings(cmd.ErrOrStderr(), errs, warns)
 		return &exitError{1}
 	}
+	// Warnings come from the server's answer (it applies the same
+	// advisories), so they are printed once.
 	body := map[string]map[string]string{"files": {}}
 	base := planBase(args)
 	for _, f := range files {
@@ -192,9 +194,22 @@ func planChanges(p web.Plan) bool {
 	return false
 }
 
+// warningLine marks a server's "path:line:col: message" warning the way
+// printFindings does: "path:line:col: warning: message".
+func warningLine(e string) string {
+	// The position is the first three colon-separated fields.
+	if parts := strings.SplitN(e, ": ", 2); len(parts) == 2 {
+		return parts[0] + ": warning: " + parts[1]
+	}
+	return "warning: " + e
+}
+
 func printPlan(w io.Writer, p web.Plan) {
 	for _, e := range p.Errors {
 		fmt.Fprintln(w, e)
+	}
+	for _, e := range p.Warnings {
+		fmt.Fprintln(w, warningLine(e))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACTION\tKIND\tNAME\tDETAIL")

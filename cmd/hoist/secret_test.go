@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +107,52 @@ func TestSecretCmd_setGetListDelete(t *testing.T) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		t.Errorf("wrong token gave an exit code, want an error message")
+	}
+}
+
+// TestSecretCmd_setAndDeleteAreEvents: setting and deleting a secret show
+// in /api/v1/events with its name and who did it, never its value.
+func TestSecretCmd_setAndDeleteAreEvents(t *testing.T) {
+	ts, _ := secretServer(t)
+	t.Setenv("HOIST_TOKEN", "admin-tok")
+	t.Setenv("HOIST_SERVER", ts.URL)
+	const value = "hf_event-value-must-not-show"
+	for _, args := range [][]string{{"secret", "set", "HF_TOKEN"}, {"secret", "set", "HF_TOKEN"}, {"secret", "delete", "HF_TOKEN"}} {
+		if _, _, err := runSecretCmd(t, value+"\n", args...); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/api/v1/events?kind=secret", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer admin-tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/events: %d %v %s", resp.StatusCode, err, body)
+	}
+	if strings.Contains(string(body), "hf_event") {
+		t.Fatalf("the events carry the secret's value:\n%s", body)
+	}
+	var events []web.Event
+	if err := json.Unmarshal(body, &events); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events { // newest first
+		got = append(got, e.Kind+" "+e.Name+" "+e.Type+": "+e.Message)
+	}
+	want := []string{
+		"secret HF_TOKEN deleted: secret HF_TOKEN deleted by admin",
+		"secret HF_TOKEN set: secret HF_TOKEN set by admin",
+		"secret HF_TOKEN set: secret HF_TOKEN set by admin",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

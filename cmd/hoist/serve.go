@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -140,6 +141,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// New entries are private from the start; restrictDataDir fixes the
+	// ones made before (or by an older hoist).
+	defer syscall.Umask(ownerOnlyUmask())
 	if err := restrictDataDir(o.dataDir, log); err != nil {
 		return err
 	}

@@ -235,6 +235,11 @@ func extractAgents(emb fs.FS, dir string) error {
 		if err := os.WriteFile(tmp, b, 0o755); err != nil {
 			return fmt.Errorf("agents: %w", err)
 		}
+		// Executable by containers of any user, whatever the umask (hoist
+		// serve's is 077): chmod is not narrowed by it.
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return fmt.Errorf("agents: %w", err)
+		}
 		if err := os.Rename(tmp, p); err != nil {
 			return fmt.Errorf("agents: %w", err)
 		}
@@ -413,7 +418,7 @@ func (p planner) SpecsAt(ctx context.Context, sha string) (map[string]json.RawMe
 
 // webPlan turns a plan (or the load errors of its specs) into the web's view.
 func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
-	out := web.Plan{Revision: rev, Errors: []string{}, HeldReasons: []string{}, Changes: []web.Change{}}
+	out := web.Plan{Revision: rev, Errors: []string{}, HeldReasons: []string{}, Changes: []web.Change{}, Warnings: []string{}}
 	if err != nil {
 		var es schema.Errors
 		if !errors.As(err, &es) {

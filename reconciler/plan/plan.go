@@ -124,6 +124,9 @@ type Plan struct {
 	// applied.
 	CostBefore float64 `json:"cost_before"`
 	CostAfter  float64 `json:"cost_after"`
+	// Warnings name fields of the planned specs that have no effect in
+	// hoist, one "path:line:col: message" each; they never block a plan.
+	Warnings []string `json:"warnings,omitempty"`
 	// Now is the time the plan was computed for.
 	Now time.Time `json:"now"`
 }

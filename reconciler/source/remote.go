@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -278,6 +279,28 @@ func (s *remoteGit) checkoutExact(ctx context.Context, id string) (*Snapshot, er
 	return s.snapshot(c, "")
 }
 
+// cacheStorage is go-git's storage of a repository in dir, a directory in
+// the git cache, whose entries stay their owner's alone: the cache lies in
+// hoist's data directory.
+func cacheStorage(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(ownerOnlyFS{osfs.New(dir, osfs.WithBoundOS())}, cache.NewObjectLRUDefault(),
+		filesystem.Options{KeepDescriptors: true})
+}
+
+// ownerOnlyFS is a billy file system whose Chmod drops the group and other
+// bits: go-git makes objects and packs read-only with Chmod(0444), which the
+// process's umask does not narrow.
+type ownerOnlyFS struct{ billy.Filesystem }
+
+// Chmod changes name's mode to mode without group and other permissions.
+func (f ownerOnlyFS) Chmod(name string, mode os.FileMode) error {
+	c, ok := f.Filesystem.(billy.Chmod)
+	if !ok {
+		return nil
+	}
+	return c.Chmod(name, mode&^0o077)
+}
+
 // fetchCommit fetches specs into a fresh repository (in memory, or in a
 // temporary directory under CacheDir that is removed before returning),
 // picks a commit with pick, and copies its files into memory.
@@ -298,8 +321,7 @@ func (s *remoteGit) fetchCommit(ctx context.Context, specs []config.RefSpec, dep
 			return cachedRev{}, fmt.Errorf("fetch %s: %w", s.remote.clean, err)
 		}
 		defer os.RemoveAll(tmp)
-		fst := filesystem.NewStorageWithOptions(osfs.New(tmp, osfs.WithBoundOS()), cache.NewObjectLRUDefault(),
-			filesystem.Options{KeepDescriptors: true})
+		fst := cacheStorage(tmp)
 		defer fst.Close() // before RemoveAll
 		st = fst
 	}

@@ -20,7 +20,7 @@ func TestView_secretsRoundTripWithoutValuesInLists(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	v := storeview.New(st, "")
 	ctx := t.Context()
-	if err := v.SetSecret(ctx, "HF_TOKEN", []byte("hf_value")); err != nil {
+	if err := v.SetSecret(ctx, "HF_TOKEN", []byte("hf_value"), "admin"); err != nil {
 		t.Fatal(err)
 	}
 	list, err := v.ListSecrets(ctx)
@@ -33,10 +33,10 @@ func TestView_secretsRoundTripWithoutValuesInLists(t *testing.T) {
 	if _, err := v.GetSecret(ctx, "NOPE"); !errors.Is(err, web.ErrNotFound) {
 		t.Errorf("GetSecret(missing) = %v, want ErrNotFound", err)
 	}
-	if err := v.DeleteSecret(ctx, "NOPE"); !errors.Is(err, web.ErrNotFound) {
+	if err := v.DeleteSecret(ctx, "NOPE", "admin"); !errors.Is(err, web.ErrNotFound) {
 		t.Errorf("DeleteSecret(missing) = %v, want ErrNotFound", err)
 	}
-	if err := v.DeleteSecret(ctx, "HF_TOKEN"); err != nil {
+	if err := v.DeleteSecret(ctx, "HF_TOKEN", "admin"); err != nil {
 		t.Fatal(err)
 	}
 	if list, _ := v.ListSecrets(ctx); len(list) != 0 {
