@@ -159,7 +159,6 @@ func portBindings(ports []api.PortMapping) (nat.PortSet, nat.PortMap) {
 		}
 		m[cp] = append(m[cp], nat.PortBinding{HostIP: "127.0.0.1", HostPort: hp})
 	}
-	bind(RunnerPort, 0)
 	for _, p := range ports {
 		bind(p.Container, p.Host)
 	}
