@@ -3,8 +3,11 @@ package api
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -68,8 +71,7 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // as before. A nil dial dials on this machine.
 func UnixDial(dial DialFunc) DialFunc {
 	if dial == nil {
-		var d net.Dialer
-		dial = d.DialContext
+		dial = dialHere
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if p, ok := SocketOfHost(addr); ok {
@@ -77,6 +79,26 @@ func UnixDial(dial DialFunc) DialFunc {
 		}
 		return dial(ctx, network, addr)
 	}
+}
+
+// maxSocketPath is the longest socket path connect(2) takes on Linux: sun_path
+// holds 108 bytes with the terminating NUL (see unix(7)).
+const maxSocketPath = 107
+
+// dialHere dials addr on this machine. A Unix socket whose path is too long
+// for connect(2) is reached through its directory, opened and named by its
+// /proc/self/fd entry (see proc(5)).
+func dialHere(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	if network != "unix" || len(addr) <= maxSocketPath {
+		return d.DialContext(ctx, network, addr)
+	}
+	dir, err := os.Open(filepath.Dir(addr))
+	if err != nil {
+		return nil, fmt.Errorf("dial unix %s: %w", addr, err)
+	}
+	defer dir.Close()
+	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(addr)))
 }
 
 // NewLocalTransport returns an http.Transport that dials agents on this
