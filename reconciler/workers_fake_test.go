@@ -193,7 +193,7 @@ func TestWorkers_taskRunsOnAGrownInstanceAndItsOutputIsStored(t *testing.T) {
 	}
 	f.stepJob("train", store.JobPulling)
 	j := f.stepJob("train", store.JobRunning)
-	if !strings.HasPrefix(j.RunnerHost, api.UnixScheme) || j.RunnerPort != 0 {
+	if !strings.HasPrefix(j.RunnerHost, "unix:///") || j.RunnerPort != 0 {
 		t.Errorf("runner at %s:%d, want its unix socket", j.RunnerHost, j.RunnerPort)
 	}
 	f.reconcileJobs("train") // hands the job to its pump
