@@ -259,7 +259,11 @@ func (s *Shim) containerConfig(spec api.TaskSpec, imgCfg *dockerspec.DockerOCIIm
 // published returns the runner's address (its socket on the host) and the
 // task's ports as bound on the host, reading them from Docker in bridge mode.
 func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec) (string, []api.PortMapping, error) {
-	addr := api.UnixAddr(filepath.Join(s.RunnerDir(spec.ID), RunnerSocketFile))
+	sock, err := s.runnerSocket(spec.ID)
+	if err != nil {
+		return "", nil, err
+	}
+	addr := api.UnixAddr(sock)
 	if spec.NetworkMode == api.NetworkHost {
 		ports := make([]api.PortMapping, 0, len(spec.Ports))
 		for _, p := range spec.Ports {
@@ -520,6 +524,7 @@ func (s *Shim) RemoveTask(ctx context.Context, id string) error {
 			return fmt.Errorf("remove container: %w", err)
 		}
 	}
+	s.removeSocketLink(id)
 	if err := os.RemoveAll(s.taskDir(id)); err != nil {
 		return fmt.Errorf("remove task dir: %w", err)
 	}

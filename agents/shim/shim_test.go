@@ -301,7 +301,7 @@ func TestShim_containerSettings(t *testing.T) {
 		{"read-only instance mount", hasMount(c.Mounts, "/data", false)},
 		{"runner binary mounted read-only", hasMount(c.Mounts, "/hoist/bin/hoist-runner", false)},
 		{"no port published (the runner has none)", len(hc.PortBindings) == 0 && len(c.Config.ExposedPorts) == 0 && len(c.NetworkSettings.Ports) == 0},
-		{"runner on its socket", info.RunnerAddr == api.UnixAddr(filepath.Join(e.state, "tasks", "settings", "run", shim.RunnerSocketFile))},
+		{"runner on its socket", socketIn(info.RunnerAddr) == filepath.Join(e.state, "tasks", "settings", "run", shim.RunnerSocketFile)},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -522,6 +522,16 @@ var (
 
 // unauthorized sends every endpoint at base with the Authorization header
 // auth ("" = none) and returns those that did not answer 401.
+// socketIn returns where the runner address's socket really is.
+func socketIn(addr string) string {
+	p, _ := api.SocketPath(addr)
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return err.Error()
+	}
+	return filepath.Join(dir, filepath.Base(p))
+}
+
 // localAgents reaches agents on this machine, by TCP or Unix socket.
 var localAgents = &http.Client{Transport: api.NewLocalTransport()}
 
@@ -671,20 +681,24 @@ func TestShim_otherLocalUsersCannotOpenTheRunnersSocket(t *testing.T) {
 	if !ok {
 		t.Fatalf("RunnerAddr = %q, want a unix socket", info.RunnerAddr)
 	}
-	call := func(cred *syscall.Credential) (string, error) {
+	call := func(sock string, cred *syscall.Credential) (string, error) {
 		cmd := exec.CommandContext(t.Context(), curl, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", sock, "http://runner"+api.HealthPath)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := call(nil); err != nil || out != "401" {
-		t.Fatalf("root calling the runner's socket without a token: %q, %v; want http 401", out, err)
+	// The address goes through the shim's short link; the socket itself is
+	// in the runner's directory.
+	for _, p := range []string{sock, filepath.Join(state, "tasks", "nobody", "run", shim.RunnerSocketFile)} {
+		if out, err := call(p, nil); err != nil || out != "401" {
+			t.Fatalf("root calling the runner's socket %s without a token: %q, %v; want http 401", p, out, err)
+		}
+		out, err := call(p, &syscall.Credential{Uid: 65534, Gid: 65534})
+		if err == nil || strings.Contains(out, "401") || strings.Contains(out, "200") {
+			t.Errorf("uid 65534 reached the runner's socket %s: %q, %v", p, out, err)
+		}
+		t.Logf("uid 65534 calling the runner's socket %s: %q, %v", p, strings.TrimSpace(out), err)
 	}
-	out, err := call(&syscall.Credential{Uid: 65534, Gid: 65534})
-	if err == nil || strings.Contains(out, "401") || strings.Contains(out, "200") {
-		t.Errorf("uid 65534 reached the runner's socket %s: %q, %v", sock, out, err)
-	}
-	t.Logf("uid 65534 calling the runner's socket: %q, %v", strings.TrimSpace(out), err)
 	c, err := dc.ContainerInspect(t.Context(), info.ContainerID)
 	if err != nil {
 		t.Fatal(err)
