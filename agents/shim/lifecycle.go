@@ -156,7 +156,7 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		s.log.Warn("task_ports_unknown", "task_id", spec.ID, "err", err)
 		s.mu.Lock()
 		if t.stopReason == "" {
-			t.stopReason, t.stopMessage = api.ReasonExecutorError, fmt.Sprintf("find the runner's port: %v", err)
+			t.stopReason, t.stopMessage = api.ReasonExecutorError, fmt.Sprintf("find the runner's socket and the task's ports: %v", err)
 		}
 		s.mu.Unlock()
 		s.stopContainer(created.ID, 0)

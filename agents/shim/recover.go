@@ -24,6 +24,7 @@ func (s *Shim) Recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.pruneSocketLinks()
 	list, err := s.docker.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelShimID+"="+s.cfg.ID)),

@@ -84,3 +84,23 @@ func (s *Shim) socketLinkDir() (string, error) {
 	}
 	return dir, nil
 }
+
+// pruneSocketLinks removes the links whose runner directory is gone (tasks
+// removed while no shim ran).
+func (s *Shim) pruneSocketLinks() {
+	dir, err := s.socketLinkDir()
+	if err != nil {
+		s.log.Warn("socket_links_unusable", "err", err)
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(p)
+		}
+	}
+}
