@@ -32,7 +32,15 @@ func (s *Shim) runnerSocket(id string) (string, error) {
 	target := s.RunnerDir(id)
 	if got, err := os.Readlink(link); err != nil || got != target {
 		_ = os.Remove(link)
-		if err := os.Symlink(target, link); err != nil {
+		err := os.Symlink(target, link)
+		if errors.Is(err, os.ErrNotExist) {
+			// Another shim's prune took the directory while it was empty.
+			if dir, err = s.socketLinkDir(); err != nil {
+				return "", err
+			}
+			err = os.Symlink(target, link)
+		}
+		if err != nil {
 			return "", fmt.Errorf("runner socket link: %w", err)
 		}
 	}
@@ -85,22 +93,35 @@ func (s *Shim) socketLinkDir() (string, error) {
 	return dir, nil
 }
 
-// pruneSocketLinks removes the links whose runner directory is gone (tasks
-// removed while no shim ran).
+// pruneSocketLinks removes, in every shim's link directory of this user,
+// the links whose runner directory is gone (tasks removed while no shim ran,
+// state directories deleted), and the directories left empty. A shim whose
+// directory goes meanwhile makes it again (runnerSocket).
 func (s *Shim) pruneSocketLinks() {
-	dir, err := s.socketLinkDir()
+	own, err := s.socketLinkDir()
 	if err != nil {
 		s.log.Warn("socket_links_unusable", "err", err)
 		return
 	}
-	entries, err := os.ReadDir(dir)
+	dirs, err := os.ReadDir(filepath.Dir(own))
 	if err != nil {
 		return
 	}
-	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-			_ = os.Remove(p)
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
 		}
+		dir := filepath.Join(filepath.Dir(own), d.Name())
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+				_ = os.Remove(p)
+			}
+		}
+		_ = os.Remove(dir) // once empty
 	}
 }
