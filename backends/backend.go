@@ -184,9 +184,10 @@ type Connector interface {
 // A Conn is how the server reaches the agents of one instance.
 type Conn interface {
 	// HTTPClient returns a client that dials addresses as seen from the
-	// instance: the shim at ShimURL, and a runner at the address the shim
-	// reports (for the local backend a plain dialer; for SSH hosts every
-	// connection is a channel of the SSH connection, no agent port is public).
+	// instance: the shim at ShimURL, and a runner at the Unix socket the
+	// shim reports (api.BaseURL of TaskInfo.RunnerAddr; for the local backend
+	// a plain dialer; for SSH hosts every connection is a channel of the SSH
+	// connection, no agent port is public).
 	HTTPClient() *http.Client
 	// ShimURL is the base URL of the shim's HTTP API, e.g. http://127.0.0.1:10998.
 	ShimURL() string

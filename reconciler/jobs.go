@@ -248,7 +248,7 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	if info.RunnerAddr == "" {
 		return 100 * time.Millisecond, nil
 	}
-	runner := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	runner := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
 	rctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
 	defer cancel()
 	st, err := runner.State(rctx)
@@ -286,14 +286,14 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			return 0, fmt.Errorf("run job: %w", err)
 		}
 	}
-	host, port, _ := net.SplitHostPort(info.RunnerAddr)
-	job.RunnerHost = host
-	job.RunnerPort, _ = strconv.Atoi(port)
+	// The runner's address is its Unix socket on the instance (unix://path).
+	job.RunnerHost, job.RunnerPort = info.RunnerAddr, 0
 	if spec.Port != nil {
-		// Where the service answers on its instance, for the probes.
+		// Where the service answers on its instance, for the probes: the
+		// shim publishes ports on the instance's loopback.
 		for _, p := range info.Ports {
 			if p.Container == spec.Port.ContainerPort && p.Host > 0 {
-				job.RuntimeData, _ = json.Marshal(runtimeData{ServiceAddr: net.JoinHostPort(host, strconv.Itoa(p.Host))})
+				job.RuntimeData, _ = json.Marshal(runtimeData{ServiceAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Host))})
 			}
 		}
 	}
@@ -341,7 +341,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 			c.log.Warn("instance unreachable; finishing job without cleanup", "job", job.JobName, "error", err)
 		} else {
 			if job.RunnerHost != "" {
-				runner := api.NewRunnerClient("http://"+net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort)), conn.HTTPClient())
+				runner := api.NewRunnerClient(runnerAddr(*job), conn.HTTPClient())
 				grace := time.Duration(spec.StopDuration) * time.Second
 				if grace <= 0 || grace > 10*time.Second {
 					grace = 10 * time.Second
@@ -468,4 +468,13 @@ func refusedByAgent(err error) (string, bool) {
 		return "", false
 	}
 	return ae.Message, true
+}
+
+// runnerAddr returns the address of a job's runner: RunnerHost alone (a
+// "unix://" socket) or, when RunnerPort is set, host:port.
+func runnerAddr(job store.Job) string {
+	if job.RunnerPort == 0 {
+		return job.RunnerHost
+	}
+	return net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort))
 }

@@ -3,8 +3,6 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -98,7 +96,7 @@ func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() 
 		shim, conn, err := c.shimFor(ctx, job.InstanceID)
 		var runner *api.RunnerClient
 		if err == nil {
-			runner = api.NewRunnerClient("http://"+net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort)), conn.HTTPClient())
+			runner = api.NewRunnerClient(runnerAddr(job), conn.HTTPClient())
 			err = c.follow(ctx, &job, runner)
 		}
 		if ctx.Err() != nil {

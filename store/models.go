@@ -359,7 +359,8 @@ type Job struct {
 	Backend string `bun:"backend,notnull"`
 	// ShimTaskID is the shim's task ID for the job's container.
 	ShimTaskID string `bun:"shim_task_id,notnull"`
-	// RunnerHost is the host the runner API is reached at.
+	// RunnerHost is the host the runner API is reached at, or its whole
+	// address ("unix://" and the socket's path) when RunnerPort is 0.
 	RunnerHost string `bun:"runner_host,notnull"`
 	// RunnerPort is the runner API port.
 	RunnerPort int `bun:"runner_port,notnull"`

@@ -21,6 +21,10 @@ var defaultLongPoll = 25 * time.Second
 // accepts a connection and never answers must not hold its caller forever.
 var longPollGrace = 15 * time.Second
 
+// localUnixClient reaches agents on this machine's Unix sockets, for
+// clients made without an http.Client of their own.
+var localUnixClient = &http.Client{Transport: NewLocalTransport()}
+
 // agentClient is the part shared by ShimClient and RunnerClient: JSON over
 // HTTP with the API version checked on every response.
 type agentClient struct {
@@ -34,11 +38,11 @@ type agentClient struct {
 func newAgentClient(baseURL string, hc *http.Client, service string, want int) agentClient {
 	if hc == nil {
 		hc = http.DefaultClient
+		if _, ok := SocketPath(baseURL); ok {
+			hc = localUnixClient
+		}
 	}
-	if !strings.Contains(baseURL, "://") {
-		baseURL = "http://" + baseURL
-	}
-	return agentClient{base: strings.TrimRight(baseURL, "/"), hc: hc, service: service, want: want}
+	return agentClient{base: BaseURL(baseURL), hc: hc, service: service, want: want}
 }
 
 // longPoll returns how long the agent should hold one long-poll request:

@@ -22,6 +22,9 @@
 // instance, each runner's is made by the shim for the task and reported as
 // TaskInfo.RunnerToken. Without it an agent answers 401 (ErrUnauthorized).
 // WithToken sets it on a client; a backend's Conn adds both kinds itself.
+// A runner answers on a Unix socket only (TaskInfo.RunnerAddr is
+// "unix:///path"): BaseURL gives its HTTP base URL and UnixDial makes a
+// transport dial it, on this machine or through a tunnel.
 //
 // Shim endpoints (ShimClient):
 //

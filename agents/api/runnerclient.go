@@ -23,9 +23,10 @@ const LogFirstSeqHeader = "Hoist-Log-First-Seq"
 // RunnerClient talks to one runner.
 type RunnerClient struct{ c agentClient }
 
-// NewRunnerClient returns a client of the runner at baseURL ("http://host:port"
-// or "host:port", e.g. TaskInfo.RunnerAddr). hc may dial through a tunnel; nil
-// means http.DefaultClient.
+// NewRunnerClient returns a client of the runner at baseURL (TaskInfo.RunnerAddr,
+// "unix:///path/runner.sock", or "http://host:port"). hc may dial through a
+// tunnel and must then dial Unix sockets (see UnixDial); nil means a client
+// that dials on this machine.
 func NewRunnerClient(baseURL string, hc *http.Client) *RunnerClient {
 	return &RunnerClient{c: newAgentClient(baseURL, hc, RunnerService, RunnerAPIVersion)}
 }

@@ -175,8 +175,9 @@ type TaskInfo struct {
 	ContainerID string `json:"container_id,omitempty"`
 	// ContainerName is the Docker container name.
 	ContainerName string `json:"container_name,omitempty"`
-	// RunnerAddr is host:port on the shim's host where the runner's API
-	// answers (always a loopback address), once running.
+	// RunnerAddr is "unix://" and the path on the shim's host of the Unix
+	// socket the runner's API listens on (see UnixAddr, BaseURL); only the
+	// shim's user and root can open it. Set once running.
 	RunnerAddr string `json:"runner_addr,omitempty"`
 	// RunnerToken is the bearer token the runner's API demands (see
 	// RunnerClient.WithToken), random for each task. Only the shim's

@@ -11,11 +11,13 @@ import (
 const (
 	// ShimAPIVersion is the version of the shim's HTTP API. Version 2: every
 	// request, the health check included, carries the shim's bearer token.
-	ShimAPIVersion = 2
+	// Version 3: TaskInfo.RunnerAddr is the runner's Unix socket
+	// ("unix:///path"), no longer a TCP address.
+	ShimAPIVersion = 3
 	// RunnerAPIVersion is the version of the runner's HTTP API. Version 2:
 	// every request, the health check included, carries the runner's bearer
-	// token.
-	RunnerAPIVersion = 2
+	// token. Version 3: the runner listens on a Unix socket only.
+	RunnerAPIVersion = 3
 )
 
 // Service names reported by the agents' health checks.

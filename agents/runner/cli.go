@@ -38,7 +38,7 @@ func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code
 func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hoist-runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "0.0.0.0:10999", "address of the runner API")
+	socket := fs.String("socket", "/hoist/run/runner.sock", "path of the Unix socket the runner API listens on (it has no TCP port)")
 	home := fs.String("home", "/hoist/run", "directory for the job log and state")
 	submitTimeout := fs.Duration("submit-timeout", 10*time.Minute, "exit when no job is submitted within this time")
 	linger := fs.Duration("linger", 5*time.Minute, "after the job has finished, exit once the API has been idle this long")
@@ -46,7 +46,6 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	imageCommand := fs.String("image-command", "", "the image's entrypoint and cmd as a JSON array, run by a job without commands")
 	imageWorkDir := fs.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required); the runner deletes it once read")
-	onlyGateway := fs.Bool("only-from-gateway", false, "accept connections only from the default gateway (where Docker's published ports come from) and loopback")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -76,17 +75,9 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := listenUnix(*socket)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if *onlyGateway {
-		gw, err := defaultGateway("/proc/net/route")
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("--only-from-gateway: %w", err)
-		}
-		ln = &peerListener{Listener: ln, gateway: gw, log: log}
+		return err
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
@@ -187,4 +178,24 @@ func takeToken(path string) (string, error) {
 		return "", fmt.Errorf("--token-file %s: the token must have at least 32 characters", path)
 	}
 	return token, nil
+}
+
+// listenUnix listens on a Unix socket at path, replacing a stale one. The
+// socket is made 0666 so that the shim reaches it whichever user the
+// container runs as: who may open it is decided by the directories above it
+// on the host, which only the shim's user and root can enter (the shim's
+// task directory is 0700), and no other container sees it.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("--socket: remove the old socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--socket: %w", err)
+	}
+	return ln, nil
 }

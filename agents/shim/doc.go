@@ -9,18 +9,18 @@
 // restarted shim re-attaches to its containers (Recover); containers it finds
 // but cannot account for are reported, never killed.
 //
-// The runner's API is published on a loopback port of the host and reported
-// as TaskInfo.RunnerAddr; the shim never sends traffic to container IPs.
+// The runner's API has no TCP port: it listens on a Unix socket in its
+// directory, which the host sees under StateDir, and TaskInfo.RunnerAddr
+// names it ("unix://" and a short path through a 0700 link directory of the
+// shim's). Only the shim's user and root can open it; other containers and
+// other local users cannot reach it at all.
 //
 // Both APIs are authenticated: every request to the shim, the health check
 // included, carries Config.Token (made by the server for the instance), and
 // every request to a runner carries that task's own random token
 // (TaskInfo.RunnerToken, handed to the runner in a file of its directory
 // that it deletes before it serves: no environment or container setting
-// holds it). Anything else gets 401 and a log line. In a bridge
-// network container the runner also drops connections that do not come
-// from the bridge's gateway, so other containers on the bridge cannot reach
-// it at all.
+// holds it). Anything else gets 401 and a log line.
 //
 // cmd/hoist-shim and `hoist agent shim` (cmd/hoist) run it through Main;
 // backends/local runs it in-process; tests import it too. It imports agents/api

@@ -145,8 +145,8 @@ func (s *Shim) pull(ctx context.Context, t *task, ref string, auth *api.Registry
 
 func containerPort(p int) nat.Port { return nat.Port(strconv.Itoa(p) + "/tcp") }
 
-// portBindings publishes the runner's port and the task's ports on the
-// host's loopback address.
+// portBindings publishes the task's ports on the host's loopback address
+// (the runner has none: it answers on a Unix socket).
 func portBindings(ports []api.PortMapping) (nat.PortSet, nat.PortMap) {
 	set := nat.PortSet{}
 	m := nat.PortMap{}
@@ -159,7 +159,6 @@ func portBindings(ports []api.PortMapping) (nat.PortSet, nat.PortMap) {
 		}
 		m[cp] = append(m[cp], nat.PortBinding{HostIP: "127.0.0.1", HostPort: hp})
 	}
-	bind(RunnerPort, 0)
 	for _, p := range ports {
 		bind(p.Container, p.Host)
 	}

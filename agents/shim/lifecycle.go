@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,19 +115,10 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		return
 	}
 
-	runnerHostPort := 0
-	if spec.NetworkMode == api.NetworkHost {
-		p, err := freePort()
-		if err != nil {
-			fail(api.ReasonExecutorError, fmt.Sprintf("find a port for the runner: %v", err))
-			return
-		}
-		runnerHostPort = p
-	}
 	s.mu.Lock()
 	token := t.info.RunnerToken
 	s.mu.Unlock()
-	cfg, hcfg := s.containerConfig(spec, runnerHostPort, img.Config)
+	cfg, hcfg := s.containerConfig(spec, img.Config)
 	cfg.Entrypoint = launch.entrypoint
 	hcfg.Binds = append(hcfg.Binds, launch.binds...)
 	// Readable by the container's user, whoever it is; the task dir above
@@ -169,12 +158,12 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		s.watch(t, created.ID)
 	}()
 
-	addr, ports, err := s.published(ctx, created.ID, spec, runnerHostPort)
+	addr, ports, err := s.published(ctx, created.ID, spec)
 	if err != nil {
 		s.log.Warn("task_ports_unknown", "task_id", spec.ID, "err", err)
 		s.mu.Lock()
 		if t.stopReason == "" {
-			t.stopReason, t.stopMessage = api.ReasonExecutorError, fmt.Sprintf("find the runner's port: %v", err)
+			t.stopReason, t.stopMessage = api.ReasonExecutorError, fmt.Sprintf("find the runner's socket and the task's ports: %v", err)
 		}
 		s.mu.Unlock()
 		s.stopContainer(created.ID, 0)
@@ -202,7 +191,7 @@ func (s *Shim) start(ctx context.Context, t *task) {
 
 // containerConfig builds the container for spec: the runner as entrypoint,
 // its binary and home bind-mounted, the shim's labels.
-func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *dockerspec.DockerOCIImageConfig) (*container.Config, *container.HostConfig) {
+func (s *Shim) containerConfig(spec api.TaskSpec, imgCfg *dockerspec.DockerOCIImageConfig) (*container.Config, *container.HostConfig) {
 	labels := map[string]string{}
 	for k, v := range s.cfg.Labels {
 		labels[k] = v
@@ -218,22 +207,15 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	listen := "0.0.0.0:" + strconv.Itoa(RunnerPort)
-	if spec.NetworkMode == api.NetworkHost {
-		listen = "127.0.0.1:" + strconv.Itoa(runnerHostPort)
-	}
 	cfg := &container.Config{
 		Image:      spec.Image,
 		User:       spec.User,
 		Env:        env,
 		Labels:     labels,
 		Entrypoint: []string{RunnerPath},
-		Cmd:        []string{"--listen", listen, "--home", RunnerHome},
-	}
-	if spec.NetworkMode != api.NetworkHost {
-		// Only the published port (connections from the bridge's gateway)
-		// reaches the runner, not the other containers on the bridge.
-		cfg.Cmd = append(cfg.Cmd, "--only-from-gateway")
+		// The runner has no TCP port: its API is a Unix socket in its home,
+		// which the host sees inside the shim's 0700 task directory.
+		Cmd: []string{"--socket", RunnerHome + "/" + RunnerSocketFile, "--home", RunnerHome},
 	}
 	if s.cfg.RunnerLinger > 0 {
 		cfg.Cmd = append(cfg.Cmd, "--linger", s.cfg.RunnerLinger.String())
@@ -281,15 +263,20 @@ func (s *Shim) containerConfig(spec api.TaskSpec, runnerHostPort int, imgCfg *do
 	return cfg, hcfg
 }
 
-// published returns the runner's address and the task's ports as bound on
-// the host, reading them from Docker in bridge mode.
-func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec, runnerHostPort int) (string, []api.PortMapping, error) {
+// published returns the runner's address (its socket on the host) and the
+// task's ports as bound on the host, reading them from Docker in bridge mode.
+func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec) (string, []api.PortMapping, error) {
+	sock, err := s.runnerSocket(spec.ID)
+	if err != nil {
+		return "", nil, err
+	}
+	addr := api.UnixAddr(sock)
 	if spec.NetworkMode == api.NetworkHost {
 		ports := make([]api.PortMapping, 0, len(spec.Ports))
 		for _, p := range spec.Ports {
 			ports = append(ports, api.PortMapping{Host: p.Container, Container: p.Container})
 		}
-		return net.JoinHostPort("127.0.0.1", strconv.Itoa(runnerHostPort)), ports, nil
+		return addr, ports, nil
 	}
 	c, err := s.docker.ContainerInspect(ctx, id)
 	if err != nil {
@@ -306,15 +293,11 @@ func (s *Shim) published(ctx context.Context, id string, spec api.TaskSpec, runn
 		}
 		return 0
 	}
-	rp := hostPort(RunnerPort)
-	if rp == 0 {
-		return "", nil, errors.New("runner port is not published")
-	}
 	var ports []api.PortMapping
 	for _, p := range spec.Ports {
 		ports = append(ports, api.PortMapping{Host: hostPort(p.Container), Container: p.Container})
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(rp)), ports, nil
+	return addr, ports, nil
 }
 
 // waitRunner polls the runner's health check until it answers, the
@@ -521,7 +504,7 @@ func (s *Shim) TerminateTask(ctx context.Context, id, reason, message string, gr
 func (s *Shim) stopJob(ctx context.Context, addr, token string, grace time.Duration, reason, message string) {
 	ctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
 	defer cancel()
-	rc := api.NewRunnerClient(addr, &http.Client{}).WithToken(token)
+	rc := api.NewRunnerClient(addr, nil).WithToken(token)
 	if _, err := rc.StopWithReason(ctx, grace, reason, message); err != nil {
 		s.log.Warn("runner_stop_failed", "runner_addr", addr, "err", err)
 	}
@@ -548,6 +531,7 @@ func (s *Shim) RemoveTask(ctx context.Context, id string) error {
 			return fmt.Errorf("remove container: %w", err)
 		}
 	}
+	s.removeSocketLink(id)
 	if err := os.RemoveAll(s.taskDir(id)); err != nil {
 		return fmt.Errorf("remove task dir: %w", err)
 	}
@@ -556,13 +540,4 @@ func (s *Shim) RemoveTask(ctx context.Context, id string) error {
 	s.mu.Unlock()
 	s.log.Info("task_removed", "task_id", id)
 	return nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

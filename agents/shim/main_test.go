@@ -108,6 +108,9 @@ func (e *env) start(t testing.TB) {
 	t.Cleanup(func() {
 		srv.Close()
 		s.Close()
+		if dir, err := s.SocketLinkDir(); err == nil {
+			os.RemoveAll(dir)
+		}
 	})
 }
 

@@ -24,6 +24,7 @@ func (s *Shim) Recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.pruneSocketLinks()
 	list, err := s.docker.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelShimID+"="+s.cfg.ID)),
@@ -134,11 +135,7 @@ func (s *Shim) reattach(ctx context.Context, p persisted, cid string) error {
 		s.recordExit(t, cid)
 		return nil
 	}
-	hostPort := 0
-	if p.Spec.NetworkMode == api.NetworkHost {
-		hostPort = listenPort(c.Args)
-	}
-	addr, ports, err := s.published(ctx, cid, p.Spec, hostPort)
+	addr, ports, err := s.published(ctx, cid, p.Spec)
 	if err != nil {
 		return fmt.Errorf("recover: %s: %w", p.Info.ID, err)
 	}
@@ -155,21 +152,4 @@ func (s *Shim) reattach(ctx context.Context, p persisted, cid string) error {
 		s.watch(t, cid)
 	}()
 	return nil
-}
-
-// listenPort finds the runner's port in its arguments (--listen host:port).
-func listenPort(args []string) int {
-	for i, a := range args {
-		if a == "--listen" && i+1 < len(args) {
-			var port int
-			for j := len(args[i+1]) - 1; j >= 0; j-- {
-				if args[i+1][j] == ':' {
-					_, _ = fmt.Sscanf(args[i+1][j+1:], "%d", &port)
-					break
-				}
-			}
-			return port
-		}
-	}
-	return 0
 }

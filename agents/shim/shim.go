@@ -38,8 +38,9 @@ const (
 	RunnerPath = "/hoist/bin/hoist-runner"
 	// RunnerHome is where the task's runner directory is mounted in the container.
 	RunnerHome = "/hoist/run"
-	// RunnerPort is the runner's port inside a bridge-network container.
-	RunnerPort = 10999
+	// RunnerSocketFile is the runner's Unix socket in its directory: the
+	// runner API's only address (TaskInfo.RunnerAddr names it on the host).
+	RunnerSocketFile = "runner.sock"
 	// RunnerTokenFile is the file in the runner's directory that hands the
 	// runner its token; the runner reads and deletes it before it serves,
 	// so the token is in no environment and in no file the job could read.
@@ -188,7 +189,7 @@ func New(cfg Config) (*Shim, error) {
 		owned:  owned,
 		log:    cfg.Logger.With("shim_id", cfg.ID),
 		now:    cfg.Now,
-		hc:     &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+		hc:     &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: api.UnixDial(nil), DisableKeepAlives: true}},
 		ctx:    ctx,
 		cancel: cancel,
 		tasks:  map[string]*task{},

@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +31,8 @@ func TestShim_echoHello(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	info, rc := e.runTask(t, api.TaskSpec{ID: "echo-hello"})
-	if !strings.HasPrefix(info.RunnerAddr, "127.0.0.1:") {
-		t.Errorf("RunnerAddr = %q, want a loopback address", info.RunnerAddr)
+	if _, ok := api.SocketPath(info.RunnerAddr); !ok {
+		t.Errorf("RunnerAddr = %q, want the runner's unix socket", info.RunnerAddr)
 	}
 	st := runJob(t, rc, api.JobSpec{RunName: "hello", JobID: "j1", Commands: []string{"echo hello"}})
 	if st.State != api.JobDone || st.ExitCode == nil || *st.ExitCode != 0 {
@@ -217,8 +220,8 @@ func TestShim_hostNetwork(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	info, rc := e.runTask(t, api.TaskSpec{ID: "hostnet", NetworkMode: api.NetworkHost})
-	if !strings.HasPrefix(info.RunnerAddr, "127.0.0.1:") {
-		t.Errorf("RunnerAddr = %q, want a loopback address", info.RunnerAddr)
+	if _, ok := api.SocketPath(info.RunnerAddr); !ok {
+		t.Errorf("RunnerAddr = %q, want the runner's unix socket", info.RunnerAddr)
 	}
 	if st := runJob(t, rc, api.JobSpec{Commands: []string{"echo on host network"}}); st.State != api.JobDone {
 		t.Errorf("job = %+v, want done", st)
@@ -297,7 +300,8 @@ func TestShim_containerSettings(t *testing.T) {
 		{"config label", c.Config.Labels["hoist.test"] == "shim"},
 		{"read-only instance mount", hasMount(c.Mounts, "/data", false)},
 		{"runner binary mounted read-only", hasMount(c.Mounts, "/hoist/bin/hoist-runner", false)},
-		{"runner port on loopback only", len(hc.PortBindings["10999/tcp"]) == 1 && hc.PortBindings["10999/tcp"][0].HostIP == "127.0.0.1"},
+		{"no port published (the runner has none)", len(hc.PortBindings) == 0 && len(c.Config.ExposedPorts) == 0 && len(c.NetworkSettings.Ports) == 0},
+		{"runner on its socket", socketIn(info.RunnerAddr) == filepath.Join(e.state, "tasks", "settings", "run", shim.RunnerSocketFile)},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -518,19 +522,32 @@ var (
 
 // unauthorized sends every endpoint at base with the Authorization header
 // auth ("" = none) and returns those that did not answer 401.
+// socketIn returns where the runner address's socket really is.
+func socketIn(addr string) string {
+	p, _ := api.SocketPath(addr)
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return err.Error()
+	}
+	return filepath.Join(dir, filepath.Base(p))
+}
+
+// localAgents reaches agents on this machine, by TCP or Unix socket.
+var localAgents = &http.Client{Transport: api.NewLocalTransport()}
+
 func unauthorized(t *testing.T, base, auth string, endpoints []string) []string {
 	t.Helper()
 	var bad []string
 	for _, ep := range endpoints {
 		method, path, _ := strings.Cut(ep, " ")
-		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+strings.TrimPrefix(base, "http://")+path, strings.NewReader("{}"))
+		req, err := http.NewRequestWithContext(t.Context(), method, api.BaseURL(base)+path, strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := localAgents.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", ep, err)
 		}
@@ -579,9 +596,9 @@ func TestShim_agentsAnswer401WithoutTheirTokens(t *testing.T) {
 }
 
 // TestShim_otherContainersCannotReachTheRunner runs a second container on
-// the bridge network and has it call the runner at its container address:
-// the connection is closed before any answer, while the published port
-// (the server's way in) works.
+// the bridge network and has it call the task's container at the runner's
+// former port: nothing answers there, and the runner's container listens on
+// no TCP port at all, while its socket (the server's way in) works.
 func TestShim_otherContainersCannotReachTheRunner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -598,12 +615,12 @@ func TestShim_otherContainersCannotReachTheRunner(t *testing.T) {
 	if ip == "" {
 		t.Fatalf("the task's container has no bridge address: %+v", c.NetworkSettings.Networks)
 	}
-	// The prober speaks HTTP with nc: an answer of any status (401 without
-	// the filter) would show as an HTTP status line.
-	addr := net.JoinHostPort(ip, strconv.Itoa(shim.RunnerPort))
+	// The prober speaks HTTP with nc: an answer of any status would show as
+	// an HTTP status line. 10999 was the runner's port before it had a socket.
+	addr := net.JoinHostPort(ip, "10999")
 	_, prc := e.runTask(t, api.TaskSpec{ID: "prober"})
 	st := runJob(t, prc, api.JobSpec{Commands: []string{
-		`printf 'GET ` + api.HealthPath + ` HTTP/1.0\r\n\r\n' | nc -w 5 ` + ip + ` ` + strconv.Itoa(shim.RunnerPort) + ` 2>&1; echo exit=$?`,
+		`printf 'GET ` + api.HealthPath + ` HTTP/1.0\r\n\r\n' | nc -w 5 ` + ip + ` 10999 2>&1; echo exit=$?`,
 	}})
 	if st.State != api.JobDone {
 		t.Fatalf("prober job = %+v", st)
@@ -613,8 +630,81 @@ func TestShim_otherContainersCannotReachTheRunner(t *testing.T) {
 		t.Errorf("another container reached the runner at %s: %q", addr, got)
 	}
 	t.Logf("another container calling the runner at %s: %q", addr, strings.TrimSpace(got))
-	if _, err := rc.Health(ctx); err != nil {
-		t.Errorf("the runner through its published port: %v", err)
+	// State 0A is LISTEN in /proc/net/tcp{,6} (see proc(5)): the runner's
+	// network namespace has no listening TCP socket.
+	st = runJob(t, rc, api.JobSpec{Commands: []string{`awk '$4 == "0A"' /proc/net/tcp /proc/net/tcp6; echo listed`}})
+	if st.State != api.JobDone {
+		t.Fatalf("listing job = %+v", st)
+	}
+	if got := output(t, rc, api.StreamStdout); got != "listed\n" {
+		t.Errorf("the runner's container listens on TCP: %q", got)
+	}
+}
+
+// TestShim_otherLocalUsersCannotOpenTheRunnersSocket runs a job as a
+// non-root user and calls its runner's socket from the host as another
+// non-root user (uid 65534, like nobody): the shim's task directory keeps it
+// out, while root (the shim, the server) gets the runner's 401.
+func TestShim_otherLocalUsersCannotOpenTheRunnersSocket(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs curl as uid 65534 and needs root")
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatalf("curl: %v", err)
+	}
+	image := testenv.Docker(t)
+	dc := dockerClient(t)
+	// The state dir's parents are open to everyone: only the shim's own
+	// directories stand between other users and the socket.
+	state := filepath.Join(t.TempDir(), "s")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(state), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(filepath.Dir(state)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{docker: dc, image: image, state: state}
+	e.start(t)
+	t.Cleanup(func() { removeShimContainers(t, dc, e.shim.ID()) })
+	info, rc := e.runTask(t, api.TaskSpec{ID: "nobody", User: "65534:65534"})
+	st := runJob(t, rc, api.JobSpec{Commands: []string{"id -u; ls -ln /hoist/run/" + shim.RunnerSocketFile}})
+	if st.State != api.JobDone {
+		t.Fatalf("job = %+v", st)
+	}
+	t.Logf("the job as a non-root user: %q", output(t, rc, api.StreamStdout))
+	sock, ok := api.SocketPath(info.RunnerAddr)
+	if !ok {
+		t.Fatalf("RunnerAddr = %q, want a unix socket", info.RunnerAddr)
+	}
+	call := func(sock string, cred *syscall.Credential) (string, error) {
+		cmd := exec.CommandContext(t.Context(), curl, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", sock, "http://runner"+api.HealthPath)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// The address goes through the shim's short link; the socket itself is
+	// in the runner's directory.
+	for _, p := range []string{sock, filepath.Join(state, "tasks", "nobody", "run", shim.RunnerSocketFile)} {
+		if out, err := call(p, nil); err != nil || out != "401" {
+			t.Fatalf("root calling the runner's socket %s without a token: %q, %v; want http 401", p, out, err)
+		}
+		out, err := call(p, &syscall.Credential{Uid: 65534, Gid: 65534})
+		if err == nil || strings.Contains(out, "401") || strings.Contains(out, "200") {
+			t.Errorf("uid 65534 reached the runner's socket %s: %q, %v", p, out, err)
+		}
+		t.Logf("uid 65534 calling the runner's socket %s: %q, %v", p, strings.TrimSpace(out), err)
+	}
+	c, err := dc.ContainerInspect(t.Context(), info.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.HostConfig.PortBindings) > 0 || len(c.NetworkSettings.Ports) > 0 {
+		t.Errorf("the runner's container publishes ports: %v %v", c.HostConfig.PortBindings, c.NetworkSettings.Ports)
 	}
 }
 

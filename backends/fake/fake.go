@@ -211,7 +211,7 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 	if in.unreachable.Load() {
 		return nil, backends.Transient(fmt.Errorf("fake instance %s: %w", inst.ID, backends.ErrUnreachable))
 	}
-	base := &gate{in: in, base: &http.Transport{DisableKeepAlives: true}}
+	base := &gate{in: in, base: &http.Transport{DialContext: api.UnixDial(nil), DisableKeepAlives: true}}
 	hc := &http.Client{Transport: &agentauth.Transport{Base: base, ShimURL: in.shimURL, Token: func() string { return in.token }}}
 	return &conn{hc: hc, url: in.shimURL, base: base}, nil
 }

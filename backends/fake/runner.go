@@ -3,9 +3,13 @@ package fake
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +26,8 @@ const maxLongPoll = 30 * time.Second
 type runner struct {
 	in    *instance
 	token string
-	addr  string // host:port of its server
+	addr  string // its Unix socket, as TaskInfo.RunnerAddr ("unix://path")
+	dir   string // holds the socket
 	srv   *httptest.Server
 	onEnd func(api.JobState) // called once when the job finishes
 
@@ -48,8 +53,22 @@ func newRunner(in *instance) (*runner, error) {
 	}
 	r := &runner{in: in, token: tok, changed: make(chan struct{}), done: make(chan struct{}), firstSeq: 1, nextSeq: 1}
 	r.state = api.JobState{State: api.JobPending, Time: in.b.cfg.Now()}
-	r.srv = httptest.NewServer(r.handler())
-	r.addr = r.srv.Listener.Addr().String()
+	// Like the real runner, it answers on a Unix socket only.
+	dir, err := os.MkdirTemp("", "hoist-fake-runner-")
+	if err != nil {
+		return nil, fmt.Errorf("fake runner: %w", err)
+	}
+	sock := filepath.Join(dir, "runner.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("fake runner: %w", err)
+	}
+	r.srv = httptest.NewUnstartedServer(r.handler())
+	r.srv.Listener.Close()
+	r.srv.Listener = ln
+	r.srv.Start()
+	r.addr, r.dir = api.UnixAddr(sock), dir
 	return r, nil
 }
 
@@ -57,6 +76,7 @@ func (r *runner) close() {
 	<-r.stop(api.ReasonTerminatedByServer, "the task was removed")
 	r.srv.CloseClientConnections()
 	r.srv.Close()
+	os.RemoveAll(r.dir)
 }
 
 // vanish ends the runner without recording the job's end, as a killed
@@ -74,6 +94,7 @@ func (r *runner) vanish() {
 	r.mu.Unlock()
 	r.srv.CloseClientConnections()
 	r.srv.Close()
+	os.RemoveAll(r.dir)
 }
 
 // jobState returns the job's state once it was submitted.

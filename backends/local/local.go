@@ -551,7 +551,9 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 	if !ok {
 		return nil, backends.Transient(fmt.Errorf("local backend: instance %s: its shim does not run in this server: %w", inst.ID, backends.ErrUnreachable))
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+	// Runners answer on Unix sockets in the shim's state directory, on
+	// this same host (TaskInfo.RunnerAddr).
+	tr := &http.Transport{DialContext: api.UnixDial(nil), MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
 	auth := &agentauth.Transport{
 		Base:    &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host},
 		ShimURL: in.url, Token: func() string { return in.token },

@@ -168,7 +168,7 @@ func TestTask_runsWithLimitsAndSurvivesRestart(t *testing.T) {
 	if got, want := strings.TrimSpace(string(out)), "1000000000 536870912 p"; got != want {
 		t.Errorf("container limits and labels = %q, want %q", got, want)
 	}
-	rc := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	rc := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
 	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"echo hello from local"}}); err != nil {
 		t.Fatal(err)
 	}

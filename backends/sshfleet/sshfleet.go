@@ -898,7 +898,8 @@ type conn struct {
 	hc *http.Client
 }
 
-// dial opens a channel from the host to addr; ShimHost:80 means the shim.
+// dial opens a channel from the host to addr; ShimHost:80 means the shim,
+// and the host of a "unix://" runner address (api.BaseURL) that socket.
 func (c *conn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	r, ok := c.b.record(c.id)
 	if !ok {
@@ -907,6 +908,11 @@ func (c *conn) dial(ctx context.Context, network, addr string) (net.Conn, error)
 	cl, err := c.b.client(ctx, r, true)
 	if err != nil {
 		return nil, err
+	}
+	if sock, ok := api.SocketOfHost(addr); ok {
+		// A runner's Unix socket on the host (TaskInfo.RunnerAddr), opened
+		// by sshd for the login user (OpenSSH streamlocal forwarding).
+		return cl.DialContext(ctx, "unix", sock)
 	}
 	if addr != ShimHost+":80" {
 		return cl.DialContext(ctx, network, addr)

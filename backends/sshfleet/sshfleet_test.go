@@ -144,7 +144,7 @@ func runJob(t *testing.T, ctx context.Context, c backends.Connector, inst backen
 	if err != nil || info.Status != api.TaskRunning {
 		t.Fatalf("task %s on %s: %+v, %v", taskID, inst.ID, info, err)
 	}
-	rc := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	rc := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
 	if err := rc.Submit(ctx, api.JobSpec{Commands: commands}); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestFleet_removedHostIsDrained(t *testing.T) {
 	if err != nil || info.Status != api.TaskRunning {
 		t.Fatalf("task: %+v, %v", info, err)
 	}
-	rc := api.NewRunnerClient("http://"+info.RunnerAddr, conn.HTTPClient())
+	rc := api.NewRunnerClient(info.RunnerAddr, conn.HTTPClient())
 	if err := rc.Submit(ctx, api.JobSpec{Commands: []string{"sleep 600"}}); err != nil {
 		t.Fatal(err)
 	}

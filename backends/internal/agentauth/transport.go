@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -39,7 +40,7 @@ type Transport struct {
 	Token func() string
 
 	mu      sync.Mutex
-	runners map[string]string // runner host:port → its token
+	runners map[string]string // runner URL host (api.BaseURL) → its token
 	listed  time.Time
 }
 
@@ -89,8 +90,12 @@ func (t *Transport) runnerToken(req *http.Request) string {
 	}
 	t.runners = map[string]string{}
 	for _, ti := range list.Tasks {
-		if ti.RunnerAddr != "" && ti.RunnerToken != "" {
-			t.runners[ti.RunnerAddr] = ti.RunnerToken
+		if ti.RunnerAddr == "" || ti.RunnerToken == "" {
+			continue
+		}
+		// Requests to the runner carry its address as api.BaseURL spells it.
+		if u, err := url.Parse(api.BaseURL(ti.RunnerAddr)); err == nil {
+			t.runners[u.Host] = ti.RunnerToken
 		}
 	}
 	return t.runners[req.URL.Host]
