@@ -13,6 +13,7 @@ func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 		"missing type":             {"backends:\n  - name: a\n", "type is required"},
 		"duplicate backend":        {"backends:\n  - type: local\n  - name: local\n    type: local\n", "configured twice"},
 		"policy typo":              {"policy:\n  privilegd: true\n", "privilegd"},
+		"policy granting docker":   {"policy:\n  docker: true\n", "docker"},
 		"policy granting the root": {"policy:\n  instance_volumes:\n    - path: /\n", "policy.instance_volumes[0].path: / can never be mounted"},
 		"policy for a backend not configured": {"backends:\n  - type: local\npolicy:\n  backends:\n    ssh:\n      privileged: true\n",
 			`policy.backends.ssh: no backend "ssh" is configured`},

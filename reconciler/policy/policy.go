@@ -38,10 +38,10 @@ type Grant struct {
 	// InstanceVolumes are the host directories (with everything below
 	// them) that instance volumes may mount.
 	InstanceVolumes []VolumeGrant `yaml:"instance_volumes"`
-	// Privileged allows `privileged: true`.
+	// Privileged allows `privileged: true`. There is no grant for
+	// `docker: true`: hoist refuses it whatever the policy says (see
+	// reconciler/support), so a `docker` key is refused as unknown.
 	Privileged bool `yaml:"privileged"`
-	// Docker allows `docker: true`.
-	Docker bool `yaml:"docker"`
 }
 
 // VolumeGrant allows instance volumes at or below Path, read-only unless
@@ -162,7 +162,6 @@ type Policy struct {
 type grantSet struct {
 	vols       []volGrant
 	privileged bool
-	docker     bool
 }
 
 type volGrant struct {
@@ -210,7 +209,6 @@ func New(cfg Config, env Env) (*Policy, error) {
 		var gs grantSet
 		for _, e := range entries {
 			gs.privileged = gs.privileged || e.g.Privileged
-			gs.docker = gs.docker || e.g.Docker
 			for i, v := range e.g.InstanceVolumes {
 				vg, err := p.volumeGrant(b, v)
 				if err != nil {
@@ -348,11 +346,6 @@ func (p *Policy) Privileged(backend string) bool {
 	return p != nil && p.grants[p.grantKey(backend)].privileged
 }
 
-// Docker reports whether runs may ask for `docker: true` on backend.
-func (p *Policy) Docker(backend string) bool {
-	return p != nil && p.grants[p.grantKey(backend)].docker
-}
-
 // PrivilegedReason is the refusal of a privileged run on backend, naming
 // the settings that would allow it.
 func (p *Policy) PrivilegedReason(backend string) string {
@@ -398,7 +391,7 @@ func (p *Policy) candidates(prof schema.Profile) []string {
 }
 
 // Check reviews one resource against the policy (a reconciler.Check): its
-// instance volumes, `privileged` and `docker`, on every backend the run may
+// instance volumes and `privileged`, on every backend the run may
 // be placed on. Resources other than runs pass.
 func (p *Policy) Check(r *schema.Resource) schema.Errors {
 	var rc *schema.RunConfig
@@ -439,10 +432,8 @@ func (p *Policy) Check(r *schema.Resource) schema.Errors {
 		}
 	}
 	boolField("privileged", rc.Privileged, p.Privileged, "privileged containers", "privileged")
-	boolField("docker", rc.Docker, p.Docker, "`docker: true` runs (a privileged Docker daemon in the container)", "docker")
 	for i, g := range groups {
 		boolField(fmt.Sprintf("replicas[%d].privileged", i), g.Privileged != nil && *g.Privileged, p.Privileged, "privileged containers", "privileged")
-		boolField(fmt.Sprintf("replicas[%d].docker", i), g.Docker != nil && *g.Docker, p.Docker, "`docker: true` runs (a privileged Docker daemon in the container)", "docker")
 	}
 	return errs
 }

@@ -186,9 +186,6 @@ func TestCheck(t *testing.T) {
 			[]string{"t.dstack.yml:4:13: privileged: privileged containers are not allowed on backend local: allow them with policy.privileged or policy.backends.local.privileged in the server config"}},
 		{"privileged granted to the project passes", Config{Projects: map[string]ProjectConfig{"main": {Grant: Grant{Privileged: true}}}},
 			"type: task\nname: tt\ncommands: [id]\nprivileged: true\n", nil},
-		{"docker: true is refused by default", Config{},
-			"type: dev-environment\nname: dd\nide: vscode\ndocker: true\n",
-			[]string{"t.dstack.yml:4:9: docker: `docker: true` runs"}},
 		{"a replica group's privileged is refused", Config{},
 			"type: service\nname: ss\nport: 80\nimage: nginx\nreplicas:\n  - name: a\n    count: 1\n    commands: [x]\n    privileged: true\n",
 			[]string{"t.dstack.yml:9:17: replicas[0].privileged: privileged containers are not allowed"}},
@@ -217,8 +214,8 @@ func TestNilPolicy_allowsNothing(t *testing.T) {
 	if acc := p.InstanceVolume("local", "/srv"); acc.Allowed {
 		t.Fatalf("nil policy allowed a mount: %+v", acc)
 	}
-	if p.Privileged("local") || p.Docker("local") {
-		t.Fatal("nil policy allowed privileged or docker")
+	if p.Privileged("local") {
+		t.Fatal("nil policy allowed privileged")
 	}
 	r := load(t, map[string]string{"t.dstack.yml": "type: task\nname: tt\ncommands: [id]\nprivileged: true\nvolumes: [/srv:/srv]\n"})
 	if errs := p.Check(r); len(errs) != 2 {
