@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"hoist/backends"
 	"hoist/store"
@@ -20,16 +19,7 @@ func (c *Controller) leakLoop(ctx context.Context) {
 	if c.cfg.LeakAuditInterval <= 0 {
 		return
 	}
-	for {
-		t := time.NewTimer(c.cfg.LeakAuditInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		c.auditLeaks(ctx)
-	}
+	every(ctx, c.cfg.LeakAuditInterval, func(ctx context.Context) { c.auditLeaks(ctx) })
 }
 
 // auditLeaks runs one pass of the leak audit over every backend and

@@ -12,14 +12,22 @@ func (c *Controller) retentionLoop(ctx context.Context) {
 	if c.cfg.Retention <= 0 {
 		return
 	}
+	c.prune(ctx)
+	every(ctx, c.cfg.RetentionInterval, c.prune)
+}
+
+// every calls fn, interval after its previous call ended (the first one
+// interval from now), until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
 	for {
-		c.prune(ctx)
-		t := time.NewTimer(c.cfg.RetentionInterval)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
 		case <-t.C:
+			fn(ctx)
+			t.Reset(interval)
 		}
 	}
 }
