@@ -145,11 +145,18 @@ func (s *Server) apiDeleteSecret(c *echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
+	if err := s.deleteSecret(c, sec, name); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"name": name})
+}
+
+func (s *Server) deleteSecret(c *echo.Context, sec Secrets, name string) error {
 	if err := sec.DeleteSecret(c.Request().Context(), name, principal(c).Name); err != nil {
 		return err
 	}
 	s.log.Info("secret_deleted", "name", name, "by", principal(c).Name)
-	return c.JSON(http.StatusOK, map[string]string{"name": name})
+	return nil
 }
 
 func (s *Server) pageSecrets(c *echo.Context) error {
@@ -188,9 +195,8 @@ func (s *Server) formDeleteSecret(c *echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	if err := sec.DeleteSecret(c.Request().Context(), name, principal(c).Name); err != nil {
+	if err := s.deleteSecret(c, sec, name); err != nil {
 		return err
 	}
-	s.log.Info("secret_deleted", "name", name, "by", principal(c).Name)
 	return c.Redirect(http.StatusSeeOther, "/secrets?msg="+url.QueryEscape("secret "+name+" deleted"))
 }
