@@ -394,17 +394,13 @@ func (p *Policy) candidates(prof schema.Profile) []string {
 // instance volumes and `privileged`, on every backend the run may
 // be placed on. Resources other than runs pass.
 func (p *Policy) Check(r *schema.Resource) schema.Errors {
-	var rc *schema.RunConfig
-	var groups []schema.ReplicaGroup
-	switch s := r.Spec.(type) {
-	case *schema.Task:
-		rc = &s.RunConfig
-	case *schema.Service:
-		rc, groups = &s.RunConfig, s.Groups
-	case *schema.DevEnvironment:
-		rc = &s.RunConfig
-	default:
+	rc := r.RunConfig()
+	if rc == nil {
 		return nil
+	}
+	var groups []schema.ReplicaGroup
+	if s, ok := r.Spec.(*schema.Service); ok {
+		groups = s.Groups
 	}
 	bes := p.candidates(rc.Profile)
 	var errs schema.Errors

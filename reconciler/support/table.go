@@ -117,7 +117,7 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "volumes[].name", Decision: Refused, Note: "network volumes (`name:`); mount a host path with `instance_path` instead",
 		uses: func(r *schema.Resource) []string {
 			var out []string
-			for i, m := range runConfig(r).Volumes {
+			for i, m := range r.RunConfig().Volumes {
 				if len(m.Name) > 0 {
 					out = append(out, fmt.Sprintf("volumes[%d]", i))
 				}
@@ -127,7 +127,7 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "volumes[].optional", Decision: Advisory, Note: "`optional` has no effect: an instance path is always mounted (created when missing)",
 		uses: func(r *schema.Resource) []string {
 			var out []string
-			for i, m := range runConfig(r).Volumes {
+			for i, m := range r.RunConfig().Volumes {
 				if m.Optional && m.InstancePath != "" {
 					out = append(out, fmt.Sprintf("volumes[%d].optional", i))
 				}
@@ -166,7 +166,7 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "stop_duration", Decision: Partial, Test: "agents/runner.TestRunner_stopLetsChildrenCleanUpWithinGrace",
 		Note: fmt.Sprintf("`stop_duration` above %ds or `off` (a job gets at most %ds to stop)", maxStopGrace, maxStopGrace),
 		uses: func(r *schema.Resource) []string {
-			d := runConfig(r).StopDuration
+			d := r.RunConfig().StopDuration
 			if written(r, "stop_duration") && (d == schema.Off || d > maxStopGrace) {
 				return []string{"stop_duration"}
 			}
@@ -185,7 +185,7 @@ var Table = []Row{
 		Note: "fleets of another project (`project/fleet`)",
 		uses: func(r *schema.Resource) []string {
 			var out []string
-			for i, f := range runConfig(r).Fleets {
+			for i, f := range r.RunConfig().Fleets {
 				if f.Project != "" {
 					out = append(out, fmt.Sprintf("fleets[%d]", i))
 				}
@@ -375,23 +375,10 @@ var Table = []Row{
 		uses: func(*schema.Resource) []string { return []string{"type"} }},
 }
 
-// runConfig returns the part shared by the run kinds; nil for other kinds.
-func runConfig(r *schema.Resource) *schema.RunConfig {
-	switch s := r.Spec.(type) {
-	case *schema.Task:
-		return &s.RunConfig
-	case *schema.Service:
-		return &s.RunConfig
-	case *schema.DevEnvironment:
-		return &s.RunConfig
-	}
-	return nil
-}
-
 // runIf reports path when a run's config satisfies use.
 func runIf(use func(c *schema.RunConfig) bool, path string) func(r *schema.Resource) []string {
 	return func(r *schema.Resource) []string {
-		if c := runConfig(r); c != nil && use(c) {
+		if c := r.RunConfig(); c != nil && use(c) {
 			return []string{path}
 		}
 		return nil

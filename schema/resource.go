@@ -32,6 +32,20 @@ func (r *Resource) PosOf(path string) Position {
 	return n.pos
 }
 
+// RunConfig returns the part of a task, service or dev environment that the
+// run kinds share; nil for fleets, volumes and gateways.
+func (r *Resource) RunConfig() *RunConfig {
+	switch s := r.Spec.(type) {
+	case *Task:
+		return &s.RunConfig
+	case *Service:
+		return &s.RunConfig
+	case *DevEnvironment:
+		return &s.RunConfig
+	}
+	return nil
+}
+
 // FieldError returns an error at the field at path (see PosOf), its
 // message prefixed with path like every error Load reports. Packages that
 // check a loaded resource against rules of their own (a server's policy,
