@@ -287,7 +287,7 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		}
 	}
 	// The runner's address is its Unix socket on the instance (unix://path).
-	job.RunnerHost, job.RunnerPort = info.RunnerAddr, 0
+	job.RunnerAddr = info.RunnerAddr
 	if spec.Port != nil {
 		// Where the service answers on its instance, for the probes: the
 		// shim publishes ports on the instance's loopback.
@@ -340,8 +340,8 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 			}
 			c.log.Warn("instance unreachable; finishing job without cleanup", "job", job.JobName, "error", err)
 		} else {
-			if job.RunnerHost != "" {
-				runner := api.NewRunnerClient(runnerAddr(*job), conn.HTTPClient())
+			if job.RunnerAddr != "" {
+				runner := api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient())
 				grace := time.Duration(spec.StopDuration) * time.Second
 				if grace <= 0 || grace > 10*time.Second {
 					grace = 10 * time.Second
@@ -468,13 +468,4 @@ func refusedByAgent(err error) (string, bool) {
 		return "", false
 	}
 	return ae.Message, true
-}
-
-// runnerAddr returns the address of a job's runner: RunnerHost alone (a
-// "unix://" socket) or, when RunnerPort is set, host:port.
-func runnerAddr(job store.Job) string {
-	if job.RunnerPort == 0 {
-		return job.RunnerHost
-	}
-	return net.JoinHostPort(job.RunnerHost, strconv.Itoa(job.RunnerPort))
 }

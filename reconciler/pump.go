@@ -96,7 +96,7 @@ func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() 
 		shim, conn, err := c.shimFor(ctx, job.InstanceID)
 		var runner *api.RunnerClient
 		if err == nil {
-			runner = api.NewRunnerClient(runnerAddr(job), conn.HTTPClient())
+			runner = api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient())
 			err = c.follow(ctx, &job, runner)
 		}
 		if ctx.Err() != nil {

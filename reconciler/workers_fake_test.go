@@ -193,8 +193,8 @@ func TestWorkers_taskRunsOnAGrownInstanceAndItsOutputIsStored(t *testing.T) {
 	}
 	f.stepJob("train", store.JobPulling)
 	j := f.stepJob("train", store.JobRunning)
-	if !strings.HasPrefix(j.RunnerHost, "unix:///") || j.RunnerPort != 0 {
-		t.Errorf("runner at %s:%d, want its unix socket", j.RunnerHost, j.RunnerPort)
+	if !strings.HasPrefix(j.RunnerAddr, "unix:///") {
+		t.Errorf("runner at %s, want its unix socket", j.RunnerAddr)
 	}
 	f.reconcileJobs("train") // hands the job to its pump
 	j = f.waitJob("train", store.JobTerminating)

@@ -359,11 +359,9 @@ type Job struct {
 	Backend string `bun:"backend,notnull"`
 	// ShimTaskID is the shim's task ID for the job's container.
 	ShimTaskID string `bun:"shim_task_id,notnull"`
-	// RunnerHost is the host the runner API is reached at, or its whole
-	// address ("unix://" and the socket's path) when RunnerPort is 0.
-	RunnerHost string `bun:"runner_host,notnull"`
-	// RunnerPort is the runner API port.
-	RunnerPort int `bun:"runner_port,notnull"`
+	// RunnerAddr is where the job's runner API answers on its instance:
+	// "unix://" and the path of the runner's socket.
+	RunnerAddr string `bun:"runner_addr,notnull"`
 	// ProvisioningData is backend detail about the placement, as JSON.
 	ProvisioningData json.RawMessage `bun:"provisioning_data,type:text"`
 	// RuntimeData is detail known once running (ports, ...), as JSON.

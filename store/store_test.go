@@ -454,7 +454,7 @@ func TestJobs_submissionsNewestFirst(t *testing.T) {
 		j := jobs[0]
 		code := 137
 		j.Status, j.TerminationReason, j.ExitCode = JobFailed, "container_exited_with_error", &code
-		j.InstanceID, j.Backend, j.ShimTaskID, j.RunnerHost, j.RunnerPort, j.LogCursor = "i-1", "local", "task-1", "127.0.0.1", 10999, 42
+		j.InstanceID, j.Backend, j.ShimTaskID, j.RunnerAddr, j.LogCursor = "i-1", "local", "task-1", "unix:///run/hoist/runner.sock", 42
 		j.StartedAt, j.FinishedAt = clock.Now().Add(-time.Minute), clock.Now()
 		if err := s.UpdateJob(ctx, &j); err != nil {
 			t.Fatal(err)
