@@ -84,6 +84,9 @@ type InstanceSpec struct {
 	// SSHPublicKeys are authorized on the instance for the project (cloud
 	// backends that inject keys); optional.
 	SSHPublicKeys []string
+	// PlacementGroup is the id of the fleet's placement group (see
+	// PlacementBackend) the instance must be created in; empty for none.
+	PlacementGroup string
 }
 
 // An SSHHost is one host of an SSH fleet (dstack's ssh_config host), with the
@@ -155,6 +158,10 @@ type Instance struct {
 	// Unreachable is set when the backend could not reach the instance on
 	// its last attempt; the caller backs off and marks the instance.
 	Unreachable bool
+	// Interrupted is set, with Status StatusTerminated, when the provider
+	// reclaimed the instance (a spot interruption): the jobs on it end as
+	// interrupted and a run retrying on `interruption` is resubmitted.
+	Interrupted bool
 	// Runtime is RuntimeShim or RuntimeRunner.
 	Runtime string
 	// Offer is what the instance actually is (for SSH hosts: what was found

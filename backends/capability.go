@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"time"
 )
 
 // Optional capabilities. A caller finds them by type assertion on a Backend
@@ -14,7 +15,7 @@ import (
 type VolumeBackend interface {
 	Backend
 	// CreateVolume creates a volume; idempotent on spec.ID, tagged with
-	// spec.Tags.
+	// spec.Tags and TagVolume: spec.ID.
 	CreateVolume(ctx context.Context, spec VolumeSpec) (Volume, error)
 	// RegisterVolume adopts an existing volume by spec.ExternalID without
 	// taking ownership: DeleteVolume will not delete it at the provider.
@@ -26,8 +27,14 @@ type VolumeBackend interface {
 	// DetachVolume detaches a volume; force detaches even if busy.
 	// ErrNotYetTerminated (KindWait) while the detach is under way.
 	DetachVolume(ctx context.Context, volumeID, instanceID string, force bool) error
-	// DeleteVolume deletes an owned volume; gone is success.
+	// DeleteVolume deletes an owned volume; gone is success. A volume the
+	// backend keeps no record of is found by its TagVolume tag.
 	DeleteVolume(ctx context.Context, id string) error
+	// ListVolumes returns the volumes the provider shows with all of tags
+	// (the leak audit), whatever the backend's records say, in every
+	// configured region; ID is read from the TagVolume tag (volumes
+	// without it are left out, and so are volumes already gone).
+	ListVolumes(ctx context.Context, tags map[string]string) ([]Volume, error)
 }
 
 // A VolumeSpec asks for a volume.
@@ -62,6 +69,9 @@ type Volume struct {
 	Owned bool
 	// Tags are the ownership tags.
 	Tags map[string]string
+	// CreatedAt is when the provider created the volume; zero when
+	// unknown.
+	CreatedAt time.Time
 }
 
 // A VolumeAttachment says where an attached volume appears on the instance.
@@ -112,4 +122,54 @@ type Gateway struct {
 	Status string
 	// Tags are the ownership tags.
 	Tags map[string]string
+}
+
+// A PlacementBackend creates placement groups, so that a `placement: cluster`
+// fleet's instances land close together (AWS cluster placement groups, GCP
+// compact resource policies; dstack's ComputeWithPlacementGroupSupport). The
+// reconciler creates one per fleet and region before the fleet's first
+// instance, passes its id in InstanceSpec.PlacementGroup, and deletes it once
+// the fleet's last instance is gone.
+type PlacementBackend interface {
+	Backend
+	// CreatePlacementGroup creates a placement group; idempotent on spec.ID,
+	// tagged with spec.Tags and TagPlacementGroup: spec.ID.
+	CreatePlacementGroup(ctx context.Context, spec PlacementGroupSpec) (PlacementGroup, error)
+	// DeletePlacementGroup deletes a placement group; gone is success, one
+	// still in use is an error wrapping ErrNotYetTerminated (KindWait). A
+	// group the backend keeps no record of is found by its
+	// TagPlacementGroup tag.
+	DeletePlacementGroup(ctx context.Context, id string) error
+	// ListPlacementGroups returns the placement groups the provider shows
+	// with all of tags (the leak audit), whatever the backend's records
+	// say, in every configured region; ID is read from the
+	// TagPlacementGroup tag (groups without it are left out).
+	ListPlacementGroups(ctx context.Context, tags map[string]string) ([]PlacementGroup, error)
+}
+
+// A PlacementGroupSpec asks for a placement group.
+type PlacementGroupSpec struct {
+	// ID is hoist's id for the group, persisted first.
+	ID string
+	// Name is a human-readable name (the fleet's).
+	Name string
+	// Region is where the group's instances will be.
+	Region string
+	// Tags are the ownership tags.
+	Tags map[string]string
+}
+
+// A PlacementGroup is an observed placement group.
+type PlacementGroup struct {
+	// ID is hoist's id.
+	ID string
+	// ProviderID is the provider's name or id of the group.
+	ProviderID string
+	// Region is where it is.
+	Region string
+	// Tags are the ownership tags as read back (ListPlacementGroups).
+	Tags map[string]string
+	// CreatedAt is when the provider created the group; zero when
+	// unknown.
+	CreatedAt time.Time
 }

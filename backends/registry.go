@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sort"
 	"time"
+
+	"hoist/backends/offers"
 )
 
 // A Factory builds a backend from its configuration. It validates the
@@ -41,12 +43,14 @@ func (c Config) Decode(v any) error {
 	dec := json.NewDecoder(bytes.NewReader(c.Options))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("backend %q (type %s): options: %w", c.name(), c.Type, err)
+		return fmt.Errorf("backend %q (type %s): options: %w", c.BackendName(), c.Type, err)
 	}
 	return nil
 }
 
-func (c Config) name() string {
+// BackendName is the entry's name, its type when it has none (what Open
+// gives the factory; drivers called directly get the same default).
+func (c Config) BackendName() string {
 	if c.Name != "" {
 		return c.Name
 	}
@@ -90,6 +94,10 @@ type Deps struct {
 	Records Records
 	// Agents locates the agent binaries to deploy or run.
 	Agents AgentBinaries
+	// Catalog returns the server's current offline offer catalog (the
+	// Market's); cloud drivers answer Offers from it. Nil when the server
+	// has none.
+	Catalog func() *offers.Catalog
 }
 
 // Open builds the backend an entry configures. An unknown type is an error

@@ -14,6 +14,12 @@ const (
 	TagResource = "hoist.resource"
 	// TagInstance is hoist's instance id.
 	TagInstance = "hoist.instance"
+	// TagVolume is hoist's volume id, on the volumes a VolumeBackend
+	// creates (not on registered ones): the leak audit reads it back.
+	TagVolume = "hoist.volume"
+	// TagPlacementGroup is hoist's placement group id, on the groups a
+	// PlacementBackend creates: the leak audit reads it back.
+	TagPlacementGroup = "hoist.placement_group"
 )
 
 // MatchTags reports whether have carries every key of want with the same

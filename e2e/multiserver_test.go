@@ -51,10 +51,9 @@ func newMultiEnv(t *testing.T) *multiEnv {
 	writeTestFile(t, e.cfg, fmt.Sprintf(`backends:
   - name: gpu-hosts
     type: ssh
-    options:
-      remote_dir: %s
-      connect_timeout: 2s
-      drain_grace: 2s
+    remote_dir: %s
+    connect_timeout: 2s
+    drain_grace: 2s
 `, remote))
 	// Servers sharing a database share its secret key (the records of the
 	// SSH hosts are encrypted under it).

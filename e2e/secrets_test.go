@@ -169,7 +169,7 @@ func TestSecrets_sshFleetKeyFromSecret(t *testing.T) {
 	remote := t.TempDir()
 	t.Cleanup(func() { reapShims(t, remote) })
 	cfg := filepath.Join(keys, "hoist.yaml")
-	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - name: local\n    type: local\n  - name: ssh\n    type: ssh\n    options:\n      remote_dir: %s\n      connect_timeout: 2s\n      drain_grace: 2s\n", remote))
+	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - name: local\n    type: local\n  - name: ssh\n    type: ssh\n    remote_dir: %s\n    connect_timeout: 2s\n    drain_grace: 2s\n", remote))
 	r := newRepo(t)
 	r.write("README.md", "specs\n")
 	r.commit("empty")

@@ -248,10 +248,9 @@ func newSSHFleetEnv(t *testing.T, n int) *sshFleetEnv {
     type: local
   - name: ssh
     type: ssh
-    options:
-      remote_dir: %s
-      connect_timeout: 2s
-      drain_grace: 2s
+    remote_dir: %s
+    connect_timeout: 2s
+    drain_grace: 2s
 `, remote))
 
 	r := newRepo(t)

@@ -17,18 +17,19 @@ import (
 	"hoist/e2e/testenv"
 )
 
-// networkVolumeTask mounts a network volume, which hoist does not provide:
-// the revision must be refused at the volume's line.
-const networkVolumeTask = "type: task\nname: train\nimage: " + testenv.BusyboxImage +
-	"\ncommands:\n  - echo must not run\nvolumes:\n  - name: data\n    path: /data\n"
+// reposTask clones a repository into the run, which hoist does not do: the
+// revision must be refused at the field's line.
+const reposTask = "type: task\nname: train\nimage: " + testenv.BusyboxImage +
+	"\ncommands:\n  - echo must not run\nrepos: [.]\n"
 
-const networkVolumeError = "train.dstack.yml:7:5: volumes[0]: not supported yet by hoist: network volumes"
+const reposError = "train.dstack.yml:6:8: repos: not supported yet by hoist: `repos`"
 
-// TestSupport_networkVolumeIsRefusedAndNothingApplied: a commit adding a
-// task with a network volume (and changing another task) is rejected at
-// file:line:col by the sync, the server's plan and `hoist validate` alike;
-// the applied revision, the runs and the other task stay as they were.
-func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
+// TestSupport_refusedFieldIsRefusedAndNothingApplied: a commit adding a
+// task with a refused field (`repos`) (and changing another task) is
+// rejected at file:line:col by the sync, the server's plan and `hoist
+// validate` alike; the applied revision, the runs and the other task stay as
+// they were.
+func TestSupport_refusedFieldIsRefusedAndNothingApplied(t *testing.T) {
 	r := newRepo(t)
 	r.write("hello.dstack.yml", task("hello", "  - echo hello\n"))
 	sha1 := r.commit("add hello")
@@ -37,15 +38,15 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 	s.waitRun("hello", sha1, "done", 60*time.Second)
 
 	r.write("hello.dstack.yml", task("hello", "  - echo changed\n"))
-	r.write("train.dstack.yml", networkVolumeTask)
-	bad := r.commit("train on a network volume")
+	r.write("train.dstack.yml", reposTask)
+	bad := r.commit("train with repos")
 	waitFor(t, 30*time.Second, func() string { return "sync to be invalid" }, func() bool { return s.sync().Status == "invalid" })
 	st := s.sync()
 	if st.Revision != sha1 || st.LatestRevision != bad {
 		t.Fatalf("sync = %+v: the applied revision must stay %s", st, sha1)
 	}
-	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], networkVolumeError) {
-		t.Fatalf("sync errors = %q, want one starting %q", st.Errors, networkVolumeError)
+	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], reposError) {
+		t.Fatalf("sync errors = %q, want one starting %q", st.Errors, reposError)
 	}
 
 	// Nothing was applied: no run train, hello not replaced.
@@ -61,26 +62,26 @@ func TestSupport_networkVolumeIsRefusedAndNothingApplied(t *testing.T) {
 	}
 
 	// The server's plan says the same.
-	body, _ := json.Marshal(map[string]map[string]string{"files": {"train.dstack.yml": networkVolumeTask}})
+	body, _ := json.Marshal(map[string]map[string]string{"files": {"train.dstack.yml": reposTask}})
 	code, b := s.do("POST", "/api/v1/plan", bytes.NewReader(body))
 	var p struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	}
-	if code != 200 || json.Unmarshal(b, &p) != nil || p.Valid || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], networkVolumeError) {
-		t.Fatalf("POST /api/v1/plan = %d %s, want invalid with %q", code, b, networkVolumeError)
+	if code != 200 || json.Unmarshal(b, &p) != nil || p.Valid || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], reposError) {
+		t.Fatalf("POST /api/v1/plan = %d %s, want invalid with %q", code, b, reposError)
 	}
 
 	// So does `hoist validate`, run in the repository.
 	cmd := exec.Command(filepath.Join(bin, "hoist"), "validate", ".")
 	cmd.Dir = r.dir
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.HasPrefix(string(out), networkVolumeError) {
-		t.Fatalf("hoist validate: %v\n%s\nwant exit 1 and %q", err, out, networkVolumeError)
+	if err == nil || !strings.HasPrefix(string(out), reposError) {
+		t.Fatalf("hoist validate: %v\n%s\nwant exit 1 and %q", err, out, reposError)
 	}
 
 	// Mounting a directory of the instance instead is accepted and runs.
-	r.write("train.dstack.yml", strings.Replace(networkVolumeTask, "name: data", "instance_path: "+granted, 1))
+	r.write("train.dstack.yml", strings.Replace(reposTask, "repos: [.]", "volumes:\n  - instance_path: "+granted+"\n    path: /data", 1))
 	fixed := r.commit("train on an instance volume")
 	s.waitRun("train", fixed, "done", 60*time.Second)
 }

@@ -61,11 +61,12 @@ type Config struct {
 	Retention time.Duration
 	// RetentionInterval is how often retention runs (1 h when zero).
 	RetentionInterval time.Duration
-	// LeakAuditInterval is how often every backend is asked for instances
-	// tagged as this installation's that the store does not know, which
-	// are then terminated (10 min when zero; negative turns the audit off).
+	// LeakAuditInterval is how often every backend is asked for
+	// instances, network volumes and placement groups tagged as this
+	// installation's that the store does not know, which are then deleted
+	// (10 min when zero; negative turns the audit off).
 	LeakAuditInterval time.Duration
-	// LeakGrace is how old such an instance must be before it counts as
+	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
 	// Logger receives the controller's events; nil discards them.
@@ -121,9 +122,9 @@ type Observer interface {
 	LogsAppended(jobID string)
 	// Changed is called after an object was processed and may have changed.
 	Changed()
-	// LeakReaped is called for each leaked instance the leak audit
-	// terminated on backend.
-	LeakReaped(backend string)
+	// LeakReaped is called for each leaked resource of kind (instance,
+	// volume, placement_group) the leak audit deleted on backend.
+	LeakReaped(backend, kind string)
 }
 
 // Controller reconciles desired state from Git with what is provisioned.
@@ -238,7 +239,7 @@ func (nopObserver) Synced(string, time.Duration)            {}
 func (nopObserver) QueueDepth(string, int)                  {}
 func (nopObserver) LogsAppended(string)                     {}
 func (nopObserver) Changed()                                {}
-func (nopObserver) LeakReaped(string)                       {}
+func (nopObserver) LeakReaped(string, string)               {}
 
 // Run runs the source watchers, the revision pipeline, the workers and the
 // periodic resync until ctx is done.
@@ -258,6 +259,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { c.resyncLoop(ctx); return nil })
 	g.Go(func() error { c.retentionLoop(ctx); return nil })
 	g.Go(func() error { c.leakLoop(ctx); return nil })
+	g.Go(func() error { c.volumeLoop(ctx); return nil })
 	for i := 0; i < 4; i++ {
 		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
 	}
@@ -358,6 +360,7 @@ func (c *Controller) resync(ctx context.Context) {
 			c.insts.Add(i.ID)
 		}
 	}
+	c.sweepPlacementGroups(ctx)
 }
 
 var activeJobStatuses = []string{store.JobSubmitted, store.JobProvisioning, store.JobPulling, store.JobRunning, store.JobTerminating}

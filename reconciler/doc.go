@@ -47,10 +47,21 @@
 //   - placement.go: placing a job on an instance of a matching fleet,
 //     waiting for a fleet's instances, the offers a job tried;
 //   - instances.go: the instance worker (provision, observe, idle reaping,
-//     terminate) and the connections to instances' shims;
+//     terminate), giving up an offer that cannot be had (no capacity, no
+//     boot within the provisioning timeout), an instance the provider
+//     reclaimed (spot interruption) or lost, and the connections to
+//     instances' shims;
 //   - fleets.go: applying fleet steps (SSH hosts, backend fleets at
-//     nodes.target, the fleet of this host) and growing a fleet for a job;
-//   - volumes.go, gateways.go: applying volume and gateway steps;
+//     nodes.target, the fleet of this host), the offer walk of a fleet's
+//     instances (cheapest first, past the offers that failed, at most 25)
+//     and growing a fleet for a job;
+//   - placementgroups.go: the placement groups of `placement: cluster`
+//     fleets, created before their first instance and deleted after
+//     their last;
+//   - volumes.go: applying volume steps; the network volumes of jobs
+//     (placement at the volume's backend and region, attach before the task,
+//     detach after it) and the volume sweep (auto_cleanup_duration);
+//   - gateways.go: applying gateway steps;
 //   - pump.go: copying a running job's output into the store;
 //   - probe.go: readiness probes of service replicas;
 //   - traits.go: finding backends by their traits (backends.Traits) —

@@ -47,6 +47,7 @@ func (c *Controller) applyFleet(ctx context.Context, rev source.Revision, s plan
 	}
 	f.Spec, f.SpecHash, f.Revision, f.Status = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID, store.FleetActive
 	f.RemovedFromGit, f.Deleted = false, false
+	f.TriedOffers = nil // a new spec walks its offers afresh
 	if exists {
 		err = c.st.UpdateFleet(ctx, &f)
 	} else {
@@ -59,7 +60,7 @@ func (c *Controller) applyFleet(ctx context.Context, rev source.Revision, s plan
 	if spec.SSHConfig != nil {
 		return c.consolidateSSHFleet(ctx, f, spec)
 	}
-	return c.consolidateCloudFleet(ctx, f, spec)
+	return c.withFleetLock(ctx, f.ID, func() error { return c.consolidateCloudFleet(ctx, f, spec, "") })
 }
 
 // consolidateSSHFleet keeps one instance per host of an SSH fleet: new
@@ -155,9 +156,10 @@ func sshHost(cfg *schema.SSHConfig, h schema.SSHHost) backends.SSHHost {
 }
 
 // consolidateCloudFleet keeps a backend fleet at nodes.target (at least
-// nodes.min, at most nodes.max) instances, provisioned from the cheapest
-// matching offers.
-func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, spec *schema.Fleet) error {
+// nodes.min, at most nodes.max) instances, each from the cheapest matching
+// offer the fleet has not tried in vain (nextFleetOffer). The instance
+// exclude (one that just failed, not yet marked so) does not count.
+func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, spec *schema.Fleet, exclude string) error {
 	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
 	if err != nil {
 		return err
@@ -166,7 +168,7 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 	next := 0
 	for _, i := range insts {
 		next = max(next, i.InstanceNum+1)
-		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+		if i.ID != exclude && i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
 			active = append(active, i)
 		}
 	}
@@ -178,7 +180,7 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 		}
 	}
 	for len(active) < target {
-		offer, be, err := c.cheapestOffer(ctx, spec, nil)
+		offer, err := c.nextFleetOffer(ctx, f, spec, active)
 		if err != nil {
 			inst := store.Instance{
 				Project: c.cfg.Project, Name: fmt.Sprintf("%s-%d", f.Name, next), FleetID: f.ID, InstanceNum: next,
@@ -190,10 +192,12 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", f.Revision, "no offers: "+err.Error())
 			return nil
 		}
-		inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
+		inst, err := c.addFleetInstance(ctx, f, offerInstance(next, offer.Backend, offer))
 		if err != nil {
 			return err
 		}
+		c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
+			fmt.Sprintf("instance of fleet %s from offer %s %s %s at $%.4g/h", f.Name, offer.Backend, offer.Region, offer.Instance, offer.Price))
 		next++
 		active = append(active, inst)
 	}
@@ -207,20 +211,67 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 	return nil
 }
 
-// cheapestOffer asks the fleet's backends (all configured ones when it
-// names none) for offers and returns the cheapest that fits.
-//
-// With job set (a job asking the fleet for a new instance), the backends are
-// asked for the job's resources and the offers must fit both. Backends that
-// take over hosts offer nothing here (their hosts are their SSH fleets'),
-// and a backend sharing this host offers it only to fleets that name it in
-// `backends`.
-func (c *Controller) cheapestOffer(ctx context.Context, spec *schema.Fleet, job *offers.Query) (offers.Offer, string, error) {
-	all, err := c.fleetOffers(ctx, spec, job)
+// nextFleetOffer is the offer walk of a fleet's instances (dstack's
+// src/dstack/_internal/server/background/pipeline_tasks/instances/cloud_provisioning.py,
+// which tries at most MAX_OFFERS_TRIED offers): the cheapest offer that
+// fits the fleet (its cluster's backend and region, for `placement:
+// cluster`, see clusterOffers) and that none of its instances failed on
+// since its spec was applied (Fleet.TriedOffers). When every offer failed,
+// or maxOffersTried did, the error says so with the last failures.
+func (c *Controller) nextFleetOffer(ctx context.Context, f store.Fleet, spec *schema.Fleet, active []store.Instance) (offers.Offer, error) {
+	all, err := c.fleetOffers(ctx, spec, nil)
 	if err != nil {
-		return offers.Offer{}, "", err
+		return offers.Offer{}, err
 	}
-	return all[0], all[0].Backend, nil
+	if all, err = clusterOffers(spec, all, active); err != nil {
+		return offers.Offer{}, err
+	}
+	tried := map[string]bool{}
+	for _, t := range f.TriedOffers {
+		tried[t.Offer] = true
+	}
+	if len(f.TriedOffers) >= maxOffersTried {
+		return offers.Offer{}, fmt.Errorf("%d offers tried, none could be had (%s)", len(f.TriedOffers), lastFailures(f.TriedOffers))
+	}
+	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
+	if i < 0 {
+		return offers.Offer{}, fmt.Errorf("all %d offers failed (%s)", len(all), lastFailures(f.TriedOffers))
+	}
+	return all[i], nil
+}
+
+// lastFailures says why the last (up to three) tried offers failed.
+func lastFailures(tried []store.TriedOffer) string {
+	var out []string
+	for _, t := range tried[max(0, len(tried)-3):] {
+		out = append(out, t.Offer+": "+t.Error)
+	}
+	return strings.Join(out, "; ")
+}
+
+// clusterOffers keeps, for a `placement: cluster` fleet with instances,
+// the offers in the backend and region of its oldest instance: a cluster's
+// instances are provisioned together (dstack restricts a cluster fleet's
+// offers to its master instance's backend and region, in
+// src/dstack/_internal/server/services/fleets.py). Other fleets' offers are
+// returned as they are.
+func clusterOffers(spec *schema.Fleet, all []offers.Offer, active []store.Instance) ([]offers.Offer, error) {
+	if spec.Placement != "cluster" {
+		return all, nil
+	}
+	for _, i := range active {
+		if i.Backend == "" || i.Region == "" {
+			continue
+		}
+		all = slices.DeleteFunc(slices.Clone(all), func(o offers.Offer) bool {
+			return !strings.EqualFold(o.Backend, i.Backend) || o.Region != i.Region
+		})
+		if len(all) == 0 {
+			return nil, fmt.Errorf("no offer in the cluster's backend %s and region %s", i.Backend, i.Region)
+		}
+		return all, nil
+	}
+	return all, nil
 }
 
 // fleetOffers returns the offers that fit a fleet (and job, when set),
@@ -364,25 +415,18 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this
 // host's fleet) when it has fewer than nodes.max, from the cheapest offer
 // that fits both the fleet and the job (and is on one of the job's
-// backends, when it names any).
+// backends, when it names any). The fleet's live instances are counted
+// again, and the instance added, holding the fleet's lease, so jobs placed
+// at once (on this server or others) never grow it past nodes.max; a
+// fleet another worker holds is a wait error, for the job to try again.
 func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool) (store.Instance, error) {
 	var spec schema.Fleet
 	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
 		return store.Instance{}, errors.New("the fleet does not provision instances")
 	}
-	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
-	if err != nil {
+	// A fleet already full is told apart before its offers are looked up.
+	if _, _, err := c.growableInstances(ctx, f, &spec); err != nil {
 		return store.Instance{}, err
-	}
-	active, next := 0, 0
-	for _, i := range insts {
-		next = max(next, i.InstanceNum+1)
-		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
-			active++
-		}
-	}
-	if spec.Nodes.Max != nil && active >= *spec.Nodes.Max {
-		return store.Instance{}, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
 	}
 	if len(tried) >= maxOffersTried {
 		return store.Instance{}, fmt.Errorf("%d offers tried", len(tried))
@@ -395,16 +439,51 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 	if len(all) == 0 {
 		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
 	}
-	i := slices.IndexFunc(all, func(o offers.Offer) bool { return !tried[offerKey(o)] })
-	if i < 0 {
-		return store.Instance{}, fmt.Errorf("all %d fitting offers tried", len(all))
-	}
-	offer, be := all[i], all[i].Backend
-	inst, err := c.addFleetInstance(ctx, f, offerInstance(next, be, offer))
+	var inst store.Instance
+	var offer offers.Offer
+	err = c.withFleetLock(ctx, f.ID, func() error {
+		live, next, err := c.growableInstances(ctx, f, &spec)
+		if err != nil {
+			return err
+		}
+		fit, err := clusterOffers(&spec, all, live)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(fit, func(o offers.Offer) bool { return !tried[offerKey(o)] })
+		if i < 0 {
+			return fmt.Errorf("all %d fitting offers tried", len(fit))
+		}
+		offer = fit[i]
+		inst, err = c.addFleetInstance(ctx, f, offerInstance(next, offer.Backend, offer))
+		return err
+	})
 	if err != nil {
 		return store.Instance{}, err
 	}
 	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
-		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", be, offer.Instance, offer.Price))
+		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", offer.Backend, offer.Instance, offer.Price))
 	return inst, nil
+}
+
+// growableInstances returns the live (not terminating or terminated)
+// instances of fleet f and the number its next instance takes, or an error
+// when f already has nodes.max live instances.
+func (c *Controller) growableInstances(ctx context.Context, f store.Fleet, spec *schema.Fleet) ([]store.Instance, int, error) {
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list instances of fleet %s: %w", f.Name, err)
+	}
+	var live []store.Instance
+	next := 0
+	for _, i := range insts {
+		next = max(next, i.InstanceNum+1)
+		if i.Status != store.InstanceTerminated && i.Status != store.InstanceTerminating {
+			live = append(live, i)
+		}
+	}
+	if spec.Nodes.Max != nil && len(live) >= *spec.Nodes.Max {
+		return nil, 0, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
+	}
+	return live, next, nil
 }

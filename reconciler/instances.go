@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"hoist/agents/api"
 	"hoist/backends"
+	"hoist/backends/offers"
 	"hoist/schema"
 	"hoist/store"
 )
@@ -82,18 +84,38 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 				spec.Host = &h
 			}
 		}
-		bi, err := be.Create(ctx, spec)
-		if errors.Is(err, backends.ErrNoCapacity) && !c.sharedInstance(ctx, inst) && !be.Traits().TakesOverHosts {
-			// This offer has no capacity now: the instance ends, and a job
-			// waiting for it tries the next offer.
-			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "no_offers", err.Error()
-			inst.FinishedAt = c.now().UTC()
-			if uerr := c.st.UpdateInstanceLeased(ctx, l, &inst); uerr != nil {
-				return 0, uerr
+		cloud := !c.sharedInstance(ctx, inst) && !be.Traits().TakesOverHosts
+		if cloud && c.now().Sub(inst.CreatedAt) > instanceProvisioningTimeout {
+			// Create keeps saying provisioning: give the offer up, let the
+			// backend delete what it made, and try the next offer.
+			return c.giveUpOffer(ctx, l, &inst, store.InstanceTerminating, "provisioning_timeout",
+				fmt.Sprintf("the instance did not become ready within %s", instanceProvisioningTimeout))
+		}
+		if cloud {
+			pg, err := c.placementGroupFor(ctx, inst, be, spec.Offer)
+			if err != nil {
+				inst.StatusMessage = "placement group: " + err.Error()
+				_ = c.st.UpdateInstanceLeased(ctx, l, &inst)
+				return 0, err
 			}
-			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "no capacity for the offer: "+err.Error())
-			c.wakeJobsOn(ctx, inst.ID)
-			return 0, nil
+			spec.PlacementGroup = pg
+		}
+		bi, err := be.Create(ctx, spec)
+		if cloud && errors.Is(err, backends.ErrNoCapacity) {
+			// This offer has no capacity now (or its VM did not boot in
+			// time, which the cloud engine reports the same way, having
+			// deleted it): the instance ends, and the next offer is tried
+			// by its fleet or by the job waiting for it.
+			return c.giveUpOffer(ctx, l, &inst, store.InstanceTerminated, "no_offers", "no capacity for the offer: "+err.Error())
+		}
+		if cloud && err == nil && bi.Status == backends.StatusTerminated {
+			// Gone before it was ready (a spot instance reclaimed while it
+			// booted): the backend releases what is left.
+			msg := "the instance was gone before it became ready"
+			if bi.Message != "" {
+				msg += ": " + bi.Message
+			}
+			return c.giveUpOffer(ctx, l, &inst, store.InstanceTerminating, "no_offers", msg)
 		}
 		if err != nil {
 			prev := inst.StatusMessage
@@ -135,10 +157,8 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			c.sweepTasks(ctx, inst.ID)
 		}
 		bi, err := be.Describe(ctx, inst.ID)
-		if errors.Is(err, backends.ErrNotFound) {
-			inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminated, "error", "the instance is gone"
-			inst.FinishedAt = c.now().UTC()
-			return 0, c.st.UpdateInstanceLeased(ctx, l, &inst)
+		if errors.Is(err, backends.ErrNotFound) || (err == nil && bi.Status == backends.StatusTerminated) {
+			return c.instanceGone(ctx, l, &inst, bi, err)
 		}
 		was := inst.Unreachable
 		if err != nil {
@@ -182,8 +202,178 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			return 0, err
 		}
 		c.event(ctx, "instance", inst.Name, inst.ID, "terminated", "", "instance terminated: "+inst.TerminationReason)
+		if err := c.deletePlacementGroups(ctx, inst.FleetID); err != nil {
+			// The periodic resync deletes them once the provider lets go.
+			c.log.Info("placement groups not deleted yet", "fleet_id", inst.FleetID, "error", err)
+		}
 	}
 	return 0, nil
+}
+
+// instanceProvisioningTimeout bounds how long a cloud instance may stay
+// pending or provisioning before its offer is given up (dstack's default
+// provisioning timeout, src/dstack/_internal/server/background/pipeline_tasks/instances/check.py
+// get_provisioning_timeout).
+const instanceProvisioningTimeout = 10 * time.Minute
+
+// giveUpOffer ends a cloud instance whose offer could not be had (no
+// capacity, no boot in time, gone while booting) with status (terminated,
+// or terminating when the backend may still hold something) and reason,
+// and has its fleet try the next offer (replaceInstance). A job waiting
+// for the instance is woken: it tries its next offer itself.
+func (c *Controller) giveUpOffer(ctx context.Context, l store.Lease, inst *store.Instance, status, reason, msg string) (time.Duration, error) {
+	// The replacement first, and both under the fleet's lock: a crash
+	// after it leaves this instance to be given up again (consolidation
+	// then counts the replacement), and another instance of the fleet
+	// given up at the same time counts this one as gone.
+	err := c.withFleetLock(ctx, inst.FleetID, func() error {
+		if err := c.replaceInstance(ctx, *inst, msg, true); err != nil {
+			return err
+		}
+		inst.Status, inst.TerminationReason, inst.StatusMessage = status, reason, msg
+		if status == store.InstanceTerminated {
+			inst.FinishedAt = c.now().UTC()
+		}
+		return c.st.UpdateInstanceLeased(ctx, l, inst)
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.event(ctx, "instance", inst.Name, inst.ID, status, "", "instance "+status+": "+msg)
+	c.wakeJobsOn(ctx, inst.ID)
+	if status == store.InstanceTerminating {
+		return time.Millisecond, nil
+	}
+	if err := c.deletePlacementGroups(ctx, inst.FleetID); err != nil {
+		c.log.Info("placement groups not deleted yet", "fleet_id", inst.FleetID, "error", err)
+	}
+	return 0, nil
+}
+
+// withFleetLock runs fn holding the lease of fleet id (nothing to lock
+// for ""), so that what consolidates the fleet — applying its spec, giving
+// up or replacing its instances, its placement groups — runs one at a
+// time across workers and servers. Another holder is waited for briefly;
+// past that the error is a wait, to try again later.
+func (c *Controller) withFleetLock(ctx context.Context, id string, fn func() error) error {
+	if id == "" {
+		return fn()
+	}
+	for attempt := 0; ; attempt++ {
+		l, ok, err := c.claim(ctx, "fleets", id)
+		if err != nil {
+			return err
+		}
+		if ok {
+			defer c.release(l)
+			return fn()
+		}
+		if attempt == 20 {
+			return backends.Wait(fmt.Errorf("fleet %s: another worker is consolidating it", id), time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// replaceInstance has the active backend fleet of an instance that ended
+// against its will (its offer failed, the provider reclaimed or lost it)
+// provision what it now lacks to nodes.target, from the next offer when
+// the instance's offer failed (offerFailed: it is recorded as tried, with
+// why). An instance a submitted job waits for is the job's: the job tries
+// its next offer (placeJob).
+func (c *Controller) replaceInstance(ctx context.Context, inst store.Instance, why string, offerFailed bool) error {
+	if inst.FleetID == "" {
+		return nil
+	}
+	if reserved, err := c.instanceReserved(ctx, inst.ID); err != nil || reserved {
+		return err
+	}
+	var o offers.Offer
+	if len(inst.Offer) == 0 || json.Unmarshal(inst.Offer, &o) != nil {
+		return nil
+	}
+	o.Backend = inst.Backend
+	for attempt := 0; ; attempt++ {
+		f, err := c.st.GetFleet(ctx, inst.FleetID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var spec schema.Fleet
+		if f.Status != store.FleetActive || f.Deleted || f.RemovedFromGit || f.Name == c.cfg.LocalFleet ||
+			json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil {
+			return nil
+		}
+		key := offerKey(o)
+		if offerFailed && !slices.ContainsFunc(f.TriedOffers, func(t store.TriedOffer) bool { return t.Offer == key }) {
+			f.TriedOffers = append(f.TriedOffers, store.TriedOffer{Offer: key, Error: why, At: c.now().UTC()})
+			err := c.st.UpdateFleet(ctx, &f)
+			if errors.Is(err, store.ErrConflict) && attempt < 5 {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return c.consolidateCloudFleet(ctx, f, &spec, inst.ID)
+	}
+}
+
+// instanceGone ends an idle or busy instance its backend no longer has
+// (Describe said not found, or terminated). A spot instance that went
+// (Instance.Interrupted, or not found while its offer is spot) was
+// interrupted: its jobs end as interrupted_by_no_capacity, which a run
+// with `retry.on_events: [interruption]` retries; other jobs end as
+// instance_unreachable. The instance goes through terminating, so that
+// the backend releases whatever is left, and its fleet provisions a new
+// one when it is below nodes.target.
+func (c *Controller) instanceGone(ctx context.Context, l store.Lease, inst *store.Instance, bi backends.Instance, derr error) (time.Duration, error) {
+	var o offers.Offer
+	if len(inst.Offer) > 0 {
+		_ = json.Unmarshal(inst.Offer, &o)
+	}
+	reason, jobReason, msg := "error", reasonInstanceUnreachable, "the instance is gone"
+	if bi.Interrupted || (derr != nil && o.Spot) {
+		reason, jobReason, msg = "interrupted", reasonInterruptedCapacity, "the provider reclaimed the spot instance"
+	}
+	if bi.Message != "" {
+		msg += ": " + bi.Message
+	}
+	// Jobs placed on it end; a submitted one waiting for it is placed anew.
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{InstanceID: inst.ID,
+		Status: []string{store.JobProvisioning, store.JobPulling, store.JobRunning}})
+	if err != nil {
+		return 0, err
+	}
+	for _, j := range jobs {
+		if err := c.terminateJob(ctx, j.ID, jobReason, msg); err != nil {
+			return 0, err
+		}
+		c.runs.Add(j.RunID)
+	}
+	c.dropConn(inst.ID)
+	c.wakeJobsOn(ctx, inst.ID)
+	// A reclaimed or lost instance says nothing about its offer now: the
+	// fleet provisions from it again (and walks on if it has no capacity).
+	err = c.withFleetLock(ctx, inst.FleetID, func() error {
+		if err := c.replaceInstance(ctx, *inst, msg, false); err != nil {
+			return err
+		}
+		inst.Status, inst.TerminationReason, inst.StatusMessage = store.InstanceTerminating, reason, msg
+		inst.Unreachable = true
+		return c.st.UpdateInstanceLeased(ctx, l, inst)
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+msg)
+	return time.Millisecond, nil
 }
 
 func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -183,6 +184,11 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 			ts.InstanceMounts = append(ts.InstanceMounts, api.InstanceMount{InstancePath: m.InstancePath, Path: m.Path, ReadOnly: !acc.ReadWrite})
 		}
 	}
+	nvs, after, done, err := c.attachVolumes(ctx, l, job, run, spec)
+	if done {
+		return after, err
+	}
+	ts.NetworkVolumes = nvs
 	cctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
 	defer cancel()
 	if _, err := shim.CreateTask(cctx, ts); err != nil && !errors.Is(err, api.ErrConflict) {
@@ -331,11 +337,14 @@ func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec, env ma
 // is retried by the instance's sweep of dangling tasks).
 func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Job, spec runSpec) (time.Duration, error) {
 	c.stopPump(job.ID)
-	var cleanup func()
+	var cleanup func() error
 	if job.InstanceID != "" && job.ShimTaskID != "" {
 		shim, conn, err := c.shimFor(ctx, job.InstanceID)
 		if err != nil {
-			if c.now().Sub(job.UpdatedAt) < c.cfg.UnreachableGrace {
+			// An instance found gone (instanceGone) will not answer: its
+			// jobs finish at once.
+			gone := job.TerminationReason == reasonInterruptedCapacity || job.TerminationReason == reasonInstanceUnreachable
+			if !gone && c.now().Sub(job.UpdatedAt) < c.cfg.UnreachableGrace {
 				return 0, err
 			}
 			c.log.Warn("instance unreachable; finishing job without cleanup", "job", job.JobName, "error", err)
@@ -352,10 +361,33 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 				}
 				cancel()
 				c.drainLogs(ctx, job, runner)
-				cleanup = func() { c.removeTask(ctx, shim, job) }
+				cleanup = func() error { return c.removeTask(ctx, shim, job) }
 			} else {
 				// No runner ever answered: terminating the task is the stop.
 				c.removeTask(ctx, shim, job)
+			}
+		}
+	}
+	// Network volumes are detached once the task is gone (the shim
+	// unmounted them), before the final status: the job stays terminating
+	// while a detach is under way.
+	if job.InstanceID != "" {
+		atts, err := c.st.ListVolumeAttachments(ctx, "", job.InstanceID)
+		if err != nil {
+			return 0, err
+		}
+		if slices.ContainsFunc(atts, func(a store.VolumeAttachment) bool { return decodeAttachment(a).JobID == job.ID }) {
+			if cleanup != nil {
+				err := cleanup()
+				cleanup = nil
+				if errors.Is(err, api.ErrConflict) {
+					// The shim could not free a volume's device yet: a
+					// detach now could cut off a live file system.
+					return volumeWaitPoll, nil
+				}
+			}
+			if after, err := c.detachVolumes(ctx, job, spec); err != nil || after > 0 {
+				return after, err
 			}
 		}
 	}
@@ -374,7 +406,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 		c.markInstance(ctx, job.InstanceID)
 	}
 	if cleanup != nil {
-		cleanup()
+		_ = cleanup() // logged; the sweep of dangling tasks tries again
 	}
 	return 0, nil
 }
@@ -404,9 +436,10 @@ func (c *Controller) wakeWaitingJobs(ctx context.Context) {
 	}
 }
 
-// removeTask terminates and removes a job's task on its shim; failures are
-// logged and left to the sweep of dangling tasks.
-func (c *Controller) removeTask(ctx context.Context, shim *api.ShimClient, job *store.Job) {
+// removeTask terminates and removes a job's task on its shim. Failures are
+// logged and left to the sweep of dangling tasks; the error is returned for
+// callers that must not go on without the task gone.
+func (c *Controller) removeTask(ctx context.Context, shim *api.ShimClient, job *store.Job) error {
 	tctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
 	defer cancel()
 	info, err := shim.TerminateTask(tctx, job.ShimTaskID, job.TerminationReason, job.TerminationMessage, 0)
@@ -415,11 +448,13 @@ func (c *Controller) removeTask(ctx context.Context, shim *api.ShimClient, job *
 	}
 	if err != nil && !errors.Is(err, api.ErrNotFound) {
 		c.log.Warn("terminate task failed", "job", job.JobName, "error", err)
-		return
+		return err
 	}
 	if err := shim.RemoveTask(tctx, job.ShimTaskID); err != nil && !errors.Is(err, api.ErrNotFound) {
 		c.log.Warn("remove task failed", "job", job.JobName, "error", err)
+		return err
 	}
+	return nil
 }
 
 // sweepTasks removes the tasks an instance's shim still keeps for jobs that

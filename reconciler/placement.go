@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"hoist/backends"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
 	"hoist/schema"
@@ -61,7 +62,11 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	for _, k := range pd.TriedOffers {
 		tried[k] = true
 	}
-	inst, err := c.place(ctx, run, spec, tried)
+	sites, after, done, err := c.volumeGate(ctx, l, job, run, spec)
+	if done {
+		return after, err
+	}
+	inst, err := c.place(ctx, run, spec, tried, sites)
 	if errors.Is(err, errInstancePending) {
 		job.InstanceID, job.StatusMessage = inst.ID, "waiting for instance "+inst.Name
 		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
@@ -143,8 +148,9 @@ var (
 
 // place picks an instance for a job of run: one of the fleets the spec
 // allows (all when it names none), whose instance fits the resources and
-// profile. The local host is shared; other instances run one job at a time.
-func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool) (store.Instance, error) {
+// profile, at one of the sites of its network volumes (nil: anywhere). The
+// local host is shared; other instances run one job at a time.
+func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool, sites []volumeSite) (store.Instance, error) {
 	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
 	if err != nil {
 		return store.Instance{}, err
@@ -167,7 +173,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 		}
 		provisioning, note := 0, ""
 		for _, i := range insts {
-			if !c.onBackends(spec.Backends, i.Backend) {
+			if !c.onBackends(spec.Backends, i.Backend) || !atVolumeSites(sites, i) {
 				continue
 			}
 			var o offers.Offer
@@ -225,10 +231,15 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	// No free instance fits: a backend fleet below nodes.max gets a new one
 	// from its offers, cheapest first, for this job.
 	var why []string
+	bes := narrowToSites(sites, &q, spec.Backends)
 	for _, f := range growable {
-		inst, err := c.growFleet(ctx, f, q, spec.Backends, tried)
+		inst, err := c.growFleet(ctx, f, q, bes, tried)
 		if err == nil {
 			return inst, errInstancePending
+		}
+		if backends.KindOf(err) == backends.KindWait {
+			// Another worker holds the fleet: try again, not fail.
+			return store.Instance{}, fmt.Errorf("grow fleet %s: %w", f.Name, err)
 		}
 		why = append(why, f.Name+": "+err.Error())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/uptrace/bun"
 )
@@ -125,6 +126,25 @@ func (s *Store) GetFleetByName(ctx context.Context, proj, name string) (Fleet, e
 // ListFleets returns fleets in creation order.
 func (s *Store) ListFleets(ctx context.Context, f InfraFilter) ([]Fleet, error) {
 	return listRows[Fleet](ctx, s.db, f, "fleets", nil)
+}
+
+// GetFleetByPlacementGroup returns the fleet, deleted or not, that
+// records the placement group with hoist id id
+// (FleetPlacementGroup.ID), or ErrNotFound.
+func (s *Store) GetFleetByPlacementGroup(ctx context.Context, id string) (Fleet, error) {
+	var f Fleet
+	// placement_groups holds the JSON of []FleetPlacementGroup.
+	key, err := json.Marshal(id)
+	if err != nil {
+		return f, err
+	}
+	pat := `%"id":` + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(string(key)) + `%`
+	err = s.db.NewSelect().Model(&f).Where(`placement_groups LIKE ? ESCAPE '\'`, pat).
+		OrderExpr("created_at DESC, id DESC").Limit(1).Scan(ctx)
+	if err != nil {
+		return f, notFound(err, "get fleet by placement group "+id)
+	}
+	return f, nil
 }
 
 // UpdateFleet writes f guarded by f.Version (ErrConflict when stale).

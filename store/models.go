@@ -476,6 +476,14 @@ type Fleet struct {
 	Deleted bool `bun:"deleted,notnull"`
 	// RemovedFromGit marks a fleet whose spec left the repository.
 	RemovedFromGit bool `bun:"removed_from_git,notnull"`
+	// TriedOffers are the offers the fleet's instances could not be had
+	// from (no capacity, no boot) since its spec was last applied: the
+	// offer walk skips them, also after a restart.
+	TriedOffers []TriedOffer `bun:"tried_offers,type:text"`
+	// PlacementGroups are the fleet's placement groups (`placement:
+	// cluster`), at most one per backend and region, recorded before they
+	// are created and deleted once the fleet's last instance is gone.
+	PlacementGroups []FleetPlacementGroup `bun:"placement_groups,type:text"`
 	// Version guards updates (optimistic concurrency).
 	Version int64 `bun:"version,notnull"`
 	// CreatedAt is when the row was created.
@@ -483,6 +491,30 @@ type Fleet struct {
 	// UpdatedAt is when the row was last written.
 	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
+}
+
+// A TriedOffer is an offer a fleet's instance could not be had from.
+type TriedOffer struct {
+	// Offer identifies the offer: backend/region/instance type/spot.
+	Offer string `json:"offer"`
+	// Error is why it could not be had.
+	Error string `json:"error"`
+	// At is when it failed.
+	At time.Time `json:"at"`
+}
+
+// A FleetPlacementGroup is a fleet's placement group in one backend and
+// region.
+type FleetPlacementGroup struct {
+	// ID is hoist's id of the group (backends.PlacementGroupSpec.ID), the
+	// one instances are created in.
+	ID string `json:"id"`
+	// Backend is the backend that holds the group.
+	Backend string `json:"backend"`
+	// Region is the region of the group and of its instances.
+	Region string `json:"region"`
+	// ProviderID is the provider's name or id of the group, once created.
+	ProviderID string `json:"provider_id,omitempty"`
 }
 
 // Volume is a network or instance volume.

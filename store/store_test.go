@@ -554,6 +554,14 @@ func TestInfra_roundTrip(t *testing.T) {
 		if len(gws) != 1 || gws[0].HostKey != g.HostKey {
 			t.Errorf("gateways = %+v", gws)
 		}
+		f.TriedOffers = []TriedOffer{{Offer: "aws/us-east-1/p4d.24xlarge/false", Error: "no capacity", At: clock.Now()}}
+		f.PlacementGroups = []FleetPlacementGroup{{ID: "pg-1", Backend: "aws", Region: "us-east-1", ProviderID: "hoist-gpus-1"}}
+		if err := s.UpdateFleet(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		if gf, err := s.GetFleet(ctx, f.ID); err != nil || !cmp.Equal(gf.TriedOffers, f.TriedOffers) || !cmp.Equal(gf.PlacementGroups, f.PlacementGroups) {
+			t.Errorf("fleet offers and groups = %+v %+v, %v; want %+v %+v", gf.TriedOffers, gf.PlacementGroups, err, f.TriedOffers, f.PlacementGroups)
+		}
 		f.Deleted = true
 		if err := s.UpdateFleet(ctx, f); err != nil {
 			t.Fatal(err)

@@ -65,9 +65,9 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"method", "route", "code"}),
 		leaksReaped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hoist_leaked_instances_terminated_total",
-			Help: "Instances tagged as this installation's that the store did not know, terminated by the leak audit, by backend.",
-		}, []string{"backend"}),
+			Name: "hoist_leaked_resources_deleted_total",
+			Help: "Instances, volumes and placement groups tagged as this installation's that the store did not know, deleted by the leak audit, by backend and kind.",
+		}, []string{"backend", "kind"}),
 	}
 	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped)
 	return m
@@ -77,10 +77,10 @@ func NewMetrics() *Metrics {
 // register their own collectors on it.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// LeakReaped counts one leaked instance the leak audit terminated on
-// backend.
-func (m *Metrics) LeakReaped(backend string) {
-	m.leaksReaped.WithLabelValues(backend).Inc()
+// LeakReaped counts one leaked resource of kind (instance, volume,
+// placement_group) the leak audit deleted on backend.
+func (m *Metrics) LeakReaped(backend, kind string) {
+	m.leaksReaped.WithLabelValues(backend, kind).Inc()
 }
 
 // ObserveReconcile records one reconcile of kind that ended with result

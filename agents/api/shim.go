@@ -92,6 +92,25 @@ type VolumeMount struct {
 	Path string `json:"path"`
 }
 
+// NetworkVolume is a network volume (EBS volume, persistent disk, managed
+// disk) the server attached to the shim's host as a block device. The shim
+// waits for the device, makes an ext4 file system on it when it has none and
+// InitFS is set, mounts it on the host and binds that into the container at
+// Path; it unmounts it once the container has exited.
+type NetworkVolume struct {
+	// Name is the volume's name; it names the host mount point, so it is
+	// one path component ([a-z0-9][a-z0-9-]*).
+	Name string `json:"name"`
+	// DevicePath is the block device, or a symbolic link to it, below /dev
+	// (e.g. /dev/disk/by-id/google-<device name>).
+	DevicePath string `json:"device_path"`
+	// Path is the absolute path inside the container.
+	Path string `json:"path"`
+	// InitFS formats a device that has no file system (a volume hoist
+	// created); a registered volume without one is an error instead.
+	InitFS bool `json:"init_fs,omitempty"`
+}
+
 // TaskSpec is what the server asks the shim to run: one container whose
 // entrypoint is the runner.
 type TaskSpec struct {
@@ -130,6 +149,9 @@ type TaskSpec struct {
 	InstanceMounts []InstanceMount `json:"instance_mounts,omitempty"`
 	// VolumeMounts are named Docker volumes mounted into the container.
 	VolumeMounts []VolumeMount `json:"volume_mounts,omitempty"`
+	// NetworkVolumes are network volumes attached to the host, mounted into
+	// the container.
+	NetworkVolumes []NetworkVolume `json:"network_volumes,omitempty"`
 	// Labels are added to the container's labels (on top of the shim's own).
 	Labels map[string]string `json:"labels,omitempty"`
 	// PullPolicy is "missing" (default: pull only when the image is not

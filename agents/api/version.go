@@ -12,8 +12,10 @@ const (
 	// ShimAPIVersion is the version of the shim's HTTP API. Version 2: every
 	// request, the health check included, carries the shim's bearer token.
 	// Version 3: TaskInfo.RunnerAddr is the runner's Unix socket
-	// ("unix:///path"), no longer a TCP address.
-	ShimAPIVersion = 3
+	// ("unix:///path"), no longer a TCP address. Version 4:
+	// TaskSpec.NetworkVolumes (an older shim would run the job without its
+	// volume).
+	ShimAPIVersion = 4
 	// RunnerAPIVersion is the version of the runner's HTTP API. Version 2:
 	// every request, the health check included, carries the runner's bearer
 	// token. Version 3: the runner listens on a Unix socket only.

@@ -9,6 +9,13 @@
 // restarted shim re-attaches to its containers (Recover); containers it finds
 // but cannot account for are reported, never killed.
 //
+// A task's network volumes (TaskSpec.NetworkVolumes: block devices the
+// server attached to the host, named by a path below /dev) are mounted under
+// StateDir/volumes — formatted ext4 first when blank and created by hoist —
+// and bound into the container; they are unmounted once the container has
+// exited, so that the server can detach them (volumes.go). This needs root,
+// blkid and mkfs.ext4 (e2fsprogs).
+//
 // The runner's API has no TCP port: it listens on a Unix socket in its
 // directory, which the host sees under StateDir, and TaskInfo.RunnerAddr
 // names it ("unix://" and a short path through a 0700 link directory of the

@@ -29,8 +29,8 @@ func (s *Shim) start(ctx context.Context, t *task) {
 
 	fail := func(reason, message string) {
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if t.info.Terminated() {
+			s.mu.Unlock()
 			return
 		}
 		if ctx.Err() != nil && t.stopReason != "" {
@@ -38,6 +38,8 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		}
 		s.terminateLocked(t, reason, message, nil)
 		close(t.exited)
+		s.mu.Unlock()
+		s.releaseVolumes(t)
 	}
 	canceled := func() bool {
 		if ctx.Err() == nil {
@@ -70,6 +72,14 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		return
 	}
 	if canceled() {
+		return
+	}
+	volumeBinds, err := s.mountVolumes(ctx, spec)
+	if err != nil {
+		if canceled() {
+			return
+		}
+		fail(api.ReasonExecutorError, err.Error())
 		return
 	}
 
@@ -121,6 +131,7 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	cfg, hcfg := s.containerConfig(spec, img.Config)
 	cfg.Entrypoint = launch.entrypoint
 	hcfg.Binds = append(hcfg.Binds, launch.binds...)
+	hcfg.Binds = append(hcfg.Binds, volumeBinds...)
 	// Readable by the container's user, whoever it is; the task dir above
 	// keeps every other local user out.
 	// Chmod too: the mode given to WriteFile is narrowed by the umask
@@ -377,7 +388,6 @@ func (s *Shim) recordExit(t *task, id string) {
 		reason, message = api.ReasonExecutorError, "the container was created but never started (the shim restarted meanwhile)"
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !t.info.Terminated() {
 		s.terminateLocked(t, reason, message, func(i *api.TaskInfo) {
 			i.ExitCode = code
@@ -388,6 +398,19 @@ func (s *Shim) recordExit(t *task, id string) {
 	case <-t.exited:
 	default:
 		close(t.exited)
+	}
+	s.mu.Unlock()
+	s.releaseVolumes(t)
+}
+
+// releaseVolumes unmounts a terminated task's network volumes, so that the
+// server can detach them; a failure is logged, and RemoveTask tries again.
+func (s *Shim) releaseVolumes(t *task) {
+	if len(t.spec.NetworkVolumes) == 0 {
+		return
+	}
+	if err := s.unmountVolumes(t, false); err != nil {
+		s.log.Warn("volume_unmount_failed", "task_id", t.info.ID, "err", err)
 	}
 }
 
@@ -530,6 +553,9 @@ func (s *Shim) RemoveTask(ctx context.Context, id string) error {
 		if err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("remove container: %w", err)
 		}
+	}
+	if err := s.unmountVolumes(t, true); err != nil {
+		return fmt.Errorf("unmount network volumes: %w", err)
 	}
 	s.removeSocketLink(id)
 	if err := os.RemoveAll(s.taskDir(id)); err != nil {

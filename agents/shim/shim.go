@@ -244,6 +244,11 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 			return api.TaskInfo{}, fmt.Errorf("volume mount %s:%s needs a name and an absolute path: %w", m.Name, m.Path, errInvalid)
 		}
 	}
+	for _, v := range spec.NetworkVolumes {
+		if err := checkNetworkVolume(v); err != nil {
+			return api.TaskInfo{}, fmt.Errorf("%w: %w", err, errInvalid)
+		}
+	}
 	if spec.Name == "" {
 		spec.Name = "hoist-" + spec.ID
 	}

@@ -39,6 +39,17 @@ type Options struct {
 	// the peer lists and describes every instance the first created (never
 	// as gone), so several servers on one database agree on what exists.
 	Peer func(t *testing.T) backends.Backend
+	// Interrupt, when set, reclaims a running spot instance as the
+	// provider would (the simulator's spot interruption): the kit then
+	// creates an instance from a spot offer (Offers with spot_policy spot)
+	// and checks that Describe reports it terminated and Interrupted.
+	// Nil skips the spot checks.
+	Interrupt func(t *testing.T, inst backends.Instance)
+	// ExternalVolume, when set for a backends.VolumeBackend, creates a
+	// volume outside hoist (as a user would in the provider's console) in
+	// region, of sizeGB, and returns its provider id for RegisterVolume.
+	// Nil skips the registration checks.
+	ExternalVolume func(t *testing.T, region string, sizeGB float64) string
 }
 
 func (o *Options) defaults() {
@@ -77,6 +88,9 @@ func Run(t *testing.T, opts Options) {
 	t.Run("create_reused_id", func(t *testing.T) { k.createReused(t, first) })
 	t.Run("offers", k.offers)
 	t.Run("connect", func(t *testing.T) { k.connect(t, first) })
+	if vb, ok := b.(backends.VolumeBackend); ok {
+		t.Run("volumes", func(t *testing.T) { k.volumes(t, vb, first) })
+	}
 	created := []backends.Instance{first}
 	if opts.Capacity >= 2 {
 		t.Run("create_second_concurrently", func(t *testing.T) { created = append(created, k.createConcurrently(t, 1)) })
@@ -91,6 +105,12 @@ func Run(t *testing.T, opts Options) {
 		}
 	})
 	t.Run("gone_after_terminate", func(t *testing.T) { k.gone(t, created) })
+	if opts.Interrupt != nil {
+		t.Run("spot_interruption", func(t *testing.T) { k.spot(t, 2) })
+	}
+	if pb, ok := b.(backends.PlacementBackend); ok {
+		t.Run("placement_group", func(t *testing.T) { k.placement(t, pb, 3) })
+	}
 }
 
 type kit struct {
@@ -99,6 +119,8 @@ type kit struct {
 	run  string
 	tags map[string]string
 	ids  []string
+	vols []string // volume ids to delete in cleanup
+	pgs  []string // placement group ids to delete in cleanup
 }
 
 func randomHex(n int) string {
@@ -150,9 +172,38 @@ func (k *kit) cleanup(t *testing.T) {
 			time.Sleep(k.opts.Poll)
 		}
 	}
+	if vb, ok := k.b.(backends.VolumeBackend); ok {
+		for _, id := range k.vols {
+			retry(ctx, k.opts.Poll, func() error { return vb.DeleteVolume(ctx, id) }, func(err error) { t.Errorf("cleanup: delete volume %s: %v", id, err) })
+		}
+	}
+	if pb, ok := k.b.(backends.PlacementBackend); ok {
+		for _, id := range k.pgs {
+			retry(ctx, k.opts.Poll, func() error { return pb.DeletePlacementGroup(ctx, id) }, func(err error) { t.Errorf("cleanup: delete placement group %s: %v", id, err) })
+		}
+	}
 	left, err := k.b.List(ctx, map[string]string{backends.TagInstallation: k.tags[backends.TagInstallation]})
 	if err == nil && len(left) > 0 {
 		t.Errorf("cleanup: leaked instances: %v", ids(left))
+	}
+}
+
+// retry calls f until it returns nil, a stalled error or ctx ends, and
+// reports the last error of a failure to fail.
+func retry(ctx context.Context, poll time.Duration, f func() error, fail func(error)) {
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if backends.IsStalled(err) || ctx.Err() != nil {
+			fail(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(poll):
+		}
 	}
 }
 

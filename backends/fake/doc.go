@@ -10,11 +10,21 @@
 // task, and the runner runs real processes under a process-wide child
 // reaper, with no executor to swap for a script.
 //
-// Faults are set on the Backend: no capacity, a provisioning delay on the
-// injected clock, an unreachable instance, runners that never answer, an
-// image that cannot be pulled, a container lost behind the shim's back, and
-// Terminate errors. A service port a task publishes answers HTTP with
-// Config.Service.
+// It is a backends.VolumeBackend too: a fake volume is a record in one
+// region that attaches to one instance of that region at a time and shows
+// up there at DevicePrefix + its provider id; the fake shim fails a task
+// whose network volume is not attached to its instance (see volumes.go).
+//
+// Faults are set on the Backend: no capacity (for every offer or for one
+// instance type), a provisioning delay on the injected clock, an instance
+// type that never boots or fails to boot (the cloud engine's boot timeout),
+// a spot interruption, an instance the provider lost, an unreachable instance, runners that never answer,
+// an image that cannot be pulled, a container lost behind the shim's back,
+// and Terminate errors. It implements backends.PlacementBackend: placement
+// groups are recorded, an instance created in an unknown one fails, and one
+// an instance is in is not deleted. Attempts lists the spec of every Create
+// of a new instance, so a test sees which offers were tried. A service
+// port a task publishes answers HTTP with Config.Service.
 //
 // Only tests import it (the reconciler's unit tests, the conformance test);
 // it is registered nowhere in cmd/hoist. It imports backends,

@@ -34,6 +34,9 @@ type Config struct {
 	// ProvisionFor is how long (on Now) an instance stays provisioning
 	// after Create before Describe reports it running (0: running at once).
 	ProvisionFor time.Duration
+	// VolumeCreateFor is how long (on Now) a created volume stays
+	// "creating" before it is available (0: available at once).
+	VolumeCreateFor time.Duration
 	// Service answers HTTP on every port a task publishes while its job
 	// runs (nil: 200 "ok" to everything).
 	Service http.Handler
@@ -63,11 +66,20 @@ type Backend struct {
 	terminateErr map[string]error
 	createErr    error
 	pullErr      map[string]string
+	noCapacity   map[string]bool      // instance types whose Create has no capacity
+	neverBoots   map[string]bool      // instance types whose instances stay provisioning
+	bootErr      map[string]error     // instance types whose instances fail to boot
+	interrupted  map[string]*instance // reclaimed or lost instances, until terminated
+	lost         map[string]bool      // of those, the ones not reclaimed as spot
+	groups       map[string]backends.PlacementGroup
+	attempts     []backends.InstanceSpec
+	vols         map[string]*volume // by provider id
 }
 
 var (
-	_ backends.Backend   = (*Backend)(nil)
-	_ backends.Connector = (*Backend)(nil)
+	_ backends.Backend          = (*Backend)(nil)
+	_ backends.Connector        = (*Backend)(nil)
+	_ backends.PlacementBackend = (*Backend)(nil)
 )
 
 // New returns a fake backend for cfg.
@@ -93,7 +105,9 @@ func New(cfg Config) *Backend {
 		all[i].Backend = cfg.Name
 	}
 	return &Backend{cfg: cfg, offers: all, insts: map[string]*instance{},
-		terminateErr: map[string]error{}, pullErr: map[string]string{}}
+		terminateErr: map[string]error{}, pullErr: map[string]string{},
+		noCapacity: map[string]bool{}, neverBoots: map[string]bool{}, bootErr: map[string]error{},
+		interrupted: map[string]*instance{}, lost: map[string]bool{}, groups: map[string]backends.PlacementGroup{}}
 }
 
 // Name returns the configured name.
@@ -111,7 +125,11 @@ func (b *Backend) Offers(_ context.Context, q offers.Query) ([]offers.Offer, err
 }
 
 // Create starts an instance with its own shim. It is idempotent on spec.ID
-// and fails with backends.ErrNoCapacity when Capacity instances exist.
+// and fails with backends.ErrNoCapacity when Capacity instances exist or
+// the offer's instance type has none (SetNoCapacity). Called again for an
+// instance whose type fails to boot (SetBootFailure), it deletes the
+// instance and returns that error, as the cloud engine does after its boot
+// timeout; an interrupted instance is reported terminated.
 func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backends.Instance, error) {
 	if spec.ID == "" {
 		return backends.Instance{}, backends.Stalled(errors.New("fake backend: instance id is required"))
@@ -119,8 +137,17 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if in, ok := b.insts[spec.ID]; ok {
+		if err := b.bootErr[in.offer.Instance]; err != nil {
+			delete(b.insts, spec.ID)
+			go in.close()
+			return backends.Instance{}, err
+		}
 		return b.describeLocked(in), nil
 	}
+	if in, ok := b.interrupted[spec.ID]; ok {
+		return b.describeLocked(in), nil
+	}
+	b.attempts = append(b.attempts, spec)
 	if b.createErr != nil {
 		return backends.Instance{}, b.createErr
 	}
@@ -132,11 +159,20 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 		offer = b.offers[0]
 	}
 	offer.Backend = b.cfg.Name
+	if b.noCapacity[offer.Instance] {
+		return backends.Instance{}, backends.Transient(fmt.Errorf("fake backend: no %s capacity in %s: %w", offer.Instance, offer.Region, backends.ErrNoCapacity))
+	}
+	if g := spec.PlacementGroup; g != "" {
+		if pg, ok := b.groups[g]; !ok || pg.Region != offer.Region {
+			return backends.Instance{}, backends.Stalled(fmt.Errorf("fake backend: placement group %q is unknown in region %s", g, offer.Region))
+		}
+	}
 	b.seq++
 	in, err := startInstance(b, spec, offer, fmt.Sprintf("fake-%d", b.seq))
 	if err != nil {
 		return backends.Instance{}, fmt.Errorf("fake backend: %w", err)
 	}
+	in.spec = spec
 	b.insts[spec.ID] = in
 	return b.describeLocked(in), nil
 }
@@ -146,6 +182,9 @@ func (b *Backend) Describe(_ context.Context, id string) (backends.Instance, err
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	in, ok := b.insts[id]
+	if !ok {
+		in, ok = b.interrupted[id]
+	}
 	if !ok {
 		return backends.Instance{}, fmt.Errorf("fake instance %s: %w", id, backends.ErrNotFound)
 	}
@@ -158,8 +197,14 @@ func (b *Backend) describeLocked(in *instance) backends.Instance {
 		Hostname: "127.0.0.1", Status: backends.StatusRunning, Runtime: backends.RuntimeShim,
 		Offer: in.offer, Price: in.offer.Price, Arch: "amd64", Tags: backends.CopyTags(in.tags), CreatedAt: in.created,
 	}
-	if b.cfg.Now().Before(in.created.Add(b.cfg.ProvisionFor)) {
+	if b.cfg.Now().Before(in.created.Add(b.cfg.ProvisionFor)) || b.neverBoots[in.offer.Instance] {
 		out.Status = backends.StatusProvisioning
+	}
+	if _, ok := b.interrupted[in.id]; ok {
+		out.Status, out.Interrupted, out.Message = backends.StatusTerminated, true, "fake instance "+in.id+" was reclaimed (spot interruption)"
+		if b.lost[in.id] {
+			out.Interrupted, out.Message = false, "fake instance "+in.id+" is gone"
+		}
 	}
 	if in.unreachable.Load() {
 		out.Unreachable, out.Message = true, "fake instance "+in.id+" does not answer"
@@ -177,6 +222,8 @@ func (b *Backend) Terminate(_ context.Context, id string) error {
 	}
 	in, ok := b.insts[id]
 	delete(b.insts, id)
+	delete(b.interrupted, id)
+	delete(b.lost, id)
 	b.mu.Unlock()
 	if ok {
 		in.close()
@@ -228,11 +275,176 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// SetCreateError makes every Create of a new id fail with err (nil: succeed).
+// SetCreateError makes every Create and CreateVolume of a new id fail with
+// err (nil: succeed).
 func (b *Backend) SetCreateError(err error) {
 	b.mu.Lock()
 	b.createErr = err
 	b.mu.Unlock()
+}
+
+// SetNoCapacity makes every Create of a new instance from offers of
+// instance type name fail with backends.ErrNoCapacity (none true), or
+// succeed again.
+func (b *Backend) SetNoCapacity(name string, none bool) {
+	b.mu.Lock()
+	if none {
+		b.noCapacity[name] = true
+	} else {
+		delete(b.noCapacity, name)
+	}
+	b.mu.Unlock()
+}
+
+// SetNeverBoots makes the instances of instance type name stay
+// provisioning (never true) however long they wait, or boot again.
+func (b *Backend) SetNeverBoots(name string, never bool) {
+	b.mu.Lock()
+	if never {
+		b.neverBoots[name] = true
+	} else {
+		delete(b.neverBoots, name)
+	}
+	b.mu.Unlock()
+}
+
+// SetBootFailure makes the instances of instance type name fail to boot:
+// the next Create of such an instance deletes it and returns err (a cloud
+// engine's "did not boot in time", wrapping backends.ErrNoCapacity); nil
+// lets them boot.
+func (b *Backend) SetBootFailure(name string, err error) {
+	b.mu.Lock()
+	if err != nil {
+		b.bootErr[name] = err
+	} else {
+		delete(b.bootErr, name)
+	}
+	b.mu.Unlock()
+}
+
+// Interrupt reclaims an instance as a provider reclaims a spot instance:
+// its agents stop, and Describe (and Create of its id) report it
+// terminated and interrupted until it is terminated. It reports whether
+// the instance existed.
+func (b *Backend) Interrupt(id string) bool { return b.takeAway(id, false) }
+
+// Lose makes the provider lose an instance (deleted behind the caller's
+// back): like Interrupt, but Describe reports it terminated without
+// Interrupted. It reports whether the instance existed.
+func (b *Backend) Lose(id string) bool { return b.takeAway(id, true) }
+
+func (b *Backend) takeAway(id string, lost bool) bool {
+	b.mu.Lock()
+	in, ok := b.insts[id]
+	if ok {
+		delete(b.insts, id)
+		b.interrupted[id] = in
+		b.lost[id] = lost
+	}
+	b.mu.Unlock()
+	if ok {
+		in.close()
+	}
+	return ok
+}
+
+// Attempts returns the spec of every Create of a new instance id, in order,
+// including those that failed: the offers the caller tried.
+func (b *Backend) Attempts() []backends.InstanceSpec {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.attempts)
+}
+
+// Spec returns the spec an existing instance was created with.
+func (b *Backend) Spec(id string) (backends.InstanceSpec, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	in, ok := b.insts[id]
+	if !ok {
+		return backends.InstanceSpec{}, false
+	}
+	return in.spec, true
+}
+
+// CreatePlacementGroup implements backends.PlacementBackend: it records a
+// group, idempotent on spec.ID.
+func (b *Backend) CreatePlacementGroup(_ context.Context, spec backends.PlacementGroupSpec) (backends.PlacementGroup, error) {
+	if spec.ID == "" || spec.Region == "" {
+		return backends.PlacementGroup{}, backends.Stalled(errors.New("fake backend: placement group id and region are required"))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g, ok := b.groups[spec.ID]; ok {
+		return g, nil
+	}
+	b.seq++
+	tags := backends.CopyTags(spec.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags[backends.TagPlacementGroup] = spec.ID
+	g := backends.PlacementGroup{ID: spec.ID, ProviderID: fmt.Sprintf("fake-pg-%d", b.seq), Region: spec.Region, Tags: tags, CreatedAt: b.cfg.Now()}
+	b.groups[spec.ID] = g
+	return g, nil
+}
+
+// ListPlacementGroups implements backends.PlacementBackend: the groups
+// carrying all of tags (the leak audit).
+func (b *Backend) ListPlacementGroups(_ context.Context, tags map[string]string) ([]backends.PlacementGroup, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []backends.PlacementGroup
+	for _, g := range b.groups {
+		if backends.MatchTags(g.Tags, tags) {
+			g.Tags = backends.CopyTags(g.Tags)
+			out = append(out, g)
+		}
+	}
+	slices.SortFunc(out, func(x, y backends.PlacementGroup) int { return strings.Compare(x.ID, y.ID) })
+	return out, nil
+}
+
+// LeakPlacementGroup makes a placement group as a create whose answer
+// hoist lost leaves it: at the provider, carrying tags and the
+// backends.TagPlacementGroup tag id, created now.
+func (b *Backend) LeakPlacementGroup(id, region string, tags map[string]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	t := backends.CopyTags(tags)
+	if t == nil {
+		t = map[string]string{}
+	}
+	t[backends.TagPlacementGroup] = id
+	b.groups[id] = backends.PlacementGroup{ID: id, ProviderID: fmt.Sprintf("fake-pg-%d", b.seq), Region: region, Tags: t, CreatedAt: b.cfg.Now()}
+}
+
+// DeletePlacementGroup implements backends.PlacementBackend: gone is
+// success; a group an instance is still in gives a wait
+// (backends.ErrNotYetTerminated), as a provider refuses to delete it.
+func (b *Backend) DeletePlacementGroup(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, in := range b.insts {
+		if in.spec.PlacementGroup == id {
+			return backends.Wait(fmt.Errorf("fake placement group %s: instance %s is in it: %w", id, in.id, backends.ErrNotYetTerminated), time.Second)
+		}
+	}
+	delete(b.groups, id)
+	return nil
+}
+
+// PlacementGroups returns the existing placement groups, by id.
+func (b *Backend) PlacementGroups() []backends.PlacementGroup {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]backends.PlacementGroup, 0, len(b.groups))
+	for _, g := range b.groups {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(x, y backends.PlacementGroup) int { return strings.Compare(x.ID, y.ID) })
+	return out
 }
 
 // SetPullError makes every task of image end at once as image_pull_error

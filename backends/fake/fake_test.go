@@ -3,6 +3,7 @@ package fake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,27 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	b := fake.New(fake.Config{Capacity: 2})
+	// The default offers and a spot one, for the kit's spot interruption.
+	offs := fake.DefaultOffers()
+	spot := offs[0]
+	spot.Spot, spot.Price = true, spot.Price/3
+	b := fake.New(fake.Config{Capacity: 2, Offers: append(offs, spot)})
 	t.Cleanup(func() { b.Close() })
-	conformance.Run(t, conformance.Options{Backend: b, Timeout: 10 * time.Second, Poll: 10 * time.Millisecond})
+	ext := 0
+	conformance.Run(t, conformance.Options{
+		Backend: b, Timeout: 10 * time.Second, Poll: 10 * time.Millisecond,
+		Interrupt: func(t *testing.T, inst backends.Instance) {
+			if !b.Interrupt(inst.ID) {
+				t.Fatalf("Interrupt(%s): no such instance", inst.ID)
+			}
+		},
+		ExternalVolume: func(t *testing.T, region string, sizeGB float64) string {
+			ext++
+			pid := fmt.Sprintf("external-%d", ext)
+			b.AddExternalVolume(pid, region, sizeGB)
+			return pid
+		},
+	})
 }
 
 // start creates an instance and connects to its shim.
@@ -182,6 +201,94 @@ func TestFaults(t *testing.T) {
 		b.SetTerminateError("i1", nil)
 		if err := b.Terminate(ctx, "i1"); err != nil || len(b.Instances()) != 0 {
 			t.Errorf("Terminate = %v, instances %v", err, b.Instances())
+		}
+	})
+	t.Run("an instance type without capacity fails Create", func(t *testing.T) {
+		b := fake.New(fake.Config{})
+		t.Cleanup(func() { b.Close() })
+		b.SetNoCapacity("fake-cpu", true)
+		cpu, gpu := fake.DefaultOffers()[0], fake.DefaultOffers()[1]
+		if _, err := b.Create(ctx, backends.InstanceSpec{ID: "i1", Offer: cpu}); !errors.Is(err, backends.ErrNoCapacity) {
+			t.Errorf("Create fake-cpu = %v, want ErrNoCapacity", err)
+		}
+		if _, err := b.Create(ctx, backends.InstanceSpec{ID: "i2", Offer: gpu}); err != nil {
+			t.Errorf("Create fake-gpu = %v", err)
+		}
+		if a := b.Attempts(); len(a) != 2 || a[0].Offer.Instance != "fake-cpu" || a[1].Offer.Instance != "fake-gpu" {
+			t.Errorf("attempts = %+v, want fake-cpu then fake-gpu", a)
+		}
+	})
+	t.Run("an instance that never boots stays provisioning", func(t *testing.T) {
+		b := fake.New(fake.Config{})
+		t.Cleanup(func() { b.Close() })
+		b.SetNeverBoots("fake-cpu", true)
+		if inst, _ := b.Create(ctx, backends.InstanceSpec{ID: "i1"}); inst.Status != backends.StatusProvisioning {
+			t.Errorf("status %s, want provisioning", inst.Status)
+		}
+	})
+	t.Run("an instance that fails to boot is deleted by the next Create", func(t *testing.T) {
+		b := fake.New(fake.Config{})
+		t.Cleanup(func() { b.Close() })
+		b.SetBootFailure("fake-cpu", backends.Transient(errors.New("fake: did not boot in time: "+backends.ErrNoCapacity.Error())))
+		_, _ = b.Create(ctx, backends.InstanceSpec{ID: "i1"})
+		if _, err := b.Create(ctx, backends.InstanceSpec{ID: "i1"}); err == nil || len(b.Instances()) != 0 {
+			t.Errorf("second Create = %v, instances %v; want the boot error and none", err, b.Instances())
+		}
+	})
+	t.Run("an interrupted instance is terminated and interrupted", func(t *testing.T) {
+		b := fake.New(fake.Config{})
+		t.Cleanup(func() { b.Close() })
+		_, shim := start(t, b, "i1")
+		if !b.Interrupt("i1") {
+			t.Fatal("Interrupt: no instance")
+		}
+		if inst, err := b.Describe(ctx, "i1"); err != nil || inst.Status != backends.StatusTerminated || !inst.Interrupted {
+			t.Errorf("Describe = %+v, %v; want terminated and interrupted", inst, err)
+		}
+		if _, err := shim.ListTasks(ctx); err == nil {
+			t.Error("the shim of an interrupted instance answers")
+		}
+		if err := b.Terminate(ctx, "i1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Describe(ctx, "i1"); !errors.Is(err, backends.ErrNotFound) {
+			t.Errorf("Describe after Terminate = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("a lost instance is terminated, not interrupted", func(t *testing.T) {
+		b := fake.New(fake.Config{})
+		t.Cleanup(func() { b.Close() })
+		start(t, b, "i1")
+		b.Lose("i1")
+		if inst, err := b.Describe(ctx, "i1"); err != nil || inst.Status != backends.StatusTerminated || inst.Interrupted {
+			t.Errorf("Describe = %+v, %v; want terminated, not interrupted", inst, err)
+		}
+	})
+	t.Run("a placement group is deleted once no instance is in it", func(t *testing.T) {
+		b := fake.New(fake.Config{})
+		t.Cleanup(func() { b.Close() })
+		g, err := b.CreatePlacementGroup(ctx, backends.PlacementGroupSpec{ID: "pg1", Region: "loop"})
+		if err != nil || g.ProviderID == "" {
+			t.Fatalf("CreatePlacementGroup = %+v, %v", g, err)
+		}
+		if again, _ := b.CreatePlacementGroup(ctx, backends.PlacementGroupSpec{ID: "pg1", Region: "loop"}); again.ProviderID != g.ProviderID || again.ID != g.ID {
+			t.Errorf("second CreatePlacementGroup = %+v, want %+v", again, g)
+		}
+		if _, err := b.Create(ctx, backends.InstanceSpec{ID: "i0", PlacementGroup: "nope"}); !backends.IsStalled(err) {
+			t.Errorf("Create in an unknown group = %v, want stalled", err)
+		}
+		if _, err := b.Create(ctx, backends.InstanceSpec{ID: "i1", PlacementGroup: "pg1"}); err != nil {
+			t.Fatal(err)
+		}
+		if spec, _ := b.Spec("i1"); spec.PlacementGroup != "pg1" {
+			t.Errorf("instance spec group %q, want pg1", spec.PlacementGroup)
+		}
+		if err := b.DeletePlacementGroup(ctx, "pg1"); backends.KindOf(err) != backends.KindWait {
+			t.Errorf("DeletePlacementGroup in use = %v, want a wait", err)
+		}
+		_ = b.Terminate(ctx, "i1")
+		if err := b.DeletePlacementGroup(ctx, "pg1"); err != nil || len(b.PlacementGroups()) != 0 {
+			t.Errorf("DeletePlacementGroup = %v, groups %v", err, b.PlacementGroups())
 		}
 	})
 }

@@ -28,6 +28,7 @@ type instance struct {
 	providerID string
 	offer      offers.Offer
 	tags       map[string]string
+	spec       backends.InstanceSpec // as created
 	created    time.Time
 	token      string
 	shimURL    string
@@ -236,6 +237,9 @@ func (in *instance) handleCreate(w http.ResponseWriter, req *http.Request) {
 	if msg := in.b.pullError(spec.Image); msg != "" {
 		t.info.Status, t.info.RunnerAddr, t.info.RunnerToken = api.TaskTerminated, "", ""
 		t.info.TerminationReason, t.info.TerminationMessage = api.ReasonImagePullError, msg
+	} else if msg := in.b.volumeMountError(in.id, spec.NetworkVolumes); msg != "" {
+		t.info.Status, t.info.RunnerAddr, t.info.RunnerToken = api.TaskTerminated, "", ""
+		t.info.TerminationReason, t.info.TerminationMessage = api.ReasonExecutorError, msg
 	}
 	in.tasks[spec.ID] = t
 	in.notifyLocked()

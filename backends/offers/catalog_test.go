@@ -43,29 +43,29 @@ func TestCatalog_Query_handComputed(t *testing.T) {
 		{
 			name:  "A100:80GB:8 is eight 80 GB A100s on demand",
 			q:     Query{GPUNames: []string{"A100"}, GPUMemory: Exactly(80), GPUCount: Exactly(8)},
-			count: 34,
+			count: 42,
 			want: []brief{
 				{"primeintellect", "latitude__8xA100_80GB__128__1536", "FRA", 8.28},
-				{"primeintellect", "datacrunch__8xA100_80GB__176__960", "FIN-01", 8.92},
-				{"hyperstack", "n3-A100x8", "CANADA-1", 10.8},
+				{"gcp", "a2-ultragpu-8g", "us-central1", 8.79698},
+				{"gcp", "a2-ultragpu-8g", "us-east5", 8.79698},
 				{"aws", "p4de.24xlarge", "il-central-1", 53.09472},
 			},
 		},
 		{
 			name:  "24GB..:2 is two GPUs of at least 24 GB each",
 			q:     Query{GPUMemory: AtLeast(24), GPUCount: Exactly(2)},
-			count: 158,
+			count: 209,
 			want: []brief{
 				{"vastai", "2x-RTX_3090-32-65536", "Quebec, CA, NA", 0.33},
 				{"cudo", "ice-lake-rtx-a5000_2x8v16gb", "ca-montreal-3", 0.6592},
 				{"cudo", "ice-lake-rtx-a5000_2x16v32gb", "ca-montreal-3", 0.7384},
-				{"lambda", "gpu_2x_b200_sxm6", "us-west-3", 13.78},
+				{"azure", "Standard_NC80adis_H100_v5", "southcentralus", 16.76},
 			},
 		},
 		{
 			name:  "nvidia:1..8 excludes CPU rows and AMD Radeon rows",
 			q:     Query{GPUVendor: VendorNVIDIA, GPUCount: Between(1, 8)},
-			count: 1329,
+			count: 1584,
 			want: []brief{
 				{"vastai", "1x-RTX_4060_Ti-32-65536", "United Kingdom, GB, EU", 0.13},
 				{"verda", "1V100.6V", "FIN-01", 0.1381},
@@ -81,7 +81,7 @@ func TestCatalog_Query_handComputed(t *testing.T) {
 		{
 			name:  "gpu 0 is every CPU-only on-demand offer",
 			q:     Query{GPUCount: Exactly(0)},
-			count: 10781,
+			count: 11075,
 			want: []brief{
 				{"aws", "t4g.nano", "ap-south-1", 0.0028},
 				{"aws", "t4g.nano", "ap-south-2", 0.0028},
@@ -114,12 +114,12 @@ func TestCatalog_Query_handComputed(t *testing.T) {
 		{
 			name:  "spot policy spot keeps only spot rows",
 			q:     Query{GPUNames: []string{"h100"}, GPUCount: AtLeast(1), SpotPolicy: SpotPolicySpot},
-			count: 6,
+			count: 64,
 			want: []brief{
-				{"verda", "1H100.80S.32V", "FIN-02", 0.8015},
-				{"mithril", "h100-80gb.sxm.1x", "us-central2-a", 1.0},
-				{"nebius", "gpu-h100-sxm_1gpu-16vcpu-200gb", "eu-north1", 1.25},
-				{"nebius", "gpu-h100-sxm_8gpu-128vcpu-1600gb", "eu-north1", 10.0},
+				{"gcp", "a3-highgpu-1g", "europe-north1", 0.2022},
+				{"gcp", "a3-highgpu-1g", "europe-west8", 0.2469},
+				{"gcp", "a3-highgpu-1g", "us-east4", 0.26996},
+				{"azure", "Standard_NC80adis_H100_v5", "southcentralus", 16.76},
 			},
 		},
 		{
@@ -158,7 +158,7 @@ func TestCatalog_Query_handComputed(t *testing.T) {
 		{
 			name:  "total GPU memory 640GB..",
 			q:     Query{GPUCount: AtLeast(1), GPUTotalMemory: AtLeast(640)},
-			count: 109,
+			count: 134,
 			want: []brief{
 				{"cudo", "intel-ice-lake-a800-pci_8x64v128gb", "us-carlsbad-1", 7.1488},
 				{"cudo", "intel-ice-lake-a800-pci_8x96v192gb", "us-carlsbad-1", 7.5232},
@@ -169,7 +169,7 @@ func TestCatalog_Query_handComputed(t *testing.T) {
 		{
 			name:  "gpu 0.. with a name keeps CPU rows, as gpuhunt",
 			q:     Query{GPUNames: []string{"H100"}, GPUCount: AtLeast(0)},
-			count: 10930,
+			count: 11282,
 			want: []brief{
 				{"aws", "t4g.nano", "ap-south-1", 0.0028},
 				{"aws", "t4g.nano", "ap-south-2", 0.0028},
@@ -376,12 +376,12 @@ func TestEmbedded_snapshotDateAndSources(t *testing.T) {
 			t.Errorf("%s: %d rows skipped", s.Provider, s.Skipped)
 		}
 	}
-	want := []string{"aws", "cudo", "hyperstack", "jarvislabs", "lambda", "mithril", "nebius", "primeintellect", "vastai", "verda"}
+	want := []string{"aws", "azure", "cudo", "gcp", "hyperstack", "jarvislabs", "lambda", "mithril", "nebius", "primeintellect", "vastai", "verda"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("sources (-want +got):\n%s", diff)
 	}
-	if total != 12227 || c.Len() != total {
-		t.Errorf("rows = %d (catalog %d), want 12227", total, c.Len())
+	if total != 13309 || c.Len() != total {
+		t.Errorf("rows = %d (catalog %d), want 13309", total, c.Len())
 	}
 	if u := c.UnknownGPUs(); len(u) != 0 {
 		t.Errorf("snapshot has GPUs the knowledge table does not know: %v", u)
@@ -528,7 +528,7 @@ func ExampleCatalog_Query() {
 	}
 	// Output:
 	// mithril h100-80gb.sxm.8x us-central2-a $8.00
-	// hyperstack n3-H100x8 CANADA-1 $15.20
+	// gcp a3-edgegpu-8g us-central1 $9.46
 }
 
 // TestCatalog_rowMatch_agreesWithOfferMatch checks the compact-row filter

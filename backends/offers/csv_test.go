@@ -140,7 +140,7 @@ func TestReadCSV_headerWithoutRequiredColumnFails(t *testing.T) {
 
 func TestSnapshot_filesAreTheSharedCatalogs(t *testing.T) {
 	names, err := fs.Glob(snapshotFS, "snapshot/*.csv")
-	if err != nil || len(names) != 10 {
-		t.Fatalf("embedded %d catalogs (%v), want 10", len(names), err)
+	if err != nil || len(names) != 12 {
+		t.Fatalf("embedded %d catalogs (%v), want 12", len(names), err)
 	}
 }

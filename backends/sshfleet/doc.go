@@ -19,5 +19,7 @@
 // that Describe, Terminate and List work after a server restart and on every
 // server sharing the database.
 //
-// cmd/hoist imports it (one Registry line); tests of other packages may.
+// cmd/hoist imports it (one Registry line); backends/vm uses it as a library
+// to take cloud VMs over the same way (Create with InstanceSpec.Host, and
+// Forget for a VM it deleted); tests of other packages may.
 package sshfleet

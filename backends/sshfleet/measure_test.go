@@ -13,6 +13,7 @@ import (
 	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/internal/agentbin"
+	"hoist/backends/internal/drivertest"
 	"hoist/backends/local"
 	"hoist/backends/offers"
 )
@@ -53,7 +54,7 @@ func TestMeasure_fleetReadyAndTaskDone(t *testing.T) {
 	}
 
 	_, runner := agentbin.Build(t, runtime.GOARCH)
-	lb, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Records: testRecords(t), Labels: map[string]string{testLabel: "backends-sshfleet"}})
+	lb, err := local.New(local.Config{RunnerBinary: runner, StateDir: t.TempDir(), Records: drivertest.Records(t), Labels: map[string]string{testLabel: "backends-sshfleet"}})
 	if err != nil {
 		t.Fatal(err)
 	}

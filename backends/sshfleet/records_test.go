@@ -8,22 +8,9 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/internal/agentbin"
+	"hoist/backends/internal/drivertest"
 	"hoist/backends/sshfleet"
-	"hoist/store"
 )
-
-// testRecords returns the shared records of a fresh store (SQLite), what
-// cmd/hoist hands the driver.
-func testRecords(t *testing.T) backends.Records {
-	t.Helper()
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "hoist.db"),
-		store.Options{SecretKey: []byte("0123456789abcdef0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 func TestRecords_filesOfAnOlderHoistAreMigrated(t *testing.T) {
 	state := t.TempDir()
@@ -35,7 +22,7 @@ func TestRecords_filesOfAnOlderHoistAreMigrated(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "old-1.json"), []byte(old), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	recs := testRecords(t)
+	recs := drivertest.Records(t)
 	b, err := sshfleet.New(sshfleet.Config{Name: "gpu-hosts", StateDir: state, Records: recs, Agents: agentbin.Agents})
 	if err != nil {
 		t.Fatal(err)

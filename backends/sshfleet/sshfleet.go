@@ -1005,6 +1005,24 @@ cd / && rm -rf %s`, tunnel.Quote(r.Dir), leftovers(r), tunnel.Quote(r.Dir))
 	return nil
 }
 
+// Forget drops an instance without contacting its host: the SSH connection
+// is closed and the record removed. The cloud-VM engine (backends/vm) calls
+// it for a VM it deletes, whose host goes away with everything on it. An
+// unknown id is success.
+func (b *Backend) Forget(id string) error {
+	unlock := b.lock(id)
+	defer unlock()
+	b.mu.Lock()
+	if c, ok := b.clients[id]; ok {
+		c.Close()
+		delete(b.clients, id)
+	}
+	delete(b.shims, id)
+	delete(b.records, id)
+	b.mu.Unlock()
+	return b.store.remove(id)
+}
+
 // leftovers returns a shell command that removes containers still labelled
 // with the instance's id (a shim that did not answer could not drain them).
 func leftovers(r *record) string {

@@ -22,17 +22,14 @@ import (
 	"hoist/backends"
 	"hoist/backends/conformance"
 	"hoist/backends/internal/agentbin"
+	"hoist/backends/internal/drivertest"
 	"hoist/backends/offers"
 	"hoist/backends/sshfleet"
 	"hoist/backends/tunnel"
 	"hoist/e2e/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	agentbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { drivertest.Main(m) }
 
 const testLabel = "hoist.test"
 
@@ -54,7 +51,7 @@ func newFleet(t *testing.T, n int) *fleet {
 	image := testenv.Docker(t)
 	clientKey := testenv.NewSSHKey(t, t.TempDir(), "client")
 	client, pemKey := clientKey.Signer, clientKey.PEM
-	f := &fleet{key: pemKey, state: t.TempDir(), recs: testRecords(t), remote: t.TempDir(), image: image, user: testenv.LoginUser(t)}
+	f := &fleet{key: pemKey, state: t.TempDir(), recs: drivertest.Records(t), remote: t.TempDir(), image: image, user: testenv.LoginUser(t)}
 	for i := range n {
 		f.hosts = append(f.hosts, testenv.StartSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.PublicKey()))
 	}
@@ -588,7 +585,7 @@ func TestFactory_options(t *testing.T) {
 	}
 	open := func(opts string) (backends.Backend, error) {
 		return sshfleet.Factory(backends.Config{Name: "ssh", Type: "ssh", Options: []byte(opts)},
-			backends.Deps{StateDir: t.TempDir(), Records: testRecords(t), Agents: agentbin.Agents})
+			backends.Deps{StateDir: t.TempDir(), Records: drivertest.Records(t), Agents: agentbin.Agents})
 	}
 	for _, bad := range []string{`{"identity_fil": "x"}`, `{"identity_file": "/nonexistent"}`, `{"connect_timeout": "soon"}`, `{"known_hosts_file": "/nonexistent"}`} {
 		if _, err := open(bad); err == nil {
@@ -704,5 +701,33 @@ func TestFleet_shimTokenIsDeployedAndRenewed(t *testing.T) {
 	defer conn.Close()
 	if _, err := api.NewShimClient(conn.ShimURL(), conn.HTTPClient()).TaskList(ctx); err != nil {
 		t.Errorf("TaskList through Conn after renewal: %v", err)
+	}
+}
+
+// TestFleet_forgetDropsADeadHost checks Forget, which the cloud-VM engine
+// calls for a VM it deletes: the instance goes from the records without the
+// host being contacted (here it is dead), and a second Forget is a no-op.
+func TestFleet_forgetDropsADeadHost(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	inst, err := f.b.Create(ctx, f.spec(0, "doomed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hosts[0].Kill()
+	waitDisconnected(t, f.b, inst.ID)
+	for range 2 {
+		if err := f.b.Forget(inst.ID); err != nil {
+			t.Fatalf("Forget: %v", err)
+		}
+	}
+	if _, err := f.b.Describe(ctx, inst.ID); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("Describe after Forget = %v, want ErrNotFound", err)
+	}
+	if got, err := f.b.List(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("List after Forget = %+v, %v; want none", got, err)
+	}
+	if _, ok, err := f.recs.GetBackendRecord(ctx, "ssh", inst.ID); ok || err != nil {
+		t.Errorf("the record after Forget: present %v, %v", ok, err)
 	}
 }

@@ -33,8 +33,8 @@ func TestOffersCmd_jsonHasExactlyTheDocumentedKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("output is not a JSON array: %v\n%s", err, out)
 	}
-	if len(rows) != 34 {
-		t.Fatalf("got %d offers, want 34", len(rows))
+	if len(rows) != 42 {
+		t.Fatalf("got %d offers, want 42", len(rows))
 	}
 	want := []string{"availability", "backend", "cpus", "disk_gb", "gpu_count", "gpu_memory_gb", "gpu_name",
 		"gpu_vendor", "instance", "memory_gb", "price", "region", "spot"}

@@ -20,6 +20,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"hoist/backends"
+	"hoist/backends/aws"
+	"hoist/backends/azure"
+	"hoist/backends/gcp"
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/sshfleet"
@@ -35,6 +38,9 @@ import (
 // one line here.
 func registry() backends.Registry {
 	return backends.Registry{
+		"aws":   aws.Factory,
+		"azure": azure.Factory,
+		"gcp":   gcp.Factory,
 		"local": local.Factory,
 		"ssh":   sshfleet.Factory,
 	}
@@ -90,7 +96,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users reach it (links posted to GitHub)")
 	f.BoolVar(&o.noLocalFleet, "no-local-fleet", false, "do not create the fleet `local` of this whole host (fleets naming the local backend share the host instead)")
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "how long events and the logs of finished jobs are kept (0 keeps them forever)")
-	f.DurationVar(&o.leakAudit, "leak-audit-interval", 10*time.Minute, "how often backends are checked for instances tagged as this installation's that hoist does not know, which are terminated (negative: never)")
+	f.DurationVar(&o.leakAudit, "leak-audit-interval", 10*time.Minute, "how often backends are checked for instances, network volumes and placement groups tagged as this installation's that hoist does not know, which are deleted (negative: never)")
 	f.StringVar(&o.installation, "installation", "hoist", "name of this installation in the ownership tags of everything hoist creates")
 	// Hidden: tests shorten how long a silent runner is waited for.
 	f.DurationVar(&o.unreachableGrace, "unreachable-grace", 0, "how long a running job's runner may not answer before the job fails as instance_unreachable (default 2m)")
@@ -186,13 +192,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
-	agents := agentLocator(o.agentsDir, o.dataDir)
-	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, log)
-	if err != nil {
-		return err
-	}
-	defer closeBackends(bes)
-
 	market, err := offers.Open(ctx, offers.Sources{
 		CatalogDir: o.catalogDir, CatalogURL: o.catalogURL, Hosts: []offers.Provider{hostOffers{st}},
 		Logger: log.With("component", "offers"),
@@ -200,6 +199,12 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	agents := agentLocator(o.agentsDir, o.dataDir)
+	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, market.Catalog, log)
+	if err != nil {
+		return err
+	}
+	defer closeBackends(bes)
 	obs := &metricsObserver{}
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),

@@ -9,18 +9,18 @@ import (
 	"hoist/reconciler/support"
 )
 
-const networkVolumeTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nvolumes:\n  - name: data\n    path: /data\n"
+const reposTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nrepos: [.]\n"
 
 func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{
-		"train.dstack.yml": networkVolumeTask,
+		"train.dstack.yml": reposTask,
 		"web.dstack.yml":   "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\nauth: false\n",
 	})
 	_, errOut, code := runValidateCmd(t, "validate", dir)
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, errOut)
 	}
-	want := filepath.Join(dir, "train.dstack.yml") + ":6:5: volumes[0]: " + support.RefusedPrefix + "network volumes"
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: repos: " + support.RefusedPrefix + "`repos`"
 	if !strings.HasPrefix(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to start with:\n%s", errOut, want)
 	}
@@ -52,9 +52,9 @@ func TestValidateCmd_warningsAloneExitZero(t *testing.T) {
 // TestPlanCmd_refusesLocallyBeforeAskingTheServer: the refusal comes from
 // the local check, so no server is needed (the address is unused).
 func TestPlanCmd_refusesLocallyBeforeAskingTheServer(t *testing.T) {
-	dir := writeSpecs(t, map[string]string{"train.dstack.yml": networkVolumeTask})
+	dir := writeSpecs(t, map[string]string{"train.dstack.yml": reposTask})
 	_, errOut, code := runValidateCmd(t, "plan", "--server", "http://127.0.0.1:1", "--token", "x", dir)
-	want := filepath.Join(dir, "train.dstack.yml") + ":6:5: volumes[0]: " + support.RefusedPrefix
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: repos: " + support.RefusedPrefix
 	if code != 1 || !strings.HasPrefix(errOut, want) {
 		t.Fatalf("code %d, stderr:\n%s\nwant exit 1 and %s…", code, errOut, want)
 	}

@@ -41,10 +41,14 @@ type serverConfig struct {
 	Policy policy.Config `yaml:"policy"`
 }
 
+// backendEntry is one entry of `backends:`, written as dstack writes the
+// entries of its server/config.yml: `type`, an optional `name` (defaults to
+// the type), and the driver's own settings beside them (`creds`, `regions`,
+// `remote_dir`, ...), which the driver decodes and checks.
 type backendEntry struct {
 	Name    string         `yaml:"name"`
 	Type    string         `yaml:"type"`
-	Options map[string]any `yaml:"options"`
+	Options map[string]any `yaml:",inline"`
 }
 
 // loadServerConfig reads the config file; no file means the default
@@ -116,8 +120,9 @@ func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, e
 // openBackends opens every configured backend. With the default config a
 // backend that cannot start (no Docker Engine here) is skipped with a
 // warning; one the user configured fails the start. Instance records go to
-// recs (the store), shared by every server on the database.
-func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, recs backends.Records, log *slog.Logger) (map[string]backends.Backend, error) {
+// recs (the store), shared by every server on the database; cloud drivers
+// answer offers from catalog (the Market's current catalog).
+func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, recs backends.Records, catalog func() *offers.Catalog, log *slog.Logger) (map[string]backends.Backend, error) {
 	reg := registry()
 	out := map[string]backends.Backend{}
 	for _, e := range cfg.Backends {
@@ -131,6 +136,7 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		}
 		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
 			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Records: recs, Agents: agents,
+			Catalog: catalog,
 		})
 		if err != nil {
 			if explicit {
@@ -333,9 +339,9 @@ func (o *metricsObserver) Reconciled(kind string, d time.Duration, err error) {
 	o.m.ObserveReconcile(kind, result, d)
 }
 
-func (o *metricsObserver) LeakReaped(backend string) {
+func (o *metricsObserver) LeakReaped(backend, kind string) {
 	if o.m != nil {
-		o.m.LeakReaped(backend)
+		o.m.LeakReaped(backend, kind)
 	}
 }
 

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
+
+	"hoist/backends"
 )
 
 func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ yaml, want string }{
-		"unknown field":            {"backends:\n  - type: local\n    nmae: x\n", "nmae"},
+		"unknown field":            {"backendz:\n  - type: local\n", "backendz"},
+		"entry setting unknown":    {"backends:\n  - type: local\n    nmae: x\n", "nmae"},
 		"missing type":             {"backends:\n  - name: a\n", "type is required"},
 		"duplicate backend":        {"backends:\n  - type: local\n  - name: local\n    type: local\n", "configured twice"},
 		"policy typo":              {"policy:\n  privilegd: true\n", "privilegd"},
@@ -26,6 +30,12 @@ func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 			cfg, err := loadServerConfig(p)
 			if err == nil {
 				_, err = buildPolicy(cfg, dir, "")
+			}
+			if err == nil {
+				// An entry's settings are the driver's to check.
+				var bes map[string]backends.Backend
+				bes, err = openBackends(cfg, true, nil, dir, nil, nil, slog.New(slog.DiscardHandler))
+				closeBackends(bes)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("loadServerConfig = %v, want an error mentioning %q", err, tc.want)

@@ -1,7 +1,8 @@
 // Package testenv gives tests of every hoist package the real dependencies they
 // run against: the local busybox test image on this machine's Docker Engine,
-// (from the store's tests) a throwaway PostgreSQL database, and throwaway
-// OpenSSH servers on loopback addresses (StartSSHD).
+// (from the store's tests) a throwaway PostgreSQL database, throwaway
+// OpenSSH servers on loopback addresses (StartSSHD), and the cloud simulator
+// (StartCloudSim).
 //
 // Every test that needs something outside Go asks for it through Require (a
 // program) or ends through Missing: on a developer's machine a missing

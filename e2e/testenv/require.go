@@ -26,11 +26,15 @@ func Missing(t testing.TB, format string, args ...any) {
 
 // deps are the programs tests run, with the Debian package that has each.
 var deps = map[string]string{
+	"blkid":           "util-linux",
 	"busybox":         "busybox-static",
 	"chromium":        "chromium",
 	"docker":          "docker.io",
 	"docker-registry": "docker-registry",
 	"git":             "git",
+	"losetup":         "mount",
+	"mkfs.ext4":       "e2fsprogs",
+	"mount":           "mount",
 	"sshd":            "openssh-server",
 	"wrk":             "wrk",
 }

@@ -5,25 +5,24 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"hoist/e2e/internal/sshd"
 )
 
 // SSHDPath is where Debian's openssh-server installs sshd.
-const SSHDPath = "/usr/sbin/sshd"
+const SSHDPath = sshd.Path
 
 // SSHKey is a generated ed25519 key pair; Path holds the private key in
 // OpenSSH PEM form (mode 0600), usable as an identity_file.
@@ -45,6 +44,15 @@ func NewSSHKey(t testing.TB, dir, name string) SSHKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// NewAuthorizedKey generates an ed25519 key and returns its signer and
+// its public key as an authorized_keys line without the newline, the form
+// cloud APIs take (EC2 key pairs, GCP ssh-keys metadata, Azure osProfile).
+func NewAuthorizedKey(t testing.TB) (ssh.Signer, string) {
+	t.Helper()
+	s, _ := newEd25519(t)
+	return s, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey())))
 }
 
 func newEd25519(t testing.TB) (ssh.Signer, []byte) {
@@ -88,8 +96,7 @@ type SSHD struct {
 
 	mu      sync.Mutex
 	hostKey ssh.Signer
-	cmd     *exec.Cmd
-	done    chan struct{}
+	proc    *sshd.Process
 	stderr  *syncBuffer
 }
 
@@ -118,12 +125,6 @@ func StartSSHD(t testing.TB, ip string, authorized ...ssh.PublicKey) *SSHD {
 	t.Helper()
 	if _, err := os.Stat(SSHDPath); err != nil {
 		Missing(t, "openssh-server not installed (apt-get install openssh-server): %v", err)
-	}
-	if os.Geteuid() == 0 {
-		// sshd's privilege separation directory.
-		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 	s := &SSHD{IP: ip, dir: t.TempDir()}
 	var auth []byte
@@ -192,10 +193,10 @@ func (s *SSHD) Log() string {
 func (s *SSHD) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // start (re)starts sshd with key (PEM), or with a new host key when key is
@@ -216,55 +217,31 @@ func (s *SSHD) start(t testing.TB, key []byte) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(s.dir, "sshd_config")
-	conf := fmt.Sprintf(`Port %d
-ListenAddress %s
-HostKey %s
-AuthorizedKeysFile %s
-PidFile %s
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-StrictModes no
-AllowTcpForwarding yes
-ClientAliveInterval 0
-LogLevel INFO
-`, s.Port, s.IP, hk, filepath.Join(s.dir, "authorized_keys"), filepath.Join(s.dir, "sshd.pid"))
-	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+	c := sshd.Config{
+		IP:             s.IP,
+		Port:           s.Port,
+		HostKey:        hk,
+		AuthorizedKeys: filepath.Join(s.dir, "authorized_keys"),
+		PidFile:        filepath.Join(s.dir, "sshd.pid"),
+	}
+	if err := c.Write(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(SSHDPath, "-t", "-f", cfg).CombinedOutput(); err != nil {
-		t.Fatalf("sshd -t: %v: %s", err, out)
+	if err := sshd.Check(cfg); err != nil {
+		t.Fatal(err)
 	}
 	s.mu.Lock()
 	s.hostKey = signer
 	s.stderr = &syncBuffer{}
-	s.cmd = exec.Command(SSHDPath, "-D", "-e", "-f", cfg)
-	s.cmd.Stderr = s.stderr
-	if err := s.cmd.Start(); err != nil {
+	p, err := sshd.Start(cfg, s.stderr)
+	if err != nil {
 		s.mu.Unlock()
 		t.Fatal(err)
 	}
-	s.done = make(chan struct{})
-	cmd, done := s.cmd, s.done
+	s.proc = p
 	s.mu.Unlock()
-	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-done:
-			t.Fatalf("sshd on %s exited: %s", s.Addr(), s.Log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd on %s did not come up: %v\n%s", s.Addr(), err, s.Log())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.WaitListening(s.Addr(), 10*time.Second); err != nil {
+		t.Fatalf("sshd on %s: %v\n%s", s.Addr(), err, s.Log())
 	}
 }
 
@@ -273,22 +250,11 @@ LogLevel INFO
 // stopped sshd does nothing.
 func (s *SSHD) Kill() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
+	p := s.proc
 	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
+	if p != nil {
+		p.Kill()
 	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	children := sshdChildren(cmd.Process.Pid)
-	_ = cmd.Process.Kill()
-	for _, pid := range children {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	<-done
 }
 
 // Restart kills sshd and starts it again on the same address with the same
@@ -327,50 +293,4 @@ func (s *SSHD) HostKeyPEM(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// sshdChildren lists the sshd processes descending from pid: the
-// per-connection and privilege-separated processes of the listener.
-func sshdChildren(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	parent := map[int]int{}
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		parent[p] = pp
-	}
-	var out []int
-	var walk func(int)
-	walk = func(p int) {
-		for c, pp := range parent {
-			if name := procComm(c); pp == p && (name == "sshd" || name == "sshd-session") {
-				out = append(out, c)
-				walk(c)
-			}
-		}
-	}
-	walk(pid)
-	return out
-}
-
-func procComm(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return strings.TrimSpace(string(b))
 }

@@ -26,10 +26,8 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		name, src string
 		want      []string // "line:col: message fragment", in order
 	}{
-		{"a network volume by name", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - name: data\n    path: /data\n",
-			[]string{"5:5: volumes[0]: not supported yet by hoist: network volumes"}},
-		{"a network volume in the short form", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - /host:/in\n  - data:/data\n",
-			[]string{"6:5: volumes[1]: not supported yet by hoist: network volumes"}},
+		{"a network volume by name is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - name: data\n    path: /data\n", nil},
+		{"a network volume in the short form is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - /host:/in\n  - data:/data\n", nil},
 		{"an instance volume is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - instance_path: /srv\n    path: /srv\n", nil},
 		{"repos and files", "type: task\nimage: x\ncommands: [ok]\nrepos: [.]\nfiles: [{local_path: a, path: /srv/a}]\n",
 			[]string{"4:8: repos: not supported", "5:8: files: not supported"}},
@@ -51,10 +49,15 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"the default stop_duration is accepted", "type: task\nimage: x\ncommands: [ok]\nstop_duration: 10s\n", nil},
 		{"explicit resources.disk on a run", "type: task\nimage: x\ncommands: [ok]\nresources:\n  disk: 200GB\n", []string{"5:9: resources.disk: not supported"}},
 		{"a dev environment with an IDE", "type: dev-environment\nimage: x\nide: vscode\n", []string{"3:6: ide: not supported"}},
-		{"a cluster fleet", "type: fleet\nnodes: 2\nplacement: cluster\n", []string{"3:12: placement: not supported"}},
+		{"a cluster fleet is accepted", "type: fleet\nnodes: 2\nplacement: cluster\n", nil},
 		{"an SSH host's ssh_key and blocks", "type: fleet\nssh_config:\n  user: u\n  identity_file: k\n  hosts:\n    - hostname: h\n      blocks: 2\n      ssh_key: {private: x}\n",
 			[]string{"7:15: ssh_config.hosts[0].blocks: not supported", "8:16: ssh_config.hosts[0].ssh_key: not supported"}},
-		{"a volume", "type: volume\nname: vol\nbackend: aws\nregion: us-east-1\nsize: 100\n", []string{"1:7: type: not supported yet by hoist: volumes"}},
+		{"a volume is honoured", "type: volume\nname: vol\nbackend: aws\nregion: us-east-1\nsize: 100\n", nil},
+		{"an azure volume is honoured", "type: volume\nname: vol\nbackend: azure\nregion: eastus\nvolume_id: d\n", nil},
+		{"a volume's availability zone", "type: volume\nname: vol\nbackend: gcp\nregion: r\navailability_zone: r-a\nsize: 1\n",
+			[]string{"5:20: availability_zone: not supported yet by hoist: `availability_zone`"}},
+		{"a kubernetes volume", "type: volume\nname: vol\nbackend: kubernetes\nclaim_name: c\n",
+			[]string{"3:10: backend: not supported yet by hoist: volumes of", "4:13: claim_name: not supported yet by hoist: Kubernetes volumes"}},
 		{"a gateway", "type: gateway\nname: gw\nbackend: aws\nregion: us-east-1\ndomain: example.com\n", []string{"1:7: type: not supported yet by hoist: gateways"}},
 		{"a plain task", "type: task\nimage: x\ncommands: [ok]\nenv: [A=1]\nports: [8080]\nretry: true\nmax_duration: 1h\n", nil},
 	} {

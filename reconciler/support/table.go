@@ -55,6 +55,7 @@ var (
 	taskDev  = []schema.Kind{schema.KindTask, schema.KindDevEnvironment}
 	taskSvc  = []schema.Kind{schema.KindTask, schema.KindService}
 	fleet    = []schema.Kind{schema.KindFleet}
+	volume   = []schema.Kind{schema.KindVolume}
 	allKinds = schema.Kinds
 )
 
@@ -111,20 +112,19 @@ var Table = []Row{
 
 	// Runs: volumes, by form.
 	{Kinds: runKinds, Field: "volumes", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
-		Note: "instance volumes (`instance_path`)"},
+		Note: "instance volumes (`instance_path`) and network volumes (`name`)"},
 	{Kinds: runKinds, Field: "volumes[].instance_path", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
 	{Kinds: runKinds, Field: "volumes[].path", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob"},
-	{Kinds: runKinds, Field: "volumes[].name", Decision: Refused, Note: "network volumes (`name:`); mount a host path with `instance_path` instead",
-		uses: func(r *schema.Resource) []string {
-			var out []string
-			for i, m := range r.RunConfig().Volumes {
-				if len(m.Name) > 0 {
-					out = append(out, fmt.Sprintf("volumes[%d]", i))
-				}
-			}
-			return out
-		}},
-	{Kinds: runKinds, Field: "volumes[].optional", Decision: Advisory, Note: "`optional` has no effect: an instance path is always mounted (created when missing)",
+	{Kinds: runKinds, Field: "volumes[].name", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
+		Note: "network volumes (`name:/path` or `{name, path}`): the job runs in the volume's backend and region, waits while another job " +
+			"uses it, and has it attached, formatted (ext4, when hoist created it and it is blank) and mounted; a list of names mounts " +
+			"the first one in the instance's backend and region; a volume missing or failed fails the job with `volume_error`"},
+	// On a network volume `optional` is honoured (it skips a volume that is
+	// missing or not in the instance's backend and region; test
+	// reconciler.TestWorkers_volumeRegisteredAndOptional); only its use on
+	// an instance path warns.
+	{Kinds: runKinds, Field: "volumes[].optional", Decision: Advisory,
+		Note: "`optional` has no effect on an instance path: it is always mounted (created when missing)",
 		uses: func(r *schema.Resource) []string {
 			var out []string
 			for i, m := range r.RunConfig().Volumes {
@@ -315,11 +315,11 @@ var Table = []Row{
 	{Kinds: fleet, Field: "resources", Decision: Honoured, Test: "e2e.TestElasticFleet_offerWithoutCapacityFailsTheJob"},
 	{Kinds: fleet, Field: "regions", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
 	{Kinds: fleet, Field: "instance_types", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
-	{Kinds: fleet, Field: "spot_policy", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
+	{Kinds: fleet, Field: "spot_policy", Decision: Honoured, Test: "reconciler.TestWorkers_spotFleetProvisionsSpotOffers"},
 	{Kinds: fleet, Field: "max_price", Decision: Honoured, Test: "backends/offers/query.TestFromSpec_addsProfile"},
-	{Kinds: fleet, Field: "placement", Decision: Partial, Test: "e2e.TestSSHFleet",
-		Note: "`placement: cluster`",
-		uses: fleetIf(func(f *schema.Fleet) bool { return f.Placement == "cluster" }, "placement")},
+	{Kinds: fleet, Field: "placement", Decision: Honoured, Test: "reconciler.TestWorkers_clusterFleetPlacementGroup",
+		Note: "`cluster`: a cloud fleet's instances are provisioned in the backend and region of its first one and, on backends with placement groups, " +
+			"in one placement group per fleet and region, created before the first instance and deleted after the last; an SSH fleet's hosts are taken as they are"},
 	{Kinds: fleet, Field: "blocks", Decision: Partial, Test: "e2e.TestSSHFleet",
 		Note: "`blocks` other than 1 (an instance runs one job at a time)",
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Blocks != 1 }, "blocks")},
@@ -327,7 +327,7 @@ var Table = []Row{
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Reservation != "" }, "reservation")},
 	{Kinds: fleet, Field: "availability_zones", Decision: Refused, Note: "`availability_zones`",
 		uses: fleetIf(func(f *schema.Fleet) bool { return len(f.AvailabilityZones) > 0 }, "availability_zones")},
-	{Kinds: fleet, Field: "retry", Decision: Refused, Note: "`retry` on a fleet (failed instances are not provisioned again)",
+	{Kinds: fleet, Field: "retry", Decision: Refused, Note: "`retry` on a fleet (once every offer failed, a fleet is provisioned again only when its spec changes)",
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Retry != nil }, "retry")},
 	{Kinds: fleet, Field: "backend_options", Decision: Refused, Note: "`backend_options`",
 		uses: fleetIf(func(f *schema.Fleet) bool { return len(f.BackendOptions) > 0 }, "backend_options")},
@@ -366,10 +366,33 @@ var Table = []Row{
 	{Kinds: fleet, Field: "ssh_config.network", Decision: Advisory, Note: "`network` has no effect: hoist runs no multi-node jobs yet",
 		uses: writtenAt("ssh_config.network")},
 
-	// Volumes and gateways: no backend of hoist's provides them.
-	{Kinds: []schema.Kind{schema.KindVolume}, Field: "", Decision: Refused,
-		Note: "volumes (no backend of hoist's provides network volumes)",
-		uses: func(*schema.Resource) []string { return []string{"type"} }},
+	// Volumes: network volumes of the backends with volumes.
+	{Kinds: volume, Field: "", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
+		Note: "created (or registered with `volume_id`) at a configured backend that has volumes (aws, gcp, azure), with the spec's `tags` " +
+			"under hoist's ownership tags; one that cannot be shows `failed` with the reason, and jobs mounting it fail with `volume_error`"},
+	{Kinds: volume, Field: "backend", Decision: Partial, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
+		Note: "volumes of `backend: runpod` and `backend: kubernetes` (no such backend in hoist)",
+		uses: func(r *schema.Resource) []string {
+			if v, ok := r.Spec.(*schema.Volume); ok && (v.Backend == "runpod" || v.Backend == "kubernetes") {
+				return []string{"backend"}
+			}
+			return nil
+		}},
+	{Kinds: volume, Field: "availability_zone", Decision: Refused,
+		Note: "`availability_zone` (hoist places jobs by the volume's region only, so an instance could land in another zone)",
+		uses: writtenAt("availability_zone")},
+	{Kinds: volume, Field: "volume_id", Decision: Honoured, Test: "reconciler.TestWorkers_volumeRegisteredAndOptional",
+		Note: "registered, never formatted nor deleted at the provider"},
+	{Kinds: volume, Field: "auto_cleanup_duration", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAutoCleanup",
+		Note: "an owned volume unattached and unused (since its last job, or its creation) that long is deleted"},
+	{Kinds: volume, Field: "hoist", Decision: Honoured, Test: "reconciler.TestWorkers_volumeDeleteWaitsForDetach",
+		Note: "`prune: true`: the volume is deleted when its spec leaves Git (once no job has it attached)"},
+	{Kinds: volume, Field: "claim_name", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("claim_name")},
+	{Kinds: volume, Field: "storage_class_name", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("storage_class_name")},
+	{Kinds: volume, Field: "access_modes", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("access_modes")},
+	{Kinds: volume, Field: "read_only", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("read_only")},
+
+	// Gateways: no backend of hoist's provides them.
 	{Kinds: []schema.Kind{schema.KindGateway}, Field: "", Decision: Refused,
 		Note: "gateways (no backend of hoist's provides gateways)",
 		uses: func(*schema.Resource) []string { return []string{"type"} }},

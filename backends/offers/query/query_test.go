@@ -77,11 +77,11 @@ func TestFilters_Query_overEmbeddedCatalog(t *testing.T) {
 		gpu   string
 		count int
 	}{
-		{"A100:80GB:8", 34},
-		{"24GB..:2", 158},
-		{"nvidia:1..8", 1329},
+		{"A100:80GB:8", 42},
+		{"24GB..:2", 209},
+		{"nvidia:1..8", 1584},
 		{"MI300X", 0},
-		{"0", 10781},
+		{"0", 11075},
 		{"amd", 40},
 	} {
 		q, err := Filters{GPU: tt.gpu}.Query()
