@@ -47,8 +47,18 @@ type VolumeSpec struct {
 	Region string
 	// SizeGB is the size to create; ignored when registering.
 	SizeGB float64
-	// ExternalID is the provider's id of an existing volume to register.
+	// ExternalID is the provider's id of an existing volume to register
+	// (for Kubernetes, the claim_name of an existing
+	// PersistentVolumeClaim).
 	ExternalID string
+	// StorageClass is the storage class of a PersistentVolumeClaim to
+	// create (dstack's storage_class_name); Kubernetes only, empty for the
+	// cluster's default.
+	StorageClass string
+	// AccessModes are a PersistentVolumeClaim's access modes (dstack's
+	// access_modes, e.g. ReadWriteOnce); Kubernetes only, empty for
+	// ReadWriteOnce.
+	AccessModes []string
 	// Tags are the ownership tags.
 	Tags map[string]string
 }
@@ -78,6 +88,10 @@ type Volume struct {
 type VolumeAttachment struct {
 	// DevicePath is the block device on the instance (e.g. /dev/nvme1n1).
 	DevicePath string
+	// Claim is, for a backend whose tasks are pods (Kubernetes), the
+	// PersistentVolumeClaim the task's pod mounts, instead of a device:
+	// attaching only checks that the claim exists.
+	Claim string
 }
 
 // A GatewayBackend creates gateway instances for services

@@ -109,6 +109,12 @@ type NetworkVolume struct {
 	// InitFS formats a device that has no file system (a volume hoist
 	// created); a registered volume without one is an error instead.
 	InitFS bool `json:"init_fs,omitempty"`
+	// Claim is, instead of DevicePath, the PersistentVolumeClaim a task
+	// of the Kubernetes backend mounts (the pod mounts it; nothing is
+	// formatted). The docker shim refuses it.
+	Claim string `json:"claim,omitempty"`
+	// ReadOnly mounts the volume read-only in the container.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // TaskSpec is what the server asks the shim to run: one container whose

@@ -14,8 +14,9 @@ const (
 	// Version 3: TaskInfo.RunnerAddr is the runner's Unix socket
 	// ("unix:///path"), no longer a TCP address. Version 4:
 	// TaskSpec.NetworkVolumes (an older shim would run the job without its
-	// volume).
-	ShimAPIVersion = 4
+	// volume). Version 5: NetworkVolume.ReadOnly and Claim (an older shim
+	// would mount a read-only volume writable).
+	ShimAPIVersion = 5
 	// RunnerAPIVersion is the version of the runner's HTTP API. Version 2:
 	// every request, the health check included, carries the runner's bearer
 	// token. Version 3: the runner listens on a Unix socket only.

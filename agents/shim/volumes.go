@@ -37,6 +37,9 @@ var validVolumeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // checkNetworkVolume refuses a network volume whose name is no plain path
 // component, whose device is outside /dev or whose path is not absolute.
 func checkNetworkVolume(v api.NetworkVolume) error {
+	if v.Claim != "" {
+		return fmt.Errorf("network volume %s: claim %q: PersistentVolumeClaims are mounted by the Kubernetes backend, not by a host's shim", v.Name, v.Claim)
+	}
 	if !validVolumeName.MatchString(v.Name) {
 		return fmt.Errorf("network volume name %q must match %s", v.Name, validVolumeName)
 	}
@@ -63,7 +66,11 @@ func (s *Shim) mountVolumes(ctx context.Context, spec api.TaskSpec) ([]string, e
 		if err := s.mountVolume(ctx, v); err != nil {
 			return nil, fmt.Errorf("network volume %s: %w", v.Name, err)
 		}
-		binds = append(binds, s.volumeDir(v.Name)+":"+v.Path)
+		b := s.volumeDir(v.Name) + ":" + v.Path
+		if v.ReadOnly {
+			b += ":ro"
+		}
+		binds = append(binds, b)
 	}
 	return binds, nil
 }
