@@ -51,6 +51,12 @@ const (
 	ReasonLogQuotaExceeded = "log_quota_exceeded"
 	// ReasonContainerLost: the shim found no container for a task it knew.
 	ReasonContainerLost = "container_lost"
+	// ReasonNoCapacity: the task could not be placed; the Kubernetes pod
+	// shim reports it for a pod that stayed unschedulable longer than its
+	// limit (dstack's job termination reason
+	// failed_to_start_due_to_no_capacity). A run retrying on no-capacity
+	// is resubmitted.
+	ReasonNoCapacity = "failed_to_start_due_to_no_capacity"
 )
 
 // RegistryAuth holds credentials for pulling a task's image. The shim never

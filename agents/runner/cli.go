@@ -38,7 +38,8 @@ func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code
 func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hoist-runner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", "/hoist/run/runner.sock", "path of the Unix socket the runner API listens on (it has no TCP port)")
+	socket := fs.String("socket", "/hoist/run/runner.sock", "path of the Unix socket the runner API listens on (it has no TCP port unless --listen)")
+	listen := fs.String("listen", "", "instead of --socket, a loopback TCP address (127.0.0.1:PORT, [::1]:PORT) the runner API listens on: in a pod, reached by a port-forward through the Kubernetes API server")
 	home := fs.String("home", "/hoist/run", "directory for the job log and state")
 	submitTimeout := fs.Duration("submit-timeout", 10*time.Minute, "exit when no job is submitted within this time")
 	linger := fs.Duration("linger", 5*time.Minute, "after the job has finished, exit once the API has been idle this long")
@@ -56,6 +57,16 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	if *showVersion {
 		fmt.Fprintf(stdout, "hoist-runner %s (api %d)\n", version, api.RunnerAPIVersion)
 		return nil
+	}
+	if *listen != "" {
+		socketSet := false
+		fs.Visit(func(f *flag.Flag) { socketSet = socketSet || f.Name == "socket" })
+		if socketSet {
+			return errors.New("--listen and --socket exclude each other: the runner API has one address")
+		}
+		if err := checkLoopback(*listen); err != nil {
+			return err
+		}
 	}
 	token, err := takeToken(*tokenFile)
 	if err != nil {
@@ -75,8 +86,13 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	ln, err := listenUnix(*socket)
-	if err != nil {
+	var ln net.Listener
+	if *listen != "" {
+		ln, err = net.Listen("tcp", *listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+	} else if ln, err = listenUnix(*socket); err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -178,6 +194,25 @@ func takeToken(path string) (string, error) {
 		return "", fmt.Errorf("--token-file %s: the token must have at least 32 characters", path)
 	}
 	return token, nil
+}
+
+// checkLoopback refuses a --listen address that is not a loopback IP
+// address with a port: the runner API must not be reachable from the
+// network, only from its own network namespace (in Kubernetes, by a
+// port-forward through the API server).
+func checkLoopback(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("--listen %q: no port", addr)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--listen %q: not a loopback IP address (127.0.0.1, ::1): the runner API is never served to the network", addr)
+	}
+	return nil
 }
 
 // listenUnix listens on a Unix socket at path, replacing a stale one. The
