@@ -47,6 +47,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	imageCommand := fs.String("image-command", "", "the image's entrypoint and cmd as a JSON array, run by a job without commands")
 	imageWorkDir := fs.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required); the runner deletes it once read")
+	terminationLog := fs.String("termination-log", "", "file the runner writes its last job state to, as JSON, when it exits (in a pod: the container's terminationMessagePath, which the kubelet reports once the container has terminated)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -85,6 +86,9 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	})
 	if err != nil {
 		return err
+	}
+	if *terminationLog != "" {
+		defer writeTerminationLog(*terminationLog, r, log)
 	}
 	var ln net.Listener
 	if *listen != "" {
@@ -194,6 +198,23 @@ func takeToken(path string) (string, error) {
 		return "", fmt.Errorf("--token-file %s: the token must have at least 32 characters", path)
 	}
 	return token, nil
+}
+
+// writeTerminationLog writes r's job state to path as JSON. The kubelet
+// keeps at most 4096 bytes of a termination message
+// (https://kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/),
+// so a long termination message is cut to fit.
+func writeTerminationLog(path string, r *Runner, log *slog.Logger) {
+	st := r.State()
+	b, _ := json.Marshal(st) // a JobState always marshals
+	for len(b) > 4096 && st.TerminationMessage != "" {
+		cut := max(0, len(st.TerminationMessage)-(len(b)-4096)-8)
+		st.TerminationMessage = strings.ToValidUTF8(st.TerminationMessage[:cut], "")
+		b, _ = json.Marshal(st)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		log.Warn("termination_log_write_failed", "path", path, "err", err)
+	}
 }
 
 // checkLoopback refuses a --listen address that is not a loopback IP

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -93,5 +94,25 @@ func TestMain_listenRefusesAddressesOffLoopback(t *testing.T) {
 				t.Errorf("the token file is gone although the runner refused to start: %v", err)
 			}
 		})
+	}
+}
+
+func TestMain_terminationLogHoldsTheLastJobState(t *testing.T) {
+	home, logPath := t.TempDir(), filepath.Join(t.TempDir(), "termination-log")
+	// No job is submitted in time: the runner exits with its state
+	// terminated by an executor error, and says so in the file.
+	err := runner.Main(t.Context(), []string{"--listen", "127.0.0.1:0", "--home", home, "--submit-timeout", "10ms",
+		"--token-file", tokenFile(t, strings.Repeat("t", 40)), "--termination-log", logPath}, "test", io.Discard, io.Discard)
+	var ee *runner.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 {
+		t.Fatalf("Main = %v, want exit code 2", err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.JobState
+	if err := json.Unmarshal(b, &st); err != nil || st.TerminationReason != api.ReasonExecutorError {
+		t.Errorf("termination log %s: %+v, %v; want the executor error", b, st, err)
 	}
 }
