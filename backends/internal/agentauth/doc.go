@@ -5,6 +5,7 @@
 // address (a job's service, probed through the same client) carry nothing
 // of ours.
 //
-// Only backends that run hoist's shim (backends/local, backends/sshfleet)
+// Only backends whose instances answer the shim API (backends/local,
+// backends/sshfleet, backends/kubernetes's pod shim)
 // import it; it imports agents/api.
 package agentauth

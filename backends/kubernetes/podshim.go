@@ -1,0 +1,712 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/internal/agentauth"
+)
+
+// defaultUnschedulableTimeout is how long a task's pod may stay
+// unschedulable before the task ends with api.ReasonNoCapacity (dstack
+// waits 10 s: core/backends/kubernetes/compute.py).
+const defaultUnschedulableTimeout = 10 * time.Second
+
+// podShimVersion is what the pod shim reports as its version.
+const podShimVersion = "kubernetes-pod-shim"
+
+// Errors of the pod shim, answered as the docker shim answers them.
+var (
+	errNotFound = errors.New("not found")
+	errConflict = errors.New("conflict")
+	errInvalid  = errors.New("invalid")
+)
+
+// A podShim answers the shim HTTP API (agents/api, as agents/shim serves
+// it) for one instance, inside the server: each task is a pod in the
+// cluster, and the cluster is the only state, so that any server (or the
+// same one after a restart) sees every task. It copies the runner into each
+// task's pod once the init container runs; GetTask, WaitTask and ListTasks
+// also do that for pods a previous server left waiting.
+type podShim struct {
+	c             *cluster
+	rec           instanceRecord
+	unschedulable time.Duration
+	fwd           *forwarder
+	log           *slog.Logger
+	now           func() time.Time
+	// runners reaches the tasks' runners (Terminate's stop request); the
+	// Conn sets it.
+	runners *http.Client
+
+	ctx    context.Context // ends with the Conn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	tokens     map[types.UID]string // runner tokens by pod
+	delivering map[types.UID]bool
+	failures   map[types.UID]int // failed deliveries by pod
+	arch       map[string]string // node architectures by node name
+}
+
+func newPodShim(c *cluster, rec instanceRecord, unschedulable time.Duration) *podShim {
+	ctx, cancel := context.WithCancel(context.Background())
+	now := c.now
+	if now == nil {
+		now = time.Now
+	}
+	log := c.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &podShim{c: c, rec: rec, unschedulable: unschedulable, fwd: newForwarder(c), log: log.With("instance", rec.ID), now: now,
+		ctx: ctx, cancel: cancel, tokens: map[types.UID]string{}, delivering: map[types.UID]bool{},
+		failures: map[types.UID]int{}, arch: map[string]string{}}
+}
+
+// close stops the background work and the port-forwards.
+func (s *podShim) close() {
+	s.cancel()
+	s.wg.Wait()
+	s.fwd.Close()
+}
+
+// Handler returns the shim API. It needs no token: it is only reachable
+// inside this process, through the Conn's HTTP client.
+func (s *podShim) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+api.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, api.Health{Service: api.ShimService, Version: podShimVersion, APIVersion: api.ShimAPIVersion})
+	})
+	mux.HandleFunc("GET /api/v1/host", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.hostInfo()) })
+	mux.HandleFunc("GET /api/v1/tasks", func(w http.ResponseWriter, req *http.Request) {
+		l, err := s.listTasks(req.Context())
+		answer(w, l, err)
+	})
+	mux.HandleFunc("POST /api/v1/tasks", func(w http.ResponseWriter, req *http.Request) {
+		var spec api.TaskSpec
+		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 4<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			writeError(w, fmt.Errorf("decode task spec: %v: %w", err, errInvalid))
+			return
+		}
+		info, err := s.createTask(req.Context(), spec)
+		answer(w, info, err)
+	})
+	mux.HandleFunc("GET /api/v1/tasks/{id}", func(w http.ResponseWriter, req *http.Request) {
+		id, q := req.PathValue("id"), req.URL.Query()
+		if status := q.Get("wait_for"); status != "" {
+			if api.TaskStatusRank(status) < 0 {
+				writeError(w, fmt.Errorf("wait_for %q: %w", status, errInvalid))
+				return
+			}
+			info, err := s.waitTask(req.Context(), id, status, longPoll(q.Get("timeout_ms")))
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			answer(w, info, err)
+			return
+		}
+		info, err := s.getTask(req.Context(), id)
+		answer(w, info, err)
+	})
+	mux.HandleFunc("POST /api/v1/tasks/{id}/terminate", func(w http.ResponseWriter, req *http.Request) {
+		var tr api.TerminateRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&tr); err != nil {
+			writeError(w, fmt.Errorf("decode terminate request: %v: %w", err, errInvalid))
+			return
+		}
+		info, err := s.terminateTask(req.Context(), req.PathValue("id"), tr.Reason, tr.Message, time.Duration(tr.GraceMillis)*time.Millisecond)
+		answer(w, info, err)
+	})
+	mux.HandleFunc("POST /api/v1/tasks/{id}/remove", func(w http.ResponseWriter, req *http.Request) {
+		answer(w, struct{}{}, s.removeTask(req.Context(), req.PathValue("id")))
+	})
+	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", func(w http.ResponseWriter, req *http.Request) {
+		// The job log lives in the pod until the task is removed, but
+		// nothing can read it once the runner has exited: the server reads
+		// the runner's log while the job runs and drains it before it
+		// removes the task.
+		if _, err := s.findPod(req.Context(), req.PathValue("id")); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", api.LogFramesContentType)
+		w.WriteHeader(http.StatusOK)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set(api.APIVersionHeader, fmt.Sprint(api.ShimAPIVersion))
+		mux.ServeHTTP(w, req)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, errNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, errConflict):
+		status = http.StatusConflict
+	case errors.Is(err, errInvalid):
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, api.Error{Message: err.Error()})
+}
+
+func answer(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// maxLongPoll bounds a long-poll request's wait, as the docker shim does.
+const maxLongPoll = 60 * time.Second
+
+// longPoll reads a timeout_ms parameter: zero when absent or malformed, at
+// most maxLongPoll.
+func longPoll(ms string) time.Duration {
+	var n int64
+	if _, err := fmt.Sscan(ms, &n); err != nil || n < 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Millisecond, maxLongPoll)
+}
+
+// hostInfo describes the instance: its slice of a node, as reserved.
+func (s *podShim) hostInfo() api.HostInfo {
+	o := s.rec.Offer
+	h := api.HostInfo{Hostname: s.rec.ID, OS: "linux", Arch: goArch(o.CPUArch), CPUs: o.CPUs,
+		MemoryBytes: int64(o.MemoryGB * (1 << 30)), DiskBytes: int64(o.DiskGB * (1 << 30)), ShimVersion: podShimVersion}
+	if o.GPUCount > 0 {
+		h.GPUVendor = strings.ToLower(o.GPUVendor)
+		if h.GPUVendor == "" {
+			h.GPUVendor = "nvidia"
+		}
+		for i := range o.GPUCount {
+			h.GPUs = append(h.GPUs, api.GPU{Vendor: h.GPUVendor, Index: i, Name: o.GPUName, MemoryBytes: int64(o.GPUMemoryGB * (1 << 30))})
+		}
+	}
+	return h
+}
+
+// goArch spells an offer's CPU architecture (x86, arm) as Go does.
+func goArch(arch string) string {
+	switch arch {
+	case "arm", "arm64", "aarch64":
+		return "arm64"
+	default:
+		return "amd64"
+	}
+}
+
+// createTask creates the task's secrets and pod and returns it pending; the
+// pod shim copies the runner in once the init container runs.
+func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskInfo, error) {
+	if spec.ID == "" || spec.Image == "" {
+		return api.TaskInfo{}, fmt.Errorf("a task needs an id and an image: %w", errInvalid)
+	}
+	if _, err := s.findPod(ctx, spec.ID); err == nil {
+		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, errConflict)
+	} else if !errors.Is(err, errNotFound) {
+		return api.TaskInfo{}, err
+	}
+	name, ns := podName(spec), s.c.namespace
+	ps := podSpec{Name: name, Namespace: ns, Secret: name}
+	if s.rec.Offer.GPUCount > 0 {
+		products, err := s.gpuProducts(ctx)
+		if err != nil {
+			return api.TaskInfo{}, err
+		}
+		ps.GPUProducts = products
+	}
+	pull := pullSecret(s.rec, spec, name+"-registry-auth", ns)
+	if pull != nil {
+		ps.PullSecret = pull.Name
+	}
+	pod, err := buildPod(s.rec, spec, ps)
+	if err != nil {
+		return api.TaskInfo{}, fmt.Errorf("task %s: %w: %w", spec.ID, err, errInvalid)
+	}
+	token, err := agentauth.NewToken()
+	if err != nil {
+		return api.TaskInfo{}, err
+	}
+	secrets := []*corev1.Secret{taskSecret(s.rec, spec, name, ns, token)}
+	if pull != nil {
+		secrets = append(secrets, pull)
+	}
+	// The secrets first, so that the kubelet finds them; they get the pod
+	// as their owner once it exists, and go with it.
+	for _, sec := range secrets {
+		if err := s.putSecret(ctx, sec); err != nil {
+			s.deleteSecrets(spec.ID)
+			return api.TaskInfo{}, err
+		}
+	}
+	created, err := s.c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		s.deleteSecrets(spec.ID)
+		if apierrors.IsAlreadyExists(err) {
+			return api.TaskInfo{}, fmt.Errorf("task %s: pod %s exists: %w", spec.ID, name, errConflict)
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return api.TaskInfo{}, fmt.Errorf("task %s: create pod: %w: %w", spec.ID, err, errInvalid)
+		}
+		return api.TaskInfo{}, fmt.Errorf("task %s: create pod: %w", spec.ID, err)
+	}
+	s.mu.Lock()
+	s.tokens[created.UID] = token
+	s.mu.Unlock()
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: created.Name, UID: created.UID}
+	for _, sec := range secrets {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{owner}}})
+		if _, err := s.c.client.CoreV1().Secrets(ns).Patch(ctx, sec.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			s.log.Warn("secret_owner_not_set", "secret", sec.Name, "pod", created.Name, "err", err)
+		}
+	}
+	s.log.Info("task_pod_created", "task_id", spec.ID, "pod", created.Name, "namespace", ns, "image", spec.Image)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.follow(spec.ID)
+	}()
+	return podInfo(created, s.now(), s.unschedulable), nil
+}
+
+// putSecret creates sec, replacing one of the same name a failed creation
+// left behind.
+func (s *podShim) putSecret(ctx context.Context, sec *corev1.Secret) error {
+	secrets := s.c.client.CoreV1().Secrets(sec.Namespace)
+	_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create secret %s: %w", sec.Name, err)
+	}
+	return nil
+}
+
+// gpuProducts returns the values of the nodes' nvidia.com/gpu.product
+// labels.
+func (s *podShim) gpuProducts(ctx context.Context) ([]string, error) {
+	nodes, err := s.c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nvidiaProduct})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		if v := n.Labels[nvidiaProduct]; v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// findPod returns the pod of task id of this instance.
+func (s *podShim) findPod(ctx context.Context, id string) (*corev1.Pod, error) {
+	l, err := s.c.client.CoreV1().Pods(s.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: taskSelector(s.rec.ID, id)})
+	if err != nil {
+		return nil, fmt.Errorf("task %s: list pods: %w", id, err)
+	}
+	var found *corev1.Pod
+	for i := range l.Items {
+		p := &l.Items[i]
+		if tid := p.Annotations[taskAnnotation]; tid != "" && tid != id {
+			continue // another task whose id has the same digest
+		}
+		if found == nil || p.CreationTimestamp.After(found.CreationTimestamp.Time) {
+			found = p
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("task %s: %w", id, errNotFound)
+	}
+	return found, nil
+}
+
+// getTask returns task id as it is now.
+func (s *podShim) getTask(ctx context.Context, id string) (api.TaskInfo, error) {
+	pod, err := s.findPod(ctx, id)
+	if err != nil {
+		return api.TaskInfo{}, err
+	}
+	return s.observe(ctx, pod), nil
+}
+
+// waitPoll is how often waitTask and follow look at a pod.
+const waitPoll = 200 * time.Millisecond
+
+// waitTask waits up to timeout until task id has reached status (or
+// terminated) and returns it as it is then.
+func (s *podShim) waitTask(ctx context.Context, id, status string, timeout time.Duration) (api.TaskInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		info, err := s.getTask(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil && !errors.Is(err, errNotFound) {
+				return info, nil
+			}
+			return info, err
+		}
+		if info.Terminated() || api.TaskStatusRank(info.Status) >= api.TaskStatusRank(status) {
+			return info, nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return info, nil
+			}
+			return info, ctx.Err()
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+// follow watches a new task's pod until its job container runs or it
+// terminates, so that the runner is delivered and a pod that cannot start
+// is stopped even when nobody asks (the reconciler polls, too).
+func (s *podShim) follow(id string) {
+	poll := waitPoll
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(poll):
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+		info, err := s.getTask(ctx, id)
+		cancel()
+		if errors.Is(err, errNotFound) || (err == nil && (info.Terminated() || info.Status == api.TaskRunning)) {
+			return
+		}
+		poll = min(poll*3/2, 2*time.Second)
+	}
+}
+
+// observe returns the task of pod and acts on it: it copies the runner into
+// a pod whose init container waits for it, and stops a pod whose task
+// podInfo found ended (no capacity, an image that cannot be pulled) so
+// that it never starts later.
+func (s *podShim) observe(ctx context.Context, pod *corev1.Pod) api.TaskInfo {
+	info := podInfo(pod, s.now(), s.unschedulable)
+	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if info.Terminated() && pod.Annotations[reasonAnnotation] == "" && !finished && pod.DeletionTimestamp == nil {
+		if err := s.stopPod(ctx, pod, info.TerminationReason, info.TerminationMessage); err != nil {
+			s.log.Warn("task_pod_not_stopped", "task_id", info.ID, "pod", pod.Name, "err", err)
+		} else {
+			s.log.Info("task_failed", "task_id", info.ID, "pod", pod.Name, "reason", info.TerminationReason, "message", info.TerminationMessage)
+		}
+	}
+	if info.Terminated() {
+		return info
+	}
+	if st := containerStatus(pod.Status.InitContainerStatuses, initContainer); st != nil && st.State.Running != nil {
+		s.startDelivery(pod)
+	}
+	if info.Status == api.TaskRunning {
+		tok, err := s.token(ctx, pod)
+		if err != nil {
+			s.log.Warn("runner_token_unknown", "task_id", info.ID, "pod", pod.Name, "err", err)
+			info.Status, info.RunnerAddr = api.TaskCreating, ""
+		}
+		info.RunnerToken = tok
+	}
+	return info
+}
+
+// stopPod records why the task of pod ended and has the kubelet stop the
+// pod, keeping it (and its status) until the task is removed: an active
+// deadline of one second, which a running pod has passed
+// (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/, activeDeadlineSeconds;
+// it may be set on a running pod, and lowered). The first reason stays.
+func (s *podShim) stopPod(ctx context.Context, pod *corev1.Pod, reason, message string) error {
+	meta := map[string]any{}
+	if pod.Annotations[reasonAnnotation] == "" {
+		meta["annotations"] = map[string]string{reasonAnnotation: reason, messageAnnotation: message}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta, "spec": map[string]any{"activeDeadlineSeconds": 1}})
+	_, err := s.c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("stop pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// token returns the runner token of pod's task, from its secret.
+func (s *podShim) token(ctx context.Context, pod *corev1.Pod) (string, error) {
+	s.mu.Lock()
+	tok, ok := s.tokens[pod.UID]
+	s.mu.Unlock()
+	if ok {
+		return tok, nil
+	}
+	sec, err := s.c.client.CoreV1().Secrets(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("task secret %s: %w", pod.Name, err)
+	}
+	tok = string(sec.Data[secretTokenKey])
+	if tok == "" {
+		return "", fmt.Errorf("task secret %s holds no runner token", pod.Name)
+	}
+	s.mu.Lock()
+	s.tokens[pod.UID] = tok
+	s.mu.Unlock()
+	return tok, nil
+}
+
+// maxDeliveryFailures is how many times copying the runner into a pod may
+// fail before its task ends with an executor error.
+const maxDeliveryFailures = 3
+
+// startDelivery copies the runner into pod in the background, unless that
+// is under way.
+func (s *podShim) startDelivery(pod *corev1.Pod) {
+	s.mu.Lock()
+	if s.delivering[pod.UID] || s.ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.delivering[pod.UID] = true
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := s.deliver(pod)
+		s.mu.Lock()
+		delete(s.delivering, pod.UID)
+		n := 0
+		if err != nil {
+			s.failures[pod.UID]++
+			n = s.failures[pod.UID]
+		}
+		s.mu.Unlock()
+		if err == nil || s.ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("runner_delivery_failed", "pod", pod.Name, "attempt", n, "err", err)
+		if n >= maxDeliveryFailures {
+			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+			defer cancel()
+			if err := s.stopPod(ctx, pod, api.ReasonExecutorError, fmt.Sprintf("copy the runner into the pod: %v", err)); err != nil {
+				s.log.Warn("task_pod_not_stopped", "pod", pod.Name, "err", err)
+			}
+		}
+	}()
+}
+
+// deliveryTimeout bounds one copy of the runner into a pod.
+const deliveryTimeout = 2 * time.Minute
+
+// deliver copies the runner for the pod's node's architecture and the
+// task's token into the pod.
+func (s *podShim) deliver(pod *corev1.Pod) error {
+	ctx, cancel := context.WithTimeout(s.ctx, deliveryTimeout)
+	defer cancel()
+	arch, err := s.nodeArch(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return err
+	}
+	if s.c.agents == nil {
+		return errors.New("the server has no hoist-runner binaries")
+	}
+	_, runner, err := s.c.agents(arch)
+	if err != nil {
+		return fmt.Errorf("hoist-runner for %s: %w", arch, err)
+	}
+	tok, err := s.token(ctx, pod)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := deliverRunner(ctx, s.c, pod.Name, runner, tok); err != nil {
+		return err
+	}
+	s.log.Info("runner_delivered", "pod", pod.Name, "arch", arch, "duration", time.Since(start))
+	return nil
+}
+
+// nodeArch returns the architecture of node name (Go's spelling).
+func (s *podShim) nodeArch(ctx context.Context, name string) (string, error) {
+	s.mu.Lock()
+	a, ok := s.arch[name]
+	s.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	n, err := s.c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", name, err)
+	}
+	a = n.Status.NodeInfo.Architecture
+	if a == "" {
+		a = "amd64"
+	}
+	s.mu.Lock()
+	s.arch[name] = a
+	s.mu.Unlock()
+	return a, nil
+}
+
+// listTasks returns every task of the instance.
+func (s *podShim) listTasks(ctx context.Context) (api.TaskList, error) {
+	l, err := s.c.client.CoreV1().Pods(s.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: instanceSelector(s.rec.ID)})
+	if err != nil {
+		return api.TaskList{}, fmt.Errorf("list pods: %w", err)
+	}
+	out := api.TaskList{Tasks: []api.TaskInfo{}}
+	for i := range l.Items {
+		out.Tasks = append(out.Tasks, s.observe(ctx, &l.Items[i]))
+	}
+	slices.SortFunc(out.Tasks, func(a, b api.TaskInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// terminateTask stops task id: the runner stops the job with grace when it
+// answers, then the kubelet stops the pod (stopPod). It returns once the
+// pod's containers have stopped, or ctx ends.
+func (s *podShim) terminateTask(ctx context.Context, id, reason, message string, grace time.Duration) (api.TaskInfo, error) {
+	if reason == "" {
+		reason = api.ReasonTerminatedByServer
+	}
+	pod, err := s.findPod(ctx, id)
+	if err != nil {
+		return api.TaskInfo{}, err
+	}
+	info := s.observe(ctx, pod)
+	if info.Terminated() {
+		return info, nil
+	}
+	s.log.Info("task_terminating", "task_id", id, "pod", pod.Name, "reason", reason, "grace", grace)
+	if info.RunnerAddr != "" && grace > 0 && s.runners != nil {
+		// The runner stops the job's process group with the full grace
+		// and records why (the docker shim does the same).
+		sctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
+		rc := api.NewRunnerClient(info.RunnerAddr, s.runners).WithToken(info.RunnerToken)
+		if _, err := rc.StopWithReason(sctx, grace, reason, message); err != nil {
+			s.log.Warn("runner_stop_failed", "task_id", id, "err", err)
+		}
+		cancel()
+	}
+	if err := s.stopPod(ctx, pod, reason, message); err != nil {
+		return info, err
+	}
+	for {
+		pod, err := s.findPod(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return info, nil
+			}
+			return info, err
+		}
+		if info = s.observe(ctx, pod); info.Terminated() {
+			return info, nil
+		}
+		select {
+		case <-ctx.Done():
+			return info, nil
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+// removeTask deletes a terminated task's pod and secrets.
+func (s *podShim) removeTask(ctx context.Context, id string) error {
+	pod, err := s.findPod(ctx, id)
+	if errors.Is(err, errNotFound) {
+		// Secrets a lost pod left behind go too.
+		if err := s.deleteTaskSecrets(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("task %s: %w", id, errNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if info := podInfo(pod, s.now(), s.unschedulable); !info.Terminated() {
+		return fmt.Errorf("task %s is %s, not terminated: %w", id, info.Status, errConflict)
+	}
+	// Its containers have stopped: nothing is left to wait for.
+	err = s.c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64(1)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("task %s: delete pod %s: %w", id, pod.Name, err)
+	}
+	if err := s.deleteTaskSecrets(ctx, id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.tokens, pod.UID)
+	delete(s.failures, pod.UID)
+	s.mu.Unlock()
+	s.log.Info("task_removed", "task_id", id, "pod", pod.Name)
+	return nil
+}
+
+// deleteTaskSecrets deletes the secrets of task id.
+func (s *podShim) deleteTaskSecrets(ctx context.Context, id string) error {
+	err := s.c.client.CoreV1().Secrets(s.c.namespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: taskSelector(s.rec.ID, id)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("task %s: delete secrets: %w", id, err)
+	}
+	return nil
+}
+
+// deleteSecrets deletes the secrets of task id after a failed creation,
+// with a context of its own: the request's may have ended.
+func (s *podShim) deleteSecrets(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.deleteTaskSecrets(ctx, id); err != nil {
+		s.log.Warn("task_secrets_not_deleted", "task_id", id, "err", err)
+	}
+}
+
+// deleteTasks deletes every pod and secret of instance id's tasks. Pods
+// still stopping make it a wait (backends.ErrNotYetTerminated); gone is
+// success.
+func deleteTasks(ctx context.Context, c *cluster, id string) error {
+	sel := metav1.ListOptions{LabelSelector: instanceSelector(id)}
+	pods := c.client.CoreV1().Pods(c.namespace)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("instance %s: delete pods: %w", id, err)
+	}
+	if err := c.client.CoreV1().Secrets(c.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("instance %s: delete secrets: %w", id, err)
+	}
+	left, err := pods.List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("instance %s: list pods: %w", id, err)
+	}
+	if n := len(left.Items); n > 0 {
+		return backends.Wait(fmt.Errorf("instance %s: %d pods still stopping: %w", id, n, backends.ErrNotYetTerminated), time.Second)
+	}
+	return nil
+}
