@@ -6,6 +6,6 @@
 // of ours.
 //
 // Only backends whose instances answer the shim API (backends/local,
-// backends/sshfleet, backends/kubernetes's pod shim)
-// import it; it imports agents/api.
+// backends/sshfleet, backends/kubernetes's pod shim) import it; it imports
+// agents/api.
 package agentauth
