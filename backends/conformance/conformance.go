@@ -50,6 +50,15 @@ type Options struct {
 	// region, of sizeGB, and returns its provider id for RegisterVolume.
 	// Nil skips the registration checks.
 	ExternalVolume func(t *testing.T, region string, sizeGB float64) string
+	// TaskImage, for a backends.Connector of a RuntimeRunner driver, is
+	// an image the provider can run with the runner in it (one with sh):
+	// the kit runs a job in a task of it through the connection. Empty
+	// skips the runner-runtime checks.
+	TaskImage string
+	// TaskLeftovers, when set with TaskImage, lists what is left at the
+	// provider of inst's tasks (e.g. "pod/x", "secret/y"); after a task's
+	// removal the kit waits until it is empty.
+	TaskLeftovers func(t *testing.T, inst backends.Instance) []string
 }
 
 func (o *Options) defaults() {
@@ -88,6 +97,11 @@ func Run(t *testing.T, opts Options) {
 	t.Run("create_reused_id", func(t *testing.T) { k.createReused(t, first) })
 	t.Run("offers", k.offers)
 	t.Run("connect", func(t *testing.T) { k.connect(t, first) })
+	if why := k.checkRunnerOptions(); why == "" {
+		t.Run("runner_task", func(t *testing.T) { k.runnerTask(t, first) })
+	} else if k.b.Traits().Runtime == backends.RuntimeRunner {
+		t.Logf("runner_task skipped: %s", why)
+	}
 	if vb, ok := b.(backends.VolumeBackend); ok {
 		t.Run("volumes", func(t *testing.T) { k.volumes(t, vb, first) })
 	}

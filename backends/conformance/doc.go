@@ -6,7 +6,10 @@
 // (the leak audit); with Options.Peer, that a second server's backend on the
 // same records lists and describes every instance (none gone); and, for
 // drivers that implement backends.Connector, the shim answers through the
-// connection.
+// connection. For a Connector of a backends.RuntimeRunner driver with
+// Options.TaskImage, a task of that image runs a job through its runner, as
+// the server would: its output and exit code through the connection, then
+// terminate and remove, and nothing of it left (Options.TaskLeftovers).
 //
 // Optional capabilities are checked when the driver has them: a
 // backends.VolumeBackend creates, attaches (a device path), detaches and

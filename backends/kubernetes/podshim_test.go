@@ -1,0 +1,386 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"hoist/agents/api"
+	"hoist/backends"
+	"hoist/backends/internal/agentbin"
+	"hoist/backends/offers"
+	"hoist/e2e/testenv"
+)
+
+// testImage is the image the cluster has imported (e2e/testenv/kubernetes.sh).
+const testImage = "hoist-e2e/busybox:latest"
+
+// testLogger logs to the test's output.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// testCluster returns a cluster of the real test cluster
+// (HOIST_TEST_KUBECONFIG) whose namespace is a fresh one of this test,
+// deleted at its end.
+func testCluster(t *testing.T) *cluster {
+	t.Helper()
+	path := os.Getenv("HOIST_TEST_KUBECONFIG")
+	if path == "" {
+		testenv.Missing(t, "kubernetes: HOIST_TEST_KUBECONFIG is unset; start the cluster with `bash e2e/testenv/kubernetes.sh up` and set it to the KUBECONFIG it prints")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	ns := "hoist-podshim-" + hex.EncodeToString(b)
+	if _, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
+	return &cluster{backend: "kubernetes", namespace: ns, client: client, rest: cfg, agents: agentbin.Agents,
+		log: testLogger(t), now: time.Now}
+}
+
+// testInstance returns an instance record of a small slice of the node.
+func testInstance(id string, o offers.Offer) instanceRecord {
+	if o.CPUs == 0 {
+		o.CPUs, o.MemoryGB = 1, 0.25
+	}
+	o.Backend = "kubernetes"
+	return instanceRecord{ID: id, Offer: o, CreatedAt: time.Now(),
+		Tags: map[string]string{backends.TagInstallation: "podshim-test", backends.TagResource: "fleet/test", backends.TagInstance: id}}
+}
+
+// connect returns a Conn of rec and a shim client through it.
+func connect(t *testing.T, c *cluster, rec instanceRecord) (backends.Conn, *api.ShimClient) {
+	t.Helper()
+	cn, err := newConn(t.Context(), c, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cn.Close() })
+	return cn, api.NewShimClient(cn.ShimURL(), cn.HTTPClient())
+}
+
+// waitFor waits until the task has reached status (or terminated).
+func waitFor(t *testing.T, sc *api.ShimClient, id, status string, limit time.Duration) api.TaskInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	defer cancel()
+	info, err := sc.WaitTask(ctx, id, status)
+	if err != nil {
+		t.Fatalf("WaitTask(%s, %s): %v (last: %+v)", id, status, err, info)
+	}
+	return info
+}
+
+// objectsLeft lists the pods and secrets of instance id in c's namespace.
+func objectsLeft(t *testing.T, c *cluster, id string) []string {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: instanceSelector(id)}
+	var out []string
+	pods, err := c.client.CoreV1().Pods(c.namespace).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		out = append(out, "pod/"+p.Name)
+	}
+	secrets, err := c.client.CoreV1().Secrets(c.namespace).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		out = append(out, "secret/"+s.Name)
+	}
+	return out
+}
+
+func TestPodShim_healthAndHost(t *testing.T) {
+	c := testCluster(t)
+	_, sc := connect(t, c, testInstance("inst-host", offers.Offer{CPUs: 2, MemoryGB: 1, CPUArch: "x86", GPUCount: 1, GPUName: "A100", GPUVendor: "nvidia"}))
+	h, err := sc.Health(t.Context())
+	if err != nil || h.Service != api.ShimService || h.APIVersion != api.ShimAPIVersion {
+		t.Fatalf("Health = %+v, %v", h, err)
+	}
+	host, err := sc.HostInfo(t.Context())
+	if err != nil || host.CPUs != 2 || host.MemoryBytes != 1<<30 || host.Arch != "amd64" || len(host.GPUs) != 1 || host.GPUs[0].Name != "A100" {
+		t.Errorf("HostInfo = %+v, %v; want the instance's slice", host, err)
+	}
+	if _, err := sc.GetTask(t.Context(), "nope"); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("GetTask(unknown) = %v, want not found", err)
+	}
+	if err := sc.RemoveTask(t.Context(), "nope"); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("RemoveTask(unknown) = %v, want not found", err)
+	}
+}
+
+// runJob submits commands to the runner of a running task through the
+// Conn and waits for the job to finish; it returns its state and output.
+func runJob(t *testing.T, cn backends.Conn, info api.TaskInfo, commands ...string) (api.JobState, string) {
+	t.Helper()
+	rc := api.NewRunnerClient(info.RunnerAddr, cn.HTTPClient())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// The runner may take a moment to listen after its container started.
+	var err error
+	for range 100 {
+		if _, err = rc.State(ctx); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("runner at %s never answered: %v", info.RunnerAddr, err)
+	}
+	if err := rc.Submit(ctx, api.JobSpec{RunName: "test", JobID: info.ID, Commands: commands}); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out strings.Builder
+	if err := rc.Follow(ctx, 0, func(l api.LogLine) error { out.Write(l.Data); return nil }); err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	st, err := rc.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return st, out.String()
+}
+
+func TestPodShim_runsAJobThroughTheRunner(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-run", offers.Offer{})
+	cn, sc := connect(t, c, rec)
+	start := time.Now()
+	created, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-run", Name: "hoist-echo-0-jobrun", Image: testImage,
+		Env: map[string]string{"GREETING": "hello from the secret"}, Labels: map[string]string{"hoist.run": "echo"}})
+	if err != nil {
+		t.Fatalf("CreateTask: %v", err)
+	}
+	if created.Status != api.TaskPending || created.ID != "job-run" {
+		t.Errorf("CreateTask = %+v, want pending", created)
+	}
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-run", Image: testImage}); !errors.Is(err, api.ErrConflict) {
+		t.Errorf("CreateTask of an existing id = %v, want conflict", err)
+	}
+	info := waitFor(t, sc, "job-run", api.TaskRunning, 2*time.Minute)
+	if info.Status != api.TaskRunning || info.RunnerAddr == "" || info.RunnerToken == "" {
+		t.Fatalf("task %+v, want running with a runner", info)
+	}
+	t.Logf("create → running: %s", time.Since(start))
+	st, out := runJob(t, cn, info, `echo "$GREETING"`, "echo to stderr >&2", "exit 3")
+	t.Logf("create → job done: %s", time.Since(start))
+	if st.State != api.JobFailed || st.ExitCode == nil || *st.ExitCode != 3 {
+		t.Errorf("job state %+v, want failed with exit code 3", st)
+	}
+	if !strings.Contains(out, "hello from the secret") || !strings.Contains(out, "to stderr") {
+		t.Errorf("job output %q, want the env and stderr lines", out)
+	}
+	if l, err := sc.ListTasks(t.Context()); err != nil || len(l) != 1 || l[0].ID != "job-run" || l[0].RunnerToken == "" {
+		t.Errorf("ListTasks = %+v, %v; want the task with its runner token", l, err)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-run"); !errors.Is(err, api.ErrConflict) {
+		t.Errorf("RemoveTask of a running task = %v, want conflict", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	term, err := sc.TerminateTask(ctx, "job-run", api.ReasonContainerExitedWithError, "exit status 3", 0)
+	if err != nil || !term.Terminated() {
+		t.Fatalf("TerminateTask = %+v, %v; want terminated", term, err)
+	}
+	if term.ExitCode == nil || term.Job == nil || term.Job.State != api.JobFailed || term.TerminationReason != api.ReasonContainerExitedWithError {
+		t.Errorf("terminated task %+v (job %+v), want the runner's exit and job state", term, term.Job)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-run"); err != nil {
+		t.Fatalf("RemoveTask: %v", err)
+	}
+	waitGone(t, c, rec.ID)
+}
+
+// waitGone waits until no pod or secret of instance id is left.
+func waitGone(t *testing.T, c *cluster, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := objectsLeft(t, c, id)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left after removal: %v", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestPodShim_aJobDoneEndsTheTaskWithTheRunnersState(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-done", offers.Offer{})
+	cn, sc := connect(t, c, rec)
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-done", Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-done", api.TaskRunning, 2*time.Minute)
+	st, out := runJob(t, cn, info, "echo done")
+	if st.State != api.JobDone || strings.TrimSpace(out) != "done" {
+		t.Fatalf("job %+v output %q", st, out)
+	}
+	// The runner lingers after its job; stopping the pod ends it and the
+	// kubelet reports its termination log.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	term, err := sc.TerminateTask(ctx, "job-done", api.ReasonDoneByRunner, "", 0)
+	if err != nil || !term.Terminated() || term.TerminationReason != api.ReasonDoneByRunner || term.Job == nil || term.Job.State != api.JobDone {
+		t.Fatalf("TerminateTask = %+v, %v; want done by runner with the job state", term, err)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-done"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
+}
+
+func TestPodShim_anImageThatDoesNotExistFailsFast(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-pull", offers.Offer{})
+	_, sc := connect(t, c, rec)
+	start := time.Now()
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-pull", Image: "hoist-e2e/does-not-exist:1"}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-pull", api.TaskTerminated, time.Minute)
+	t.Logf("create → image pull error: %s: %s", time.Since(start), info.TerminationMessage)
+	if info.TerminationReason != api.ReasonImagePullError || !strings.Contains(info.TerminationMessage, "does-not-exist") {
+		t.Errorf("task %+v, want an image pull error naming the image", info)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-pull"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
+}
+
+func TestPodShim_unschedulableForLongerThanTheLimitIsNoCapacity(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-big", offers.Offer{CPUs: 4096, MemoryGB: 0.25})
+	_, sc := connect(t, c, rec)
+	start := time.Now()
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-big", Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-big", api.TaskTerminated, time.Minute)
+	took := time.Since(start)
+	t.Logf("create → no capacity: %s: %s", took, info.TerminationMessage)
+	if info.TerminationReason != api.ReasonNoCapacity || !strings.Contains(info.TerminationMessage, "Insufficient cpu") {
+		t.Errorf("task %+v, want no capacity for cpu", info)
+	}
+	if took < defaultUnschedulableTimeout-time.Second {
+		t.Errorf("no capacity after %s, before the limit of %s", took, defaultUnschedulableTimeout)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-big"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
+}
+
+func TestPodShim_terminateStopsARunningJob(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-stop", offers.Offer{})
+	cn, sc := connect(t, c, rec)
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-stop", Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-stop", api.TaskRunning, 2*time.Minute)
+	rc := api.NewRunnerClient(info.RunnerAddr, cn.HTTPClient())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for range 100 {
+		if _, err := rc.State(ctx); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := rc.Submit(ctx, api.JobSpec{RunName: "test", JobID: "job-stop", Commands: []string{"sleep 600"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	term, err := sc.TerminateTask(ctx, "job-stop", api.ReasonTerminatedByUser, "stopped by the test", 2*time.Second)
+	t.Logf("terminate took %s", time.Since(start))
+	if err != nil || !term.Terminated() || term.TerminationReason != api.ReasonTerminatedByUser || term.TerminationMessage != "stopped by the test" {
+		t.Fatalf("TerminateTask = %+v, %v; want terminated by user", term, err)
+	}
+	if again, err := sc.TerminateTask(ctx, "job-stop", api.ReasonTerminatedByServer, "", 0); err != nil || again.TerminationReason != api.ReasonTerminatedByUser {
+		t.Errorf("second TerminateTask = %+v, %v; want the first reason kept", again, err)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-stop"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
+}
+
+func TestPodShim_deleteTasksDeletesEveryPodAndSecret(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-del", offers.Offer{})
+	_, sc := connect(t, c, rec)
+	for _, id := range []string{"job-a", "job-b"} {
+		if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: id, Image: testImage,
+			RegistryAuth: &api.RegistryAuth{Username: "u", Password: "p"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, sc, "job-a", api.TaskCreating, 2*time.Minute)
+	if left := objectsLeft(t, c, rec.ID); len(left) != 6 {
+		t.Errorf("objects of the instance: %v, want 2 pods and 4 secrets", left)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		err := deleteTasks(ctx, c, rec.ID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, backends.ErrNotYetTerminated) || backends.KindOf(err) != backends.KindWait {
+			t.Fatalf("deleteTasks = %v, want nil or a wait", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if left := objectsLeft(t, c, rec.ID); len(left) != 0 {
+		t.Errorf("left after deleteTasks: %v", left)
+	}
+}
