@@ -365,25 +365,30 @@ const waitPoll = 200 * time.Millisecond
 // waitTask waits up to timeout until task id has reached status (or
 // terminated) and returns it as it is then.
 func (s *podShim) waitTask(ctx context.Context, id, status string, timeout time.Duration) (api.TaskInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var last api.TaskInfo
 	for {
-		info, err := s.getTask(ctx, id)
-		if err != nil {
-			if ctx.Err() != nil && !errors.Is(err, errNotFound) {
+		info, err := s.getTask(wctx, id)
+		switch {
+		case err == nil:
+			last = info
+			if info.Terminated() || api.TaskStatusRank(info.Status) >= api.TaskStatusRank(status) {
 				return info, nil
 			}
-			return info, err
-		}
-		if info.Terminated() || api.TaskStatusRank(info.Status) >= api.TaskStatusRank(status) {
-			return info, nil
+		case ctx.Err() != nil:
+			return last, ctx.Err()
+		case wctx.Err() != nil && last.ID != "":
+			// The wait is over while asking: what was seen last.
+			return last, nil
+		default:
+			return last, err
 		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return info, nil
-			}
-			return info, ctx.Err()
+			return last, ctx.Err()
+		case <-wctx.Done():
+			return last, nil
 		case <-time.After(waitPoll):
 		}
 	}
