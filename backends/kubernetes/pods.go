@@ -502,7 +502,13 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 			job = &st
 		}
 		info.Job = job
-		return terminate(exitReason(code, t.Reason == "OOMKilled", job))
+		oom := t.Reason == "OOMKilled"
+		info = terminate(exitReason(code, oom, job))
+		if oom && !strings.Contains(info.TerminationMessage, "out of memory") {
+			// A process of the job was OOM killed, whatever else ended it.
+			info.TerminationMessage = strings.TrimPrefix(info.TerminationMessage+"; the container ran out of memory (OOM killed)", "; ")
+		}
+		return info
 	}
 	// The pod shim stopped the task, and nothing runs any more.
 	if pod.Annotations[reasonAnnotation] != "" && !running {

@@ -384,3 +384,28 @@ func TestPodShim_deleteTasksDeletesEveryPodAndSecret(t *testing.T) {
 		t.Errorf("left after deleteTasks: %v", left)
 	}
 }
+
+func TestPodShim_aJobOutOfMemorySaysSo(t *testing.T) {
+	c := testCluster(t)
+	// 64 MiB for the runner and the job: dd's 256 MiB buffer is too much.
+	rec := testInstance("inst-oom", offers.Offer{CPUs: 1, MemoryGB: 0.0625})
+	cn, sc := connect(t, c, rec)
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-oom", Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-oom", api.TaskRunning, 2*time.Minute)
+	st, _ := runJob(t, cn, info, "dd if=/dev/zero of=/dev/null bs=256M count=1")
+	if st.State != api.JobFailed || st.ExitCode == nil || *st.ExitCode != 137 {
+		t.Errorf("job state %+v, want failed with 137 (SIGKILL by the OOM killer)", st)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	term, err := sc.TerminateTask(ctx, "job-oom", api.ReasonContainerExitedWithError, "exit status 137", 0)
+	if err != nil || term.TerminationReason != api.ReasonContainerExitedWithError || !strings.Contains(term.TerminationMessage, "out of memory") {
+		t.Errorf("TerminateTask = %+v, %v; want an error saying out of memory", term, err)
+	}
+	if err := sc.RemoveTask(t.Context(), "job-oom"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
+}
