@@ -61,6 +61,7 @@ type podShim struct {
 	mu         sync.Mutex
 	tokens     map[types.UID]string // runner tokens by pod
 	delivering map[types.UID]bool
+	delivered  map[types.UID]bool
 	failures   map[types.UID]int // failed deliveries by pod
 	arch       map[string]string // node architectures by node name
 }
@@ -76,7 +77,7 @@ func newPodShim(c *cluster, rec instanceRecord, unschedulable time.Duration) *po
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &podShim{c: c, rec: rec, unschedulable: unschedulable, fwd: newForwarder(c), log: log.With("instance", rec.ID), now: now,
-		ctx: ctx, cancel: cancel, tokens: map[types.UID]string{}, delivering: map[types.UID]bool{},
+		ctx: ctx, cancel: cancel, tokens: map[types.UID]string{}, delivering: map[types.UID]bool{}, delivered: map[types.UID]bool{},
 		failures: map[types.UID]int{}, arch: map[string]string{}}
 }
 
@@ -432,8 +433,17 @@ func (s *podShim) observe(ctx context.Context, pod *corev1.Pod) api.TaskInfo {
 	if info.Terminated() {
 		return info
 	}
-	if st := containerStatus(pod.Status.InitContainerStatuses, initContainer); st != nil && st.State.Running != nil {
+	if st := containerStatus(pod.Status.InitContainerStatuses, initContainer); pod.Spec.NodeName != "" && (st == nil || st.State.Terminated == nil) {
+		// Bound to a node: the init container runs, or soon will (the
+		// kubelet reports it a second or two late).
 		s.startDelivery(pod)
+	}
+	if info.Status == api.TaskCreating && s.runnerStarting(pod) {
+		// The kubelet reports the job container running a second late; a
+		// runner that answers runs.
+		if addr := runnerAddr(pod.Name); s.runnerAnswers(ctx, pod, addr) {
+			info.Status, info.RunnerAddr = api.TaskRunning, addr
+		}
 	}
 	if info.Status == api.TaskRunning {
 		tok, err := s.token(ctx, pod)
@@ -444,6 +454,36 @@ func (s *podShim) observe(ctx context.Context, pod *corev1.Pod) api.TaskInfo {
 		info.RunnerToken = tok
 	}
 	return info
+}
+
+// runnerStarting reports whether pod's runner was delivered (its init
+// container completed, or this pod shim delivered it) while the job
+// container is not reported running yet.
+func (s *podShim) runnerStarting(pod *corev1.Pod) bool {
+	if st := containerStatus(pod.Status.ContainerStatuses, jobContainer); st != nil && st.State.Waiting == nil {
+		return false
+	}
+	if st := containerStatus(pod.Status.InitContainerStatuses, initContainer); st != nil && st.State.Terminated != nil {
+		return st.State.Terminated.ExitCode == 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delivered[pod.UID]
+}
+
+// runnerAnswers asks the health check of the runner of pod at addr, briefly.
+func (s *podShim) runnerAnswers(ctx context.Context, pod *corev1.Pod, addr string) bool {
+	if s.runners == nil {
+		return false
+	}
+	tok, err := s.token(ctx, pod)
+	if err != nil {
+		return false
+	}
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = api.NewRunnerClient(addr, s.runners).WithToken(tok).Health(hctx)
+	return err == nil
 }
 
 // stopPod records why the task of pod ended and has the kubelet stop the
@@ -486,15 +526,18 @@ func (s *podShim) token(ctx context.Context, pod *corev1.Pod) (string, error) {
 	return tok, nil
 }
 
-// maxDeliveryFailures is how many times copying the runner into a pod may
-// fail before its task ends with an executor error.
+// maxDeliveryFailures is how many times copying the runner into a pod
+// whose init container runs may fail before its task ends with an executor
+// error.
 const maxDeliveryFailures = 3
 
 // startDelivery copies the runner into pod in the background, unless that
-// is under way.
+// is under way or done. It tries from the moment the pod is bound to a
+// node, backing off, until the init container takes it: the kubelet
+// reports a running container a second or two after it started.
 func (s *podShim) startDelivery(pod *corev1.Pod) {
 	s.mu.Lock()
-	if s.delivering[pod.UID] || s.ctx.Err() != nil {
+	if s.delivering[pod.UID] || s.delivered[pod.UID] || s.ctx.Err() != nil {
 		s.mu.Unlock()
 		return
 	}
@@ -503,27 +546,72 @@ func (s *podShim) startDelivery(pod *corev1.Pod) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := s.deliver(pod)
+		ok := s.deliverLoop(pod)
 		s.mu.Lock()
 		delete(s.delivering, pod.UID)
-		n := 0
-		if err != nil {
-			s.failures[pod.UID]++
-			n = s.failures[pod.UID]
+		if ok {
+			s.delivered[pod.UID] = true
 		}
 		s.mu.Unlock()
-		if err == nil || s.ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("runner_delivery_failed", "pod", pod.Name, "attempt", n, "err", err)
-		if n >= maxDeliveryFailures {
-			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-			defer cancel()
-			if err := s.stopPod(ctx, pod, api.ReasonExecutorError, fmt.Sprintf("copy the runner into the pod: %v", err)); err != nil {
-				s.log.Warn("task_pod_not_stopped", "pod", pod.Name, "err", err)
-			}
-		}
 	}()
+}
+
+// deliverLoop tries to deliver the runner into pod until it succeeds (true),
+// the init container is gone, or deliveries into the running init container
+// failed maxDeliveryFailures times (the task then ends).
+func (s *podShim) deliverLoop(pod *corev1.Pod) bool {
+	wait, failures := 100*time.Millisecond, 0
+	end := time.Now().Add(deliveryTimeout)
+	for {
+		err := s.deliver(pod)
+		if err == nil {
+			return true
+		}
+		if s.ctx.Err() != nil {
+			return false
+		}
+		state := s.initState(pod)
+		switch {
+		case state == nil || state.Terminated != nil:
+			// Gone, stopped, or another server delivered.
+			return false
+		case state.Running != nil:
+			failures++
+			s.log.Warn("runner_delivery_failed", "pod", pod.Name, "attempt", failures, "err", err)
+			if failures >= maxDeliveryFailures {
+				ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+				defer cancel()
+				if err := s.stopPod(ctx, pod, api.ReasonExecutorError, fmt.Sprintf("copy the runner into the pod: %v", err)); err != nil {
+					s.log.Warn("task_pod_not_stopped", "pod", pod.Name, "err", err)
+				}
+				return false
+			}
+		case time.Now().After(end):
+			// Still pulling, say: the next look at the pod tries again.
+			return false
+		}
+		select {
+		case <-s.ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(wait*3/2, time.Second)
+	}
+}
+
+// initState returns the state of pod's init container now, nil when the
+// pod is gone (or is another pod by now).
+func (s *podShim) initState(pod *corev1.Pod) *corev1.ContainerState {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	p, err := s.c.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil || p.UID != pod.UID {
+		return nil
+	}
+	if st := containerStatus(p.Status.InitContainerStatuses, initContainer); st != nil {
+		return &st.State
+	}
+	return &corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}
 }
 
 // deliveryTimeout bounds one copy of the runner into a pod.
@@ -669,6 +757,7 @@ func (s *podShim) removeTask(ctx context.Context, id string) error {
 	s.mu.Lock()
 	delete(s.tokens, pod.UID)
 	delete(s.failures, pod.UID)
+	delete(s.delivered, pod.UID)
 	s.mu.Unlock()
 	s.log.Info("task_removed", "task_id", id, "pod", pod.Name)
 	return nil

@@ -165,16 +165,19 @@ func runJob(t *testing.T, cn backends.Conn, info api.TaskInfo, commands ...strin
 	if err != nil {
 		t.Fatalf("runner at %s never answered: %v", info.RunnerAddr, err)
 	}
+	t.Logf("runner answered %s", time.Now().Format("05.000"))
 	if err := rc.Submit(ctx, api.JobSpec{RunName: "test", JobID: info.ID, Commands: commands}); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
 	if _, err := rc.Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	t.Logf("job running %s", time.Now().Format("05.000"))
 	var out strings.Builder
 	if err := rc.Follow(ctx, 0, func(l api.LogLine) error { out.Write(l.Data); return nil }); err != nil {
 		t.Fatalf("Follow: %v", err)
 	}
+	t.Logf("job output read %s", time.Now().Format("05.000"))
 	st, err := rc.Wait(ctx)
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
@@ -203,8 +206,9 @@ func TestPodShim_runsAJobThroughTheRunner(t *testing.T) {
 		t.Fatalf("task %+v, want running with a runner", info)
 	}
 	t.Logf("create → running: %s", time.Since(start))
+	logPodTimes(t, c, rec, "job-run")
 	st, out := runJob(t, cn, info, `echo "$GREETING"`, "echo to stderr >&2", "exit 3")
-	t.Logf("create → job done: %s", time.Since(start))
+	t.Logf("create → job done: %s (%s)", time.Since(start), time.Now().Format("05.000"))
 	if st.State != api.JobFailed || st.ExitCode == nil || *st.ExitCode != 3 {
 		t.Errorf("job state %+v, want failed with exit code 3", st)
 	}
@@ -408,4 +412,29 @@ func TestPodShim_aJobOutOfMemorySaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, c, rec.ID)
+}
+
+// logPodTimes logs when the pod of task id was created, scheduled, and its
+// containers started, relative to its creation.
+func logPodTimes(t *testing.T, c *cluster, rec instanceRecord, id string) {
+	t.Helper()
+	l, err := c.client.CoreV1().Pods(c.namespace).List(t.Context(), metav1.ListOptions{LabelSelector: taskSelector(rec.ID, id)})
+	if err != nil || len(l.Items) == 0 {
+		return
+	}
+	p := l.Items[0]
+	t0 := p.CreationTimestamp.Time
+	var parts []string
+	for _, cnd := range p.Status.Conditions {
+		parts = append(parts, string(cnd.Type)+"="+cnd.LastTransitionTime.Sub(t0).String())
+	}
+	for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		if r := st.State.Running; r != nil {
+			parts = append(parts, st.Name+" running="+r.StartedAt.Sub(t0).String())
+		}
+		if x := st.State.Terminated; x != nil {
+			parts = append(parts, st.Name+" started="+x.StartedAt.Sub(t0).String()+" finished="+x.FinishedAt.Sub(t0).String())
+		}
+	}
+	t.Logf("pod %s (second resolution): %s", p.Name, strings.Join(parts, " "))
 }

@@ -20,104 +20,75 @@ import (
 // A forwarder dials ports of pods through the API server's port-forward
 // subresource
 // (https://kubernetes.io/docs/tasks/access-application-cluster/port-forward-access-application-cluster/),
-// as kubectl port-forward does, but without a local listener: each dial is
-// a pair of streams (error and data) on one upgraded connection per pod,
-// and the data stream is the net.Conn. Nothing listens on this machine and
-// nothing in the cluster is exposed.
+// speaking kubectl port-forward's protocol but with no local listener: each
+// dial upgrades a connection of its own and opens one pair of streams
+// (error and data) on it; the data stream is the net.Conn. Nothing listens
+// on this machine and nothing in the cluster is exposed.
+//
+// One upgraded connection per forwarded connection, not one per pod as
+// kubectl keeps: a forwarded connection that fails at the far side (nothing
+// listens on the port yet) leaves its upgraded connection unable to open
+// new streams (measured on this project's cluster: the next streams got no
+// reply until client-go's 30 s timeout), and it must not take others with
+// it. An upgrade costs about 0.1 s; http.Transport keeps connections alive
+// between requests, so few are made.
 type forwarder struct {
 	c *cluster
 
 	mu    sync.Mutex
-	conns map[string]*podStreams // by pod name
+	open  map[*streamConn]struct{}
 	done  bool
-}
-
-// podStreams is the upgraded port-forward connection to one pod.
-type podStreams struct {
-	conn   httpstream.Connection
-	nextID int
-	mu     sync.Mutex
+	reqID int
 }
 
 func newForwarder(c *cluster) *forwarder {
-	return &forwarder{c: c, conns: map[string]*podStreams{}}
+	return &forwarder{c: c, open: map[*streamConn]struct{}{}}
 }
 
-// dialTimeout bounds the upgrade of a new port-forward connection.
+// dialTimeout bounds the upgrade of a port-forward connection and the
+// creation of its streams.
 const dialTimeout = 15 * time.Second
 
-// Dial opens a connection to port of pod, as seen from inside the pod
-// (its loopback included).
+// Dial opens a connection to port of pod, as seen from inside the pod (its
+// loopback included).
 func (f *forwarder) Dial(ctx context.Context, pod string, port int) (net.Conn, error) {
-	ps, err := f.streams(ctx, pod)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := ps.dial(port)
-	if err != nil {
-		// The connection broke (the pod went away, the API server
-		// restarted): drop it, and try once on a fresh one.
-		f.drop(pod, ps)
-		if ps, err = f.streams(ctx, pod); err != nil {
-			return nil, err
-		}
-		conn, err = ps.dial(port)
-	}
-	if err != nil {
-		f.drop(pod, ps)
-		return nil, fmt.Errorf("port-forward to pod %s port %d: %w", pod, port, err)
-	}
-	return conn, nil
-}
-
-// streams returns the port-forward connection to pod, upgrading a new one
-// when there is none or the last one closed.
-func (f *forwarder) streams(ctx context.Context, pod string) (*podStreams, error) {
 	f.mu.Lock()
 	if f.done {
 		f.mu.Unlock()
 		return nil, net.ErrClosed
 	}
-	if ps, ok := f.conns[pod]; ok {
-		select {
-		case <-ps.conn.CloseChan():
-			delete(f.conns, pod)
-		default:
-			f.mu.Unlock()
-			return ps, nil
-		}
-	}
+	f.reqID++
+	id := f.reqID
 	f.mu.Unlock()
 
 	type result struct {
-		conn httpstream.Connection
+		conn *streamConn
 		err  error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		conn, err := f.upgrade(pod)
-		ch <- result{conn, err}
+		c, err := f.dial(pod, port, id)
+		ch <- result{c, err}
 	}()
+	abandon := func() {
+		go func() {
+			if r := <-ch; r.conn != nil {
+				r.conn.Close()
+			}
+		}()
+	}
 	var r result
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.conn != nil {
-				r.conn.Close()
-			}
-		}()
+		abandon()
 		return nil, ctx.Err()
 	case <-time.After(dialTimeout):
-		go func() {
-			if r := <-ch; r.conn != nil {
-				r.conn.Close()
-			}
-		}()
-		return nil, fmt.Errorf("port-forward to pod %s: no upgrade within %s", pod, dialTimeout)
+		abandon()
+		return nil, fmt.Errorf("port-forward to pod %s port %d: no connection within %s", pod, port, dialTimeout)
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("port-forward to pod %s: %w", pod, r.err)
+		return nil, fmt.Errorf("port-forward to pod %s port %d: %w", pod, port, r.err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -125,17 +96,45 @@ func (f *forwarder) streams(ctx context.Context, pod string) (*podStreams, error
 		r.conn.Close()
 		return nil, net.ErrClosed
 	}
-	if ps, ok := f.conns[pod]; ok {
-		// Another dial upgraded meanwhile: use one connection.
-		r.conn.Close()
-		return ps, nil
+	f.open[r.conn] = struct{}{}
+	r.conn.forget = func() {
+		f.mu.Lock()
+		delete(f.open, r.conn)
+		f.mu.Unlock()
 	}
-	ps := &podStreams{conn: r.conn}
-	f.conns[pod] = ps
-	return ps, nil
+	return r.conn, nil
 }
 
-// upgrade opens the port-forward connection to pod: WebSocket first, SPDY
+// dial upgrades a port-forward connection to pod and opens the streams of
+// one forwarded connection to port on it.
+func (f *forwarder) dial(pod string, port, id int) (*streamConn, error) {
+	conn, err := f.upgrade(pod)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	h.Set(corev1.StreamType, corev1.StreamTypeError)
+	h.Set(corev1.PortHeader, strconv.Itoa(port))
+	h.Set(corev1.PortForwardRequestIDHeader, strconv.Itoa(id))
+	errStream, err := conn.CreateStream(h)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("error stream: %w", err)
+	}
+	// Nothing is written to the error stream.
+	errStream.Close()
+	h.Set(corev1.StreamType, corev1.StreamTypeData)
+	data, err := conn.CreateStream(h)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("data stream: %w", err)
+	}
+	c := &streamConn{conn: conn, data: data, errStream: errStream, port: port, errDone: make(chan struct{})}
+	go c.readErrors()
+	return c, nil
+}
+
+// upgrade opens a port-forward connection to pod: WebSocket first, SPDY
 // when the API server does not upgrade to it (as kubectl 1.31+ does).
 func (f *forwarder) upgrade(pod string) (httpstream.Connection, error) {
 	u := f.c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(f.c.namespace).Name(pod).SubResource("portforward").URL()
@@ -162,63 +161,28 @@ func (f *forwarder) upgrade(pod string) (httpstream.Connection, error) {
 	return conn, nil
 }
 
-func (f *forwarder) drop(pod string, ps *podStreams) {
-	f.mu.Lock()
-	if f.conns[pod] == ps {
-		delete(f.conns, pod)
-	}
-	f.mu.Unlock()
-	ps.conn.Close()
-}
-
-// Close closes every port-forward connection; dials fail from then on.
+// Close closes every forwarded connection; dials fail from then on.
 func (f *forwarder) Close() {
 	f.mu.Lock()
 	f.done = true
-	conns := f.conns
-	f.conns = map[string]*podStreams{}
+	open := f.open
+	f.open = map[*streamConn]struct{}{}
 	f.mu.Unlock()
-	for _, ps := range conns {
-		ps.conn.Close()
+	for c := range open {
+		c.Close()
 	}
-}
-
-// dial opens the error and data streams of one forwarded connection to
-// port (the protocol kubectl's PortForwarder speaks).
-func (ps *podStreams) dial(port int) (net.Conn, error) {
-	ps.mu.Lock()
-	id := ps.nextID
-	ps.nextID++
-	ps.mu.Unlock()
-	h := http.Header{}
-	h.Set(corev1.StreamType, corev1.StreamTypeError)
-	h.Set(corev1.PortHeader, strconv.Itoa(port))
-	h.Set(corev1.PortForwardRequestIDHeader, strconv.Itoa(id))
-	errStream, err := ps.conn.CreateStream(h)
-	if err != nil {
-		return nil, err
-	}
-	// Nothing is written to the error stream.
-	errStream.Close()
-	h.Set(corev1.StreamType, corev1.StreamTypeData)
-	data, err := ps.conn.CreateStream(h)
-	if err != nil {
-		ps.conn.RemoveStreams(errStream)
-		return nil, err
-	}
-	c := &streamConn{ps: ps, data: data, errStream: errStream, port: port, errDone: make(chan struct{})}
-	go c.readErrors()
-	return c, nil
 }
 
 // A streamConn is one forwarded connection: reads and writes go to its data
 // stream; the far side's error (nothing listens on the port, say) arrives
-// on the error stream and ends it.
+// on the error stream and ends it. Closing it closes its upgraded
+// connection.
 type streamConn struct {
-	ps        *podStreams
+	conn      httpstream.Connection
 	data      httpstream.Stream
 	errStream httpstream.Stream
 	port      int
+	forget    func() // set by Dial: drops it from the forwarder
 
 	errDone   chan struct{}
 	remoteErr error // set before errDone closes
@@ -258,17 +222,20 @@ func (c *streamConn) Read(p []byte) (int, error) {
 // Write writes to the data stream.
 func (c *streamConn) Write(p []byte) (int, error) { return c.data.Write(p) }
 
-// Close resets both streams and forgets them.
+// Close resets the streams and closes the upgraded connection.
 func (c *streamConn) Close() error {
 	c.closeOnce.Do(func() {
 		_ = c.data.Reset()
 		_ = c.errStream.Reset()
-		c.ps.conn.RemoveStreams(c.data, c.errStream)
+		c.conn.Close()
+		if c.forget != nil {
+			c.forget()
+		}
 	})
 	return nil
 }
 
-// LocalAddr and RemoteAddr are placeholders: a stream has no addresses.
+// LocalAddr is a placeholder: a stream has no address.
 func (c *streamConn) LocalAddr() net.Addr { return streamAddr("local") }
 
 // RemoteAddr names the pod's port.
