@@ -45,9 +45,14 @@ fi
 
 stop_kubernetes() {
   [ -n "$k8s_dir" ] || return 0
-  if [ -n "$k8s_pid" ] && [ ! -e "$HOIST_TEST_KUBECONFIG.rc" ]; then
-    kill -TERM -- "-$k8s_pid" 2>/dev/null || true # an unfinished start (or build)
-  fi
+  # An unfinished start (or build): stop its process group, which exists
+  # once setsid has run in the child.
+  local i
+  for i in $(seq 50); do
+    [ ! -e "$HOIST_TEST_KUBECONFIG.rc" ] && kill -0 "$k8s_pid" 2>/dev/null || break
+    kill -TERM -- "-$k8s_pid" 2>/dev/null && break
+    sleep 0.1
+  done
   wait "$k8s_pid" 2>/dev/null || true
   flock -u 7
   if [ "$k8s_started" = 1 ]; then
