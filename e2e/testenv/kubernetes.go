@@ -274,7 +274,7 @@ func (c *KubeCluster) Namespace(t testing.TB, prefix string) string {
 // and the node the label nvidia.com/gpu.product. The scheduler then places
 // pods with nvidia.com/gpu limits on it up to count, and the kubelet admits
 // them (no device is given to the containers). Tests that fake GPUs run one
-// at a time across the machine (a lock file next to the cluster's state).
+// at a time across the machine (LockNode's lock, held until the test ends).
 func (c *KubeCluster) FakeGPU(t testing.TB, count int, product string) {
 	t.Helper()
 	unlock := c.lockNode(t)
@@ -314,9 +314,18 @@ func (c *KubeCluster) FakeGPU(t testing.TB, count int, product string) {
 	}
 }
 
-// lockNode takes the machine-wide lock on changes to the node, waiting for
-// other tests (in this or another test binary) that hold it; it returns the
-// function releasing it.
+// LockNode takes, until the test ends, the machine-wide lock that FakeGPU
+// holds while the node advertises fake GPUs, waiting for the tests (of any
+// test binary) holding it: a test that reads the node's resources (offers)
+// takes it to see the node as it is. It is not reentrant: a test holding it
+// must not call FakeGPU, nor its subtests.
+func (c *KubeCluster) LockNode(t testing.TB) {
+	t.Helper()
+	t.Cleanup(c.lockNode(t))
+}
+
+// lockNode takes the lock LockNode describes and returns the function
+// releasing it.
 func (c *KubeCluster) lockNode(t testing.TB) func() {
 	t.Helper()
 	dir := c.state

@@ -124,19 +124,22 @@ func TestKubernetes_fakeGPUsScheduleUpToTheirCount(t *testing.T) {
 			}
 		}
 	})
-	n, err := c.Client.CoreV1().Nodes().Get(t.Context(), c.Node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q, ok := n.Status.Capacity[testenv.GPUResource]; ok {
-		t.Errorf("after the test the node's capacity still has %s: %s", testenv.GPUResource, q.String())
-	}
-	if q, ok := n.Status.Allocatable[testenv.GPUResource]; ok {
-		t.Errorf("after the test the node's allocatable still has %s: %s", testenv.GPUResource, q.String())
-	}
-	if v, ok := n.Labels[testenv.GPUProductLabel]; ok {
-		t.Errorf("after the test the node is still labelled %s=%s", testenv.GPUProductLabel, v)
-	}
+	t.Run("removed", func(t *testing.T) {
+		c.LockNode(t) // no other test's fake GPUs either
+		n, err := c.Client.CoreV1().Nodes().Get(t.Context(), c.Node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q, ok := n.Status.Capacity[testenv.GPUResource]; ok {
+			t.Errorf("after the test the node's capacity still has %s: %s", testenv.GPUResource, q.String())
+		}
+		if q, ok := n.Status.Allocatable[testenv.GPUResource]; ok {
+			t.Errorf("after the test the node's allocatable still has %s: %s", testenv.GPUResource, q.String())
+		}
+		if v, ok := n.Labels[testenv.GPUProductLabel]; ok {
+			t.Errorf("after the test the node is still labelled %s=%s", testenv.GPUProductLabel, v)
+		}
+	})
 }
 
 func TestKubernetes_hostPathVolumesBindClaims(t *testing.T) {
