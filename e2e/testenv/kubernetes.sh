@@ -383,7 +383,7 @@ EOF
 # image (by Docker's image ID, recorded in $STATE/images) is already there.
 import_image() {
   local id rec
-  id=$(docker image inspect --format '{{.Id}}' "$1") || die "image $1 is not in Docker"
+  id=$(docker image inspect --format '{{.Id}}' "$1" 2>/dev/null) || die "image $1 is not in Docker"
   rec="$STATE/images/$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_')"
   [ "$(cat "$rec" 2>/dev/null)" = "$id" ] && return 0
   docker save "$1" | ctr_ images import - >/dev/null
