@@ -5,7 +5,8 @@
 #   - as root, the real single-node Kubernetes cluster of kubernetes.sh
 #     (HOIST_TEST_KUBECONFIG), started in the background so that compiling the
 #     tests overlaps its start (cached or a first build), and stopped afterwards
-#     when this script started it and no other run of it still uses it.
+#     when a run of this script started it and no other run still uses it (a
+#     cluster started by hand is left alone).
 #
 # HOIST_TEST_KUBECONFIG names a file that appears once the cluster is up (a
 # symbolic link to the kubeconfig `up` prints); until then <it>.log holds the
@@ -16,7 +17,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-k8s_dir="" k8s_pid="" k8s_started=0
+k8s_dir="" k8s_pid=""
+# Present while the cluster is one a run of this script started.
+k8s_ours="${TMPDIR:-/tmp}/hoist-k8s.with-services"
 if [ -z "${HOIST_TEST_KUBECONFIG:-}" ] && [ "${HOIST_TEST_KUBERNETES:-1}" != 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "with-services: not root, so no Kubernetes cluster (kubernetes.sh needs root)" >&2
@@ -25,7 +28,7 @@ if [ -z "${HOIST_TEST_KUBECONFIG:-}" ] && [ "${HOIST_TEST_KUBERNETES:-1}" != 0 ]
     # (it gets the lock exclusively) stops the cluster, if a run started it.
     exec 7>>"${TMPDIR:-/tmp}/hoist-k8s.users"
     flock -s 7
-    bash "$here/kubernetes.sh" status >/dev/null 2>&1 || k8s_started=1
+    bash "$here/kubernetes.sh" status >/dev/null 2>&1 || : >"$k8s_ours"
     k8s_dir=$(mktemp -d "${TMPDIR:-/tmp}/hoist-test-k8s.XXXXXX")
     export HOIST_TEST_KUBECONFIG="$k8s_dir/kubeconfig"
     : >"$HOIST_TEST_KUBECONFIG.log"
@@ -55,12 +58,11 @@ stop_kubernetes() {
   done
   wait "$k8s_pid" 2>/dev/null || true
   flock -u 7
-  if [ "$k8s_started" = 1 ]; then
-    if flock -xn 7; then
-      bash "$here/kubernetes.sh" down 7>&- || true
-    else
-      echo "with-services: another run still uses the Kubernetes cluster; not stopping it" >&2
-    fi
+  if ! flock -xn 7; then
+    echo "with-services: another run still uses the Kubernetes cluster; it stops it" >&2
+  elif [ -e "$k8s_ours" ]; then
+    bash "$here/kubernetes.sh" down 7>&- || true
+    rm -f "$k8s_ours"
   fi
   rm -rf "$k8s_dir"
 }
