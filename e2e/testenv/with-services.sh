@@ -20,6 +20,32 @@ here=$(cd "$(dirname "$0")" && pwd)
 k8s_dir="" k8s_pid=""
 # Present while the cluster is one a run of this script started.
 k8s_ours="${TMPDIR:-/tmp}/hoist-k8s.with-services"
+
+# stop_kubernetes ends what this run started of the cluster, at exit.
+stop_kubernetes() {
+  [ -n "$k8s_dir" ] || return 0
+  # An unfinished start (or build): stop its process group, which exists
+  # once setsid has run in the child.
+  local i
+  for i in $(seq 50); do
+    [ ! -e "$HOIST_TEST_KUBECONFIG.rc" ] && kill -0 "$k8s_pid" 2>/dev/null || break
+    kill -TERM -- "-$k8s_pid" 2>/dev/null && break
+    sleep 0.1
+  done
+  wait "$k8s_pid" 2>/dev/null || true
+  flock -u 7
+  if ! flock -xn 7; then
+    echo "with-services: another run still uses the Kubernetes cluster; leaving it up for that run" >&2
+  elif [ -e "$k8s_ours" ]; then
+    bash "$here/kubernetes.sh" down 7>&- || true
+    rm -f "$k8s_ours"
+  fi
+  rm -rf "$k8s_dir"
+}
+trap stop_kubernetes EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 if [ -z "${HOIST_TEST_KUBECONFIG:-}" ] && [ "${HOIST_TEST_KUBERNETES:-1}" != 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "with-services: not root, so no Kubernetes cluster (kubernetes.sh needs root)" >&2
@@ -45,30 +71,6 @@ if [ -z "${HOIST_TEST_KUBECONFIG:-}" ] && [ "${HOIST_TEST_KUBERNETES:-1}" != 0 ]
     echo "with-services: starting Kubernetes in the background (log $HOIST_TEST_KUBECONFIG.log)" >&2
   fi
 fi
-
-stop_kubernetes() {
-  [ -n "$k8s_dir" ] || return 0
-  # An unfinished start (or build): stop its process group, which exists
-  # once setsid has run in the child.
-  local i
-  for i in $(seq 50); do
-    [ ! -e "$HOIST_TEST_KUBECONFIG.rc" ] && kill -0 "$k8s_pid" 2>/dev/null || break
-    kill -TERM -- "-$k8s_pid" 2>/dev/null && break
-    sleep 0.1
-  done
-  wait "$k8s_pid" 2>/dev/null || true
-  flock -u 7
-  if ! flock -xn 7; then
-    echo "with-services: another run still uses the Kubernetes cluster; it stops it" >&2
-  elif [ -e "$k8s_ours" ]; then
-    bash "$here/kubernetes.sh" down 7>&- || true
-    rm -f "$k8s_ours"
-  fi
-  rm -rf "$k8s_dir"
-}
-trap stop_kubernetes EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 if [ -n "${HOIST_TEST_POSTGRES:-}" ]; then
   "$@" 7>&-
