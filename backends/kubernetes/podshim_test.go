@@ -2,20 +2,13 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"hoist/agents/api"
 	"hoist/backends"
@@ -40,37 +33,13 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 // testCluster returns a cluster of the real test cluster
-// (HOIST_TEST_KUBECONFIG) whose namespace is a fresh one of this test,
+// (testenv.Kubernetes) whose namespace is a fresh one of this test,
 // deleted at its end.
 func testCluster(t *testing.T) *cluster {
 	t.Helper()
-	path := os.Getenv("HOIST_TEST_KUBECONFIG")
-	if path == "" {
-		testenv.Missing(t, "kubernetes: HOIST_TEST_KUBECONFIG is unset; start the cluster with `bash e2e/testenv/kubernetes.sh up` and set it to the KUBECONFIG it prints")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("load %s: %v", path, err)
-	}
-	client, err := k8s.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	ns := "hoist-podshim-" + hex.EncodeToString(b)
-	if _, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", ns, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete namespace %s: %v", ns, err)
-		}
-	})
-	return &cluster{backend: "kubernetes", namespace: ns, client: client, rest: cfg, agents: agentbin.Agents,
-		log: testLogger(t), now: time.Now}
+	kc := testenv.Kubernetes(t)
+	return &cluster{backend: "kubernetes", namespace: kc.Namespace(t, "hoist-podshim"), client: kc.Client, rest: kc.Config,
+		agents: agentbin.Agents, log: testLogger(t), now: time.Now}
 }
 
 // testInstance returns an instance record of a small slice of the node.
