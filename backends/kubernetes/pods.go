@@ -91,6 +91,9 @@ const (
 	nvidiaGPU     = corev1.ResourceName("nvidia.com/gpu")
 	amdGPU        = corev1.ResourceName("amd.com/gpu")
 	nvidiaProduct = "nvidia.com/gpu.product"
+	// amdProduct is the AMD GPU operator's label (e.g.
+	// AMD_Instinct_MI300X_OAM).
+	amdProduct = "amd.com/gpu.product-name"
 )
 
 // dns1123 matches what may not be in a DNS-1123 label.
@@ -128,14 +131,15 @@ func taskLabels(rec instanceRecord, taskID string) map[string]string {
 	return out
 }
 
-// instanceSelector selects the objects of every task of instance id.
-func instanceSelector(id string) string {
+// tasksSelector selects the objects (pods, secrets) of every task of
+// instance id.
+func tasksSelector(id string) string {
 	return managedByLabel + "=" + managedByValue + "," + backends.TagInstance + "=" + labelValue(id)
 }
 
 // taskSelector selects the objects of task taskID of instance id.
 func taskSelector(id, taskID string) string {
-	return instanceSelector(id) + "," + taskLabel + "=" + labelValue(taskID)
+	return tasksSelector(id) + "," + taskLabel + "=" + labelValue(taskID)
 }
 
 // taskMeta returns the object metadata of a task's object called name.
@@ -209,9 +213,9 @@ type podSpec struct {
 	// Secret is the task's secret (taskSecret); PullSecret the registry
 	// credentials' secret, "" for none.
 	Secret, PullSecret string
-	// GPUProducts are the values of the nodes' nvidia.com/gpu.product
-	// labels; those that name the offer's GPU go into the pod's node
-	// affinity.
+	// GPUProducts are the values of the nodes' GPU product labels of the
+	// offer's vendor (productLabel); those that name the offer's GPU go
+	// into the pod's node affinity.
 	GPUProducts []string
 }
 
@@ -313,20 +317,21 @@ func buildPod(rec instanceRecord, spec api.TaskSpec, ps podSpec) (*corev1.Pod, e
 			pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: string(gpu), Operator: corev1.TolerationOpExists, Effect: effect})
 		}
 	}
-	if gpu == nvidiaGPU && rec.Offer.GPUName != "" {
+	if gpu != "" && rec.Offer.GPUName != "" {
+		label := productLabel(gpu)
 		var values []string
 		for _, p := range ps.GPUProducts {
-			if productNames(p, rec.Offer.GPUName) && !slices.Contains(values, p) {
+			if productNames(gpu, p, rec.Offer.GPUName) && !slices.Contains(values, p) {
 				values = append(values, p)
 			}
 		}
 		if len(values) == 0 {
-			return nil, fmt.Errorf("no node has a %s label naming the %s GPU", nvidiaProduct, rec.Offer.GPUName)
+			return nil, fmt.Errorf("no node has a %s label naming the %s GPU", label, rec.Offer.GPUName)
 		}
 		slices.Sort(values)
 		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: nvidiaProduct, Operator: corev1.NodeSelectorOpIn, Values: values}},
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: label, Operator: corev1.NodeSelectorOpIn, Values: values}},
 			}}},
 		}}
 	}
@@ -420,13 +425,28 @@ func resources(rec instanceRecord, spec api.TaskSpec) (corev1.ResourceRequiremen
 	return out, gpu, nil
 }
 
-// productNames reports whether the value of a node's nvidia.com/gpu.product
-// label (GPU feature discovery's, e.g. "NVIDIA-A100-SXM4-40GB",
-// "NVIDIA-GeForce-RTX-4090") names the GPU called name in offers (A100,
-// RTX4090): dstack's reading of the label
-// (core/backends/kubernetes/resources.py): "RTX-" joined to the model, then
-// the dash-separated words compared without case.
-func productNames(product, name string) bool {
+// productLabel returns the node label naming the model of GPU resource gpu.
+func productLabel(gpu corev1.ResourceName) string {
+	if gpu == amdGPU {
+		return amdProduct
+	}
+	return nvidiaProduct
+}
+
+// productNames reports whether product, the value of a node's product label
+// of GPU resource gpu, names the GPU called name in an offer: the label as
+// the driver's offers spell it (NVIDIA's with "RTX-" as "RTX ", AMD's with
+// spaces for underscores), or, for NVIDIA, one of its dash-separated words
+// as dstack reads GPU feature discovery's label (A100 in
+// "NVIDIA-A100-SXM4-40GB", RTX4090 in "NVIDIA-GeForce-RTX-4090":
+// core/backends/kubernetes/resources.py), case aside.
+func productNames(gpu corev1.ResourceName, product, name string) bool {
+	if gpu == amdGPU {
+		return strings.EqualFold(product, name) || strings.EqualFold(strings.ReplaceAll(product, "_", " "), name)
+	}
+	if strings.EqualFold(product, name) || strings.EqualFold(strings.ReplaceAll(product, "RTX-", "RTX "), name) {
+		return true
+	}
 	p := strings.ReplaceAll(strings.ToUpper(product), "RTX-", "RTX")
 	for _, w := range strings.Split(p, "-") {
 		if w != "" && strings.EqualFold(w, name) {

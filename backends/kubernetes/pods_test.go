@@ -150,6 +150,20 @@ func TestBuildPod(t *testing.T) {
 					t.Error("a GPU pod hides its GPUs")
 				}
 			}},
+		{name: "an AMD GPU slice: its resource and product affinity", rec: func() instanceRecord {
+			r := gpuRec
+			r.Offer.GPUVendor, r.Offer.GPUName = "amd", "AMD Instinct MI300X OAM"
+			return r
+		}(), spec: api.TaskSpec{ID: "j", Image: "busybox"}, ps: podSpec{Name: "p", Namespace: "ns", Secret: "p", GPUProducts: []string{"AMD_Instinct_MI300X_OAM"}},
+			check: func(t *testing.T, p *corev1.Pod) {
+				if q := p.Spec.Containers[0].Resources.Limits[amdGPU]; q.Value() != 1 {
+					t.Errorf("limits %v", p.Spec.Containers[0].Resources.Limits)
+				}
+				e := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
+				if e.Key != amdProduct || len(e.Values) != 1 || e.Values[0] != "AMD_Instinct_MI300X_OAM" {
+					t.Errorf("affinity %+v", e)
+				}
+			}},
 		{name: "a GPU no node has is an error", rec: func() instanceRecord { r := gpuRec; r.Offer.GPUName = "H100"; return r }(),
 			spec: api.TaskSpec{ID: "j", Image: "busybox"}, ps: ps, wantErr: "naming the H100 GPU"},
 		{name: "a claim is a persistent volume claim, read-only when asked", rec: testRecord(),
@@ -268,18 +282,23 @@ func TestSecrets(t *testing.T) {
 
 func TestProductNames(t *testing.T) {
 	tests := []struct {
+		gpu           corev1.ResourceName
 		product, name string
 		want          bool
 	}{
-		{"NVIDIA-A100-SXM4-40GB", "A100", true},
-		{"NVIDIA-GeForce-RTX-4090", "RTX4090", true},
-		{"Tesla-T4", "T4", true},
-		{"NVIDIA-H100-80GB-HBM3", "A100", false},
-		{"NVIDIA-A100-SXM4-40GB", "A10", false},
+		{nvidiaGPU, "NVIDIA-A100-SXM4-40GB", "A100", true},
+		{nvidiaGPU, "NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", true},
+		{nvidiaGPU, "NVIDIA-GeForce-RTX-4090", "NVIDIA-GeForce-RTX 4090", true},
+		{nvidiaGPU, "NVIDIA-GeForce-RTX-4090", "RTX4090", true},
+		{nvidiaGPU, "Tesla-T4", "T4", true},
+		{nvidiaGPU, "NVIDIA-H100-80GB-HBM3", "A100", false},
+		{nvidiaGPU, "NVIDIA-A100-SXM4-40GB", "A10", false},
+		{amdGPU, "AMD_Instinct_MI300X_OAM", "AMD Instinct MI300X OAM", true},
+		{amdGPU, "AMD_Instinct_MI300X_OAM", "MI300X", false},
 	}
 	for _, tt := range tests {
-		if got := productNames(tt.product, tt.name); got != tt.want {
-			t.Errorf("productNames(%q, %q) = %v, want %v", tt.product, tt.name, got, tt.want)
+		if got := productNames(tt.gpu, tt.product, tt.name); got != tt.want {
+			t.Errorf("productNames(%s, %q, %q) = %v, want %v", tt.gpu, tt.product, tt.name, got, tt.want)
 		}
 	}
 }

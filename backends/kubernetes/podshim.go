@@ -201,7 +201,7 @@ func longPoll(ms string) time.Duration {
 // hostInfo describes the instance: its slice of a node, as reserved.
 func (s *podShim) hostInfo() api.HostInfo {
 	o := s.rec.Offer
-	h := api.HostInfo{Hostname: s.rec.ID, OS: "linux", Arch: goArch(o.CPUArch), CPUs: o.CPUs,
+	h := api.HostInfo{Hostname: s.rec.ID, OS: "linux", Arch: hostArch(o.CPUArch), CPUs: o.CPUs,
 		MemoryBytes: int64(o.MemoryGB * (1 << 30)), DiskBytes: int64(o.DiskGB * (1 << 30)), ShimVersion: podShimVersion}
 	if o.GPUCount > 0 {
 		h.GPUVendor = strings.ToLower(o.GPUVendor)
@@ -215,8 +215,8 @@ func (s *podShim) hostInfo() api.HostInfo {
 	return h
 }
 
-// goArch spells an offer's CPU architecture (x86, arm) as Go does.
-func goArch(arch string) string {
+// hostArch spells an offer's CPU architecture (x86, arm) as Go does.
+func hostArch(arch string) string {
 	switch arch {
 	case "arm", "arm64", "aarch64":
 		return "arm64"
@@ -239,7 +239,11 @@ func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskIn
 	name, ns := podName(spec), s.c.namespace
 	ps := podSpec{Name: name, Namespace: ns, Secret: name}
 	if s.rec.Offer.GPUCount > 0 {
-		products, err := s.gpuProducts(ctx)
+		label := nvidiaProduct
+		if strings.EqualFold(s.rec.Offer.GPUVendor, "amd") {
+			label = amdProduct
+		}
+		products, err := s.gpuProducts(ctx, label)
 		if err != nil {
 			return api.TaskInfo{}, err
 		}
@@ -313,16 +317,15 @@ func (s *podShim) putSecret(ctx context.Context, sec *corev1.Secret) error {
 	return nil
 }
 
-// gpuProducts returns the values of the nodes' nvidia.com/gpu.product
-// labels.
-func (s *podShim) gpuProducts(ctx context.Context) ([]string, error) {
-	nodes, err := s.c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nvidiaProduct})
+// gpuProducts returns the values of the nodes' label.
+func (s *podShim) gpuProducts(ctx context.Context, label string) ([]string, error) {
+	nodes, err := s.c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: label})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	var out []string
 	for _, n := range nodes.Items {
-		if v := n.Labels[nvidiaProduct]; v != "" && !slices.Contains(out, v) {
+		if v := n.Labels[label]; v != "" && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
@@ -669,7 +672,7 @@ func (s *podShim) nodeArch(ctx context.Context, name string) (string, error) {
 
 // listTasks returns every task of the instance.
 func (s *podShim) listTasks(ctx context.Context) (api.TaskList, error) {
-	l, err := s.c.client.CoreV1().Pods(s.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: instanceSelector(s.rec.ID)})
+	l, err := s.c.client.CoreV1().Pods(s.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: tasksSelector(s.rec.ID)})
 	if err != nil {
 		return api.TaskList{}, fmt.Errorf("list pods: %w", err)
 	}
@@ -787,7 +790,7 @@ func (s *podShim) deleteSecrets(id string) {
 // still stopping make it a wait (backends.ErrNotYetTerminated); gone is
 // success.
 func deleteTasks(ctx context.Context, c *cluster, id string) error {
-	sel := metav1.ListOptions{LabelSelector: instanceSelector(id)}
+	sel := metav1.ListOptions{LabelSelector: tasksSelector(id)}
 	pods := c.client.CoreV1().Pods(c.namespace)
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("instance %s: delete pods: %w", id, err)

@@ -78,7 +78,7 @@ func waitFor(t *testing.T, sc *api.ShimClient, id, status string, limit time.Dur
 // objectsLeft lists the pods and secrets of instance id in c's namespace.
 func objectsLeft(t *testing.T, c *cluster, id string) []string {
 	t.Helper()
-	sel := metav1.ListOptions{LabelSelector: instanceSelector(id)}
+	sel := metav1.ListOptions{LabelSelector: tasksSelector(id)}
 	var out []string
 	pods, err := c.client.CoreV1().Pods(c.namespace).List(t.Context(), sel)
 	if err != nil {
