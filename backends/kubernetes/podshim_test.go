@@ -404,3 +404,56 @@ func logPodTimes(t *testing.T, c *cluster, rec instanceRecord, id string) {
 	}
 	t.Logf("pod %s (second resolution): %s", p.Name, strings.Join(parts, " "))
 }
+
+func TestPodShim_aGPUSliceIsScheduledWithItsLimitAndTooManyAreNoCapacity(t *testing.T) {
+	c := testCluster(t)
+	kc := testenv.Kubernetes(t)
+	const product = "NVIDIA-A100-SXM4-40GB"
+	kc.FakeGPU(t, 2, product)
+	// The driver's offers name the GPU by its product label.
+	one := testInstance("inst-gpu1", offers.Offer{CPUs: 1, MemoryGB: 0.25, GPUVendor: "nvidia", GPUName: product, GPUCount: 1})
+	cn, sc := connect(t, c, one)
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-gpu1", Image: testImage, GPUCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-gpu1", api.TaskRunning, 2*time.Minute)
+	if info.Status != api.TaskRunning {
+		t.Fatalf("a 1-GPU task on a node of 2: %+v", info)
+	}
+	p, err := c.client.CoreV1().Pods(c.namespace).Get(t.Context(), info.ContainerName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := p.Spec.Containers[0].Resources.Limits[nvidiaGPU]; q.Value() != 1 {
+		t.Errorf("gpu limit %v, want 1", p.Spec.Containers[0].Resources.Limits)
+	}
+	st, _ := runJob(t, cn, info, "true")
+	if st.State != api.JobDone {
+		t.Errorf("job %+v", st)
+	}
+
+	three := testInstance("inst-gpu3", offers.Offer{CPUs: 1, MemoryGB: 0.25, GPUVendor: "nvidia", GPUName: "A100", GPUCount: 3})
+	_, sc3 := connect(t, c, three)
+	if _, err := sc3.CreateTask(t.Context(), api.TaskSpec{ID: "job-gpu3", Image: testImage, GPUCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	info3 := waitFor(t, sc3, "job-gpu3", api.TaskTerminated, time.Minute)
+	if info3.TerminationReason != api.ReasonNoCapacity || !strings.Contains(info3.TerminationMessage, "nvidia.com/gpu") {
+		t.Errorf("a 3-GPU task on a node of 2: %+v, want no capacity for nvidia.com/gpu", info3)
+	}
+	for _, x := range []struct {
+		sc *api.ShimClient
+		id string
+	}{{sc, "job-gpu1"}, {sc3, "job-gpu3"}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		if _, err := x.sc.TerminateTask(ctx, x.id, api.ReasonTerminatedByServer, "", 0); err != nil {
+			t.Error(err)
+		}
+		if err := x.sc.RemoveTask(ctx, x.id); err != nil {
+			t.Error(err)
+		}
+		cancel()
+	}
+	waitGone(t, c, one.ID)
+	waitGone(t, c, three.ID)
+}
