@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -60,7 +62,8 @@ type Options struct {
 
 // KubeconfigOptions is dstack's `kubeconfig: {filename | data}`.
 type KubeconfigOptions struct {
-	// Filename is the path of a kubeconfig file on the server.
+	// Filename is the path of a kubeconfig file on the server ("~/" is
+	// the home directory).
 	Filename string `json:"filename"`
 	// Data is the kubeconfig's content; it wins over Filename.
 	Data string `json:"data"`
@@ -192,7 +195,13 @@ func (o Options) resolve() (settings, error) {
 			return s, fmt.Errorf("kubeconfig.data: %w", err)
 		}
 	case o.Kubeconfig.Filename != "":
-		b, rerr := os.ReadFile(o.Kubeconfig.Filename)
+		path := o.Kubeconfig.Filename
+		if tail, ok := strings.CutPrefix(path, "~/"); ok {
+			if home, herr := os.UserHomeDir(); herr == nil {
+				path = filepath.Join(home, tail)
+			}
+		}
+		b, rerr := os.ReadFile(path)
 		if rerr != nil {
 			return s, fmt.Errorf("kubeconfig.filename: %w", rerr)
 		}
