@@ -28,8 +28,13 @@ var (
 	_ backends.VolumeBackend = (*Backend)(nil)
 )
 
-// startTimeout bounds the API calls Factory makes to check the cluster.
-const startTimeout = 10 * time.Second
+// Timeouts of the driver's own checks of the cluster.
+const (
+	// startTimeout bounds the API calls Factory makes.
+	startTimeout = 10 * time.Second
+	// describeTimeout bounds Describe's check that the API server answers.
+	describeTimeout = 5 * time.Second
+)
 
 // Backend is the Kubernetes backend: offers are slices of the cluster's
 // nodes, an instance is a reservation of one (a record, nothing in the
@@ -261,7 +266,9 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 		return backends.Instance{}, fmt.Errorf("kubernetes backend %q: instance %s: %w", b.name, id, backends.ErrNotFound)
 	}
 	inst := b.instance(r)
-	if _, err := b.c.client.Discovery().ServerVersion(); err != nil {
+	vctx, cancel := context.WithTimeout(ctx, describeTimeout)
+	defer cancel()
+	if err := b.c.client.Discovery().RESTClient().Get().AbsPath("/version").Do(vctx).Error(); err != nil {
 		inst.Unreachable, inst.Message = true, "the cluster's API server does not answer: "+err.Error()
 	}
 	return inst, nil

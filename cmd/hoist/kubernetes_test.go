@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"hoist/backends/offers"
+	"hoist/e2e/testenv"
 	"hoist/schema"
 	"hoist/store"
 )
@@ -69,3 +71,27 @@ func TestKubernetesBackend_registeredLiveAndPriced(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestOffersCmd_configListsTheClustersNodes: `hoist offers --config` lists
+// a slice of the test cluster's node next to the catalog's offers.
+func TestOffersCmd_configListsTheClustersNodes(t *testing.T) {
+	kc := os.Getenv("HOIST_TEST_KUBECONFIG")
+	if kc == "" {
+		testenv.Missing(t, "no Kubernetes cluster: run `bash e2e/testenv/kubernetes.sh up` and set HOIST_TEST_KUBECONFIG to the path it prints")
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(cfg, []byte("backends:\n- type: kubernetes\n  kubeconfig: {filename: "+kc+"}\n  price: {cpu: 0.001}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runHoist(t, "offers", "--config", cfg, "--cpu", "1..", "--gpu", "0", "--backend", "kubernetes", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("output is not a JSON array: %v\n%s", err, out)
+	}
+	if len(rows) == 0 || rows[0]["backend"] != "kubernetes" || rows[0]["cpus"].(float64) != 1 || rows[0]["price"].(float64) != 0.001 {
+		t.Fatalf("offers = %v, want a 1-CPU slice of a node of backend kubernetes at $0.001", rows)
+	}
+}
