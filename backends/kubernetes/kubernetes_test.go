@@ -227,3 +227,47 @@ func TestVolumes_claimsFromTheSpec(t *testing.T) {
 		t.Error("AttachVolume to an unknown instance succeeded")
 	}
 }
+
+// TestList_podsWithoutARecordAreLeaks: a pod labelled for an instance
+// hoist has no record of (a lost Create, a record deleted) is listed and
+// described as a terminating instance, and Terminate deletes it.
+func TestList_podsWithoutARecordAreLeaks(t *testing.T) {
+	b, _ := openTestBackend(t, nil)
+	ctx := t.Context()
+	tags := map[string]string{backends.TagInstallation: "driver-leak", backends.TagResource: "fleet/k8s", backends.TagInstance: "leaked-1"}
+	grace := int64(1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "leaked", Labels: tagLabels(tags), Annotations: tagAnnotations(tags)},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{Name: "c", Image: "hoist-e2e/busybox:latest", ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "600"}}},
+		},
+	}
+	if _, err := b.c.client.CoreV1().Pods(b.c.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.List(ctx, map[string]string{backends.TagInstallation: "driver-leak"})
+	if err != nil || len(got) != 1 || got[0].ID != "leaked-1" || got[0].Status != backends.StatusTerminating || got[0].Tags[backends.TagResource] != "fleet/k8s" {
+		t.Fatalf("List = %+v, %v; want the leaked instance, terminating, with its tags", got, err)
+	}
+	if other, err := b.List(ctx, map[string]string{backends.TagInstallation: "someone-else"}); err != nil || len(other) != 0 {
+		t.Errorf("List(another installation) = %+v, %v; want none", other, err)
+	}
+	if d, err := b.Describe(ctx, "leaked-1"); err != nil || d.Status != backends.StatusTerminating {
+		t.Errorf("Describe(leaked) = %+v, %v; want terminating", d, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := b.Terminate(ctx, "leaked-1")
+		if err == nil {
+			break
+		}
+		if backends.KindOf(err) == backends.KindStalled || time.Now().After(deadline) {
+			t.Fatalf("Terminate(leaked): %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got, err := b.List(ctx, map[string]string{backends.TagInstallation: "driver-leak"}); err != nil || len(got) != 0 {
+		t.Errorf("List after Terminate = %+v, %v; want none", got, err)
+	}
+}
