@@ -158,6 +158,9 @@ func (b *Backend) ensureNamespace(ctx context.Context) error {
 			return b.apiError("create namespace "+ns, err)
 		}
 		b.log.Info("namespace_created", "namespace", ns)
+		if err := b.waitServiceAccount(ctx); err != nil {
+			return err
+		}
 	case apierrors.IsForbidden(err):
 		b.log.Debug("namespace_not_readable", "namespace", ns, "error", err)
 	default:
@@ -165,6 +168,26 @@ func (b *Backend) ensureNamespace(ctx context.Context) error {
 	}
 	b.nsReady = true
 	return nil
+}
+
+// waitServiceAccount waits until the controller manager has made the new
+// namespace's default ServiceAccount: the API server refuses pods until
+// then.
+func (b *Backend) waitServiceAccount(ctx context.Context) error {
+	for {
+		_, err := b.c.client.CoreV1().ServiceAccounts(b.c.namespace).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return b.apiError("service account of namespace "+b.c.namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return backends.Transient(fmt.Errorf("kubernetes backend %q: namespace %s has no default service account yet: %w", b.name, b.c.namespace, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // apiError classifies an API error: refused credentials or permissions
