@@ -1,8 +1,9 @@
 // Package testenv gives tests of every hoist package the real dependencies they
 // run against: the local busybox test image on this machine's Docker Engine,
 // (from the store's tests) a throwaway PostgreSQL database, throwaway
-// OpenSSH servers on loopback addresses (StartSSHD), and the cloud simulator
-// (StartCloudSim).
+// OpenSSH servers on loopback addresses (StartSSHD), the cloud simulator
+// (StartCloudSim), and the real single-node Kubernetes cluster of
+// kubernetes.sh (Kubernetes).
 //
 // Every test that needs something outside Go asks for it through Require (a
 // program) or ends through Missing: on a developer's machine a missing

@@ -5,31 +5,60 @@
 #   bash e2e/testenv/kubernetes.sh up             # builds (cached), starts; last line: KUBECONFIG=<path>
 #   bash e2e/testenv/kubernetes.sh kubectl ARGS…  # the matching kubectl against the cluster
 #   bash e2e/testenv/kubernetes.sh down           # stops what `up` started (by PID files), removes the state
+#   bash e2e/testenv/kubernetes.sh status         # exit 0 when the cluster answers (prints its kubeconfig)
+#   bash e2e/testenv/kubernetes.sh import IMAGE…  # copies Docker images into the running cluster
 #   bash e2e/testenv/kubernetes.sh build          # only builds the binaries into the cache
+#   bash e2e/testenv/kubernetes.sh packages       # prints the missing Debian packages (for .ci/run)
+#   bash e2e/testenv/kubernetes.sh measure        # times a start (cached; cold with HOIST_MEASURE_COLD=1)
+#                                                 # and `kubectl run --rm` of the busybox image
 #
 # Components: etcd (Debian `etcd-server`); kube-apiserver, kube-scheduler,
 # kube-controller-manager, kubelet and kubectl built with `go build` from
 # k8s.io/kubernetes through the Go module proxy; a containerd of its own
 # (Debian `containerd`, own root/state/socket, CRI plugin) with runc and
 # Debian's `containernetworking-plugins`. Docker's daemon and its containerd
-# are only read (`docker save` of $HOIST_K8S_IMAGES).
+# are only read (`docker save` of $HOIST_K8S_IMAGES, default the busybox test
+# image, which `up` builds with busybox-image.sh when Docker lacks it).
 #
 # Binaries are cached in $HOIST_K8S_CACHE (default ~/.cache/hoist/k8s); the
 # cluster's state (certs, etcd data, logs, PID files) lives in
-# ${TMPDIR:-/tmp}/hoist-k8s. Pods must use `imagePullPolicy: IfNotPresent`
-# (or Never): there is no registry, images are imported at `up`.
-# Progress goes to stderr. Needs root (kubelet, containerd, CNI).
+# $HOIST_K8S_STATE (default ${TMPDIR:-/tmp}/hoist-k8s). Pods must use
+# `imagePullPolicy: IfNotPresent` (or Never): there is no registry, images are
+# imported (at `up`, or with `import`).
+#
+# Every command may run while another runs: `up`, `down` and `import` take
+# an exclusive lock on $HOIST_K8S_STATE.lock, a build one on the cache's
+# v<version>.lock, so two callers of `up` both get the one cluster and `down`
+# waits for an `up` under way. Only one cluster can run on a machine (fixed
+# ports, the kubelet's host paths). Progress goes to stderr; stdout carries
+# only what a command prints for its caller. Needs root (kubelet, containerd,
+# CNI).
 set -euo pipefail
 
 K8S_VERSION="${HOIST_K8S_VERSION:-1.37.2}"
 CACHE="${HOIST_K8S_CACHE:-$HOME/.cache/hoist/k8s}"
-STATE="${TMPDIR:-/tmp}/hoist-k8s"
-IMAGES="${HOIST_K8S_IMAGES-hoist-e2e/busybox:latest}"
+STATE="${HOIST_K8S_STATE:-${TMPDIR:-/tmp}/hoist-k8s}"
+TEST_IMAGE=hoist-e2e/busybox:latest
+IMAGES="${HOIST_K8S_IMAGES-$TEST_IMAGE}"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN="$CACHE/v$K8S_VERSION/bin"
 SRC="$CACHE/v$K8S_VERSION/src"
 
 log() { echo "k8s: $*" >&2; }
 die() { echo "k8s: $*" >&2; exit 1; }
+
+# lock_state and lock_build take the script's locks (fds 9 and 8; processes
+# the script starts get neither, see start).
+lock_state() {
+  mkdir -p "$(dirname "$STATE")"
+  exec 9>>"$STATE.lock"
+  flock 9
+}
+lock_build() {
+  mkdir -p "$CACHE"
+  exec 8>>"$CACHE/v$K8S_VERSION.lock"
+  flock 8
+}
 
 # ---------------------------------------------------------------- build
 BINARIES=(kube-apiserver kubelet kubectl kube-scheduler kube-controller-manager)
@@ -46,6 +75,7 @@ build() {
   local b missing=0
   for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || missing=1; done
   [ "$missing" = 0 ] && return 0
+  lock_build # another caller may be building them: wait, then build only what is still missing
   mkdir -p "$BIN" "$SRC"
   local m minor="${K8S_VERSION#1.}"
   minor="${minor%%.*}"
@@ -64,30 +94,37 @@ build() {
     [ -x "$BIN/$b" ] && continue
     local t0=$SECONDS
     log "go build k8s.io/kubernetes/cmd/$b@v$K8S_VERSION (the first build takes minutes)"
-    (cd "$SRC" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "$ld" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b")
+    (cd "$SRC" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "$ld" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b") 8>&- 9>&-
     mv "$BIN/$b.tmp" "$BIN/$b"
     log "built $b in $((SECONDS - t0))s"
   done
 }
 
 # ---------------------------------------------------------------- packages and images
-# ensure_packages installs the Debian packages that are missing, and only those
-# (as .ci/run does for the rest of the suite).
+# missing_packages prints the Debian packages the cluster needs that are not
+# installed, one per line (.ci/run installs them with the rest of the suite's).
+missing_packages() {
+  command -v etcd >/dev/null 2>&1 || echo etcd-server
+  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || echo containernetworking-plugins
+  command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || echo containerd
+  command -v runc >/dev/null 2>&1 || echo runc
+  command -v openssl >/dev/null 2>&1 || echo openssl
+  command -v curl >/dev/null 2>&1 || echo curl
+  command -v ip >/dev/null 2>&1 || echo iproute2
+  command -v flock >/dev/null 2>&1 || echo util-linux
+}
+
+# ensure_packages installs the Debian packages that are missing, and only those.
 ensure_packages() {
-  local need=()
-  command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
-  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
-  command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || need+=(containerd)
-  command -v runc >/dev/null 2>&1 || need+=(runc)
-  command -v openssl >/dev/null 2>&1 || need+=(openssl)
-  command -v curl >/dev/null 2>&1 || need+=(curl)
-  command -v ip >/dev/null 2>&1 || need+=(iproute2)
-  if [ ${#need[@]} -gt 0 ]; then
-    log "installing ${need[*]}"
+  local need
+  need=$(missing_packages)
+  if [ -n "$need" ]; then
+    log "installing" $need
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # etcd-server's postinst cannot start its service without systemd: harmless.
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    # shellcheck disable=SC2086 # one word per package
+    apt-get install -y -qq --no-install-recommends $need >/dev/null
   fi
 }
 
@@ -165,7 +202,7 @@ start() { # name binary args…
   shift
   pid_of "$name" >/dev/null && return 0
   mkdir -p "$LOGS" "$PIDS"
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 8>&- 9>&- &
   echo $! >"$PIDS/$name.pid"
   readlink -f "$1" >"$PIDS/$name.exe"
   log "started $name (pid $!, log $LOGS/$name.log)"
@@ -331,14 +368,28 @@ EOF
   wait_for containerd 60 ctr_ version
   local img
   for img in "$PAUSE_IMAGE" $IMAGES; do
-    ctr_ images ls -q | grep -qx "docker.io/$img" && continue
+    if [ "$img" = "$TEST_IMAGE" ] && ! docker image inspect "$img" >/dev/null 2>&1; then
+      bash "$HERE/busybox-image.sh" "$img" >&2 || log "could not build $img"
+    fi
     if docker image inspect "$img" >/dev/null 2>&1; then
-      docker save "$img" | ctr_ images import - >/dev/null
-      log "imported $img"
+      import_image "$img"
     else
       log "image $img is not in Docker; skipped"
     fi
   done
+}
+
+# import_image copies Docker's image $1 into our containerd, unless the same
+# image (by Docker's image ID, recorded in $STATE/images) is already there.
+import_image() {
+  local id rec
+  id=$(docker image inspect --format '{{.Id}}' "$1" 2>/dev/null) || die "image $1 is not in Docker"
+  rec="$STATE/images/$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_')"
+  [ "$(cat "$rec" 2>/dev/null)" = "$id" ] && return 0
+  docker save "$1" | ctr_ images import - >/dev/null
+  mkdir -p "$STATE/images"
+  echo "$id" >"$rec"
+  log "imported $1"
 }
 
 # The kubelet writes to hard-coded host paths whatever its flags; `up` notes
@@ -504,21 +555,104 @@ down() {
   log "down"
 }
 
+# running reports whether the cluster answers: its API server is ready and
+# its node is Ready.
+running() {
+  pid_of kube-apiserver >/dev/null && pid_of kubelet >/dev/null &&
+    curl -fsS --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+      "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1
+}
+
+# now prints the time in seconds with milliseconds; since prints the seconds
+# elapsed since $1 (a `now`).
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# measure prints, one `name seconds` line each on stdout, how long the cluster
+# takes to build, start and run a pod:
+#   cold_build    (HOIST_MEASURE_COLD=1 only: minutes, 4 GB of scratch) the
+#                 binaries built into an empty cache with an empty GOCACHE
+#                 (the Go module cache is kept)
+#   start_cached  `up` with no state and the binaries cached
+#   start_again   `up` while the cluster runs (a no-op)
+#   kubectl_run   `kubectl run --rm -i` of the busybox image running `echo`,
+#                 from the command to its exit (three times)
+#   stop          `down`
+# It starts and stops the cluster itself (holding the lock), so with a cluster
+# already up (others may be using it) it measures kubectl_run only.
+measure() {
+  local t i out was_up=0
+  running && was_up=1
+  [ $was_up = 1 ] || lock_state
+  if [ "${HOIST_MEASURE_COLD:-}" = 1 ]; then
+    local scratch
+    scratch=$(mktemp -d)
+    t=$(now)
+    HOIST_K8S_CACHE="$scratch/cache" GOCACHE="$scratch/gocache" bash "$0" build 8>&- 9>&-
+    echo "cold_build $(since "$t")"
+    rm -rf "$scratch"
+  fi
+  if [ $was_up = 1 ]; then
+    log "the cluster is up (others may use it): its start and stop are not measured"
+  else
+    build
+    build_pause
+    t=$(now)
+    (up >/dev/null)
+    echo "start_cached $(since "$t")"
+    t=$(now)
+    (up >/dev/null)
+    echo "start_again $(since "$t")"
+  fi
+  [ -s "$STATE/bin" ] && BIN=$(cat "$STATE/bin")
+  for i in 1 2 3; do
+    t=$(now)
+    out=$(kc run "measure-$$-$i" --image="$TEST_IMAGE" --image-pull-policy=IfNotPresent --restart=Never \
+      --rm -i --quiet --command -- echo hello 2>&1) || die "kubectl run: $out"
+    echo "kubectl_run $(since "$t")"
+    grep -qx hello <<<"$out" || die "kubectl run printed: $out"
+  done
+  if [ $was_up = 0 ]; then
+    t=$(now)
+    (down)
+    echo "stop $(since "$t")"
+  fi
+}
+
 case "${1:-}" in
-up) up ;;
-down) down ;;
+up)
+  lock_state
+  up
+  ;;
+down)
+  lock_state
+  down
+  ;;
+status)
+  running || { log "no cluster answers (state $STATE)"; exit 1; }
+  echo "KUBECONFIG=$KUBECONFIG_ADMIN"
+  ;;
+import)
+  shift
+  [ $# -gt 0 ] || die "usage: $0 import IMAGE…"
+  lock_state
+  running || die "no cluster answers (state $STATE); start it with: $0 up"
+  for img in "$@"; do import_image "$img"; done
+  ;;
 build)
   ensure_packages
   build
   build_pause
   ;;
+packages) missing_packages ;;
+measure) measure ;;
 kubectl)
   shift
   [ -s "$STATE/bin" ] && BIN=$(cat "$STATE/bin")
   kc "$@"
   ;;
 *)
-  sed -n '2,8p' "$0" >&2
+  sed -n '2,14p' "$0" >&2
   exit 2
   ;;
 esac
