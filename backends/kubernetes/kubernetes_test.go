@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -23,22 +22,6 @@ import (
 
 func TestMain(m *testing.M) { drivertest.Main(m) }
 
-// testKubeconfigPath returns the kubeconfig of the test cluster
-// (HOIST_TEST_KUBECONFIG, which e2e/testenv/with-services.sh exports after
-// `bash e2e/testenv/kubernetes.sh up`), ending the test through
-// testenv.Missing without one.
-func testKubeconfigPath(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("HOIST_TEST_KUBECONFIG")
-	if p == "" {
-		testenv.Missing(t, "no Kubernetes cluster: run `bash e2e/testenv/kubernetes.sh up` and set HOIST_TEST_KUBECONFIG to the path it prints")
-	}
-	if _, err := os.Stat(p); err != nil {
-		testenv.Missing(t, "HOIST_TEST_KUBECONFIG: %v", err)
-	}
-	return p
-}
-
 // openTestBackend opens the driver through its Factory against the test
 // cluster, in a namespace of its own (deleted at the end), with extra
 // options merged in; it returns the backend and its records.
@@ -47,7 +30,7 @@ func openTestBackend(t *testing.T, extra map[string]any) (*Backend, backends.Rec
 	buf := make([]byte, 4)
 	_, _ = rand.Read(buf)
 	ns := "hoist-k8s-driver-" + hex.EncodeToString(buf)
-	opts := map[string]any{"kubeconfig": map[string]any{"filename": testKubeconfigPath(t)}, "namespace": ns}
+	opts := map[string]any{"kubeconfig": map[string]any{"filename": testenv.Kubernetes(t).Kubeconfig}, "namespace": ns}
 	for k, v := range extra {
 		opts[k] = v
 	}
@@ -76,6 +59,7 @@ func openTestBackend(t *testing.T, extra map[string]any) (*Backend, backends.Rec
 // client-go stands for dstack's claim_name).
 func TestConformance(t *testing.T) {
 	b, _ := openTestBackend(t, nil)
+	testenv.Kubernetes(t).LockNode(t) // the kit compares offers of the node
 	conformance.Run(t, conformance.Options{
 		Backend: b,
 		Timeout: time.Minute,
@@ -100,6 +84,7 @@ func TestConformance(t *testing.T) {
 // its memory request off the offer.
 func TestOffers_freeCapacityOfTheRealNode(t *testing.T) {
 	b, _ := openTestBackend(t, map[string]any{"price": map[string]any{"cpu": 0.5, "memory": 0.25}})
+	testenv.Kubernetes(t).LockNode(t)
 	ctx := t.Context()
 	nodes, err := b.c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
@@ -269,5 +254,68 @@ func TestList_podsWithoutARecordAreLeaks(t *testing.T) {
 	}
 	if got, err := b.List(ctx, map[string]string{backends.TagInstallation: "driver-leak"}); err != nil || len(got) != 0 {
 		t.Errorf("List after Terminate = %+v, %v; want none", got, err)
+	}
+}
+
+// TestOffers_fakeGPUs: a node advertising two nvidia.com/gpu of a product
+// (the status patched as a device plugin would) is offered with GPUs named
+// from its label, sliced to the GPUs asked; three GPUs are no offer.
+func TestOffers_fakeGPUs(t *testing.T) {
+	b, _ := openTestBackend(t, map[string]any{"price": map[string]any{"gpu": 2}})
+	testenv.Kubernetes(t).FakeGPU(t, 2, "NVIDIA-A100-SXM4-40GB")
+	ctx := t.Context()
+	// Pods of another test's fake GPUs may still be shutting down.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pods, err := b.activePods(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var holding []string
+		for i := range pods {
+			if q := podRequests(&pods[i])[resourceNVIDIAGPU]; !q.IsZero() {
+				holding = append(holding, pods[i].Namespace+"/"+pods[i].Name)
+			}
+		}
+		if len(holding) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods still hold GPUs after a minute: %v", holding)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	tests := []struct {
+		name  string
+		q     offers.Query
+		gpus  int // 0: no offer
+		price float64
+	}{
+		{"the whole node has both GPUs", offers.Query{}, 2, 4},
+		{"one GPU is a slice of one", offers.Query{GPUCount: offers.AtLeast(1)}, 1, 2},
+		{"by name and memory", offers.Query{GPUNames: []string{"a100"}, GPUMemory: offers.AtLeast(40), GPUCount: offers.Exactly(2)}, 2, 4},
+		{"three GPUs are more than the node has", offers.Query{GPUCount: offers.AtLeast(3)}, 0, 0},
+		{"another model is not there", offers.Query{GPUNames: []string{"H100"}}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := b.Offers(ctx, tt.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.gpus == 0 {
+				if len(got) != 0 {
+					t.Errorf("Offers = %+v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("Offers = %+v, want one", got)
+			}
+			o := got[0]
+			if o.GPUVendor != offers.VendorNVIDIA || o.GPUName != "A100" || o.GPUMemoryGB != 40 || o.GPUCount != tt.gpus || o.Price != tt.price {
+				t.Errorf("offer %+v: want %d nvidia A100 40GB at $%v", o, tt.gpus, tt.price)
+			}
+		})
 	}
 }

@@ -75,10 +75,7 @@ func ptr[T any](v T) *T { return &v }
 // TestOffersCmd_configListsTheClustersNodes: `hoist offers --config` lists
 // a slice of the test cluster's node next to the catalog's offers.
 func TestOffersCmd_configListsTheClustersNodes(t *testing.T) {
-	kc := os.Getenv("HOIST_TEST_KUBECONFIG")
-	if kc == "" {
-		testenv.Missing(t, "no Kubernetes cluster: run `bash e2e/testenv/kubernetes.sh up` and set HOIST_TEST_KUBECONFIG to the path it prints")
-	}
+	kc := testenv.Kubernetes(t).Kubeconfig
 	cfg := filepath.Join(t.TempDir(), "config.yml")
 	if err := os.WriteFile(cfg, []byte("backends:\n- type: kubernetes\n  kubeconfig: {filename: "+kc+"}\n  price: {cpu: 0.001}\n"), 0o600); err != nil {
 		t.Fatal(err)
