@@ -305,7 +305,7 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	if err := deleteTasks(ctx, b.c, id); err != nil {
 		return backends.Transient(fmt.Errorf("kubernetes backend %q: instance %s: %w", b.name, id, err))
 	}
-	pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: instanceSelector(id)})
+	pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: tasksSelector(id)})
 	if err != nil {
 		return b.apiError("list pods of "+id, err)
 	}
@@ -316,11 +316,6 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 		return backends.Transient(fmt.Errorf("kubernetes backend %q: record %s: %w", b.name, id, err))
 	}
 	return nil
-}
-
-// instanceSelector selects hoist's objects of instance id.
-func instanceSelector(id string) string {
-	return tagSelector(map[string]string{backends.TagInstance: id})
 }
 
 // List returns the recorded instances carrying all of tags, and, for the

@@ -61,8 +61,28 @@ func TestConformance(t *testing.T) {
 	b, _ := openTestBackend(t, nil)
 	testenv.Kubernetes(t).LockNode(t) // the kit compares offers of the node
 	conformance.Run(t, conformance.Options{
-		Backend: b,
-		Timeout: time.Minute,
+		Backend:   b,
+		Timeout:   time.Minute,
+		TaskImage: testImage,
+		TaskLeftovers: func(t *testing.T, inst backends.Instance) []string {
+			var left []string
+			sel := metav1.ListOptions{LabelSelector: tasksSelector(inst.ID)}
+			pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(t.Context(), sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				left = append(left, "pod/"+p.Name)
+			}
+			secrets, err := b.c.client.CoreV1().Secrets(b.c.namespace).List(t.Context(), sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range secrets.Items {
+				left = append(left, "secret/"+s.Name)
+			}
+			return left
+		},
 		ExternalVolume: func(t *testing.T, _ string, sizeGB float64) string {
 			pvc := &corev1.PersistentVolumeClaim{
 				ObjectMeta: metav1.ObjectMeta{Name: "external-claim"},
