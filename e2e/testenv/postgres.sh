@@ -8,7 +8,8 @@
 #   e2e/testenv/postgres.sh run -- CMD ARGS…  # runs CMD with HOIST_TEST_POSTGRES set; stops
 #                                             # the cluster afterwards if `run` started it
 #
-# The cluster lives in $HOIST_PG_DIR (default /tmp/hoist-test-pg). `start` is
+# The cluster lives in $HOIST_PG_DIR (default /tmp/hoist-test-pg; `run` without
+# it makes a directory of its own, /tmp/hoist-test-pg.XXXXXX). `start` is
 # idempotent: when the cluster already runs it only prints the export line.
 # initdb refuses to run as root, so as root the server runs as the `postgres`
 # user through runuser. Durability is switched off (fsync=off): test data only.
@@ -83,6 +84,15 @@ stop() {
   rm -rf "$DIR"
 }
 
+# `run` without HOIST_PG_DIR gets a cluster of its own, so that test runs side
+# by side never stop each other's server.
+private=0
+if [ "${1:-}" = run ] && [ -z "${HOIST_PG_DIR:-}" ]; then
+  DIR=$(mktemp -d /tmp/hoist-test-pg.XXXXXX)
+  DATA="$DIR/data"
+  private=1
+fi
+
 # One start/stop at a time (several test runs may call start at once).
 exec 9>"${DIR}.lock"
 flock 9
@@ -105,6 +115,7 @@ case "${1:-start}" in
       flock 9
       stop
     fi
+    [ "$private" = 1 ] && rm -f "${DIR}.lock"
     exit "$rc"
     ;;
   env)
