@@ -14,9 +14,10 @@ import (
 )
 
 // Tests of the reconciler's side of the Kubernetes backend against
-// backends/fake named kubernetes, whose volumes attach as claims (as
-// PersistentVolumeClaims do) and whose shim can end a task with the reason
-// the pod shim gives an unschedulable pod. The backend itself is tested
+// backends/fake named kubernetes: a runner-runtime backend whose shim API
+// the server answers (as the pod shim does), whose volumes attach as claims
+// (as PersistentVolumeClaims do) and whose shim can end a task with the
+// reason the pod shim gives an unschedulable pod. The backend itself is tested
 // against a real cluster (backends/kubernetes, e2e).
 
 // withKubernetesFake gives the controller a fake backend named kubernetes,
@@ -24,7 +25,7 @@ import (
 // cluster's context).
 func (f *fixture) withKubernetesFake() *fake.Backend {
 	f.t.Helper()
-	be := fake.New(fake.Config{Name: "kubernetes", Now: f.clock.Now, VolumeClaims: true, Offers: []offers.Offer{
+	be := fake.New(fake.Config{Name: "kubernetes", Now: f.clock.Now, Runtime: backends.RuntimeRunner, VolumeClaims: true, Offers: []offers.Offer{
 		{Instance: "localhost", Region: "ctx", CPUs: 4, MemoryGB: 16, DiskGB: 100, Availability: offers.AvailabilityAvailable},
 	}})
 	f.t.Cleanup(func() { be.Close() })

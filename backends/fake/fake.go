@@ -37,6 +37,11 @@ type Config struct {
 	// VolumeCreateFor is how long (on Now) a created volume stays
 	// "creating" before it is available (0: available at once).
 	VolumeCreateFor time.Duration
+	// Runtime is the driver's runtime (Traits.Runtime): RuntimeShim when
+	// empty; RuntimeRunner makes the fake stand for a backend whose
+	// containers run the runner and whose shim API the server answers
+	// itself (Kubernetes), behind the same Connector.
+	Runtime string
 	// VolumeClaims makes AttachVolume answer, as the Kubernetes backend
 	// does, with a claim (the volume's provider id) that the task's pod
 	// mounts, instead of a device path.
@@ -97,6 +102,9 @@ func New(cfg Config) *Backend {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = backends.RuntimeShim
+	}
 	if cfg.Service == nil {
 		cfg.Service = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	}
@@ -118,9 +126,9 @@ func New(cfg Config) *Backend {
 func (b *Backend) Name() string { return b.cfg.Name }
 
 // Traits implements backends.Backend: the fake provisions its instances from
-// offers, like a cloud, and runs jobs through a shim.
+// offers, like a cloud, and runs jobs through a shim (Config.Runtime).
 func (b *Backend) Traits() backends.Traits {
-	return backends.Traits{Runtime: backends.RuntimeShim}
+	return backends.Traits{Runtime: b.cfg.Runtime}
 }
 
 // Offers returns the configured offers that match q.
@@ -198,7 +206,7 @@ func (b *Backend) Describe(_ context.Context, id string) (backends.Instance, err
 func (b *Backend) describeLocked(in *instance) backends.Instance {
 	out := backends.Instance{
 		ID: in.id, Backend: b.cfg.Name, ProviderID: in.providerID, Region: in.offer.Region,
-		Hostname: "127.0.0.1", Status: backends.StatusRunning, Runtime: backends.RuntimeShim,
+		Hostname: "127.0.0.1", Status: backends.StatusRunning, Runtime: b.cfg.Runtime,
 		Offer: in.offer, Price: in.offer.Price, Arch: "amd64", Tags: backends.CopyTags(in.tags), CreatedAt: in.created,
 	}
 	if b.cfg.Now().Before(in.created.Add(b.cfg.ProvisionFor)) || b.neverBoots[in.offer.Instance] {
