@@ -120,8 +120,9 @@ func (c *Controller) provisionVolume(ctx context.Context, rev string, v *store.V
 
 // deleteVolume deletes a volume whose spec was removed (or replaced): at
 // its backend (only what hoist owns) and in the store. A volume still
-// attached for a job is marked to be deleted; the volume sweep deletes it
-// once it is detached.
+// attached for a job, or one its backend cannot delete yet (KindWait: a
+// Kubernetes claim is kept while a pod, even a finished one, uses it), is
+// marked to be deleted; the volume sweep deletes it later.
 func (c *Controller) deleteVolume(ctx context.Context, rev source.Revision, v *store.Volume) error {
 	atts, err := c.st.ListVolumeAttachments(ctx, v.ID, "")
 	if err != nil {
@@ -133,7 +134,13 @@ func (c *Controller) deleteVolume(ctx context.Context, rev source.Revision, v *s
 		return c.st.UpdateVolume(ctx, v)
 	}
 	v.RemovedFromGit = true
-	return c.deleteVolumeNow(ctx, rev.ID, v, "volume deleted")
+	err = c.deleteVolumeNow(ctx, rev.ID, v, "volume deleted")
+	if backends.KindOf(err) == backends.KindWait {
+		v.ToBeDeleted, v.StatusMessage = true, "to be deleted once no longer in use"
+		c.event(ctx, "volume", v.Name, v.ID, "deleting", rev.ID, "volume is deleted once no longer in use: "+err.Error())
+		return c.st.UpdateVolume(ctx, v)
+	}
+	return err
 }
 
 // deleteVolumeNow deletes an unattached volume at its backend (a registered
@@ -661,7 +668,11 @@ func (c *Controller) sweepVolumes(ctx context.Context) {
 			continue
 		}
 		if v.ToBeDeleted {
-			if err := c.deleteVolumeNow(ctx, "", &v, "volume deleted after its last detach"); err != nil {
+			err := c.deleteVolumeNow(ctx, "", &v, "volume deleted after its last use")
+			switch {
+			case backends.KindOf(err) == backends.KindWait:
+				c.log.Info("volume not deletable yet", "volume", v.Name, "reason", err)
+			case err != nil:
 				c.log.Warn("delete volume failed", "volume", v.Name, "error", err)
 			}
 			continue

@@ -183,3 +183,40 @@ func TestWorkers_noCapacityWithoutRetryFailsTheRun(t *testing.T) {
 		t.Errorf("run = %s (%s), want failed (job_failed)", run.Status, run.TerminationReason)
 	}
 }
+
+// TestWorkers_volumeStillInUseIsDeletedLater: removing a pruned volume's
+// spec while its backend cannot delete it yet (a Kubernetes claim is kept
+// while a pod still uses it: KindWait) applies the revision and marks the
+// volume to be deleted; the volume sweep deletes it once the backend can.
+func TestWorkers_volumeStillInUseIsDeletedLater(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"vol.dstack.yml":  "type: volume\nname: data\nbackend: kubernetes\nsize: 1GB\nhoist: {prune: true}\n",
+		"keep.dstack.yml": volFleet,
+	})
+	be := f.withKubernetesFake()
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s: %v", res, f.syncState().Errors)
+	}
+	pv := onlyVolume(t, be)
+	be.SetVolumeInUse(pv.ProviderID, true)
+	f.remove("vol.dstack.yml")
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s: %v; want the revision applied", res, f.syncState().Errors)
+	}
+	if v := f.volume("data"); !v.ToBeDeleted || v.Deleted || len(be.Volumes()) != 1 {
+		t.Fatalf("volume = %+v, provider %+v; want it marked to be deleted and still there", v, be.Volumes())
+	}
+	f.c.sweepVolumes(f.ctx)
+	if len(be.Volumes()) != 1 {
+		t.Fatalf("provider volumes = %+v while in use, want it kept", be.Volumes())
+	}
+	be.SetVolumeInUse(pv.ProviderID, false)
+	f.c.sweepVolumes(f.ctx)
+	if len(be.Volumes()) != 0 {
+		t.Errorf("provider volumes = %+v once no longer in use, want none", be.Volumes())
+	}
+	vols, err := f.st.ListVolumes(f.ctx, store.InfraFilter{})
+	if err != nil || len(vols) != 0 {
+		t.Errorf("volume rows = %+v, %v; want it deleted", vols, err)
+	}
+}

@@ -34,6 +34,7 @@ type volume struct {
 	storageClass                 string
 	accessModes                  []string
 	owned                        bool
+	inUse                        bool // DeleteVolume waits (SetVolumeInUse)
 	created                      time.Time
 	tags                         map[string]string
 	attachedTo                   string // instance id
@@ -234,12 +235,26 @@ func (b *Backend) DeleteVolume(_ context.Context, id string) error {
 	if v.attachedTo != "" {
 		return fmt.Errorf("fake volume %s is attached to %s", id, v.attachedTo)
 	}
+	if v.owned && v.inUse {
+		return backends.Wait(fmt.Errorf("fake volume %s is in use: %w", id, backends.ErrNotYetTerminated), time.Second)
+	}
 	if v.owned {
 		delete(b.vols, v.providerID)
 	} else {
 		v.id = ""
 	}
 	return nil
+}
+
+// SetVolumeInUse makes DeleteVolume of the owned volume providerID wait
+// (backends.ErrNotYetTerminated, KindWait) until it is set back to false,
+// as the Kubernetes backend's does while a pod still uses a claim.
+func (b *Backend) SetVolumeInUse(providerID string, inUse bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v := b.vols[providerID]; v != nil {
+		v.inUse = inUse
+	}
 }
 
 // volumeMountError says why the fake shim on instance in could not mount
