@@ -3,12 +3,16 @@ package reconciler
 import (
 	"fmt"
 
+	"hoist/agents/api"
 	"hoist/store"
 )
 
 // Job termination reasons (dstack's JobTerminationReason vocabulary).
 const (
-	reasonNoCapacity          = "failed_to_start_due_to_no_capacity"
+	// reasonNoCapacity is also a shim's reason for a task that could not
+	// start for want of capacity (the Kubernetes pod shim's pod left
+	// unschedulable), passed through to the job.
+	reasonNoCapacity          = api.ReasonNoCapacity
 	reasonInterruptedCapacity = "interrupted_by_no_capacity"
 	reasonInstanceUnreachable = "instance_unreachable"
 	reasonWaitingInstance     = "waiting_instance_limit_exceeded"

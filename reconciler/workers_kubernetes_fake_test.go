@@ -134,7 +134,7 @@ func TestWorkers_taskWithoutCapacityIsRetriedOnNoCapacity(t *testing.T) {
 		"task.dstack.yml":  "type: task\nname: train\nimage: busybox\ncommands: [echo hi]\nretry: {on_events: [no-capacity], duration: 1h}\n",
 	})
 	be := f.withKubernetesFake()
-	be.SetTaskError("busybox", reasonNoCapacity, unschedulable)
+	be.SetTaskError("busybox", api.ReasonNoCapacity, unschedulable)
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s: %v", res, f.syncState().Errors)
 	}
