@@ -55,14 +55,35 @@ func openTestBackend(t *testing.T, extra map[string]any) (*Backend, backends.Rec
 }
 
 // TestConformance runs the conformance kit against the real cluster: the
-// instances are reservations, volumes are claims (a claim made with
+// instances are reservations, a task of busybox runs a job through the pod
+// shim and leaves no pod or secret, volumes are claims (a claim made with
 // client-go stands for dstack's claim_name).
 func TestConformance(t *testing.T) {
 	b, _ := openTestBackend(t, nil)
 	testenv.Kubernetes(t).LockNode(t) // the kit compares offers of the node
 	conformance.Run(t, conformance.Options{
-		Backend: b,
-		Timeout: time.Minute,
+		Backend:   b,
+		Timeout:   time.Minute,
+		TaskImage: "hoist-e2e/busybox:latest",
+		TaskLeftovers: func(t *testing.T, inst backends.Instance) []string {
+			sel := metav1.ListOptions{LabelSelector: tasksSelector(inst.ID)}
+			var left []string
+			pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(t.Context(), sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				left = append(left, "pod/"+p.Name)
+			}
+			secrets, err := b.c.client.CoreV1().Secrets(b.c.namespace).List(t.Context(), sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range secrets.Items {
+				left = append(left, "secret/"+s.Name)
+			}
+			return left
+		},
 		ExternalVolume: func(t *testing.T, _ string, sizeGB float64) string {
 			pvc := &corev1.PersistentVolumeClaim{
 				ObjectMeta: metav1.ObjectMeta{Name: "external-claim"},
