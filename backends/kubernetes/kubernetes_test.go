@@ -64,10 +64,10 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Options{
 		Backend:   b,
 		Timeout:   time.Minute,
-		TaskImage: "hoist-e2e/busybox:latest",
+		TaskImage: testImage,
 		TaskLeftovers: func(t *testing.T, inst backends.Instance) []string {
-			sel := metav1.ListOptions{LabelSelector: tasksSelector(inst.ID)}
 			var left []string
+			sel := metav1.ListOptions{LabelSelector: tasksSelector(inst.ID)}
 			pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(t.Context(), sel)
 			if err != nil {
 				t.Fatal(err)
