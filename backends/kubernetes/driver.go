@@ -303,14 +303,8 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 // record has its leaked pods deleted the same way.
 func (b *Backend) Terminate(ctx context.Context, id string) error {
 	if err := deleteTasks(ctx, b.c, id); err != nil {
-		return backends.Transient(fmt.Errorf("kubernetes backend %q: instance %s: %w", b.name, id, err))
-	}
-	pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: tasksSelector(id)})
-	if err != nil {
-		return b.apiError("list pods of "+id, err)
-	}
-	if n := len(pods.Items); n > 0 {
-		return backends.Wait(fmt.Errorf("kubernetes backend %q: instance %s: %d pods still shutting down: %w", b.name, id, n, backends.ErrNotYetTerminated), time.Second)
+		// deleteTasks classifies the wait; anything else is transient.
+		return fmt.Errorf("kubernetes backend %q: %w", b.name, err)
 	}
 	if err := b.records.DeleteBackendRecord(ctx, b.name, id); err != nil {
 		return backends.Transient(fmt.Errorf("kubernetes backend %q: record %s: %w", b.name, id, err))

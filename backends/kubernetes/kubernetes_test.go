@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -55,7 +56,8 @@ func openTestBackend(t *testing.T, extra map[string]any) (*Backend, backends.Rec
 }
 
 // TestConformance runs the conformance kit against the real cluster: the
-// instances are reservations, volumes are claims (a claim made with
+// instances are reservations, a task of busybox runs a job through the pod
+// shim and leaves no pod or secret, volumes are claims (a claim made with
 // client-go stands for dstack's claim_name).
 func TestConformance(t *testing.T) {
 	b, _ := openTestBackend(t, nil)
@@ -235,12 +237,13 @@ func TestVolumes_claimsFromTheSpec(t *testing.T) {
 
 // TestList_podsWithoutARecordAreLeaks: a pod labelled for an instance
 // hoist has no record of (a lost Create, a record deleted) is listed and
-// described as a terminating instance, and Terminate deletes it.
+// described as a terminating instance, and Terminate deletes it, waiting
+// (KindWait) while the pod shuts down.
 func TestList_podsWithoutARecordAreLeaks(t *testing.T) {
 	b, _ := openTestBackend(t, nil)
 	ctx := t.Context()
 	tags := map[string]string{backends.TagInstallation: "driver-leak", backends.TagResource: "fleet/k8s", backends.TagInstance: "leaked-1"}
-	grace := int64(1)
+	grace := int64(3) // sleep ignores SIGTERM: the pod takes its grace to go
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "leaked", Labels: tagLabels(tags), Annotations: tagAnnotations(tags)},
 		Spec: corev1.PodSpec{
@@ -260,6 +263,12 @@ func TestList_podsWithoutARecordAreLeaks(t *testing.T) {
 	}
 	if d, err := b.Describe(ctx, "leaked-1"); err != nil || d.Status != backends.StatusTerminating {
 		t.Errorf("Describe(leaked) = %+v, %v; want terminating", d, err)
+	}
+	if _, err := b.c.client.CoreV1().Pods(b.c.namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Terminate(ctx, "leaked-1"); !errors.Is(err, backends.ErrNotYetTerminated) || backends.KindOf(err) != backends.KindWait {
+		t.Errorf("first Terminate(leaked) = %v (kind %s), want ErrNotYetTerminated of kind wait while the pod shuts down", err, backends.KindOf(err))
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

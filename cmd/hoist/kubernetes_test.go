@@ -75,7 +75,9 @@ func ptr[T any](v T) *T { return &v }
 // TestOffersCmd_configListsTheClustersNodes: `hoist offers --config` lists
 // a slice of the test cluster's node next to the catalog's offers.
 func TestOffersCmd_configListsTheClustersNodes(t *testing.T) {
-	kc := testenv.Kubernetes(t).Kubeconfig
+	k := testenv.Kubernetes(t)
+	k.LockNode(t) // other tests' pods take the node's free CPUs
+	kc := k.Kubeconfig
 	cfg := filepath.Join(t.TempDir(), "config.yml")
 	if err := os.WriteFile(cfg, []byte("backends:\n- type: kubernetes\n  kubeconfig: {filename: "+kc+"}\n  price: {cpu: 0.001}\n"), 0o600); err != nil {
 		t.Fatal(err)
