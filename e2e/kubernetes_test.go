@@ -23,6 +23,10 @@ import (
 // cluster of e2e/testenv/kubernetes.sh: `hoist serve` with one `kubernetes`
 // backend entry in a namespace of the test's own; every job runs as a pod.
 
+// kubeUnschedulable is the server's unschedulable_timeout: half dstack's
+// 10 s, to show the setting is honoured (and to save time).
+const kubeUnschedulable = "5s"
+
 // kubeWithin bounds each wait for a run (a pod starts in about a second
 // once its image is on the node).
 const kubeWithin = 3 * time.Minute
@@ -50,7 +54,8 @@ func newKubeEnv(t *testing.T) *kubeEnv {
 	kc.ImportImage(t, testenv.BusyboxImage)
 	ns := kc.Namespace(t, "hoist-e2e")
 	cfg := filepath.Join(t.TempDir(), "hoist.yaml")
-	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - type: kubernetes\n    kubeconfig:\n      filename: %s\n    namespace: %s\n", kc.Kubeconfig, ns))
+	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - type: kubernetes\n    kubeconfig:\n      filename: %s\n    namespace: %s\n    unschedulable_timeout: %s\n",
+		kc.Kubeconfig, ns, kubeUnschedulable))
 	r := newRepo(t)
 	r.write("README.md", "specs\n")
 	r.commit("empty")
@@ -292,6 +297,9 @@ func (e *kubeEnv) fakeGPU(t *testing.T) {
 	})
 	j := r.Jobs[slices.IndexFunc(r.Jobs, unschedulable)]
 	t.Logf("unschedulable pod → no capacity in %s: %q", time.Since(start).Round(time.Millisecond), j.TerminationMessage)
+	if !strings.Contains(j.TerminationMessage, "for "+kubeUnschedulable) {
+		t.Errorf("message %q, want the configured unschedulable_timeout %s", j.TerminationMessage, kubeUnschedulable)
+	}
 	blocker()
 	r = e.finished("gpuretry", "done")
 	if last := r.Jobs[0]; last.SubmissionNum == 0 {
