@@ -48,7 +48,8 @@ type Backend interface {
 type Traits struct {
 	// Runtime is RuntimeShim or RuntimeRunner, the same for every instance
 	// the driver creates (Instance.Runtime). A shim driver implements
-	// Connector.
+	// Connector; so does a runner driver whose shim API the server answers
+	// itself (Kubernetes: a task is a pod).
 	Runtime string
 	// TakesOverHosts is set when the driver provisions nothing: each
 	// instance is an existing host named in InstanceSpec.Host that the
@@ -182,7 +183,8 @@ type Instance struct {
 }
 
 // A Connector gives the server a connection to an instance's shim. Every
-// VM-based backend implements it.
+// VM-based backend implements it, and so does the Kubernetes backend, whose
+// Conn answers the shim API in the server (backends/kubernetes).
 type Connector interface {
 	// Connect returns a connection to the shim of inst. The caller closes it.
 	Connect(ctx context.Context, inst Instance) (Conn, error)

@@ -153,7 +153,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			c.event(ctx, "instance", inst.Name, inst.ID, "terminating", "", "instance terminating: "+why)
 			return time.Millisecond, nil
 		}
-		if be.Traits().Runtime == backends.RuntimeShim && !inst.Unreachable {
+		if _, ok := be.(backends.Connector); ok && !inst.Unreachable {
 			c.sweepTasks(ctx, inst.ID)
 		}
 		bi, err := be.Describe(ctx, inst.ID)
@@ -469,8 +469,10 @@ func (c *Controller) shimFor(ctx context.Context, instanceID string) (*api.ShimC
 		if !ok {
 			return nil, nil, backends.Stalled(fmt.Errorf("backend %q is not configured", inst.Backend))
 		}
+		// A runner-runtime backend may answer the shim API itself
+		// (Kubernetes: each task a pod); the Conn hides the difference.
 		cn, ok := be.(backends.Connector)
-		if !ok || be.Traits().Runtime != backends.RuntimeShim {
+		if !ok {
 			return nil, nil, backends.Stalled(fmt.Errorf("backend %q runs no shim", inst.Backend))
 		}
 		bi := backends.Instance{ID: inst.ID, Backend: inst.Backend, Hostname: inst.Hostname, HostKey: inst.HostKey, Tags: inst.OwnershipTags}

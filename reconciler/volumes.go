@@ -41,7 +41,11 @@ func (c *Controller) applyVolume(ctx context.Context, rev source.Revision, s pla
 	if !exists {
 		v = store.Volume{Project: c.cfg.Project, Name: s.Name, Status: store.VolumeSubmitted}
 	}
-	v.Spec, v.SpecHash, v.Revision, v.Backend, v.Region = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID, spec.Backend, spec.Region
+	region := spec.Region
+	if region == "" && exists {
+		region = v.Region // the backend's, recorded by provisionVolume
+	}
+	v.Spec, v.SpecHash, v.Revision, v.Backend, v.Region = s.Desired.JSON, specHash(s.Desired.JSON), rev.ID, spec.Backend, region
 	if exists {
 		err = c.st.UpdateVolume(ctx, &v)
 	} else {
@@ -56,8 +60,8 @@ func (c *Controller) applyVolume(ctx context.Context, rev source.Revision, s pla
 	return c.provisionVolume(ctx, rev.ID, &v)
 }
 
-// provisionVolume creates (or registers, with volume_id) a submitted volume
-// at its backend. A volume the provider is still creating becomes
+// provisionVolume creates (or registers, with volume_id or a Kubernetes
+// claim_name) a submitted volume at its backend. A volume the provider is still creating becomes
 // provisioning, one it refused for good (a stalled error, or no such
 // backend) failed; after a transient error it stays submitted, and
 // refreshVolume tries again.
@@ -75,10 +79,11 @@ func (c *Controller) provisionVolume(ctx context.Context, rev string, v *store.V
 		tags = map[string]string{}
 	}
 	maps.Copy(tags, c.tags(schema.KindVolume, v.Name, ""))
-	vs := backends.VolumeSpec{ID: v.ID, Name: v.Name, Region: spec.Region, ExternalID: spec.VolumeID, Tags: tags}
+	vs := backends.VolumeSpec{ID: v.ID, Name: v.Name, Region: spec.Region, ExternalID: externalID(spec),
+		StorageClass: spec.StorageClassName, AccessModes: spec.AccessModes, Tags: tags}
 	var got backends.Volume
 	var err error
-	if spec.VolumeID != "" {
+	if vs.ExternalID != "" {
 		got, err = vb.RegisterVolume(ctx, vs)
 	} else {
 		if spec.Size != nil {
@@ -103,14 +108,21 @@ func (c *Controller) provisionVolume(ctx context.Context, rev string, v *store.V
 	default:
 		v.Status, v.StatusMessage, v.ExternalID, v.SizeGB = store.VolumeActive, "", got.ProviderID, got.SizeGB
 	}
+	if err == nil && v.Region == "" {
+		// A spec may leave the region to the backend (a Kubernetes volume
+		// lives in the cluster's context): jobs are placed by the region the
+		// backend gives.
+		v.Region = got.Region
+	}
 	c.event(ctx, "volume", v.Name, v.ID, v.Status, rev, "volume "+v.Status+" "+v.StatusMessage)
 	return c.st.UpdateVolume(ctx, v)
 }
 
 // deleteVolume deletes a volume whose spec was removed (or replaced): at
 // its backend (only what hoist owns) and in the store. A volume still
-// attached for a job is marked to be deleted; the volume sweep deletes it
-// once it is detached.
+// attached for a job, or one its backend cannot delete yet (KindWait: a
+// Kubernetes claim is kept while a pod, even a finished one, uses it), is
+// marked to be deleted; the volume sweep deletes it later.
 func (c *Controller) deleteVolume(ctx context.Context, rev source.Revision, v *store.Volume) error {
 	atts, err := c.st.ListVolumeAttachments(ctx, v.ID, "")
 	if err != nil {
@@ -122,7 +134,13 @@ func (c *Controller) deleteVolume(ctx context.Context, rev source.Revision, v *s
 		return c.st.UpdateVolume(ctx, v)
 	}
 	v.RemovedFromGit = true
-	return c.deleteVolumeNow(ctx, rev.ID, v, "volume deleted")
+	err = c.deleteVolumeNow(ctx, rev.ID, v, "volume deleted")
+	if backends.KindOf(err) == backends.KindWait {
+		v.ToBeDeleted, v.StatusMessage = true, "to be deleted once no longer in use"
+		c.event(ctx, "volume", v.Name, v.ID, "deleting", rev.ID, "volume is deleted once no longer in use: "+err.Error())
+		return c.st.UpdateVolume(ctx, v)
+	}
+	return err
 }
 
 // deleteVolumeNow deletes an unattached volume at its backend (a registered
@@ -199,8 +217,24 @@ type attachmentData struct {
 	// DevicePath is where the volume shows up on the instance, once
 	// attached.
 	DevicePath string `json:"device_path,omitempty"`
+	// Claim is, on a backend whose tasks are pods, the
+	// PersistentVolumeClaim the job's pod mounts, once attached (the
+	// attachment of such a volume has no device).
+	Claim string `json:"claim,omitempty"`
 	// DetachStartedAt is when the first detach was asked for.
 	DetachStartedAt *time.Time `json:"detach_started_at,omitempty"`
+}
+
+// attached reports whether the backend attached the volume: it gave a
+// device path or a claim.
+func (d attachmentData) attached() bool { return d.DevicePath != "" || d.Claim != "" }
+
+// where says where an attached volume shows up, for events.
+func (d attachmentData) where() string {
+	if d.Claim != "" {
+		return "claim " + d.Claim
+	}
+	return d.DevicePath
 }
 
 func decodeAttachment(a store.VolumeAttachment) attachmentData {
@@ -234,6 +268,13 @@ func networkMounts(spec runSpec) []schema.MountPoint {
 		}
 	}
 	return out
+}
+
+// externalID is the provider's id of the existing volume a spec registers:
+// its volume_id, or a Kubernetes volume's claim_name; "" for a volume hoist
+// creates (and owns).
+func externalID(s schema.Volume) string {
+	return cmp.Or(s.VolumeID, s.ClaimName)
 }
 
 // volumeSpec decodes a volume row's spec.
@@ -432,7 +473,7 @@ func (c *Controller) attachVolumes(ctx context.Context, l store.Lease, job *stor
 			after, err := c.waitForVolume(ctx, l, job, run, fmt.Sprintf("waiting for volumes: volume %s is in use by another job", v.Name))
 			return nil, after, true, err
 		}
-		if d.DevicePath == "" {
+		if !d.attached() {
 			att, err := vb.AttachVolume(ctx, v.ID, inst.ID)
 			if backends.IsStalled(err) {
 				_ = c.st.DetachVolume(ctx, v.ID, inst.ID)
@@ -441,14 +482,21 @@ func (c *Controller) attachVolumes(ctx context.Context, l store.Lease, job *stor
 			if err != nil {
 				return nil, 0, true, fmt.Errorf("attach volume %s: %w", v.Name, err)
 			}
-			d.DevicePath = att.DevicePath
+			d.DevicePath, d.Claim = att.DevicePath, att.Claim
+			if !d.attached() {
+				_ = c.st.DetachVolume(ctx, v.ID, inst.ID)
+				return fail(fmt.Sprintf("attach volume %s: backend %s gave neither a device nor a claim", v.Name, v.Backend))
+			}
 			if err := c.recordAttachment(ctx, v.ID, inst.ID, d); err != nil {
 				return nil, 0, true, err
 			}
 			c.event(ctx, "volume", v.Name, v.ID, "attached", run.Revision,
-				fmt.Sprintf("volume attached to instance %s at %s for job %s", inst.Name, d.DevicePath, job.JobName))
+				fmt.Sprintf("volume attached to instance %s at %s for job %s", inst.Name, d.where(), job.JobName))
 		}
-		nvs = append(nvs, api.NetworkVolume{Name: v.Name, DevicePath: d.DevicePath, Path: m.Path, InitFS: volumeSpec(v).VolumeID == ""})
+		vspec := volumeSpec(v)
+		nvs = append(nvs, api.NetworkVolume{Name: v.Name, DevicePath: d.DevicePath, Claim: d.Claim, Path: m.Path,
+			// A claim is mounted by its pod: nothing to format.
+			InitFS: externalID(vspec) == "" && d.Claim == "", ReadOnly: vspec.ReadOnly})
 	}
 	return nvs, 0, false, nil
 }
@@ -526,7 +574,7 @@ func (c *Controller) detachVolumes(ctx context.Context, job *store.Job, spec run
 		// A terminated instance took its attachments with it.
 		inst, ierr := c.st.GetInstance(ctx, a.InstanceID)
 		gone := errors.Is(ierr, store.ErrNotFound) || (ierr == nil && inst.Status == store.InstanceTerminated)
-		if vb, ok := c.bes[v.Backend].(backends.VolumeBackend); ok && err == nil && d.DevicePath != "" && !gone {
+		if vb, ok := c.bes[v.Backend].(backends.VolumeBackend); ok && err == nil && d.attached() && !gone {
 			if d.DetachStartedAt == nil {
 				d.DetachStartedAt = &now
 				if err := c.recordAttachment(ctx, a.VolumeID, a.InstanceID, d); err != nil {
@@ -620,13 +668,17 @@ func (c *Controller) sweepVolumes(ctx context.Context) {
 			continue
 		}
 		if v.ToBeDeleted {
-			if err := c.deleteVolumeNow(ctx, "", &v, "volume deleted after its last detach"); err != nil {
+			err := c.deleteVolumeNow(ctx, "", &v, "volume deleted after its last use")
+			switch {
+			case backends.KindOf(err) == backends.KindWait:
+				c.log.Info("volume not deletable yet", "volume", v.Name, "reason", err)
+			case err != nil:
 				c.log.Warn("delete volume failed", "volume", v.Name, "error", err)
 			}
 			continue
 		}
 		spec := volumeSpec(v)
-		if v.Status != store.VolumeActive || spec.VolumeID != "" || spec.AutoCleanupDuration <= 0 {
+		if v.Status != store.VolumeActive || externalID(spec) != "" || spec.AutoCleanupDuration <= 0 {
 			continue
 		}
 		since := v.CreatedAt

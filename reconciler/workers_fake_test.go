@@ -156,7 +156,7 @@ func (f *fixture) provision(name string) store.Instance {
 	f.reconcileJobs(name) // submitted: the fleet grows an instance
 	j := f.job(name)
 	if j.Status != store.JobSubmitted || j.InstanceID == "" {
-		f.t.Fatalf("job = %s on %q (%q), want submitted waiting for a new instance", j.Status, j.InstanceID, j.StatusMessage)
+		f.t.Fatalf("job = %s on %q (%q %s %q), want submitted waiting for a new instance", j.Status, j.InstanceID, j.StatusMessage, j.TerminationReason, j.TerminationMessage)
 	}
 	for range 10 {
 		if inst := f.instance(j.InstanceID); inst.Status == store.InstanceIdle || inst.Status == store.InstanceTerminated {

@@ -164,6 +164,34 @@ func waitUnmounted(t *testing.T, dir string) {
 	}
 }
 
+// TestShim_networkVolumeReadOnly mounts a read-only volume (a Kubernetes
+// volume's read_only, on the API) read-only into the container: the job
+// can read it, and a write fails.
+func TestShim_networkVolumeReadOnly(t *testing.T) {
+	t.Parallel()
+	disk := newLoopDisk(t)
+	e := newEnv(t)
+	vol := api.NetworkVolume{Name: "ro", DevicePath: disk.link, Path: "/data", InitFS: true, ReadOnly: true}
+	info, rc := e.runTask(t, api.TaskSpec{ID: "vol-ro", NetworkVolumes: []api.NetworkVolume{vol}})
+	st := runJob(t, rc, api.JobSpec{Commands: []string{"ls -a /data >/dev/null && echo readable", "grep ' /data ' /proc/mounts | cut -d' ' -f4 | cut -d, -f1", "touch /data/f && echo wrote"}})
+	if st.State != api.JobFailed {
+		t.Errorf("job = %+v, want failed by the write", st)
+	}
+	if got := output(t, rc, api.StreamStdout); got != "readable\nro\n" {
+		t.Errorf("stdout = %q, want the volume readable, mounted ro, and not written", got)
+	}
+	if got := output(t, rc, api.StreamStderr); !strings.Contains(got, "Read-only file system") {
+		t.Errorf("stderr = %q, want the write refused as read-only", got)
+	}
+	if _, err := e.client.TerminateTask(t.Context(), info.ID, api.ReasonDoneByRunner, "", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUnmounted(t, filepath.Join(e.state, "volumes", "ro"))
+	if err := e.client.RemoveTask(t.Context(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestShim_networkVolumeRegisteredWithoutFS fails the task, without
 // formatting, when a registered volume has no file system.
 func TestShim_networkVolumeRegisteredWithoutFS(t *testing.T) {
@@ -188,7 +216,8 @@ func TestShim_networkVolumeRegisteredWithoutFS(t *testing.T) {
 }
 
 // TestShim_networkVolumeRefused refuses device paths outside /dev, names
-// that are not one path component, and relative container paths.
+// that are not one path component, relative container paths, and
+// PersistentVolumeClaims (only the Kubernetes backend's pods mount them).
 func TestShim_networkVolumeRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -198,6 +227,7 @@ func TestShim_networkVolumeRefused(t *testing.T) {
 		{Name: "data", DevicePath: "/tmp/disk", Path: "/data"},
 		{Name: "../x", DevicePath: "/dev/loop0", Path: "/data"},
 		{Name: "data", DevicePath: "/dev/loop0", Path: "data"},
+		{Name: "data", Claim: "team-data", Path: "/data"},
 	} {
 		_, err := e.client.CreateTask(t.Context(), api.TaskSpec{ID: "refused", Image: e.image, NetworkVolumes: []api.NetworkVolume{v}})
 		if err == nil {

@@ -37,6 +37,15 @@ type Config struct {
 	// VolumeCreateFor is how long (on Now) a created volume stays
 	// "creating" before it is available (0: available at once).
 	VolumeCreateFor time.Duration
+	// Runtime is the driver's runtime (Traits.Runtime): RuntimeShim when
+	// empty; RuntimeRunner makes the fake stand for a backend whose
+	// containers run the runner and whose shim API the server answers
+	// itself (Kubernetes), behind the same Connector.
+	Runtime string
+	// VolumeClaims makes AttachVolume answer, as the Kubernetes backend
+	// does, with a claim (the volume's provider id) that the task's pod
+	// mounts, instead of a device path.
+	VolumeClaims bool
 	// Service answers HTTP on every port a task publishes while its job
 	// runs (nil: 200 "ok" to everything).
 	Service http.Handler
@@ -65,7 +74,7 @@ type Backend struct {
 	seq          int
 	terminateErr map[string]error
 	createErr    error
-	pullErr      map[string]string
+	taskErr      map[string]taskError // by image
 	noCapacity   map[string]bool      // instance types whose Create has no capacity
 	neverBoots   map[string]bool      // instance types whose instances stay provisioning
 	bootErr      map[string]error     // instance types whose instances fail to boot
@@ -93,6 +102,9 @@ func New(cfg Config) *Backend {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = backends.RuntimeShim
+	}
 	if cfg.Service == nil {
 		cfg.Service = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	}
@@ -105,7 +117,7 @@ func New(cfg Config) *Backend {
 		all[i].Backend = cfg.Name
 	}
 	return &Backend{cfg: cfg, offers: all, insts: map[string]*instance{},
-		terminateErr: map[string]error{}, pullErr: map[string]string{},
+		terminateErr: map[string]error{}, taskErr: map[string]taskError{},
 		noCapacity: map[string]bool{}, neverBoots: map[string]bool{}, bootErr: map[string]error{},
 		interrupted: map[string]*instance{}, lost: map[string]bool{}, groups: map[string]backends.PlacementGroup{}}
 }
@@ -114,9 +126,9 @@ func New(cfg Config) *Backend {
 func (b *Backend) Name() string { return b.cfg.Name }
 
 // Traits implements backends.Backend: the fake provisions its instances from
-// offers, like a cloud, and runs jobs through a shim.
+// offers, like a cloud, and runs jobs through a shim (Config.Runtime).
 func (b *Backend) Traits() backends.Traits {
-	return backends.Traits{Runtime: backends.RuntimeShim}
+	return backends.Traits{Runtime: b.cfg.Runtime}
 }
 
 // Offers returns the configured offers that match q.
@@ -194,7 +206,7 @@ func (b *Backend) Describe(_ context.Context, id string) (backends.Instance, err
 func (b *Backend) describeLocked(in *instance) backends.Instance {
 	out := backends.Instance{
 		ID: in.id, Backend: b.cfg.Name, ProviderID: in.providerID, Region: in.offer.Region,
-		Hostname: "127.0.0.1", Status: backends.StatusRunning, Runtime: backends.RuntimeShim,
+		Hostname: "127.0.0.1", Status: backends.StatusRunning, Runtime: b.cfg.Runtime,
 		Offer: in.offer, Price: in.offer.Price, Arch: "amd64", Tags: backends.CopyTags(in.tags), CreatedAt: in.created,
 	}
 	if b.cfg.Now().Before(in.created.Add(b.cfg.ProvisionFor)) || b.neverBoots[in.offer.Instance] {
@@ -451,19 +463,31 @@ func (b *Backend) PlacementGroups() []backends.PlacementGroup {
 // with message, as a shim whose registry refuses the image reports it
 // ("" lets the image pull again).
 func (b *Backend) SetPullError(image, message string) {
+	b.SetTaskError(image, api.ReasonImagePullError, message)
+}
+
+// SetTaskError makes every task of image end before its container starts,
+// with the termination reason and message a shim gives (for example
+// api.ReasonNoCapacity, as the Kubernetes backend's pod shim reports a pod
+// left unschedulable); "" lets the image's tasks start again.
+func (b *Backend) SetTaskError(image, reason, message string) {
 	b.mu.Lock()
 	if message == "" {
-		delete(b.pullErr, image)
+		delete(b.taskErr, image)
 	} else {
-		b.pullErr[image] = message
+		b.taskErr[image] = taskError{reason, message}
 	}
 	b.mu.Unlock()
 }
 
-func (b *Backend) pullError(image string) string {
+// taskError is how the tasks of an image end (SetTaskError).
+type taskError struct{ reason, message string }
+
+func (b *Backend) taskError(image string) (taskError, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.pullErr[image]
+	e, ok := b.taskErr[image]
+	return e, ok
 }
 
 // SetTerminateError makes Terminate(id) fail with err until it is set to nil.
@@ -553,6 +577,22 @@ func (b *Backend) Tasks(instance string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TaskSpec returns the spec the shim of instance was given for task, and
+// whether it keeps that task.
+func (b *Backend) TaskSpec(instance, task string) (api.TaskSpec, bool) {
+	in := b.instance(instance)
+	if in == nil {
+		return api.TaskSpec{}, false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	t, ok := in.tasks[task]
+	if !ok {
+		return api.TaskSpec{}, false
+	}
+	return t.spec, true
 }
 
 // Acked returns the last log sequence number the server acknowledged to the

@@ -45,6 +45,7 @@ type instance struct {
 
 // task is one task of the fake shim: a runner instead of a container.
 type task struct {
+	spec   api.TaskSpec // as created
 	info   api.TaskInfo
 	runner *runner
 	ports  []*httptest.Server
@@ -224,7 +225,7 @@ func (in *instance) handleCreate(w http.ResponseWriter, req *http.Request) {
 	if name == "" {
 		name = "hoist-" + spec.ID
 	}
-	t := &task{runner: r, info: api.TaskInfo{ID: spec.ID, Status: api.TaskRunning, ContainerID: "fake-" + spec.ID,
+	t := &task{spec: spec, runner: r, info: api.TaskInfo{ID: spec.ID, Status: api.TaskRunning, ContainerID: "fake-" + spec.ID,
 		ContainerName: name, RunnerAddr: r.addr, RunnerToken: r.token, Updated: in.b.cfg.Now()}}
 	for _, p := range spec.Ports {
 		s := httptest.NewServer(r.service())
@@ -234,9 +235,9 @@ func (in *instance) handleCreate(w http.ResponseWriter, req *http.Request) {
 		t.info.Ports = append(t.info.Ports, api.PortMapping{Host: n, Container: p.Container})
 	}
 	r.onEnd = func(st api.JobState) { in.jobEnded(spec.ID, st) }
-	if msg := in.b.pullError(spec.Image); msg != "" {
+	if e, ok := in.b.taskError(spec.Image); ok {
 		t.info.Status, t.info.RunnerAddr, t.info.RunnerToken = api.TaskTerminated, "", ""
-		t.info.TerminationReason, t.info.TerminationMessage = api.ReasonImagePullError, msg
+		t.info.TerminationReason, t.info.TerminationMessage = e.reason, e.message
 	} else if msg := in.b.volumeMountError(in.id, spec.NetworkVolumes); msg != "" {
 		t.info.Status, t.info.RunnerAddr, t.info.RunnerToken = api.TaskTerminated, "", ""
 		t.info.TerminationReason, t.info.TerminationMessage = api.ReasonExecutorError, msg

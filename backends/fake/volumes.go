@@ -16,7 +16,8 @@ import (
 
 // Network volumes. A fake volume is a record: it lives in one region,
 // attaches to one instance of that region at a time, and shows up there at
-// DevicePrefix + its provider id. The fake shim fails a task that names a
+// DevicePrefix + its provider id (with Config.VolumeClaims, as a claim named
+// by its provider id). The fake shim fails a task that names a
 // network volume's device which is not attached to its instance, as a real
 // shim finds no device, so a test sees a task submitted before its attach.
 
@@ -30,7 +31,10 @@ var _ backends.VolumeBackend = (*Backend)(nil)
 type volume struct {
 	id, providerID, region, name string
 	sizeGB                       float64
+	storageClass                 string
+	accessModes                  []string
 	owned                        bool
+	inUse                        bool // DeleteVolume waits (SetVolumeInUse)
 	created                      time.Time
 	tags                         map[string]string
 	attachedTo                   string // instance id
@@ -48,6 +52,9 @@ type VolumeState struct {
 	AttachedTo string
 	// Owned is false for a registered external volume.
 	Owned bool
+	// StorageClass and AccessModes are those the volume was created with.
+	StorageClass string
+	AccessModes  []string
 }
 
 // AddExternalVolume creates a volume outside hoist (as a user would in the
@@ -64,7 +71,8 @@ func (b *Backend) Volumes() map[string]VolumeState {
 	defer b.mu.Unlock()
 	out := map[string]VolumeState{}
 	for pid, v := range b.vols {
-		out[pid] = VolumeState{ID: v.id, ProviderID: pid, Region: v.region, AttachedTo: v.attachedTo, Owned: v.owned}
+		out[pid] = VolumeState{ID: v.id, ProviderID: pid, Region: v.region, AttachedTo: v.attachedTo, Owned: v.owned,
+			StorageClass: v.storageClass, AccessModes: slices.Clone(v.accessModes)}
 	}
 	return out
 }
@@ -99,10 +107,14 @@ func (b *Backend) describeVolume(v *volume) backends.Volume {
 }
 
 // CreateVolume creates a volume in spec.Region, one of the regions of the
-// backend's offers; idempotent on spec.ID.
+// backend's offers (none: the first offer's, as a Kubernetes volume lives
+// in its cluster's context); idempotent on spec.ID.
 func (b *Backend) CreateVolume(_ context.Context, spec backends.VolumeSpec) (backends.Volume, error) {
 	if spec.ID == "" {
 		return backends.Volume{}, backends.Stalled(errors.New("fake backend: volume id is required"))
+	}
+	if spec.Region == "" && len(b.offers) > 0 {
+		spec.Region = b.offers[0].Region
 	}
 	if !slices.ContainsFunc(b.offers, func(o offers.Offer) bool { return o.Region == spec.Region }) {
 		return backends.Volume{}, backends.Stalled(fmt.Errorf("fake backend: no region %q", spec.Region))
@@ -120,7 +132,8 @@ func (b *Backend) CreateVolume(_ context.Context, spec backends.VolumeSpec) (bac
 	}
 	b.seq++
 	v := &volume{id: spec.ID, providerID: fmt.Sprintf("fakevol-%d", b.seq), region: spec.Region, name: spec.Name,
-		sizeGB: spec.SizeGB, owned: true, created: b.cfg.Now(), tags: maps.Clone(spec.Tags)}
+		sizeGB: spec.SizeGB, storageClass: spec.StorageClass, accessModes: slices.Clone(spec.AccessModes),
+		owned: true, created: b.cfg.Now(), tags: maps.Clone(spec.Tags)}
 	if v.tags == nil {
 		v.tags = map[string]string{}
 	}
@@ -130,7 +143,8 @@ func (b *Backend) CreateVolume(_ context.Context, spec backends.VolumeSpec) (bac
 }
 
 // RegisterVolume adopts the external volume spec.ExternalID, which must be
-// in spec.Region; it stays the user's (DeleteVolume only forgets it).
+// in spec.Region when that is set; it stays the user's (DeleteVolume only
+// forgets it).
 func (b *Backend) RegisterVolume(_ context.Context, spec backends.VolumeSpec) (backends.Volume, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -138,7 +152,7 @@ func (b *Backend) RegisterVolume(_ context.Context, spec backends.VolumeSpec) (b
 	if !ok {
 		return backends.Volume{}, backends.Stalled(fmt.Errorf("fake volume %s: %w", spec.ExternalID, backends.ErrNotFound))
 	}
-	if v.region != spec.Region {
+	if spec.Region != "" && v.region != spec.Region {
 		return backends.Volume{}, backends.Stalled(fmt.Errorf("fake volume %s is in region %s, not %s", spec.ExternalID, v.region, spec.Region))
 	}
 	if v.id != "" && v.id != spec.ID {
@@ -182,6 +196,9 @@ func (b *Backend) AttachVolume(_ context.Context, volumeID, instanceID string) (
 		return backends.VolumeAttachment{}, fmt.Errorf("fake volume %s is attached to %s", volumeID, v.attachedTo)
 	}
 	v.attachedTo = instanceID
+	if b.cfg.VolumeClaims {
+		return backends.VolumeAttachment{Claim: v.providerID}, nil
+	}
 	return backends.VolumeAttachment{DevicePath: DevicePrefix + v.providerID}, nil
 }
 
@@ -218,6 +235,9 @@ func (b *Backend) DeleteVolume(_ context.Context, id string) error {
 	if v.attachedTo != "" {
 		return fmt.Errorf("fake volume %s is attached to %s", id, v.attachedTo)
 	}
+	if v.owned && v.inUse {
+		return backends.Wait(fmt.Errorf("fake volume %s is in use: %w", id, backends.ErrNotYetTerminated), time.Second)
+	}
 	if v.owned {
 		delete(b.vols, v.providerID)
 	} else {
@@ -226,12 +246,30 @@ func (b *Backend) DeleteVolume(_ context.Context, id string) error {
 	return nil
 }
 
+// SetVolumeInUse makes DeleteVolume of the owned volume providerID wait
+// (backends.ErrNotYetTerminated, KindWait) until it is set back to false,
+// as the Kubernetes backend's does while a pod still uses a claim.
+func (b *Backend) SetVolumeInUse(providerID string, inUse bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v := b.vols[providerID]; v != nil {
+		v.inUse = inUse
+	}
+}
+
 // volumeMountError says why the fake shim on instance in could not mount
-// the task's network volumes: a device that is no volume attached there.
+// the task's network volumes: a device (or claim) that is no volume
+// attached there.
 func (b *Backend) volumeMountError(instanceID string, vols []api.NetworkVolume) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, nv := range vols {
+		if nv.Claim != "" {
+			if v := b.vols[nv.Claim]; !b.cfg.VolumeClaims || v == nil || v.attachedTo != instanceID {
+				return fmt.Sprintf("network volume %s: claim %s is not attached here", nv.Name, nv.Claim)
+			}
+			continue
+		}
 		pid, ok := strings.CutPrefix(nv.DevicePath, DevicePrefix)
 		v := b.vols[pid]
 		if !ok || v == nil || v.attachedTo != instanceID {

@@ -18,7 +18,7 @@ type cluster struct {
 	// backend is the backend's name (Instance.Backend).
 	backend string
 	// region is the kubeconfig context's name (dstack: the region of a
-	// Kubernetes offer is its context), "" for in-cluster config.
+	// Kubernetes offer is its context), "in-cluster" for in-cluster config.
 	region string
 	// namespace is where every object the driver creates goes.
 	namespace string
@@ -30,8 +30,12 @@ type cluster struct {
 	// agents locates hoist-runner for a node's architecture, which the pod
 	// shim copies into each job's pod.
 	agents backends.AgentBinaries
-	log    *slog.Logger
-	now    func() time.Time
+	// unschedulableTimeout is how long a task's pod may stay
+	// unschedulable before the task fails as no capacity (config
+	// `unschedulable_timeout`, default DefaultUnschedulableTimeout).
+	unschedulableTimeout time.Duration
+	log                  *slog.Logger
+	now                  func() time.Time
 }
 
 // An instanceRecord is what the driver keeps of an instance in

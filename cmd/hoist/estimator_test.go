@@ -19,7 +19,7 @@ func TestEstimator_pricesPlansFromTheCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	est := estimator(offers.NewMarket(offers.MarketConfig{Catalog: cat}))
+	est := estimator(offers.NewMarket(offers.MarketConfig{Catalog: cat}), nil)
 	d, err := schema.Load(fstest.MapFS{
 		"gpu.dstack.yml":   {Data: []byte("type: fleet\nname: gpu\nnodes: 2\nbackends: [aws]\nresources:\n  gpu: 1\n")},
 		"here.dstack.yml":  {Data: []byte("type: fleet\nname: here\nnodes: 1\nbackends: [local]\n")},

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"hoist/backends"
+	"hoist/backends/kubernetes"
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
@@ -31,6 +33,7 @@ func newOffersCmd() *cobra.Command {
 		output     string
 		exportDir  string
 		thisHost   bool
+		serverCfg  string
 		onDemand   bool
 		spotAuto   bool
 	)
@@ -82,10 +85,20 @@ func newOffersCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("describe this host: %w", err)
 				}
-				hosts = append(hosts, staticOffers{o})
+				hosts = append(hosts, staticOffers{name: "local", offers: []offers.Offer{o}})
 				all := q
 				all.Limit = 0
 				total += len(offers.Filter([]offers.Offer{o}, all))
+			}
+			if serverCfg != "" {
+				live, err := clusterOffers(cmd, serverCfg, q)
+				if err != nil {
+					return err
+				}
+				hosts = append(hosts, live...)
+				for _, p := range live {
+					total += len(p.(staticOffers).offers)
+				}
 			}
 			m := offers.NewMarket(offers.MarketConfig{Catalog: cat, Hosts: hosts,
 				Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -135,20 +148,60 @@ func newOffersCmd() *cobra.Command {
 	fl.StringVar(&groupBy, "group-by", "", "aggregate by gpu, backend and/or region (comma-separated)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	fl.BoolVar(&thisHost, "local", false, "include this machine as a local-backend offer")
+	fl.StringVar(&serverCfg, "config", "", "server config file: include the live offers of its kubernetes backends (slices of the clusters' nodes)")
 	fl.StringVar(&exportDir, "export-dir", "", "write the matching offers as gpuhunt BACKEND.csv files (usable as --catalog-dir) instead of listing them")
 	return cmd
 }
 
-// staticOffers is a Provider of fixed offers (this host, for --local).
-type staticOffers []offers.Offer
+// staticOffers is a Provider of fixed offers (this host, for --local; a
+// cluster's, for --config).
+type staticOffers struct {
+	name   string
+	offers []offers.Offer
+}
 
 // Name implements offers.Provider.
-func (staticOffers) Name() string { return "local" }
+func (s staticOffers) Name() string { return s.name }
 
 // Offers implements offers.Provider: every offer, unfiltered (the Market
 // filters).
 func (s staticOffers) Offers(context.Context, offers.Query) ([]offers.Offer, error) {
-	return s, nil
+	return s.offers, nil
+}
+
+// clusterOffers asks every kubernetes backend of the server config at path
+// for its offers matching q (without q's limit), each as a staticOffers. A
+// cluster that does not answer is a warning.
+func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Provider, error) {
+	cfg, err := loadServerConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	q.Limit = 0
+	var out []offers.Provider
+	for _, e := range cfg.Backends {
+		if e.Type != "kubernetes" {
+			continue
+		}
+		raw, err := json.Marshal(e.Options)
+		if err != nil {
+			return nil, err
+		}
+		src, err := kubernetes.OfferSource(backends.Config{Name: e.Name, Type: e.Type, Options: raw}, log)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), offers.DefaultProviderTimeout)
+		list, err := src.Offers(ctx, q)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: backend %s: %v\n", src.Name(), err)
+			continue
+		}
+		out = append(out, staticOffers{name: src.Name(), offers: list})
+	}
+	return out, nil
 }
 
 // loadOfferCatalog returns the catalog to query and a word on where it came from.

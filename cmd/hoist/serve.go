@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"hoist/backends/aws"
 	"hoist/backends/azure"
 	"hoist/backends/gcp"
+	"hoist/backends/kubernetes"
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/sshfleet"
@@ -38,11 +40,12 @@ import (
 // one line here.
 func registry() backends.Registry {
 	return backends.Registry{
-		"aws":   aws.Factory,
-		"azure": azure.Factory,
-		"gcp":   gcp.Factory,
-		"local": local.Factory,
-		"ssh":   sshfleet.Factory,
+		"aws":        aws.Factory,
+		"azure":      azure.Factory,
+		"gcp":        gcp.Factory,
+		"kubernetes": kubernetes.Factory,
+		"local":      local.Factory,
+		"ssh":        sshfleet.Factory,
 	}
 }
 
@@ -192,25 +195,36 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
-	market, err := offers.Open(ctx, offers.Sources{
-		CatalogDir: o.catalogDir, CatalogURL: o.catalogURL, Hosts: []offers.Provider{hostOffers{st}},
-		Logger: log.With("component", "offers"),
-	})
-	if err != nil {
-		return err
+	// The backends open first: those whose offers are live (a Kubernetes
+	// cluster's nodes) are the Market's online providers. Cloud drivers
+	// read the Market's catalog only when asked for offers.
+	var mkt atomic.Pointer[offers.Market]
+	catalog := func() *offers.Catalog {
+		if m := mkt.Load(); m != nil {
+			return m.Catalog()
+		}
+		return offers.New("")
 	}
 	agents := agentLocator(o.agentsDir, o.dataDir)
-	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, market.Catalog, log)
+	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, catalog, log)
 	if err != nil {
 		return err
 	}
 	defer closeBackends(bes)
+	market, err := offers.Open(ctx, offers.Sources{
+		CatalogDir: o.catalogDir, CatalogURL: o.catalogURL, Hosts: []offers.Provider{hostOffers{st}},
+		Online: liveOffers(cfg, bes), Logger: log.With("component", "offers"),
+	})
+	if err != nil {
+		return err
+	}
+	mkt.Store(market)
 	obs := &metricsObserver{}
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market), Observer: obs,
+	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol})
 	if err != nil {
 		return err

@@ -256,20 +256,55 @@ func extractAgents(emb fs.FS, dir string) error {
 // estimator prices offers for plan estimates (plan.Pricer) from the
 // offline catalog, which is pure between refreshes: the cheapest offer that
 // fits the resources and profile. A profile that names only the local
-// backend asks for this host, which is free.
-func estimator(m *offers.Market) plan.Pricer {
+// backend asks for this host, which is free. Backends whose price is their
+// own configuration (Kubernetes: rates per vCPU, GiB and GPU) price the
+// resources' minimums themselves, without asking their provider.
+func estimator(m *offers.Market, bes map[string]backends.Backend) plan.Pricer {
 	return func(res schema.Resources, prof schema.Profile) (float64, bool) {
 		if len(prof.Backends) > 0 && !slices.ContainsFunc(prof.Backends, func(b string) bool { return !strings.EqualFold(b, "local") }) {
 			return 0, true
 		}
 		q := query.FromSpec(res, prof)
 		q.Disk, q.Limit = offers.Range{}, 1
-		ans := m.Catalog().Query(q)
-		if len(ans) == 0 {
-			return 0, false
+		best, found := 0.0, false
+		if ans := m.Catalog().Query(q); len(ans) > 0 {
+			best, found = ans[0].Price, true
 		}
-		return ans[0].Price, true
+		for name, b := range bes {
+			p, ok := b.(selfPricer)
+			if !ok || len(prof.Backends) > 0 && !slices.ContainsFunc(prof.Backends, func(n string) bool { return strings.EqualFold(n, name) }) {
+				continue
+			}
+			if v := p.EstimatePrice(q); !found || v < best {
+				best, found = v, true
+			}
+		}
+		return best, found
 	}
+}
+
+// selfPricer is a backend that prices a query from its configuration
+// (kubernetes.Backend).
+type selfPricer interface {
+	EstimatePrice(q offers.Query) float64
+}
+
+// liveOffers returns the backends of cfg whose offers are live rather than
+// in the offline catalog, as the Market's online providers: a Kubernetes
+// cluster's offers are slices of its nodes' free capacity. A Backend is an
+// offers.Provider (Name, Offers).
+func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Provider {
+	var out []offers.Provider
+	for _, e := range cfg.Backends {
+		name := e.Name
+		if name == "" {
+			name = e.Type
+		}
+		if b, ok := bes[name]; ok && e.Type == "kubernetes" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // hostOffers offers the hosts hoist already manages (this host, SSH fleet

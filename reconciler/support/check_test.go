@@ -56,8 +56,11 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"an azure volume is honoured", "type: volume\nname: vol\nbackend: azure\nregion: eastus\nvolume_id: d\n", nil},
 		{"a volume's availability zone", "type: volume\nname: vol\nbackend: gcp\nregion: r\navailability_zone: r-a\nsize: 1\n",
 			[]string{"5:20: availability_zone: not supported yet by hoist: `availability_zone`"}},
-		{"a kubernetes volume", "type: volume\nname: vol\nbackend: kubernetes\nclaim_name: c\n",
-			[]string{"3:10: backend: not supported yet by hoist: volumes of", "4:13: claim_name: not supported yet by hoist: Kubernetes volumes"}},
+		{"a kubernetes claim is honoured", "type: volume\nname: vol\nbackend: kubernetes\nclaim_name: c\nread_only: true\n", nil},
+		{"a kubernetes volume hoist creates is honoured",
+			"type: volume\nname: vol\nbackend: kubernetes\nsize: 1GB\nstorage_class_name: fast\naccess_modes: [ReadWriteMany]\n", nil},
+		{"a runpod volume", "type: volume\nname: vol\nbackend: runpod\nregion: r\nsize: 1\n",
+			[]string{"3:10: backend: not supported yet by hoist: volumes of `backend: runpod`"}},
 		{"a gateway", "type: gateway\nname: gw\nbackend: aws\nregion: us-east-1\ndomain: example.com\n", []string{"1:7: type: not supported yet by hoist: gateways"}},
 		{"a plain task", "type: task\nimage: x\ncommands: [ok]\nenv: [A=1]\nports: [8080]\nretry: true\nmax_duration: 1h\n", nil},
 	} {

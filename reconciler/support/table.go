@@ -368,12 +368,13 @@ var Table = []Row{
 
 	// Volumes: network volumes of the backends with volumes.
 	{Kinds: volume, Field: "", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
-		Note: "created (or registered with `volume_id`) at a configured backend that has volumes (aws, gcp, azure), with the spec's `tags` " +
-			"under hoist's ownership tags; one that cannot be shows `failed` with the reason, and jobs mounting it fail with `volume_error`"},
+		Note: "created (or registered with `volume_id`, or on Kubernetes `claim_name`) at a configured backend that has volumes " +
+			"(aws, gcp, azure, kubernetes), with the spec's `tags` under hoist's ownership tags; one that cannot be shows `failed` " +
+			"with the reason, and jobs mounting it fail with `volume_error`"},
 	{Kinds: volume, Field: "backend", Decision: Partial, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
-		Note: "volumes of `backend: runpod` and `backend: kubernetes` (no such backend in hoist)",
+		Note: "volumes of `backend: runpod` (no such backend in hoist)",
 		uses: func(r *schema.Resource) []string {
-			if v, ok := r.Spec.(*schema.Volume); ok && (v.Backend == "runpod" || v.Backend == "kubernetes") {
+			if v, ok := r.Spec.(*schema.Volume); ok && v.Backend == "runpod" {
 				return []string{"backend"}
 			}
 			return nil
@@ -387,10 +388,16 @@ var Table = []Row{
 		Note: "an owned volume unattached and unused (since its last job, or its creation) that long is deleted"},
 	{Kinds: volume, Field: "hoist", Decision: Honoured, Test: "reconciler.TestWorkers_volumeDeleteWaitsForDetach",
 		Note: "`prune: true`: the volume is deleted when its spec leaves Git (once no job has it attached)"},
-	{Kinds: volume, Field: "claim_name", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("claim_name")},
-	{Kinds: volume, Field: "storage_class_name", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("storage_class_name")},
-	{Kinds: volume, Field: "access_modes", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("access_modes")},
-	{Kinds: volume, Field: "read_only", Decision: Refused, Note: "Kubernetes volumes", uses: writtenAt("read_only")},
+	// Kubernetes volumes (PersistentVolumeClaims). The schema refuses these
+	// fields on any other volume backend, at their file:line:col.
+	{Kinds: volume, Field: "claim_name", Decision: Honoured, Test: "reconciler.TestWorkers_kubernetesClaimIsRegisteredAndMountedReadOnly",
+		Note: "an existing PersistentVolumeClaim is registered (never deleted) and mounted into the job's pod"},
+	{Kinds: volume, Field: "storage_class_name", Decision: Honoured, Test: "reconciler.TestWorkers_kubernetesVolumeIsCreatedAsAClaim",
+		Note: "the PersistentVolumeClaim hoist creates asks for this storage class (none: the cluster's default)"},
+	{Kinds: volume, Field: "access_modes", Decision: Honoured, Test: "reconciler.TestWorkers_kubernetesVolumeIsCreatedAsAClaim",
+		Note: "the PersistentVolumeClaim hoist creates asks for these access modes (default `[ReadWriteOnce]`)"},
+	{Kinds: volume, Field: "read_only", Decision: Honoured, Test: "reconciler.TestWorkers_kubernetesClaimIsRegisteredAndMountedReadOnly",
+		Note: "the claim is mounted read-only into the job's container"},
 
 	// Gateways: no backend of hoist's provides them.
 	{Kinds: []schema.Kind{schema.KindGateway}, Field: "", Decision: Refused,
