@@ -22,11 +22,6 @@ import (
 	"hoist/backends/internal/agentauth"
 )
 
-// defaultUnschedulableTimeout is how long a task's pod may stay
-// unschedulable before the task ends with api.ReasonNoCapacity (dstack
-// waits 10 s: core/backends/kubernetes/compute.py).
-const defaultUnschedulableTimeout = 10 * time.Second
-
 // podShimVersion is what the pod shim reports as its version.
 const podShimVersion = "kubernetes-pod-shim"
 
