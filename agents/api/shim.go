@@ -77,6 +77,11 @@ type PortMapping struct {
 	Host int `json:"host"`
 	// Container is the port inside the container.
 	Container int `json:"container"`
+	// Addr, in TaskInfo, is host:port at which the port answers through
+	// the instance's Conn when that is not the shim host's loopback: the
+	// Kubernetes pod shim's tasks publish nothing, and their ports are
+	// reached by a port-forward to the pod (Host is 0 then).
+	Addr string `json:"addr,omitempty"`
 }
 
 // InstanceMount bind-mounts a directory of the shim's host into the container.

@@ -482,7 +482,7 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 		info.ID = pod.Labels[taskLabel]
 	}
 	for _, p := range pod.Spec.Containers[0].Ports {
-		info.Ports = append(info.Ports, api.PortMapping{Container: int(p.ContainerPort)})
+		info.Ports = append(info.Ports, api.PortMapping{Container: int(p.ContainerPort), Addr: podAddr(pod.Name, int(p.ContainerPort))})
 	}
 	for _, c := range pod.Status.Conditions {
 		info.Updated = laterOf(info.Updated, c.LastTransitionTime.Time)
@@ -631,14 +631,19 @@ func laterOf(a, b time.Time) time.Time {
 }
 
 // runnerHostSuffix ends the host name under which requests for a pod's
-// runner travel: the pod's name, then this suffix. The Conn's transport
-// dials such a host through a port-forward to the pod (portforward.go).
+// runner (or another port of the pod) travel: the pod's name, then this
+// suffix. The Conn's transport dials such a host through a port-forward to
+// the pod (portforward.go).
 const runnerHostSuffix = ".pod.hoist.invalid"
 
 // runnerAddr returns the runner address (TaskInfo.RunnerAddr) of the pod
 // called name.
-func runnerAddr(name string) string {
-	return "http://" + name + runnerHostSuffix + ":" + strconv.Itoa(runnerPort)
+func runnerAddr(name string) string { return "http://" + podAddr(name, runnerPort) }
+
+// podAddr returns host:port of port of the pod called name, as the Conn's
+// transport dials it (PortMapping.Addr).
+func podAddr(name string, port int) string {
+	return name + runnerHostSuffix + ":" + strconv.Itoa(port)
 }
 
 // podOfHost returns the pod name and port a host:port of a runnerAddr

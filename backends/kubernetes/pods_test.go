@@ -427,6 +427,16 @@ func TestPodInfo(t *testing.T) {
 	}
 }
 
+func TestPodInfo_portsAreReachedThroughThePod(t *testing.T) {
+	p := pod(scheduled(corev1.PodRunning, exited(0, "Completed", ""), runningState()))
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8000}}
+	got := podInfo(p, t0, 10*time.Second).Ports
+	want := []api.PortMapping{{Container: 8000, Addr: "hoist-x.pod.hoist.invalid:8000"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+}
+
 func TestRunnerAddr(t *testing.T) {
 	addr := runnerAddr("hoist-train-0")
 	if addr != "http://hoist-train-0.pod.hoist.invalid:10999" {

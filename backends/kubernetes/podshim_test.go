@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -456,4 +457,55 @@ func TestPodShim_aGPUSliceIsScheduledWithItsLimitAndTooManyAreNoCapacity(t *test
 	}
 	waitGone(t, c, one.ID)
 	waitGone(t, c, three.ID)
+}
+
+func TestPodShim_aJobsPortAnswersThroughTheConn(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-port", offers.Offer{})
+	cn, sc := connect(t, c, rec)
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-port", Image: testImage, Ports: []api.PortMapping{{Container: 8000}}}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-port", api.TaskRunning, 2*time.Minute)
+	if len(info.Ports) != 1 || info.Ports[0].Addr == "" {
+		t.Fatalf("ports %+v, want the port's address", info.Ports)
+	}
+	rc := api.NewRunnerClient(info.RunnerAddr, cn.HTTPClient())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for range 100 {
+		if _, err := rc.State(ctx); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := rc.Submit(ctx, api.JobSpec{RunName: "test", JobID: "job-port",
+		Commands: []string{"mkdir -p /tmp/www && echo served > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	for range 50 {
+		resp, err := cn.HTTPClient().Get("http://" + info.Ports[0].Addr + "/index.html")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); resp.StatusCode == 200 {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.TrimSpace(body) != "served" {
+		t.Errorf("GET through the Conn: %q, want the job's page", body)
+	}
+	if _, err := sc.TerminateTask(ctx, "job-port", api.ReasonTerminatedByUser, "", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.RemoveTask(ctx, "job-port"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
 }
