@@ -232,7 +232,7 @@ func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskIn
 		return api.TaskInfo{}, err
 	}
 	name, ns := podName(spec), s.c.namespace
-	ps := podSpec{Name: name, Namespace: ns, Secret: name}
+	ps := podSpec{Name: name, Namespace: ns, Secret: name, CreatedAt: s.now()}
 	if s.rec.Offer.GPUCount > 0 {
 		label := nvidiaProduct
 		if strings.EqualFold(s.rec.Offer.GPUVendor, "amd") {

@@ -278,7 +278,7 @@ func TestPodShim_unschedulableForLongerThanTheLimitIsNoCapacity(t *testing.T) {
 	if info.TerminationReason != api.ReasonNoCapacity || !strings.Contains(info.TerminationMessage, "Insufficient cpu") {
 		t.Errorf("task %+v, want no capacity for cpu", info)
 	}
-	if took < DefaultUnschedulableTimeout-time.Second {
+	if took < DefaultUnschedulableTimeout {
 		t.Errorf("no capacity after %s, before the limit of %s", took, DefaultUnschedulableTimeout)
 	}
 	if err := sc.RemoveTask(t.Context(), "job-big"); err != nil {
