@@ -509,3 +509,46 @@ func TestPodShim_aJobsPortAnswersThroughTheConn(t *testing.T) {
 	}
 	waitGone(t, c, rec.ID)
 }
+
+func TestPodShim_anotherServerPicksUpATaskWhereTheFirstLeftIt(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-peer", offers.Offer{})
+	tests := []struct {
+		name       string
+		closeFirst bool
+		id         string
+	}{
+		{"the first server is gone right after creating the pod", true, "job-peer-a"},
+		{"both servers look at once", false, "job-peer-b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first, err := newConn(t.Context(), c, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Close()
+			if _, err := api.NewShimClient(first.ShimURL(), first.HTTPClient()).CreateTask(t.Context(), api.TaskSpec{ID: tt.id, Image: testImage}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.closeFirst {
+				first.Close()
+			}
+			second, sc := connect(t, c, rec)
+			info := waitFor(t, sc, tt.id, api.TaskRunning, 2*time.Minute)
+			st, out := runJob(t, second, info, "echo picked up")
+			if st.State != api.JobDone || strings.TrimSpace(out) != "picked up" {
+				t.Errorf("job %+v output %q", st, out)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if _, err := sc.TerminateTask(ctx, tt.id, api.ReasonDoneByRunner, "", 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.RemoveTask(ctx, tt.id); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	waitGone(t, c, rec.ID)
+}
