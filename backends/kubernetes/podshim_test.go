@@ -182,6 +182,13 @@ func TestPodShim_runsAJobThroughTheRunner(t *testing.T) {
 	if !strings.Contains(out, "hello from the secret") || !strings.Contains(out, "to stderr") {
 		t.Errorf("job output %q, want the env and stderr lines", out)
 	}
+	sec, err := c.client.CoreV1().Secrets(c.namespace).Get(t.Context(), info.ContainerName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Kind != "Pod" || sec.OwnerReferences[0].Name != info.ContainerName {
+		t.Errorf("the task's secret is owned by %+v, want its pod", sec.OwnerReferences)
+	}
 	if l, err := sc.ListTasks(t.Context()); err != nil || len(l) != 1 || l[0].ID != "job-run" || l[0].RunnerToken == "" {
 		t.Errorf("ListTasks = %+v, %v; want the task with its runner token", l, err)
 	}
