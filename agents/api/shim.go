@@ -77,6 +77,11 @@ type PortMapping struct {
 	Host int `json:"host"`
 	// Container is the port inside the container.
 	Container int `json:"container"`
+	// Addr, in TaskInfo, is host:port at which the port answers through
+	// the instance's Conn when that is not the shim host's loopback: the
+	// Kubernetes pod shim's tasks publish nothing, and their ports are
+	// reached by a port-forward to the pod (Host is 0 then).
+	Addr string `json:"addr,omitempty"`
 }
 
 // InstanceMount bind-mounts a directory of the shim's host into the container.
@@ -211,7 +216,10 @@ type TaskInfo struct {
 	ContainerName string `json:"container_name,omitempty"`
 	// RunnerAddr is "unix://" and the path on the shim's host of the Unix
 	// socket the runner's API listens on (see UnixAddr, BaseURL); only the
-	// shim's user and root can open it. Set once running.
+	// shim's user and root can open it. The Kubernetes pod shim's is an
+	// http URL whose host names the pod, which only its Conn's transport
+	// dials (a port-forward to the runner on the pod's loopback). Set once
+	// running.
 	RunnerAddr string `json:"runner_addr,omitempty"`
 	// RunnerToken is the bearer token the runner's API demands (see
 	// RunnerClient.WithToken), random for each task. Only the shim's

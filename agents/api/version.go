@@ -19,7 +19,8 @@ const (
 	ShimAPIVersion = 5
 	// RunnerAPIVersion is the version of the runner's HTTP API. Version 2:
 	// every request, the health check included, carries the runner's bearer
-	// token. Version 3: the runner listens on a Unix socket only.
+	// token. Version 3: the runner listens on a Unix socket only (or, in a
+	// Kubernetes pod, on the pod's loopback: hoist-runner --listen).
 	RunnerAPIVersion = 3
 )
 

@@ -23,7 +23,7 @@ const shimHost = "pod-shim.hoist.invalid"
 // pod shim, and whose requests to a runner address go through a
 // port-forward to the runner in the task's pod.
 func newConn(_ context.Context, c *cluster, rec instanceRecord) (backends.Conn, error) {
-	s := newPodShim(c, rec, cmp.Or(c.unschedulableTimeout, defaultUnschedulableTimeout))
+	s := newPodShim(c, rec, cmp.Or(c.unschedulableTimeout, DefaultUnschedulableTimeout))
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			pod, port, ok := podOfHost(addr)

@@ -72,6 +72,10 @@ const (
 	// messageAnnotation holds the termination message that goes with
 	// reasonAnnotation.
 	messageAnnotation = "hoist.dev/termination-message"
+	// createdAnnotation holds when the pod shim created the pod
+	// (RFC 3339 with nanoseconds: the pod's creationTimestamp has whole
+	// seconds), from which the unschedulable limit counts.
+	createdAnnotation = "hoist.dev/created-at"
 )
 
 // Keys of a task's secret.
@@ -213,6 +217,8 @@ type podSpec struct {
 	// Secret is the task's secret (taskSecret); PullSecret the registry
 	// credentials' secret, "" for none.
 	Secret, PullSecret string
+	// CreatedAt is when the pod is created (createdAnnotation).
+	CreatedAt time.Time
 	// GPUProducts are the values of the nodes' GPU product labels of the
 	// offer's vendor (productLabel); those that name the offer's GPU go
 	// into the pod's node affinity.
@@ -340,6 +346,9 @@ func buildPod(rec instanceRecord, spec api.TaskSpec, ps podSpec) (*corev1.Pod, e
 
 func taskMetaFor(rec instanceRecord, spec api.TaskSpec, ps podSpec) metav1.ObjectMeta {
 	m := taskMeta(rec, spec, ps.Name, ps.Namespace)
+	if !ps.CreatedAt.IsZero() {
+		m.Annotations[createdAnnotation] = ps.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
 	for k, v := range spec.Labels {
 		if _, taken := m.Labels[k]; !taken && len(validation.IsQualifiedName(k)) == 0 {
 			m.Labels[k] = labelValue(v)
@@ -482,7 +491,7 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 		info.ID = pod.Labels[taskLabel]
 	}
 	for _, p := range pod.Spec.Containers[0].Ports {
-		info.Ports = append(info.Ports, api.PortMapping{Container: int(p.ContainerPort)})
+		info.Ports = append(info.Ports, api.PortMapping{Container: int(p.ContainerPort), Addr: podAddr(pod.Name, int(p.ContainerPort))})
 	}
 	for _, c := range pod.Status.Conditions {
 		info.Updated = laterOf(info.Updated, c.LastTransitionTime.Time)
@@ -563,7 +572,11 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 	}
 	sched := podCondition(pod, corev1.PodScheduled)
 	if sched == nil || sched.Status != corev1.ConditionTrue {
-		if sched != nil && sched.Reason == corev1.PodReasonUnschedulable && now.Sub(pod.CreationTimestamp.Time) >= unschedulable {
+		created := pod.CreationTimestamp.Time
+		if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[createdAnnotation]); err == nil {
+			created = t
+		}
+		if sched != nil && sched.Reason == corev1.PodReasonUnschedulable && now.Sub(created) >= unschedulable {
 			return terminate(api.ReasonNoCapacity, fmt.Sprintf("no node can take the pod (unschedulable for %s): %s", unschedulable, sched.Message))
 		}
 		return info
@@ -631,14 +644,19 @@ func laterOf(a, b time.Time) time.Time {
 }
 
 // runnerHostSuffix ends the host name under which requests for a pod's
-// runner travel: the pod's name, then this suffix. The Conn's transport
-// dials such a host through a port-forward to the pod (portforward.go).
+// runner (or another port of the pod) travel: the pod's name, then this
+// suffix. The Conn's transport dials such a host through a port-forward to
+// the pod (portforward.go).
 const runnerHostSuffix = ".pod.hoist.invalid"
 
 // runnerAddr returns the runner address (TaskInfo.RunnerAddr) of the pod
 // called name.
-func runnerAddr(name string) string {
-	return "http://" + name + runnerHostSuffix + ":" + strconv.Itoa(runnerPort)
+func runnerAddr(name string) string { return "http://" + podAddr(name, runnerPort) }
+
+// podAddr returns host:port of port of the pod called name, as the Conn's
+// transport dials it (PortMapping.Addr).
+func podAddr(name string, port int) string {
+	return name + runnerHostSuffix + ":" + strconv.Itoa(port)
 }
 
 // podOfHost returns the pod name and port a host:port of a runnerAddr

@@ -358,6 +358,8 @@ func TestPodInfo(t *testing.T) {
 	}{
 		{name: "not yet scheduled is pending", pod: pod(corev1.PodStatus{Phase: corev1.PodPending}), now: t0, status: api.TaskPending},
 		{name: "unschedulable within the limit is pending", pod: pod(unschedulable), now: t0.Add(9 * time.Second), status: api.TaskPending},
+		{name: "the limit counts from the pod shim's creation time, finer than the pod's",
+			pod: pod(unschedulable, createdAnnotation, t0.Add(900*time.Millisecond).Format(time.RFC3339Nano)), now: t0.Add(10 * time.Second), status: api.TaskPending},
 		{name: "unschedulable past the limit is no capacity", pod: pod(unschedulable), now: t0.Add(10 * time.Second), status: api.TaskTerminated,
 			reason: api.ReasonNoCapacity, message: "Insufficient cpu"},
 		{name: "scheduled, the image not there yet, is pulling", pod: pod(scheduled(corev1.PodPending, waiting("PodInitializing", ""), waiting("PodInitializing", ""))),
@@ -424,6 +426,16 @@ func TestPodInfo(t *testing.T) {
 				t.Errorf("runner address %q, want one: %v", got.RunnerAddr, wantAddr)
 			}
 		})
+	}
+}
+
+func TestPodInfo_portsAreReachedThroughThePod(t *testing.T) {
+	p := pod(scheduled(corev1.PodRunning, exited(0, "Completed", ""), runningState()))
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8000}}
+	got := podInfo(p, t0, 10*time.Second).Ports
+	want := []api.PortMapping{{Container: 8000, Addr: "hoist-x.pod.hoist.invalid:8000"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
 	}
 }
 

@@ -22,11 +22,6 @@ import (
 	"hoist/backends/internal/agentauth"
 )
 
-// defaultUnschedulableTimeout is how long a task's pod may stay
-// unschedulable before the task ends with api.ReasonNoCapacity (dstack
-// waits 10 s: core/backends/kubernetes/compute.py).
-const defaultUnschedulableTimeout = 10 * time.Second
-
 // podShimVersion is what the pod shim reports as its version.
 const podShimVersion = "kubernetes-pod-shim"
 
@@ -237,7 +232,7 @@ func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskIn
 		return api.TaskInfo{}, err
 	}
 	name, ns := podName(spec), s.c.namespace
-	ps := podSpec{Name: name, Namespace: ns, Secret: name}
+	ps := podSpec{Name: name, Namespace: ns, Secret: name, CreatedAt: s.now()}
 	if s.rec.Offer.GPUCount > 0 {
 		label := nvidiaProduct
 		if strings.EqualFold(s.rec.Offer.GPUVendor, "amd") {

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -181,6 +182,13 @@ func TestPodShim_runsAJobThroughTheRunner(t *testing.T) {
 	if !strings.Contains(out, "hello from the secret") || !strings.Contains(out, "to stderr") {
 		t.Errorf("job output %q, want the env and stderr lines", out)
 	}
+	sec, err := c.client.CoreV1().Secrets(c.namespace).Get(t.Context(), info.ContainerName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Kind != "Pod" || sec.OwnerReferences[0].Name != info.ContainerName {
+		t.Errorf("the task's secret is owned by %+v, want its pod", sec.OwnerReferences)
+	}
 	if l, err := sc.ListTasks(t.Context()); err != nil || len(l) != 1 || l[0].ID != "job-run" || l[0].RunnerToken == "" {
 		t.Errorf("ListTasks = %+v, %v; want the task with its runner token", l, err)
 	}
@@ -277,8 +285,8 @@ func TestPodShim_unschedulableForLongerThanTheLimitIsNoCapacity(t *testing.T) {
 	if info.TerminationReason != api.ReasonNoCapacity || !strings.Contains(info.TerminationMessage, "Insufficient cpu") {
 		t.Errorf("task %+v, want no capacity for cpu", info)
 	}
-	if took < defaultUnschedulableTimeout-time.Second {
-		t.Errorf("no capacity after %s, before the limit of %s", took, defaultUnschedulableTimeout)
+	if took < DefaultUnschedulableTimeout {
+		t.Errorf("no capacity after %s, before the limit of %s", took, DefaultUnschedulableTimeout)
 	}
 	if err := sc.RemoveTask(t.Context(), "job-big"); err != nil {
 		t.Fatal(err)
@@ -456,4 +464,98 @@ func TestPodShim_aGPUSliceIsScheduledWithItsLimitAndTooManyAreNoCapacity(t *test
 	}
 	waitGone(t, c, one.ID)
 	waitGone(t, c, three.ID)
+}
+
+func TestPodShim_aJobsPortAnswersThroughTheConn(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-port", offers.Offer{})
+	cn, sc := connect(t, c, rec)
+	if _, err := sc.CreateTask(t.Context(), api.TaskSpec{ID: "job-port", Image: testImage, Ports: []api.PortMapping{{Container: 8000}}}); err != nil {
+		t.Fatal(err)
+	}
+	info := waitFor(t, sc, "job-port", api.TaskRunning, 2*time.Minute)
+	if len(info.Ports) != 1 || info.Ports[0].Addr == "" {
+		t.Fatalf("ports %+v, want the port's address", info.Ports)
+	}
+	rc := api.NewRunnerClient(info.RunnerAddr, cn.HTTPClient())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for range 100 {
+		if _, err := rc.State(ctx); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := rc.Submit(ctx, api.JobSpec{RunName: "test", JobID: "job-port",
+		Commands: []string{"mkdir -p /tmp/www && echo served > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	for range 50 {
+		resp, err := cn.HTTPClient().Get("http://" + info.Ports[0].Addr + "/index.html")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); resp.StatusCode == 200 {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.TrimSpace(body) != "served" {
+		t.Errorf("GET through the Conn: %q, want the job's page", body)
+	}
+	if _, err := sc.TerminateTask(ctx, "job-port", api.ReasonTerminatedByUser, "", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.RemoveTask(ctx, "job-port"); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, rec.ID)
+}
+
+func TestPodShim_anotherServerPicksUpATaskWhereTheFirstLeftIt(t *testing.T) {
+	c := testCluster(t)
+	rec := testInstance("inst-peer", offers.Offer{})
+	tests := []struct {
+		name       string
+		closeFirst bool
+		id         string
+	}{
+		{"the first server is gone right after creating the pod", true, "job-peer-a"},
+		{"both servers look at once", false, "job-peer-b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first, err := newConn(t.Context(), c, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Close()
+			if _, err := api.NewShimClient(first.ShimURL(), first.HTTPClient()).CreateTask(t.Context(), api.TaskSpec{ID: tt.id, Image: testImage}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.closeFirst {
+				first.Close()
+			}
+			second, sc := connect(t, c, rec)
+			info := waitFor(t, sc, tt.id, api.TaskRunning, 2*time.Minute)
+			st, out := runJob(t, second, info, "echo picked up")
+			if st.State != api.JobDone || strings.TrimSpace(out) != "picked up" {
+				t.Errorf("job %+v output %q", st, out)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if _, err := sc.TerminateTask(ctx, tt.id, api.ReasonDoneByRunner, "", 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.RemoveTask(ctx, tt.id); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	waitGone(t, c, rec.ID)
 }
