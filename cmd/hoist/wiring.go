@@ -101,6 +101,8 @@ func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, e
 		switch e.Type {
 		case "local":
 			env.LocalBackends = append(env.LocalBackends, name)
+		case "kubernetes":
+			env.PodBackends = append(env.PodBackends, name)
 		case "ssh":
 			env.RemoteBackends = append(env.RemoteBackends, name)
 			// The shims' directories on SSH hosts, when given as absolute.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -67,6 +68,11 @@ type Env struct {
 	// RemoteBackends are the configured backends of SSH hosts, which a
 	// run's `backends` names `remote` as dstack does.
 	RemoteBackends []string
+	// PodBackends are the configured backends whose jobs run as pods
+	// (Kubernetes): the image's own entrypoint is not known there (there
+	// is no registry to read it from), and a container runs as a numeric
+	// user id.
+	PodBackends []string
 	// DataDir is the server's data directory (never mountable).
 	DataDir string
 	// DockerHost is DOCKER_HOST; the socket a unix:// address names is
@@ -430,6 +436,51 @@ func (p *Policy) Check(r *schema.Resource) schema.Errors {
 	boolField("privileged", rc.Privileged, p.Privileged, "privileged containers", "privileged")
 	for i, g := range groups {
 		boolField(fmt.Sprintf("replicas[%d].privileged", i), g.Privileged != nil && *g.Privileged, p.Privileged, "privileged containers", "privileged")
+	}
+	return append(errs, p.checkPods(r, rc, bes)...)
+}
+
+// numericUser is a user a pod can run as: uid or uid:gid.
+var numericUser = regexp.MustCompile(`^[0-9]+(:[0-9]+)?$`)
+
+// checkPods refuses, when a run may be placed on a backend whose jobs run
+// as pods, what such a pod cannot do: run the image's own entrypoint (a
+// task or service without `commands` or `entrypoint`), or run as a user
+// named, not numbered.
+func (p *Policy) checkPods(r *schema.Resource, rc *schema.RunConfig, bes []string) schema.Errors {
+	if p == nil {
+		return nil
+	}
+	pod := ""
+	for _, b := range bes {
+		if slices.Contains(p.env.PodBackends, b) {
+			pod = b
+			break
+		}
+	}
+	if pod == "" {
+		return nil
+	}
+	var errs schema.Errors
+	hasCommands := true
+	switch s := r.Spec.(type) {
+	case *schema.Task:
+		hasCommands = len(s.Commands) > 0
+		for _, g := range s.Groups {
+			hasCommands = hasCommands || len(g.Commands) > 0
+		}
+	case *schema.Service:
+		hasCommands = len(s.Commands) > 0
+		for _, g := range s.Groups {
+			hasCommands = hasCommands || len(g.Commands) > 0
+		}
+	}
+	if !hasCommands && rc.Entrypoint == "" {
+		errs = append(errs, r.FieldError("commands", "a run that may be placed on backend %s needs `commands` or `entrypoint`: "+
+			"its jobs run as pods, where the image's own entrypoint is not known; or name other backends in `backends`", pod))
+	}
+	if rc.User != "" && !numericUser.MatchString(rc.User) {
+		errs = append(errs, r.FieldError("user", "%q: on backend %s a job runs as a numeric user id (uid or uid:gid); or name other backends in `backends`", rc.User, pod))
 	}
 	return errs
 }

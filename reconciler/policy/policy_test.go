@@ -209,6 +209,44 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestCheck_podBackends(t *testing.T) {
+	env, _ := testEnv(t)
+	env.Backends = append(env.Backends, "k8s")
+	env.PodBackends = []string{"k8s"}
+	for _, tc := range []struct {
+		name string
+		spec string
+		want []string
+	}{
+		{"a task without commands that may land on pods is refused",
+			"type: task\nname: tt\nimage: nginx\n",
+			[]string{"t.dstack.yml:1:1: commands: a run that may be placed on backend k8s needs `commands` or `entrypoint`"}},
+		{"an entrypoint is enough", "type: task\nname: tt\nimage: nginx\nentrypoint: /bin/run\n", nil},
+		{"a run naming other backends is not checked", "type: task\nname: tt\nimage: nginx\nbackends: [local]\nuser: www\n", nil},
+		{"a named user is refused at the user", "type: task\nname: tt\ncommands: [id]\nuser: www\n",
+			[]string{"t.dstack.yml:4:7: user: \"www\": on backend k8s a job runs as a numeric user id"}},
+		{"a numeric user passes", "type: task\nname: tt\ncommands: [id]\nuser: \"1000:1000\"\n", nil},
+		{"a service's replica group commands count", "type: service\nname: ss\nport: 80\nreplicas:\n  - name: a\n    count: 1\n    commands: [x]\n", nil},
+		{"a dev environment needs no commands", "type: dev-environment\nname: dd\nide: vscode\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(Config{}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := p.Check(load(t, map[string]string{"t.dstack.yml": tc.spec}))
+			if len(errs) != len(tc.want) {
+				t.Fatalf("Check = %v, want %d errors like %q", errs, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Fatalf("error %q does not contain %q", errs[i].Error(), w)
+				}
+			}
+		})
+	}
+}
+
 func TestNilPolicy_allowsNothing(t *testing.T) {
 	var p *Policy
 	if acc := p.InstanceVolume("local", "/srv"); acc.Allowed {
