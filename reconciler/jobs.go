@@ -295,11 +295,19 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	// The runner's address is its Unix socket on the instance (unix://path).
 	job.RunnerAddr = info.RunnerAddr
 	if spec.Port != nil {
-		// Where the service answers on its instance, for the probes: the
-		// shim publishes ports on the instance's loopback.
+		// Where the service answers through the instance's Conn, for the
+		// probes: the docker shim publishes ports on the instance's
+		// loopback, the Kubernetes pod shim names the pod's port (Addr).
 		for _, p := range info.Ports {
-			if p.Container == spec.Port.ContainerPort && p.Host > 0 {
-				job.RuntimeData, _ = json.Marshal(runtimeData{ServiceAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Host))})
+			if p.Container != spec.Port.ContainerPort {
+				continue
+			}
+			addr := p.Addr
+			if addr == "" && p.Host > 0 {
+				addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Host))
+			}
+			if addr != "" {
+				job.RuntimeData, _ = json.Marshal(runtimeData{ServiceAddr: addr})
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/backends"
 	"hoist/backends/fake"
 	"hoist/store"
 )
@@ -124,8 +125,16 @@ func TestWorkers_containerLostEndsTheJob(t *testing.T) {
 
 // TestWorkers_rollingDeploymentWaitsForTheNewReplicasProbes: a service's
 // new run retires the old one only once its replica passes its HTTP probe,
-// sent to the port the fake runner publishes for the service.
+// sent to the port the fake runner publishes for the service: on the
+// instance's loopback (a docker shim), or at the address the task names
+// (PortMapping.Addr, the Kubernetes pod shim's port-forward).
 func TestWorkers_rollingDeploymentWaitsForTheNewReplicasProbes(t *testing.T) {
+	for _, runtime := range []string{backends.RuntimeShim, backends.RuntimeRunner} {
+		t.Run(runtime, func(t *testing.T) { rollingDeploymentWaitsForProbes(t, runtime) })
+	}
+}
+
+func rollingDeploymentWaitsForProbes(t *testing.T, runtime string) {
 	const svc = "type: service\nname: web\nimage: busybox\nport: 8000\ncommands: [echo %s, sleep 1h]\n" +
 		"probes:\n  - type: http\n    url: /health\n    ready_after: 1\n"
 	f := newFixture(t, map[string]string{
@@ -134,7 +143,7 @@ func TestWorkers_rollingDeploymentWaitsForTheNewReplicasProbes(t *testing.T) {
 	})
 	var healthy atomic.Bool
 	var probed atomic.Int32
-	f.withFakeBackend(fake.Config{Service: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.withFakeBackend(fake.Config{Runtime: runtime, Service: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			probed.Add(1)
 		}

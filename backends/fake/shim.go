@@ -232,6 +232,12 @@ func (in *instance) handleCreate(w http.ResponseWriter, req *http.Request) {
 		_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
 		n, _ := strconv.Atoi(port)
 		t.ports = append(t.ports, s)
+		if in.b.cfg.Runtime == backends.RuntimeRunner {
+			// As the Kubernetes pod shim: nothing published on a host,
+			// the port answers at an address of the Conn's.
+			t.info.Ports = append(t.info.Ports, api.PortMapping{Container: p.Container, Addr: s.Listener.Addr().String()})
+			continue
+		}
 		t.info.Ports = append(t.info.Ports, api.PortMapping{Host: n, Container: p.Container})
 	}
 	r.onEnd = func(st api.JobState) { in.jobEnded(spec.ID, st) }
