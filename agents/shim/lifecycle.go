@@ -415,31 +415,12 @@ func (s *Shim) releaseVolumes(t *task) {
 }
 
 // exitReason explains a container's end from its exit code, OOM flag and
-// the runner's last job state.
+// the runner's last job state (api.TaskEnd), or from its removal.
 func exitReason(code *int, oom bool, job *api.JobState, gone bool) (string, string) {
-	switch {
-	case gone:
+	if gone {
 		return api.ReasonContainerLost, "the container was removed from outside"
-	case oom:
-		return api.ReasonContainerExitedWithError, "the container ran out of memory (OOM killed)"
-	case job != nil && job.Finished():
-		switch job.State {
-		case api.JobDone:
-			return api.ReasonDoneByRunner, ""
-		case api.JobFailed:
-			return api.ReasonContainerExitedWithError, job.TerminationMessage
-		default:
-			return job.TerminationReason, job.TerminationMessage
-		}
-	case code == nil:
-		return api.ReasonContainerExitedWithError, "the container exited"
-	case *code == 0:
-		return api.ReasonDoneByRunner, ""
-	case *code == 137:
-		return api.ReasonContainerExitedWithError, "the container was killed (SIGKILL) from outside while its job was running"
-	default:
-		return api.ReasonContainerExitedWithError, fmt.Sprintf("the container exited with code %d while its job was running", *code)
 	}
+	return api.TaskEnd(code, oom, job)
 }
 
 func readJobState(path string) *api.JobState {

@@ -532,7 +532,7 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 		}
 		info.Job = job
 		oom := t.Reason == "OOMKilled"
-		info = terminate(exitReason(code, oom, job))
+		info = terminate(api.TaskEnd(&code, oom, job))
 		if oom && !strings.Contains(info.TerminationMessage, "out of memory") {
 			// A process of the job was OOM killed, whatever else ended it.
 			info.TerminationMessage = strings.TrimPrefix(info.TerminationMessage+"; the container ran out of memory (OOM killed)", "; ")
@@ -591,31 +591,6 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 		info.Status = api.TaskPulling
 	}
 	return info
-}
-
-// exitReason returns the reason and message of a task whose job container
-// exited with code: the runner's job state when it left one (the docker
-// shim's reading, agents/shim/lifecycle.go).
-func exitReason(code int, oom bool, job *api.JobState) (string, string) {
-	switch {
-	case oom:
-		return api.ReasonContainerExitedWithError, "the container ran out of memory (OOM killed)"
-	case job != nil && job.Finished():
-		switch job.State {
-		case api.JobDone:
-			return api.ReasonDoneByRunner, ""
-		case api.JobFailed:
-			return api.ReasonContainerExitedWithError, job.TerminationMessage
-		default:
-			return job.TerminationReason, job.TerminationMessage
-		}
-	case code == 0:
-		return api.ReasonDoneByRunner, ""
-	case code == 137:
-		return api.ReasonContainerExitedWithError, "the container was killed (SIGKILL) while its job was running"
-	default:
-		return api.ReasonContainerExitedWithError, fmt.Sprintf("the container exited with code %d while its job was running", code)
-	}
 }
 
 func containerStatus(sts []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
