@@ -196,15 +196,7 @@ func TestCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			errs := p.Check(load(t, map[string]string{"t.dstack.yml": tc.spec}))
-			if len(errs) != len(tc.want) {
-				t.Fatalf("Check = %v, want %d errors like %q", errs, len(tc.want), tc.want)
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(errs[i].Error(), w) {
-					t.Fatalf("error %q does not contain %q", errs[i].Error(), w)
-				}
-			}
+			checkErrors(t, p, tc.spec, tc.want)
 		})
 	}
 }
@@ -234,16 +226,23 @@ func TestCheck_podBackends(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			errs := p.Check(load(t, map[string]string{"t.dstack.yml": tc.spec}))
-			if len(errs) != len(tc.want) {
-				t.Fatalf("Check = %v, want %d errors like %q", errs, len(tc.want), tc.want)
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(errs[i].Error(), w) {
-					t.Fatalf("error %q does not contain %q", errs[i].Error(), w)
-				}
-			}
+			checkErrors(t, p, tc.spec, tc.want)
 		})
+	}
+}
+
+// checkErrors checks p's errors for spec (as t.dstack.yml): one for each of
+// want, in order, each containing it.
+func checkErrors(t *testing.T, p *Policy, spec string, want []string) {
+	t.Helper()
+	errs := p.Check(load(t, map[string]string{"t.dstack.yml": spec}))
+	if len(errs) != len(want) {
+		t.Fatalf("Check = %v, want %d errors like %q", errs, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.Contains(errs[i].Error(), w) {
+			t.Fatalf("error %q does not contain %q", errs[i].Error(), w)
+		}
 	}
 }
 
