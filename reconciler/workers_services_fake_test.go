@@ -1,0 +1,134 @@
+package reconciler
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"hoist/backends/fake"
+	"hoist/store"
+)
+
+// get sends GET path to a replica through its Transport and returns the
+// body.
+func get(t *testing.T, rep ServiceReplica, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+rep.Addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rep.Transport.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("GET %s through the replica's transport: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestServices_routeListsOnlyReplicasPassingTheirProbes: a service run's
+// route carries its auth, strip_prefix, model and rate_limits; its replica
+// is listed (reachable through the connection to its instance) only once
+// it passed its probe ready_after times, taken out when the probe fails and
+// put back when it passes again.
+func TestServices_routeListsOnlyReplicasPassingTheirProbes(t *testing.T) {
+	const svc = "type: service\nname: web\nimage: busybox\nport: 8000\ncommands: [sleep 1h]\nauth: false\nstrip_prefix: false\n" +
+		"model: {type: chat, name: llama, format: openai}\n" +
+		"rate_limits:\n  - prefix: /api\n    rps: 2.5\n    burst: 4\n" +
+		"probes:\n  - type: http\n    url: /health\n    ready_after: 2\n"
+	f := newFixture(t, map[string]string{"fleet.dstack.yml": cloudFleet, "web.dstack.yml": svc})
+	var healthy atomic.Bool
+	f.withFakeBackend(fake.Config{Service: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" && !healthy.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "hello from "+r.URL.Path)
+	})})
+	if _, err := f.c.ServiceRoute(f.ctx, store.DefaultProject, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("route of an unknown service: %v, want ErrNotFound", err)
+	}
+	f.startTask("web")
+
+	route := func() ServiceRoute {
+		t.Helper()
+		rt, err := f.c.ServiceRoute(f.ctx, store.DefaultProject, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt
+	}
+	rt := route()
+	if rt.Auth || rt.StripPrefix || rt.MinReplicas != 1 || rt.Model == nil || rt.Model.Name != "llama" || rt.Model.Format != "openai" || rt.Model.Prefix != "/v1" {
+		t.Errorf("route = %+v (model %+v), want auth and strip_prefix off, min 1, model llama openai /v1", rt, rt.Model)
+	}
+	if len(rt.RateLimits) != 1 || rt.RateLimits[0] != (ServiceRateLimit{Prefix: "/api", RPS: 2.5, Burst: 4}) {
+		t.Errorf("rate limits = %+v, want /api 2.5 rps burst 4", rt.RateLimits)
+	}
+	if len(rt.Replicas) != 0 {
+		t.Fatalf("replicas before any probe = %+v, want none", rt.Replicas)
+	}
+
+	f.reconcileRun("web") // the probe fails
+	if n := len(route().Replicas); n != 0 {
+		t.Fatalf("%d replicas after a failed probe, want none", n)
+	}
+	healthy.Store(true)
+	f.reconcileRun("web") // passes once of ready_after 2
+	if n := len(route().Replicas); n != 0 {
+		t.Fatalf("%d replicas after one pass of two, want none", n)
+	}
+	if after := f.reconcileRun("web"); after <= 0 {
+		t.Errorf("run worker wakes in %s, want a wake-up to probe again", after)
+	}
+	rt = route()
+	if len(rt.Replicas) != 1 || rt.Replicas[0].JobID != f.job("web").ID {
+		t.Fatalf("replicas after two passes = %+v, want the run's job", rt.Replicas)
+	}
+	if body := get(t, rt.Replicas[0], "/x"); body != "hello from /x" {
+		t.Errorf("replica answered %q through its transport, want hello from /x", body)
+	}
+	models, err := f.c.ServiceModels(f.ctx, store.DefaultProject)
+	if err != nil || len(models) != 1 || models[0].Run != "web" || len(models[0].Replicas) != 1 {
+		t.Errorf("models = %+v, %v; want web with its replica", models, err)
+	}
+
+	healthy.Store(false)
+	f.reconcileRun("web")
+	if n := len(route().Replicas); n != 0 {
+		t.Fatalf("%d replicas once the probe fails, want none", n)
+	}
+	healthy.Store(true)
+	f.reconcileRun("web")
+	f.reconcileRun("web")
+	if n := len(route().Replicas); n != 1 {
+		t.Fatalf("%d replicas once the probe passes again, want 1", n)
+	}
+}
+
+// TestServices_routeOfAServiceWithoutProbesListsItsRunningReplica: without
+// probes a running replica is ready; dstack's defaults (auth and
+// strip_prefix on) apply, and no model is listed.
+func TestServices_routeOfAServiceWithoutProbesListsItsRunningReplica(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": cloudFleet,
+		"web.dstack.yml":   "type: service\nname: web\nimage: busybox\nport: 8000\ncommands: [sleep 1h]\n",
+	})
+	f.withFakeBackend(fake.Config{})
+	f.startTask("web")
+	rt, err := f.c.ServiceRoute(f.ctx, store.DefaultProject, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.Auth || !rt.StripPrefix || rt.Model != nil || len(rt.Replicas) != 1 {
+		t.Fatalf("route = %+v, want auth, strip_prefix, no model, one replica", rt)
+	}
+	if body := get(t, rt.Replicas[0], "/"); body != "ok\n" {
+		t.Errorf("replica answered %q, want ok", body)
+	}
+	if models, err := f.c.ServiceModels(f.ctx, store.DefaultProject); err != nil || len(models) != 0 {
+		t.Errorf("models = %+v, %v; want none", models, err)
+	}
+}
