@@ -19,6 +19,9 @@ const scaleInterval = 5 * time.Second
 type scaleState struct {
 	// init is set once desired was first taken from the replicas alive.
 	init bool
+	// key is the run's project and name: a new run of the service (a
+	// rolling deployment) starts from the count its older run scaled to.
+	key string
 	// desired is the replica count wanted now, within the range.
 	desired int
 	// changedAt is when desired last changed (dstack's last_scaled_at).
@@ -87,9 +90,14 @@ func (c *Controller) desiredReplicas(run *store.Run, spec runSpec, alive int) (i
 	defer c.svcMu.Unlock()
 	st := c.scaleFor(run.ID)
 	if !st.init {
-		st.init, st.changedAt = true, now
+		st.init, st.changedAt, st.key = true, now, run.Project+"/"+run.Name
 		if !st.woken {
-			st.desired = min(max(alive, lo), hi)
+			st.desired = alive
+			for id, o := range c.scales {
+				if id != run.ID && o.init && o.key == st.key {
+					st.desired = max(st.desired, o.desired)
+				}
+			}
 		}
 	}
 	st.woken = false

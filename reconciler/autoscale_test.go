@@ -119,3 +119,24 @@ func TestDesiredReplicas_withoutScalingOrTrafficKeepsMin(t *testing.T) {
 		t.Errorf("no traffic meter: %d, want min 1", got)
 	}
 }
+
+// TestDesiredReplicas_newRunOfTheServiceStartsFromTheOlderRunsCount: a
+// rolling deployment's new run starts at the count its older run scaled
+// to, not at min.
+func TestDesiredReplicas_newRunOfTheServiceStartsFromTheOlderRunsCount(t *testing.T) {
+	f := newFixture(t, nil)
+	tr := &fakeTraffic{}
+	f.c.traffic = tr
+	spec := scalingSpec(1, 3)
+	tr.set(25, f.clock.Now())
+	if got, _ := f.c.desiredReplicas(&store.Run{ID: "old", Project: store.DefaultProject, Name: "web"}, spec, 3); got != 3 {
+		t.Fatalf("old run: %d, want 3", got)
+	}
+	tr.set(0, f.clock.Now())
+	if got, _ := f.c.desiredReplicas(&store.Run{ID: "new", Project: store.DefaultProject, Name: "web"}, spec, 1); got != 3 {
+		t.Errorf("new run: %d, want the old run's 3", got)
+	}
+	if got, _ := f.c.desiredReplicas(&store.Run{ID: "other", Project: store.DefaultProject, Name: "api"}, spec, 1); got != 1 {
+		t.Errorf("another service: %d, want its own 1", got)
+	}
+}

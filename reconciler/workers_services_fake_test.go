@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"hoist/backends/fake"
 	"hoist/store"
@@ -130,5 +131,87 @@ func TestServices_routeOfAServiceWithoutProbesListsItsRunningReplica(t *testing.
 	}
 	if models, err := f.c.ServiceModels(f.ctx, store.DefaultProject); err != nil || len(models) != 0 {
 		t.Errorf("models = %+v, %v; want none", models, err)
+	}
+}
+
+// TestServices_scalesToZeroAndWakesOnARequest: a `replicas: 0..2` service
+// starts with no replica and runs scaled to zero; WakeService (the proxy
+// holding a request) submits one, which the route lists once running; after
+// scale_down_delay without a request it is scaled away, the run stays up,
+// and the next wake brings a new submission of the replica back.
+func TestServices_scalesToZeroAndWakesOnARequest(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": cloudFleet,
+		"web.dstack.yml": "type: service\nname: web\nimage: busybox\nport: 8000\ncommands: [sleep 1h]\nreplicas: 0..2\n" +
+			"scaling: {metric: rps, target: 10, scale_up_delay: 60, scale_down_delay: 120}\n",
+	})
+	tr := &fakeTraffic{}
+	f.withFakeBackend(fake.Config{})
+	f.c.traffic = tr
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	if after := f.reconcileRun("web"); after != scaleInterval {
+		t.Errorf("run worker wakes in %s, want %s to watch the traffic", after, scaleInterval)
+	}
+	run := f.run("web")
+	if run.Status != store.RunRunning || run.StatusMessage != "scaled to zero" || len(f.jobs(run.ID)) != 0 {
+		t.Fatalf("run = %s (%q) with %d jobs, want running, scaled to zero, no job", run.Status, run.StatusMessage, len(f.jobs(run.ID)))
+	}
+	rt, err := f.c.ServiceRoute(f.ctx, store.DefaultProject, "web")
+	if err != nil || rt.MinReplicas != 0 || len(rt.Replicas) != 0 {
+		t.Fatalf("route = %+v, %v; want min 0 and no replica", rt, err)
+	}
+
+	// A request is held: the proxy wakes the run.
+	tr.set(0, f.clock.Now())
+	if err := f.c.WakeService(f.ctx, store.DefaultProject, "web"); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileRun("web")
+	f.provision("web")
+	f.stepJob("web", store.JobRunning)
+	f.reconcileJobs("web")
+	f.reconcileRun("web")
+	if rt, _ = f.c.ServiceRoute(f.ctx, store.DefaultProject, "web"); len(rt.Replicas) != 1 {
+		t.Fatalf("%d ready replicas after the wake, want 1", len(rt.Replicas))
+	}
+	if run := f.run("web"); run.Status != store.RunRunning || run.StatusMessage != store.RunRunning {
+		t.Errorf("run = %s (%q), want running", run.Status, run.StatusMessage)
+	}
+
+	// Requests within scale_down_delay keep it; none for that long scale it away.
+	f.clock.Advance(90 * time.Second)
+	tr.set(0, f.clock.Now().Add(-10*time.Second))
+	f.reconcileRun("web")
+	if j := f.job("web"); j.Status != store.JobRunning {
+		t.Fatalf("replica %s 80 s after a request, want running", j.Status)
+	}
+	f.clock.Advance(121 * time.Second)
+	f.reconcileRun("web")
+	if j := f.job("web"); j.Status != store.JobTerminating || j.TerminationReason != reasonScaledDown {
+		t.Fatalf("replica %s (%s) after scale_down_delay without requests, want terminating, scaled_down", j.Status, j.TerminationReason)
+	}
+	f.stepJob("web", store.JobTerminated)
+	f.reconcileRun("web")
+	run = f.run("web")
+	if run.Status != store.RunRunning || run.StatusMessage != "scaled to zero" {
+		t.Fatalf("run = %s (%q) once its last replica went, want running, scaled to zero", run.Status, run.StatusMessage)
+	}
+	if rt, _ = f.c.ServiceRoute(f.ctx, store.DefaultProject, "web"); len(rt.Replicas) != 0 {
+		t.Fatalf("%d ready replicas scaled to zero, want none", len(rt.Replicas))
+	}
+
+	// The next request wakes it again: a new submission of replica 0.
+	tr.set(0, f.clock.Now())
+	if err := f.c.WakeService(f.ctx, store.DefaultProject, "web"); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileRun("web")
+	if j := f.job("web"); j.Status != store.JobSubmitted || j.SubmissionNum != 1 || j.ReplicaNum != 0 {
+		t.Fatalf("after the second wake: job %s submission %d replica %d, want submitted, 1, 0", j.Status, j.SubmissionNum, j.ReplicaNum)
+	}
+	if err := f.c.WakeService(f.ctx, store.DefaultProject, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("waking an unknown service: %v, want ErrNotFound", err)
 	}
 }
