@@ -294,19 +294,14 @@ var Table = []Row{
 			}
 			return nil
 		}},
-	{Kinds: service, Field: "rate_limits", Decision: Refused, Note: "`rate_limits` (hoist does not proxy services)",
-		uses: func(r *schema.Resource) []string {
-			if len(r.Spec.(*schema.Service).RateLimits) > 0 {
-				return []string{"rate_limits"}
-			}
-			return nil
-		}},
-	{Kinds: service, Field: "auth", Decision: Advisory, Note: "`auth` has no effect: hoist does not proxy services; the port is reachable only on the instance's loopback",
-		uses: writtenAt("auth")},
+	{Kinds: service, Field: "rate_limits", Decision: Honoured, Test: "web.TestProxy_rateLimitsPerClientAndLongestPrefix",
+		Note: "at hoist's proxy: a token bucket per client address and prefix (the longest prefix that matches), 429 beyond it"},
+	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
+		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
 	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist does not proxy services",
 		uses: writtenAt("https")},
-	{Kinds: service, Field: "strip_prefix", Decision: Advisory, Note: "`strip_prefix` has no effect: hoist does not proxy services",
-		uses: writtenAt("strip_prefix")},
+	{Kinds: service, Field: "strip_prefix", Decision: Honoured, Test: "web.TestProxy_stripPrefixAndForwardedHeaders",
+		Note: "at hoist's proxy; the stripped prefix goes to the replica as `X-Forwarded-Prefix`"},
 
 	// Fleets.
 	{Kinds: fleet, Field: "nodes", Decision: Honoured, Test: "e2e.TestElasticFleet_jobGetsNewInstanceThenIdleOneIsReaped"},

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/e2e/testenv"
+)
+
+// proxyGet calls a path of hoist's service proxy with the bearer token tok
+// (none when empty) and returns the status and body; status 0 when the
+// request failed.
+func (s *server) proxyGet(path, tok string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequest("GET", s.url+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// containers returns the ids of the running containers of the server's
+// installation.
+func (s *server) containers() []string {
+	s.t.Helper()
+	out, err := exec.Command("docker", "ps", "-q", "--filter", "label=hoist.installation="+s.install).Output()
+	if err != nil {
+		s.t.Fatalf("docker ps: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// probedService is a busybox httpd service whose probe asks for /ready,
+// which its replica does not serve until the test creates it.
+func probedService(name, extra string) string {
+	return fmt.Sprintf("type: service\nname: %s\nimage: %s\nport: 8000\n%scommands:\n"+
+		"  - mkdir -p /www && echo hello from %s > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n"+
+		"probes:\n  - type: http\n    url: /ready\n    interval: 1s\n    ready_after: 1\n", name, testenv.BusyboxImage, extra, name)
+}
+
+// TestServiceProxy_tokenAuthAndProbeRouting: a busybox httpd service is
+// reachable through hoist's proxy at its URL with a hoist token and
+// refused without one; its replica gets traffic only while its probe
+// passes: taken out when the probe fails, put back when it passes again.
+// A service with `auth: false` answers anyone.
+func TestServiceProxy_tokenAuthAndProbeRouting(t *testing.T) {
+	r := newRepo(t)
+	r.write("web.dstack.yml", probedService("web", ""))
+	r.write("open.dstack.yml", fmt.Sprintf("type: service\nname: open\nimage: %s\nport: 8000\nauth: false\ncommands:\n"+
+		"  - mkdir -p /www && echo open to all > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n", testenv.BusyboxImage))
+	rev := r.commit("two services")
+	s := startServer(t, r.dir, "--resync-interval", "2s")
+	s.waitRun("web", rev, "running", 90*time.Second)
+	s.waitRun("open", rev, "running", 90*time.Second)
+
+	var run struct {
+		ServiceURL string `json:"service_url"`
+	}
+	s.getJSON("/api/v1/runs/web", &run)
+	if run.ServiceURL != "/proxy/services/main/web/" {
+		t.Fatalf("service_url = %q, want /proxy/services/main/web/", run.ServiceURL)
+	}
+
+	// The public service answers anyone.
+	waitFor(t, 60*time.Second, func() string { return "the open service to answer without a token" }, func() bool {
+		code, body := s.proxyGet("/proxy/services/main/open/", "")
+		return code == 200 && strings.Contains(body, "open to all")
+	})
+
+	// web's replica runs but fails its probe: no traffic (503), with or
+	// without a token the answer never comes from the replica.
+	time.Sleep(3 * time.Second) // several probe intervals
+	if code, body := s.proxyGet("/proxy/services/main/web/", s.token); code != http.StatusServiceUnavailable {
+		t.Fatalf("replica failing its probe: got %d %q, want 503", code, body)
+	}
+	if code, _ := s.proxyGet("/proxy/services/main/web/", ""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token: got %d, want 401", code)
+	}
+
+	// The probe passes once /ready exists: the replica gets traffic.
+	var web string
+	for _, id := range s.containers() {
+		out, _ := exec.Command("docker", "exec", id, "cat", "/www/index.html").CombinedOutput()
+		if strings.Contains(string(out), "hello from web") {
+			web = id
+		}
+	}
+	if web == "" {
+		t.Fatal("no container serves web")
+	}
+	if out, err := exec.Command("docker", "exec", web, "touch", "/www/ready").CombinedOutput(); err != nil {
+		t.Fatalf("docker exec: %v: %s", err, out)
+	}
+	waitFor(t, 30*time.Second, func() string { return "web's replica to get traffic once its probe passes" }, func() bool {
+		code, body := s.proxyGet("/proxy/services/main/web/", s.token)
+		return code == 200 && strings.Contains(body, "hello from web")
+	})
+	for _, tc := range []struct {
+		name, tok string
+		code      int
+	}{
+		{name: "no token", tok: "", code: http.StatusUnauthorized},
+		{name: "a wrong token", tok: "not-a-hoist-token", code: http.StatusUnauthorized},
+		{name: "the admin token", tok: s.token, code: http.StatusOK},
+	} {
+		if code, body := s.proxyGet("/proxy/services/main/web/index.html", tc.tok); code != tc.code {
+			t.Fatalf("%s: got %d %q, want %d", tc.name, code, body, tc.code)
+		}
+	}
+
+	// The probe fails again: the replica is taken out.
+	if out, err := exec.Command("docker", "exec", web, "rm", "/www/ready").CombinedOutput(); err != nil {
+		t.Fatalf("docker exec: %v: %s", err, out)
+	}
+	waitFor(t, 30*time.Second, func() string { return "web's replica to be taken out once its probe fails" }, func() bool {
+		code, _ := s.proxyGet("/proxy/services/main/web/", s.token)
+		return code == http.StatusServiceUnavailable
+	})
+}
