@@ -259,27 +259,22 @@ var Table = []Row{
 			}
 			return out
 		}},
-	{Kinds: service, Field: "replicas", Decision: Partial, Test: "reconciler.TestReconcileRun_serviceScalingAndRolling",
-		Note: "a `replicas` range or replica groups (hoist keeps a fixed count)",
+	{Kinds: service, Field: "replicas", Decision: Partial, Test: "reconciler.TestServices_scalesToZeroAndWakesOnARequest",
+		Note: "replica groups (a list under `replicas`)",
 		uses: func(r *schema.Resource) []string {
 			s := r.Spec.(*schema.Service)
 			if !written(r, "replicas") {
 				return nil
 			}
-			if len(s.Groups) > 0 || !s.Replicas.Exact() {
+			if len(s.Groups) > 0 {
 				return []string{"replicas"}
 			}
 			return nil
 		}},
 	{Kinds: service, Field: "groups", Decision: Refused, Note: "replica `groups`",
 		uses: writtenAt("groups")},
-	{Kinds: service, Field: "scaling", Decision: Refused, Note: "`scaling` (autoscaling)",
-		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.Service).Scaling != nil {
-				return []string{"scaling"}
-			}
-			return nil
-		}},
+	{Kinds: service, Field: "scaling", Decision: Honoured, Test: "reconciler.TestDesiredReplicas_followsRPSWithinTheRangeAfterTheDelays",
+		Note: "`metric: rps` as measured by the in-server proxy (dstack's RPSAutoscaler); with `min: 0` a request wakes the service"},
 	{Kinds: service, Field: "gateway", Decision: Refused, Note: "`gateway` (hoist has no gateways)",
 		uses: func(r *schema.Resource) []string {
 			if g := r.Spec.(*schema.Service).Gateway; g != nil && g.Enabled {
