@@ -132,3 +132,34 @@ func TestServiceProxy_tokenAuthAndProbeRouting(t *testing.T) {
 		return code == http.StatusServiceUnavailable
 	})
 }
+
+// TestServiceProxy_scalesFromZeroOnTheFirstRequest: a service with
+// `replicas: 0..2` runs no replica until a request comes; the proxy holds
+// that request while hoist starts one, then serves it; after
+// scale_down_delay without requests the service is back to no replica.
+func TestServiceProxy_scalesFromZeroOnTheFirstRequest(t *testing.T) {
+	r := newRepo(t)
+	r.write("zero.dstack.yml", fmt.Sprintf("type: service\nname: zero\nimage: %s\nport: 8000\nauth: false\n"+
+		"replicas: 0..2\nscaling:\n  metric: rps\n  target: 100\n  scale_up_delay: 0s\n  scale_down_delay: 10s\ncommands:\n"+
+		"  - mkdir -p /www && echo woken > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n"+
+		"probes:\n  - type: http\n    url: /\n    interval: 1s\n    ready_after: 1\n", testenv.BusyboxImage))
+	rev := r.commit("a service scaled to zero")
+	s := startServer(t, r.dir, "--resync-interval", "2s")
+	s.waitRun("zero", rev, "running", 60*time.Second)
+	time.Sleep(3 * time.Second) // a few reconciles: still no replica
+	if ids := s.containers(); len(ids) != 0 {
+		t.Fatalf("a service with replicas 0..2 and no request runs %d containers", len(ids))
+	}
+
+	start := time.Now()
+	code, body := s.proxyGet("/proxy/services/main/zero/", "")
+	took := time.Since(start)
+	if code != 200 || !strings.Contains(body, "woken") {
+		t.Fatalf("the first request: %d %q after %v, want the replica's page", code, body, took)
+	}
+	t.Logf("scale from zero: first request answered after %v", took.Round(time.Millisecond))
+
+	waitFor(t, 90*time.Second, func() string {
+		return fmt.Sprintf("the service to scale back to zero (%d containers)", len(s.containers()))
+	}, func() bool { return len(s.containers()) == 0 })
+}
