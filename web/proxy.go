@@ -39,6 +39,11 @@ type ProxyLimits struct {
 	// Poll is how often a held request asks for a ready replica; zero
 	// means 250 ms.
 	Poll time.Duration
+	// RouteTTL is how long the proxy reuses a service's route (its
+	// settings and ready replicas) before asking Services again; zero
+	// means 1 s, negative asks on every request. A replica whose probe
+	// starts failing gets traffic for at most this long.
+	RouteTTL time.Duration
 }
 
 // serviceProxy forwards /proxy/services/<project>/<run>/… to the run's
@@ -54,6 +59,15 @@ type serviceProxy struct {
 	lim    ProxyLimits
 	held   chan struct{} // one slot per held request
 	next   sync.Map      // project/run → *atomic.Uint64, the round robin
+
+	mu     sync.Mutex
+	routes map[string]cachedRoute // project/run → its route while fresh
+}
+
+// cachedRoute is a service's route and when it was read.
+type cachedRoute struct {
+	svc Service
+	at  time.Time
 }
 
 func newServiceProxy(s *Server, svc Services, meter *Meter, lim ProxyLimits) *serviceProxy {
@@ -66,8 +80,11 @@ func newServiceProxy(s *Server, svc Services, meter *Meter, lim ProxyLimits) *se
 	if lim.Poll <= 0 {
 		lim.Poll = 250 * time.Millisecond
 	}
+	if lim.RouteTTL == 0 {
+		lim.RouteTTL = time.Second
+	}
 	return &serviceProxy{s: s, svc: svc, meter: meter, limits: newRateLimits(s.now), lim: lim,
-		held: make(chan struct{}, lim.Queue)}
+		held: make(chan struct{}, lim.Queue), routes: map[string]cachedRoute{}}
 }
 
 // serve is the handler of /proxy/services/:project/:run and everything
@@ -93,7 +110,7 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		return c.Redirect(http.StatusPermanentRedirect, u.RequestURI())
 	}
 	ctx := r.Context()
-	svc, err := p.svc.Service(ctx, project, run)
+	svc, err := p.route(ctx, project, run)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return echo.NewHTTPError(http.StatusNotFound, "no such service")
@@ -174,6 +191,34 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 	}
 	rp.ServeHTTP(&renewingWriter{ResponseWriter: c.Response(), renew: renew}, r)
 	return nil
+}
+
+// route returns the service's route, from the cache while it is fresh
+// and lists a ready replica (a run with none is asked again, so that a
+// woken replica is seen at once).
+func (p *serviceProxy) route(ctx context.Context, project, run string) (Service, error) {
+	key := project + "/" + run
+	now := p.s.now()
+	p.mu.Lock()
+	c, ok := p.routes[key]
+	p.mu.Unlock()
+	if ok && now.Sub(c.at) < p.lim.RouteTTL && len(c.svc.Replicas) > 0 {
+		return c.svc, nil
+	}
+	svc, err := p.svc.Service(ctx, project, run)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		delete(p.routes, key)
+		return Service{}, err
+	}
+	if p.lim.RouteTTL > 0 {
+		if len(p.routes) >= 4096 { // stale entries of deleted runs: start over
+			clear(p.routes)
+		}
+		p.routes[key] = cachedRoute{svc: svc, at: now}
+	}
+	return svc, nil
 }
 
 // authorize requires a hoist token as Authorization: Bearer (dstack's

@@ -145,6 +145,34 @@ func TestProxy_roundRobinOverReadyReplicas(t *testing.T) {
 	}
 }
 
+func TestProxy_routeIsReusedForRouteTTL(t *testing.T) {
+	a, b := upstream(t, "a"), upstream(t, "b")
+	var mu sync.Mutex
+	now := t0
+	fs := &fakeServices{m: map[string]Service{}}
+	fs.set(Service{Project: "main", Run: "web", MinReplicas: 1, Replicas: []Replica{a}})
+	f := newFixture(t, func(c *Config, d *Deps) {
+		d.Services = fs
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	who := func() string {
+		return strings.Fields(readBody(t, f.do(t, "GET", "/proxy/services/main/web/", "", nil)))[0]
+	}
+	if got := who(); got != "a" {
+		t.Fatalf("first request reached %s, want a", got)
+	}
+	fs.set(Service{Project: "main", Run: "web", MinReplicas: 1, Replicas: []Replica{b}}) // a is no longer ready
+	if got := who(); got != "a" {
+		t.Fatalf("within the route's TTL the request reached %s, want a (the cached route)", got)
+	}
+	mu.Lock()
+	now = now.Add(1100 * time.Millisecond)
+	mu.Unlock()
+	if got := who(); got != "b" {
+		t.Fatalf("after the route's TTL the request reached %s, want b", got)
+	}
+}
+
 func TestProxy_noReadyReplica(t *testing.T) {
 	rep := upstream(t, "r1")
 	t.Run("a run with min replicas above zero is 503", func(t *testing.T) {
