@@ -125,8 +125,7 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		r.Header.Del("Authorization")
 	}
 	dropSessionCookie(r)
-	rest := "/" + parts[2]
-	if i, ok := matchLimit(svc.RateLimits, rest); ok {
+	if i, ok := matchLimit(svc.RateLimits, "/"+parts[2]); ok {
 		if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], c.RealIP()); !allowed {
 			p.meter.record(project, run)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
@@ -134,6 +133,20 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		}
 	}
 	p.meter.record(project, run)
+	target, prefix := "/"+parts[2], base
+	if !svc.StripPrefix {
+		target, prefix = r.URL.Path, ""
+	}
+	return p.forward(c, svc, target, prefix)
+}
+
+// forward sends the request to one of svc's ready replicas at path
+// target (prefix, when not empty, goes along as X-Forwarded-Prefix),
+// holding it while a run scaled to zero wakes.
+func (p *serviceProxy) forward(c *echo.Context, svc Service, target, prefix string) error {
+	r := c.Request()
+	ctx := r.Context()
+	project, run := svc.Project, svc.Run
 
 	// Live answers (SSE, long downloads, WebSockets) and long uploads are
 	// not cut at the server's read and write timeouts; each write renews
@@ -152,16 +165,13 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		if svc.MinReplicas > 0 {
 			return echo.NewHTTPError(http.StatusServiceUnavailable, "no ready replica")
 		}
+		var err error
 		if svc, err = p.hold(ctx, project, run); err != nil {
 			return err
 		}
 	}
 	rep := p.pick(project, run, svc.Replicas)
 	renew()
-	target := rest
-	if !svc.StripPrefix {
-		target = r.URL.Path
-	}
 	rp := &httputil.ReverseProxy{
 		Transport:     rep.Transport,
 		FlushInterval: -1, // streamed answers (SSE, chunked) reach the client at once
@@ -171,8 +181,8 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 			pr.Out.URL.Path, pr.Out.URL.RawPath = target, ""
 			pr.Out.Host = rep.Addr
 			pr.SetXForwarded()
-			if svc.StripPrefix {
-				pr.Out.Header.Set("X-Forwarded-Prefix", base)
+			if prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 			}
 		},
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
