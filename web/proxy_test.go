@@ -3,11 +3,13 @@ package web
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +35,17 @@ func (f *fakeServices) Service(_ context.Context, project, run string) (Service,
 	return s, nil
 }
 
-func (f *fakeServices) Models(context.Context, string) ([]Service, error) { return nil, nil }
+func (f *fakeServices) Models(_ context.Context, project string) ([]Service, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Service
+	for _, s := range f.m {
+		if s.Project == project && s.Model != nil {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
 
 func (f *fakeServices) Wake(_ context.Context, project, run string) error {
 	f.mu.Lock()
@@ -383,5 +395,70 @@ func TestMeter_requestsPerSecondOverAWindow(t *testing.T) {
 	}
 	if got := m.LastRequest("main", "other"); !got.IsZero() {
 		t.Fatalf("LastRequest of a run never called = %v, want zero", got)
+	}
+}
+
+func TestProxy_modelEndpointListsAndRoutesByModel(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "hoist's token reached the model", http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"path\": %q}\n\n", r.URL.Path)
+		w.(http.Flusher).Flush()
+		fmt.Fprintf(w, "data: {\"body\": %q}\n\ndata: [DONE]\n\n", b)
+	}))
+	t.Cleanup(ts.Close)
+	rep := Replica{JobID: "r1", Addr: ts.Listener.Addr().String(), Transport: ts.Client().Transport}
+	f, _ := proxyFixture(t,
+		Service{Project: "main", Run: "llm", Auth: false, MinReplicas: 1, Replicas: []Replica{rep},
+			Model: &ServiceModel{Name: "fake-llm", Format: "openai", Prefix: "/api/v1"}},
+		Service{Project: "main", Run: "tgi", MinReplicas: 1, Replicas: []Replica{rep},
+			Model: &ServiceModel{Name: "tgi-llm", Format: "tgi"}},
+		Service{Project: "main", Run: "web", MinReplicas: 1, Replicas: []Replica{rep}})
+
+	if resp := f.do(t, "GET", "/proxy/models/main/models", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("models without a token: %d, want 401", resp.StatusCode)
+	}
+	for _, path := range []string{"/proxy/models/main/models", "/proxy/models/main/v1/models"} {
+		resp := f.do(t, "GET", path, userTok, nil)
+		var list modelList
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		var ids []string
+		for _, m := range list.Data {
+			ids = append(ids, m.ID)
+		}
+		slices.Sort(ids)
+		if list.Object != "list" || strings.Join(ids, ",") != "fake-llm,tgi-llm" {
+			t.Fatalf("GET %s: %+v, want fake-llm and tgi-llm", path, list)
+		}
+	}
+
+	chat := `{"model": "fake-llm", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`
+	resp := f.do(t, "POST", "/proxy/models/main/chat/completions", userTok, strings.NewReader(chat))
+	body := readBody(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" ||
+		!strings.HasPrefix(body, `data: {"path": "/api/v1/chat/completions"}`) || !strings.Contains(body, `\"content\": \"hi\"`) ||
+		!strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("chat completion: %d %q", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		name, body string
+		code       int
+	}{
+		{name: "an unknown model is 404", body: `{"model": "nope"}`, code: http.StatusNotFound},
+		{name: "a body without a model is 400", body: `{"messages": []}`, code: http.StatusBadRequest},
+		{name: "a tgi model is not served", body: `{"model": "tgi-llm"}`, code: http.StatusNotImplemented},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := f.do(t, "POST", "/proxy/models/main/chat/completions", userTok, strings.NewReader(tc.body))
+			if resp.StatusCode != tc.code {
+				t.Fatalf("got %d %q, want %d", resp.StatusCode, readBody(t, resp), tc.code)
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ func (s *Server) routes() *echo.Echo {
 	// service asks for it; any method, any path below the run.
 	e.Any("/proxy/services/:project/:run", s.proxy.serve)
 	e.Any("/proxy/services/:project/:run/*", s.proxy.serve)
+	e.Any("/proxy/models/:project/*", s.proxy.models)
 
 	// Webhooks authenticate by signature, not by session or token.
 	e.POST("/hooks/github", s.hookGitHub)
