@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -162,4 +164,71 @@ func TestServiceProxy_scalesFromZeroOnTheFirstRequest(t *testing.T) {
 	waitFor(t, 90*time.Second, func() string {
 		return fmt.Sprintf("the service to scale back to zero (%d containers)", len(s.containers()))
 	}, func() bool { return len(s.containers()) == 0 })
+}
+
+// fakeChat is a CGI script for busybox httpd: an OpenAI-compatible chat
+// completion that streams two chunks a second apart, then [DONE].
+const fakeChat = "#!/bin/sh\nprintf 'Content-Type: text/event-stream\\r\\n\\r\\n'\n" +
+	"printf 'data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"hel\"}}]}\\n\\n'\n" +
+	"sleep 2\n" +
+	"printf 'data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\\n\\n'\n" +
+	"printf 'data: [DONE]\\n\\n'\n"
+
+// TestServiceProxy_modelEndpointStreamsAChatCompletion: a service with
+// `model: {format: openai, prefix: /cgi-bin}` whose replica is a fake
+// OpenAI-compatible server (busybox httpd running a CGI script) is listed
+// at /proxy/models/main/models, and a streamed chat completion through
+// /proxy/models/main/chat/completions arrives as a stream: the first
+// chunk before the replica wrote the last, ending in data: [DONE].
+func TestServiceProxy_modelEndpointStreamsAChatCompletion(t *testing.T) {
+	script := base64.StdEncoding.EncodeToString([]byte(fakeChat))
+	r := newRepo(t)
+	r.write("llm.dstack.yml", fmt.Sprintf("type: service\nname: llm\nimage: %s\nport: 8000\n"+
+		"model:\n  type: chat\n  name: fake-llm\n  format: openai\n  prefix: /cgi-bin\ncommands:\n"+
+		"  - mkdir -p /www/cgi-bin/chat\n  - echo %s | base64 -d > /www/cgi-bin/chat/completions\n"+
+		"  - chmod +x /www/cgi-bin/chat/completions\n  - busybox httpd -f -p 8000 -h /www\n", testenv.BusyboxImage, script))
+	rev := r.commit("a model service")
+	s := startServer(t, r.dir, "--resync-interval", "2s")
+	s.waitRun("llm", rev, "running", 90*time.Second)
+
+	if code, _ := s.proxyGet("/proxy/models/main/models", ""); code != http.StatusUnauthorized {
+		t.Fatalf("models without a token: %d, want 401", code)
+	}
+	code, body := s.proxyGet("/proxy/models/main/models", s.token)
+	if code != 200 || !strings.Contains(body, `"id":"fake-llm"`) {
+		t.Fatalf("models: %d %q, want fake-llm listed", code, body)
+	}
+
+	chat := `{"model": "fake-llm", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`
+	var first time.Duration
+	var events []string
+	waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("a streamed chat completion (got %q)", events) }, func() bool {
+		req, _ := http.NewRequest("POST", s.url+"/proxy/models/main/chat/completions", strings.NewReader(chat))
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return false
+		}
+		events, first = nil, 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, "data: ") {
+				if first == 0 {
+					first = time.Since(start)
+				}
+				events = append(events, l)
+			}
+		}
+		return len(events) == 3 && events[2] == "data: [DONE]" && strings.Contains(events[0], `"content":"hel"`)
+	})
+	if first >= 2*time.Second {
+		t.Fatalf("the first chunk arrived after %v: the answer was not streamed (the replica waits 2 s before the second)", first)
+	}
+	t.Logf("chat completion: first chunk after %v", first.Round(time.Millisecond))
 }

@@ -282,9 +282,10 @@ var Table = []Row{
 			}
 			return nil
 		}},
-	{Kinds: service, Field: "model", Decision: Refused, Note: "`model` (no OpenAI-compatible model endpoint is registered)",
+	{Kinds: service, Field: "model", Decision: Partial, Test: "e2e.TestServiceProxy_modelEndpointStreamsAChatCompletion",
+		Note: "`model` with `format: tgi` (hoist's model endpoint /proxy/models/main/ serves `format: openai` models only)",
 		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.Service).Model != nil {
+			if m := r.Spec.(*schema.Service).Model; m != nil && m.Format != "" && m.Format != "openai" {
 				return []string{"model"}
 			}
 			return nil
