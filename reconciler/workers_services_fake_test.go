@@ -215,3 +215,67 @@ func TestServices_scalesToZeroAndWakesOnARequest(t *testing.T) {
 		t.Errorf("waking an unknown service: %v, want ErrNotFound", err)
 	}
 }
+
+// TestServices_trafficScalesOneToTwoAndBack: a `replicas: 1..2` service
+// gets a second replica once its rps asked for it for scale_up_delay, both
+// are routed to, and the second goes scale_down_delay after the load ends.
+func TestServices_trafficScalesOneToTwoAndBack(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": cloudFleet,
+		"web.dstack.yml": "type: service\nname: web\nimage: busybox\nport: 8000\ncommands: [sleep 1h]\nreplicas: 1..2\n" +
+			"scaling: {metric: rps, target: 5, scale_up_delay: 60, scale_down_delay: 120}\n",
+	})
+	tr := &fakeTraffic{}
+	f.withFakeBackend(fake.Config{})
+	f.c.traffic = tr
+	f.startTask("web")
+	f.reconcileRun("web")
+	run := f.run("web")
+	latest := func() []store.Job { return latestSubmissions(f.jobs(run.ID)) }
+
+	tr.set(8, f.clock.Now())
+	f.reconcileRun("web")
+	if n := len(latest()); n != 1 {
+		t.Fatalf("%d replicas before scale_up_delay, want 1", n)
+	}
+	f.clock.Advance(61 * time.Second)
+	tr.set(8, f.clock.Now())
+	f.reconcileRun("web")
+	js := latest()
+	if len(js) != 2 {
+		t.Fatalf("%d replicas after scale_up_delay at 8 rps for a target of 5, want 2", len(js))
+	}
+	for _, j := range js {
+		for range 50 {
+			if j, _ = f.st.GetJob(f.ctx, j.ID); j.Status == store.JobRunning {
+				break
+			}
+			f.reconcileJobs("web")
+			for _, inst := range f.fleetInstances("cloud") {
+				f.reconcileInstance(inst.ID)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	f.reconcileJobs("web")
+	if rt, _ := f.c.ServiceRoute(f.ctx, store.DefaultProject, "web"); len(rt.Replicas) != 2 {
+		t.Fatalf("%d ready replicas, want 2", len(rt.Replicas))
+	}
+
+	f.clock.Advance(60 * time.Second)
+	tr.set(0, f.clock.Now())
+	f.reconcileRun("web")
+	if n := len(latest()); n != 2 {
+		t.Fatalf("%d replicas 60 s after scaling up, want 2 until scale_down_delay", n)
+	}
+	f.clock.Advance(61 * time.Second)
+	f.reconcileRun("web")
+	for _, j := range latest() {
+		if j.ReplicaNum == 1 && (j.Status != store.JobTerminating || j.TerminationReason != reasonScaledDown) {
+			t.Errorf("replica 1 %s (%s) after scale_down_delay, want terminating, scaled_down", j.Status, j.TerminationReason)
+		}
+		if j.ReplicaNum == 0 && j.Status != store.JobRunning {
+			t.Errorf("replica 0 %s, want running (min 1)", j.Status)
+		}
+	}
+}
