@@ -232,3 +232,57 @@ func TestServiceProxy_modelEndpointStreamsAChatCompletion(t *testing.T) {
 	}
 	t.Logf("chat completion: first chunk after %v", first.Round(time.Millisecond))
 }
+
+// TestServiceProxy_rollingDeploymentKeepsAnswering: requests in a loop
+// through the proxy to a two-replica service all succeed while a new
+// revision rolls out, and traffic moves to the new replicas.
+func TestServiceProxy_rollingDeploymentKeepsAnswering(t *testing.T) {
+	spec := func(page string) string {
+		return fmt.Sprintf("type: service\nname: roll\nimage: %s\nport: 8000\nreplicas: 2\nauth: false\ncommands:\n"+
+			"  - mkdir -p /www && echo %s > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n"+
+			"probes:\n  - type: http\n    url: /\n    interval: 1s\n    ready_after: 2\n", testenv.BusyboxImage, page)
+	}
+	r := newRepo(t)
+	r.write("roll.dstack.yml", spec("v1"))
+	v1 := r.commit("roll v1")
+	s := startServer(t, r.dir, "--resync-interval", "2s")
+	s.waitRun("roll", v1, "running", 90*time.Second)
+	waitFor(t, 60*time.Second, func() string { return "v1 to answer through the proxy" }, func() bool {
+		code, body := s.proxyGet("/proxy/services/main/roll/", "")
+		return code == 200 && strings.Contains(body, "v1")
+	})
+
+	r.write("roll.dstack.yml", spec("v2"))
+	r.commit("roll v2")
+	var n, failed int
+	var last string
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		code, body := s.proxyGet("/proxy/services/main/roll/", "")
+		n++
+		if code != 200 {
+			failed++
+			t.Errorf("request %d during the rollout: %d %q", n, code, body)
+		}
+		last = strings.TrimSpace(body)
+		if last == "v2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d requests the proxy still answers %q, want v2", n, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The old run is retired once the new replicas are ready: requests
+	// keep succeeding meanwhile and after.
+	for i := 0; i < 20; i++ {
+		code, body := s.proxyGet("/proxy/services/main/roll/", "")
+		n++
+		if code != 200 {
+			failed++
+			t.Errorf("request %d after the rollout: %d %q", n, code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d requests across the rollout, %d failed", n, failed)
+}

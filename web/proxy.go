@@ -190,6 +190,9 @@ func (p *serviceProxy) forward(c *echo.Context, svc Service, target, prefix stri
 			if errors.Is(err, context.DeadlineExceeded) {
 				code = http.StatusGatewayTimeout
 			}
+			// The replica may be gone (stopped, retired): the next request
+			// reads the route afresh.
+			p.forget(project, run)
 			if req.Context().Err() == nil {
 				p.s.log.Warn("service_proxy_failed", "project", project, "run", run, "job_id", rep.JobID, "error", err)
 			}
@@ -229,6 +232,13 @@ func (p *serviceProxy) route(ctx context.Context, project, run string) (Service,
 		p.routes[key] = cachedRoute{svc: svc, at: now}
 	}
 	return svc, nil
+}
+
+// forget drops the service's cached route.
+func (p *serviceProxy) forget(project, run string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.routes, project+"/"+run)
 }
 
 // authorize requires a hoist token as Authorization: Bearer (dstack's
