@@ -286,3 +286,40 @@ func TestServiceProxy_rollingDeploymentKeepsAnswering(t *testing.T) {
 	}
 	t.Logf("%d requests across the rollout, %d failed", n, failed)
 }
+
+// TestServiceProxy_loadScalesOneToTwoAndBack: a bounded loop of requests
+// through the proxy on loopback raises a `replicas: 1..2` service's
+// requests per second above its target: it gets a second replica; once the
+// loop stops, it goes back to one.
+func TestServiceProxy_loadScalesOneToTwoAndBack(t *testing.T) {
+	r := newRepo(t)
+	r.write("busy.dstack.yml", fmt.Sprintf("type: service\nname: busy\nimage: %s\nport: 8000\nauth: false\n"+
+		"replicas: 1..2\nscaling:\n  metric: rps\n  target: 2\n  window: 30s\n  scale_up_delay: 0s\n  scale_down_delay: 5s\ncommands:\n"+
+		"  - mkdir -p /www && echo busy > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n", testenv.BusyboxImage))
+	rev := r.commit("a scaling service")
+	s := startServer(t, r.dir, "--resync-interval", "2s")
+	s.waitRun("busy", rev, "running", 90*time.Second)
+	waitFor(t, 60*time.Second, func() string { return "one replica answering" }, func() bool {
+		code, _ := s.proxyGet("/proxy/services/main/busy/", "")
+		return code == 200 && len(s.containers()) == 1
+	})
+
+	// About 20 requests per second, 10 times the target, for at most a
+	// minute.
+	deadline := time.Now().Add(60 * time.Second)
+	for len(s.containers()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute of load did not bring a second replica")
+		}
+		for range 10 {
+			if code, body := s.proxyGet("/proxy/services/main/busy/", ""); code != 200 {
+				t.Fatalf("under load: %d %q", code, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Logf("scaled to 2 replicas after %v of load", (60*time.Second - time.Until(deadline)).Round(time.Second))
+	waitFor(t, 90*time.Second, func() string {
+		return fmt.Sprintf("the service back to one replica without load (%d containers)", len(s.containers()))
+	}, func() bool { return len(s.containers()) == 1 })
+}
