@@ -294,7 +294,7 @@ var Table = []Row{
 		Note: "at hoist's proxy: a token bucket per client address and prefix (the longest prefix that matches), 429 beyond it"},
 	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
 		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
-	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist does not proxy services",
+	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist's proxy serves services over hoist's own listener (no gateways)",
 		uses: writtenAt("https")},
 	{Kinds: service, Field: "strip_prefix", Decision: Honoured, Test: "web.TestProxy_stripPrefixAndForwardedHeaders",
 		Note: "at hoist's proxy; the stripped prefix goes to the replica as `X-Forwarded-Prefix`"},
