@@ -40,6 +40,8 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"a fixed replica count is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 3\n", nil},
 		{"service gateway; an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",
 			[]string{"5:10: gateway: not supported"}},
+		{"a rate limit keyed by a header", "type: service\nimage: x\ncommands: [ok]\nport: 80\nrate_limits:\n  - rps: 1\n  - prefix: /api\n    rps: 2\n    key: {type: header, header: X-Key}\n",
+			[]string{"9:10: rate_limits[1].key: not supported"}},
 		{"a tgi model", "type: service\nimage: x\ncommands: [ok]\nport: 80\nmodel: {type: chat, name: llama, format: tgi}\n",
 			[]string{"5:8: model: not supported"}},
 		{"env: [NAME] is taken from the project's secrets", "type: task\nimage: x\ncommands: [ok]\nenv:\n  - A=1\n  - HF_TOKEN\n", nil},

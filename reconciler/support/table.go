@@ -290,8 +290,17 @@ var Table = []Row{
 			}
 			return nil
 		}},
-	{Kinds: service, Field: "rate_limits", Decision: Honoured, Test: "web.TestProxy_rateLimitsPerClientAndLongestPrefix",
-		Note: "at hoist's proxy: a token bucket per client address and prefix (the longest prefix that matches), 429 beyond it"},
+	{Kinds: service, Field: "rate_limits", Decision: Partial, Test: "web.TestProxy_rateLimitsPerClientAndLongestPrefix",
+		Note: "`rate_limits` keyed by a header (`key: {type: header}`; hoist's proxy keys them by client address, a token bucket per prefix, 429 beyond it)",
+		uses: func(r *schema.Resource) []string {
+			var out []string
+			for i, l := range r.Spec.(*schema.Service).RateLimits {
+				if l.Key.Type == "header" {
+					out = append(out, fmt.Sprintf("rate_limits[%d].key", i))
+				}
+			}
+			return out
+		}},
 	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
 		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
 	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist's proxy serves services over hoist's own listener (no gateways)",
