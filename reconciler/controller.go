@@ -102,6 +102,10 @@ type Deps struct {
 	// the checks accepted, but never reject it: what they find (fields
 	// without effect) is recorded with the revision as its warnings.
 	Advisories []Check
+	// Traffic is what the service proxy measured of each service run, for
+	// `scaling: {metric: rps}` and scaling to zero; nil means no traffic is
+	// known (services keep the low end of their `replicas`).
+	Traffic Traffic
 }
 
 // A Check reviews one loaded resource against a rule the schema does not
@@ -154,6 +158,12 @@ type Controller struct {
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
 	branch atomic.Value // string: the tracked branch as last resolved
+
+	traffic Traffic
+
+	svcMu  sync.Mutex
+	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
+	scales map[string]*scaleState // by run id: the autoscaler's state
 }
 
 // New returns a Controller; Run starts it.
@@ -227,6 +237,10 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		insts: queue.New[string](2*time.Second, 2*time.Minute, now),
 		conns: map[string]backends.Conn{},
 		pumps: map[string]context.CancelFunc{},
+
+		traffic: deps.Traffic,
+		passes:  map[string][]int{},
+		scales:  map[string]*scaleState{},
 	}
 	c.branch.Store("")
 	return c, nil

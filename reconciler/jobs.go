@@ -402,6 +402,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	if err := c.st.DeleteProbeCounters(ctx, job.ID); err != nil { // they end with the job
 		c.log.Warn("delete probe counters failed", "job", job.JobName, "error", err)
 	}
+	c.forgetPasses(job.ID)
 	job.Status = jobFinalStatus(job.TerminationReason)
 	job.StatusMessage = jobStatusMessage(*job)
 	job.FinishedAt = c.now().UTC()

@@ -88,7 +88,7 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		return 0, c.finishRun(ctx, l, &run, spec, now)
 	}
 
-	if len(jobs) == 0 && run.Status == store.RunSubmitted {
+	if len(jobs) == 0 && run.Status == store.RunSubmitted && len(spec.jobNums()) > 0 {
 		// A crash between creating the run and its jobs left none; a young
 		// run may still be getting them from the sync that created it.
 		if age := now.Sub(run.SubmittedAt); age < c.cfg.LeaseFor {
@@ -96,12 +96,17 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		}
 		return 0, c.createJobs(ctx, &run, spec, 0)
 	}
+	var rescale time.Duration // when a service that scales looks at its traffic again
 	if schema.Kind(spec.Type) == schema.KindService {
-		if latest, err = c.scaleService(ctx, &run, spec, latest); err != nil {
+		if latest, rescale, err = c.scaleService(ctx, &run, spec, latest); err != nil {
 			return 0, err
 		}
 	}
 	status, term := deriveRunStatus(latest)
+	if len(latest) == 0 && schema.Kind(spec.Type) == schema.KindService && spec.minReplicas() == 0 {
+		// Scaled to zero: the service stays up, a request wakes it.
+		status = store.RunRunning
+	}
 	if term == runReasonJobFailed {
 		if failed, ok := firstFailed(latest); ok {
 			ev := retryEvent(failed.TerminationReason)
@@ -146,6 +151,9 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		return 0, nil
 	}
 	msg := status
+	if len(latest) == 0 && status == store.RunRunning {
+		msg = "scaled to zero"
+	}
 	if allPulling(latest) {
 		msg = "pulling"
 	}
@@ -171,23 +179,31 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		}
 	}
 	if status == store.RunRunning && schema.Kind(spec.Type) == schema.KindService {
-		// A rolling deployment ends once the new replicas are ready:
-		// running, and their probes passed ready_after times in a row.
+		// Probes run for as long as the service does: the service proxy
+		// routes only to replicas passing them (ServiceRoute). A rolling
+		// deployment ends once the new replicas are ready: running, and
+		// their probes passed ready_after times in a row.
+		ready, wait := c.probeReplicas(ctx, spec, latest)
 		older, err := c.olderActiveRun(ctx, &run)
 		if err != nil {
 			return 0, err
 		}
-		if older {
-			ready, wait := c.probeReplicas(ctx, spec, latest)
-			if !ready {
-				return wait, nil
-			}
+		if older && ready {
 			if err := c.retireOlderRuns(ctx, &run); err != nil {
 				return 0, err
 			}
 		}
+		return soonest(wait, rescale), nil
 	}
-	return 0, nil
+	return rescale, nil
+}
+
+// soonest returns the shorter of two wake-ups, where 0 means none.
+func soonest(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // finishRun records a terminating run's final status once all its jobs are
@@ -219,6 +235,7 @@ func (c *Controller) finishRun(ctx context.Context, l store.Lease, run *store.Ru
 		msg += " (" + run.TerminationReason + ")"
 	}
 	c.event(ctx, "run", run.Name, run.ID, run.Status, run.Revision, msg)
+	c.forgetScale(run.ID)
 	c.wakeWaitingRuns(ctx, run.Name)
 	return nil
 }
@@ -305,21 +322,28 @@ func (c *Controller) SetRunSuspended(ctx context.Context, kind, name string, sus
 	return nil
 }
 
-// scaleService keeps a service run at replicas.min replicas: missing
-// replicas get a submission, replicas above the count are scaled down. It
-// returns the latest submissions of the replicas that count.
-func (c *Controller) scaleService(ctx context.Context, run *store.Run, spec runSpec, latest []store.Job) ([]store.Job, error) {
-	want := 1
-	if spec.Replicas != nil && spec.Replicas.Min != nil {
-		want = int(*spec.Replicas.Min)
+// scaleService keeps a service run at its desired replica count
+// (desiredReplicas: replicas.min, or what its traffic asks within the
+// range): missing replicas get a submission, replicas above the count are
+// scaled down. It returns the latest submissions of the replicas that
+// count, and when to look again at the traffic (0: only on a change).
+func (c *Controller) scaleService(ctx context.Context, run *store.Run, spec runSpec, latest []store.Job) ([]store.Job, time.Duration, error) {
+	alive := 0
+	for _, j := range latest {
+		if !store.IsJobFinished(j.Status) && j.Status != store.JobTerminating {
+			alive++
+		}
 	}
+	want, after := c.desiredReplicas(run, spec, alive)
 	have := map[int]bool{}
+	next := map[int]int{} // by replica: the submission number a new job takes
 	var keep []store.Job
 	for _, j := range latest {
+		next[j.ReplicaNum] = max(next[j.ReplicaNum], j.SubmissionNum+1)
 		if j.ReplicaNum >= want || j.TerminationReason == reasonScaledDown {
 			if !store.IsJobFinished(j.Status) && j.Status != store.JobTerminating {
 				if err := c.terminateJob(ctx, j.ID, reasonScaledDown, "scaled down to "+strconv.Itoa(want)+" replicas"); err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 				c.event(ctx, "run", run.Name, run.ID, "scaled_down", run.Revision, "replica "+strconv.Itoa(j.ReplicaNum)+" scaled down")
 			}
@@ -336,18 +360,22 @@ func (c *Controller) scaleService(ctx context.Context, run *store.Run, spec runS
 		if have[r] {
 			continue
 		}
+		n := sub
+		if s, ok := next[r]; ok {
+			n = s // a replica scaled down before comes back as a new submission
+		}
 		j := store.Job{
 			RunID: run.ID, RunName: run.Name, ReplicaNum: r, JobName: fmt.Sprintf("%s-0-%d", run.Name, r),
-			SubmissionNum: sub, DeploymentNum: run.DeploymentNum, Spec: run.Spec, Status: store.JobSubmitted,
+			SubmissionNum: n, DeploymentNum: run.DeploymentNum, Spec: run.Spec, Status: store.JobSubmitted,
 		}
 		if err := c.st.CreateJob(ctx, &j); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		c.jobs.Add(j.ID)
 		c.event(ctx, "run", run.Name, run.ID, "scaled_up", run.Revision, "replica "+strconv.Itoa(r)+" submitted")
 		keep = append(keep, j)
 	}
-	return keep, nil
+	return keep, after, nil
 }
 
 // retireOlderRuns stops the older active runs of a service once its new

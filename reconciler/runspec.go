@@ -22,6 +22,12 @@ type runSpec struct {
 	Nodes    int                  `json:"nodes"`
 	Replicas *schema.Range        `json:"replicas"`
 	Init     []string             `json:"init"`
+	// A service's routing and scaling (schema.Service).
+	Auth        bool               `json:"auth"`
+	StripPrefix bool               `json:"strip_prefix"`
+	Model       *schema.Model      `json:"model"`
+	Scaling     *schema.Scaling    `json:"scaling"`
+	RateLimits  []schema.RateLimit `json:"rate_limits"`
 }
 
 func decodeRunSpec(b []byte) (runSpec, error) {

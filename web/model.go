@@ -34,6 +34,10 @@ type Run struct {
 	Suspended bool `json:"suspended"`
 	// RemovedFromGit is true once its spec was deleted from Git.
 	RemovedFromGit bool `json:"removed_from_git"`
+	// ServiceURL is the path of a service run's URL on hoist's proxy
+	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
+	// set; empty for other runs.
+	ServiceURL string `json:"service_url,omitempty"`
 	// Warnings name fields of the run's spec that have no effect in hoist
 	// (from its revision; set by GetRun only).
 	Warnings []string `json:"warnings,omitempty"`
@@ -233,6 +237,10 @@ type Revision struct {
 	SeenAt      time.Time `json:"seen_at"`
 	Valid       bool      `json:"valid"`
 	Errors      []string  `json:"errors"`
+	// ServiceURL is the path of a service run's URL on hoist's proxy
+	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
+	// set; empty for other runs.
+	ServiceURL string `json:"service_url,omitempty"`
 	// Warnings name fields of a valid revision that have no effect in
 	// hoist, one positioned message each.
 	Warnings []string `json:"warnings"`
@@ -326,6 +334,10 @@ type Plan struct {
 	// now and once the plan is applied (cheapest matching offers).
 	CostBefore float64 `json:"cost_before"`
 	CostAfter  float64 `json:"cost_after"`
+	// ServiceURL is the path of a service run's URL on hoist's proxy
+	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
+	// set; empty for other runs.
+	ServiceURL string `json:"service_url,omitempty"`
 	// Warnings name fields of the planned specs that have no effect in
 	// hoist, one "path:line:col: message" each; they never make a plan
 	// invalid.

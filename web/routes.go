@@ -25,6 +25,12 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/static/*", s.static)
 
+	// Services' replicas (proxy.go) authenticate by bearer token when the
+	// service asks for it; any method, any path below the run.
+	e.Any("/proxy/services/:project/:run", s.proxy.serve)
+	e.Any("/proxy/services/:project/:run/*", s.proxy.serve)
+	e.Any("/proxy/models/:project/*", s.proxy.models)
+
 	// Webhooks authenticate by signature, not by session or token.
 	e.POST("/hooks/github", s.hookGitHub)
 	e.POST("/hooks/gitlab", s.hookGitLab)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -23,6 +24,7 @@ func (s *Server) apiListRuns(c *echo.Context) error {
 		if r.Jobs == nil {
 			r.Jobs = []Job{}
 		}
+		r.ServiceURL = s.serviceURL(r)
 		out[i] = r
 	}
 	return c.JSON(http.StatusOK, out)
@@ -45,7 +47,17 @@ func (s *Server) apiGetRun(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	run.ServiceURL = s.serviceURL(run)
 	return c.JSON(http.StatusOK, apiRun(run))
+}
+
+// serviceURL is the URL of a service run on the proxy, or "" for other
+// runs and when this hoist has no proxy.
+func (s *Server) serviceURL(r Run) string {
+	if r.Type != "service" || s.deps.Services == nil {
+		return ""
+	}
+	return strings.TrimRight(s.cfg.ExternalURL, "/") + ServicePath(DefaultProject, r.Name)
 }
 
 // pickJob returns the job of run that ?job= (an id or submission id) names,
@@ -206,6 +218,7 @@ func (s *Server) pageRun(c *echo.Context) error {
 	if !ok && c.QueryParam("job") != "" {
 		return echo.NewHTTPError(http.StatusNotFound, "no such job")
 	}
+	run.ServiceURL = s.serviceURL(run)
 	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
 		Timeline: runTimeline(run, s.now())}
 	if ok && c.QueryParam("after") == "" {

@@ -46,6 +46,9 @@ type Config struct {
 	// ListCacheTTL is how long a run list may be shared between viewers
 	// (NotifyChange clears it early); zero means 1s, negative disables.
 	ListCacheTTL time.Duration
+	// Proxy bounds the requests the service proxy holds while a service
+	// scaled to zero starts a replica; zero fields take defaults.
+	Proxy ProxyLimits
 	// Timeouts bound the connections of the server HTTPServer builds;
 	// zero fields take the values of DefaultTimeouts.
 	Timeouts Timeouts
@@ -118,6 +121,13 @@ type Deps struct {
 	Offers Offers
 	// Secrets keeps the project's secrets (the /secrets page and API).
 	Secrets Secrets
+	// Services routes /proxy/services to service runs' ready replicas;
+	// nil answers 404 there.
+	Services Services
+	// Meter counts the proxy's requests per service run (give the same one
+	// to the reconciler's autoscaling); nil means a Meter of the server's
+	// own.
+	Meter *Meter
 	// Shared keeps sessions, webhook deliveries and pull-request plans
 	// where every server on the database sees them; nil keeps them in this
 	// process.
@@ -142,6 +152,7 @@ type Server struct {
 	plans     *planLimiter
 	runList   *runListCache
 	prs       *prPlans
+	proxy     *serviceProxy
 	bg        sync.WaitGroup
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -197,6 +208,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
 	s.ctx = ctx
+	if deps.Meter == nil {
+		deps.Meter = NewMeter(now)
+		s.deps.Meter = deps.Meter
+	}
+	s.proxy = newServiceProxy(s, deps.Services, deps.Meter, cfg.Proxy)
 	s.echo = s.routes()
 	return s, nil
 }

@@ -220,12 +220,15 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	mkt.Store(market)
 	obs := &metricsObserver{}
+	// The proxy's meter is the autoscaler's traffic: one Meter, given to both.
+	meter := web.NewMeter(nil)
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
-		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol})
+		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
+		Traffic: meter})
 	if err != nil {
 		return err
 	}
@@ -245,6 +248,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
+		Services: services{ctrl: ctrl}, Meter: meter,
 	})
 	if err != nil {
 		return err

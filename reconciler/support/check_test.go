@@ -36,11 +36,14 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"a multi-node task", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", []string{"4:8: nodes: not supported yet by hoist: multi-node"}},
 		{"one node is honoured", "type: task\nimage: x\ncommands: [ok]\nnodes: 1\n", nil},
 		{"task groups", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n", []string{"4:3: groups: not supported"}},
-		{"a service replica range", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 1..3\nscaling: {metric: rps, target: 10}\n",
-			[]string{"5:11: replicas: not supported", "6:10: scaling: not supported"}},
+		{"a service replica range with scaling is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 0..3\nscaling: {metric: rps, target: 10}\n", nil},
 		{"a fixed replica count is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 3\n", nil},
-		{"service gateway, model and rate limits", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",
-			[]string{"5:10: gateway: not supported", "6:8: model: not supported", "7:14: rate_limits: not supported"}},
+		{"service gateway; an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",
+			[]string{"5:10: gateway: not supported"}},
+		{"a rate limit keyed by a header", "type: service\nimage: x\ncommands: [ok]\nport: 80\nrate_limits:\n  - rps: 1\n  - prefix: /api\n    rps: 2\n    key: {type: header, header: X-Key}\n",
+			[]string{"9:10: rate_limits[1].key: not supported"}},
+		{"a tgi model", "type: service\nimage: x\ncommands: [ok]\nport: 80\nmodel: {type: chat, name: llama, format: tgi}\n",
+			[]string{"5:8: model: not supported"}},
 		{"env: [NAME] is taken from the project's secrets", "type: task\nimage: x\ncommands: [ok]\nenv:\n  - A=1\n  - HF_TOKEN\n", nil},
 		{"run backends are honoured, a long stop_duration is not", "type: task\nimage: x\ncommands: [ok]\nbackends: [aws]\nstop_duration: 5m\n",
 			[]string{"5:16: stop_duration: not supported"}},
@@ -79,9 +82,9 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 }
 
 func TestWarnings_nameAdvisoryFields(t *testing.T) {
-	d := load(t, "type: service\nimage: x\ncommands: [ok]\nport: 80\nauth: false\npriority: 5\ntags: {team: a}\n")
+	d := load(t, "type: service\nimage: x\ncommands: [ok]\nport: 80\nhttps: false\npriority: 5\ntags: {team: a}\n")
 	got := WarningsAll(d)
-	want := []string{"5:7: auth: `auth` has no effect", "6:11: priority:", "7:7: tags:"}
+	want := []string{"5:8: https: `https` has no effect", "6:11: priority:", "7:7: tags:"}
 	if len(got) != len(want) {
 		t.Fatalf("warnings = %q, want %q", got.Error(), want)
 	}

@@ -259,27 +259,22 @@ var Table = []Row{
 			}
 			return out
 		}},
-	{Kinds: service, Field: "replicas", Decision: Partial, Test: "reconciler.TestReconcileRun_serviceScalingAndRolling",
-		Note: "a `replicas` range or replica groups (hoist keeps a fixed count)",
+	{Kinds: service, Field: "replicas", Decision: Partial, Test: "reconciler.TestServices_scalesToZeroAndWakesOnARequest",
+		Note: "replica groups (a list under `replicas`)",
 		uses: func(r *schema.Resource) []string {
 			s := r.Spec.(*schema.Service)
 			if !written(r, "replicas") {
 				return nil
 			}
-			if len(s.Groups) > 0 || !s.Replicas.Exact() {
+			if len(s.Groups) > 0 {
 				return []string{"replicas"}
 			}
 			return nil
 		}},
 	{Kinds: service, Field: "groups", Decision: Refused, Note: "replica `groups`",
 		uses: writtenAt("groups")},
-	{Kinds: service, Field: "scaling", Decision: Refused, Note: "`scaling` (autoscaling)",
-		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.Service).Scaling != nil {
-				return []string{"scaling"}
-			}
-			return nil
-		}},
+	{Kinds: service, Field: "scaling", Decision: Honoured, Test: "reconciler.TestDesiredReplicas_followsRPSWithinTheRangeAfterTheDelays",
+		Note: "`metric: rps` as measured by the in-server proxy (dstack's RPSAutoscaler); with `min: 0` a request wakes the service"},
 	{Kinds: service, Field: "gateway", Decision: Refused, Note: "`gateway` (hoist has no gateways)",
 		uses: func(r *schema.Resource) []string {
 			if g := r.Spec.(*schema.Service).Gateway; g != nil && g.Enabled {
@@ -287,26 +282,31 @@ var Table = []Row{
 			}
 			return nil
 		}},
-	{Kinds: service, Field: "model", Decision: Refused, Note: "`model` (no OpenAI-compatible model endpoint is registered)",
+	{Kinds: service, Field: "model", Decision: Partial, Test: "e2e.TestServiceProxy_modelEndpointStreamsAChatCompletion",
+		Note: "`model` with `format: tgi` (hoist's model endpoint /proxy/models/main/ serves `format: openai` models only)",
 		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.Service).Model != nil {
+			if m := r.Spec.(*schema.Service).Model; m != nil && m.Format != "" && m.Format != "openai" {
 				return []string{"model"}
 			}
 			return nil
 		}},
-	{Kinds: service, Field: "rate_limits", Decision: Refused, Note: "`rate_limits` (hoist does not proxy services)",
+	{Kinds: service, Field: "rate_limits", Decision: Partial, Test: "web.TestProxy_rateLimitsPerClientAndLongestPrefix",
+		Note: "`rate_limits` keyed by a header (`key: {type: header}`; hoist's proxy keys them by client address, a token bucket per prefix, 429 beyond it)",
 		uses: func(r *schema.Resource) []string {
-			if len(r.Spec.(*schema.Service).RateLimits) > 0 {
-				return []string{"rate_limits"}
+			var out []string
+			for i, l := range r.Spec.(*schema.Service).RateLimits {
+				if l.Key.Type == "header" {
+					out = append(out, fmt.Sprintf("rate_limits[%d].key", i))
+				}
 			}
-			return nil
+			return out
 		}},
-	{Kinds: service, Field: "auth", Decision: Advisory, Note: "`auth` has no effect: hoist does not proxy services; the port is reachable only on the instance's loopback",
-		uses: writtenAt("auth")},
-	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist does not proxy services",
+	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
+		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
+	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist's proxy serves services over hoist's own listener (no gateways)",
 		uses: writtenAt("https")},
-	{Kinds: service, Field: "strip_prefix", Decision: Advisory, Note: "`strip_prefix` has no effect: hoist does not proxy services",
-		uses: writtenAt("strip_prefix")},
+	{Kinds: service, Field: "strip_prefix", Decision: Honoured, Test: "web.TestProxy_stripPrefixAndForwardedHeaders",
+		Note: "at hoist's proxy; the stripped prefix goes to the replica as `X-Forwarded-Prefix`"},
 
 	// Fleets.
 	{Kinds: fleet, Field: "nodes", Decision: Honoured, Test: "e2e.TestElasticFleet_jobGetsNewInstanceThenIdleOneIsReaped"},

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"hoist/reconciler"
+	"hoist/store"
+	"hoist/web"
+)
+
+// services is web.Services over the reconciler's service routes: the
+// reconciler does not import web, so its types are copied into web's here.
+type services struct{ ctrl *reconciler.Controller }
+
+var _ web.Services = services{}
+
+// Service returns the routing view of a service run.
+func (s services) Service(ctx context.Context, project, run string) (web.Service, error) {
+	rt, err := s.ctrl.ServiceRoute(ctx, project, run)
+	if err != nil {
+		return web.Service{}, webNotFound(err)
+	}
+	return webService(rt), nil
+}
+
+// Models returns the project's service runs that declare a `model`.
+func (s services) Models(ctx context.Context, project string) ([]web.Service, error) {
+	rts, err := s.ctrl.ServiceModels(ctx, project)
+	if err != nil {
+		return nil, webNotFound(err)
+	}
+	out := make([]web.Service, len(rts))
+	for i, rt := range rts {
+		out[i] = webService(rt)
+	}
+	return out, nil
+}
+
+// Wake asks for a replica of a run scaled to zero.
+func (s services) Wake(ctx context.Context, project, run string) error {
+	return webNotFound(s.ctrl.WakeService(ctx, project, run))
+}
+
+// webNotFound makes the store's not-found web's, which the proxy answers
+// with 404.
+func webNotFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", web.ErrNotFound, err)
+	}
+	return err
+}
+
+func webService(rt reconciler.ServiceRoute) web.Service {
+	out := web.Service{Project: rt.Project, Run: rt.Run, Auth: rt.Auth, StripPrefix: rt.StripPrefix, MinReplicas: rt.MinReplicas}
+	if m := rt.Model; m != nil {
+		out.Model = &web.ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix}
+	}
+	for _, l := range rt.RateLimits {
+		out.RateLimits = append(out.RateLimits, web.ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: l.Burst})
+	}
+	for _, r := range rt.Replicas {
+		out.Replicas = append(out.Replicas, web.Replica{JobID: r.JobID, Addr: r.Addr, Transport: r.Transport})
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/e2e/testenv"
+)
+
+// wrkResult is what one wrk run measured.
+type wrkResult struct {
+	p50, p99 time.Duration
+	rps      float64
+	errors   string // wrk's non-2xx/socket error lines, if any
+}
+
+var (
+	wrkPercentile = regexp.MustCompile(`(?m)^\s+(50|99)(?:\.0+)?%\s+(\S+)$`)
+	wrkRPS        = regexp.MustCompile(`(?m)^Requests/sec:\s+(\S+)$`)
+	wrkErrors     = regexp.MustCompile(`(?m)^\s*(Non-2xx or 3xx responses|Socket errors).*$`)
+)
+
+// runWrk loads url with wrk (2 threads, 16 connections, for d) and reads
+// its latency percentiles and throughput.
+func runWrk(t *testing.T, url, token string, d time.Duration) wrkResult {
+	t.Helper()
+	args := []string{"-t2", "-c16", "-d" + strconv.Itoa(int(d/time.Second)) + "s", "--latency"}
+	if token != "" {
+		args = append(args, "-H", "Authorization: Bearer "+token)
+	}
+	out, err := exec.Command("wrk", append(args, url)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wrk %s: %v\n%s", url, err, out)
+	}
+	var res wrkResult
+	for _, m := range wrkPercentile.FindAllStringSubmatch(string(out), -1) {
+		v, err := time.ParseDuration(m[2])
+		if err != nil {
+			t.Fatalf("wrk latency %q: %v", m[2], err)
+		}
+		if m[1] == "50" {
+			res.p50 = v
+		} else {
+			res.p99 = v
+		}
+	}
+	m := wrkRPS.FindStringSubmatch(string(out))
+	if m == nil || res.p50 == 0 || res.p99 == 0 {
+		t.Fatalf("wrk output without latency or Requests/sec:\n%s", out)
+	}
+	res.rps, _ = strconv.ParseFloat(m[1], 64)
+	res.errors = strings.Join(wrkErrors.FindAllString(string(out), -1), "; ")
+	return res
+}
+
+// TestMeasure_proxy loads a busybox httpd service with wrk through hoist's
+// proxy (with a token) and directly at the replica's port on loopback,
+// and prints the latency the proxy adds (p50, p99) and the throughput
+// ratio. Set HOIST_MEASURE=1 to run it; it needs wrk (Debian's package);
+// HOIST_MEASURE_SECONDS sets each load's length (default 10).
+func TestMeasure_proxy(t *testing.T) {
+	if os.Getenv("HOIST_MEASURE") == "" {
+		t.Skip("measurement: set HOIST_MEASURE=1")
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Fatal("measure:proxy needs wrk (apt-get install wrk)")
+	}
+	d := 10 * time.Second
+	if v, err := strconv.Atoi(os.Getenv("HOIST_MEASURE_SECONDS")); err == nil && v > 0 {
+		d = time.Duration(v) * time.Second
+	}
+	r := newRepo(t)
+	r.write("bench.dstack.yml", fmt.Sprintf("type: service\nname: bench\nimage: %s\nport: 8000\ncommands:\n"+
+		"  - mkdir -p /www && echo hello > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n", testenv.BusyboxImage))
+	rev := r.commit("bench service")
+	s := startServer(t, r.dir, "--log-level", "info")
+	s.waitRun("bench", rev, "running", 90*time.Second)
+	waitFor(t, 60*time.Second, func() string { return "the service to answer through the proxy" }, func() bool {
+		code, _ := s.proxyGet("/proxy/services/main/bench/", s.token)
+		return code == 200
+	})
+	ids := s.containers()
+	if len(ids) != 1 {
+		t.Fatalf("%d containers, want the one replica", len(ids))
+	}
+	out, err := exec.Command("docker", "port", ids[0], "8000/tcp").Output()
+	if err != nil {
+		t.Fatalf("docker port: %v", err)
+	}
+	direct := strings.Fields(string(out))
+	if len(direct) == 0 || !strings.HasPrefix(direct[0], "127.0.0.1:") {
+		t.Fatalf("the replica's port is published at %q, want 127.0.0.1", out)
+	}
+
+	// Warm both paths (connections, the page cache), then measure.
+	runWrk(t, "http://"+direct[0]+"/", "", time.Second)
+	runWrk(t, s.url+"/proxy/services/main/bench/", s.token, time.Second)
+	dr := runWrk(t, "http://"+direct[0]+"/", "", d)
+	pr := runWrk(t, s.url+"/proxy/services/main/bench/", s.token, d)
+	if dr.errors != "" || pr.errors != "" {
+		// busybox httpd forks per request and drops some under load; the
+		// figures say so rather than fail.
+		t.Logf("errors under load: direct %q; proxy %q", dr.errors, pr.errors)
+	}
+	t.Logf("wrk -t2 -c16 -d%v, busybox httpd on loopback:", d)
+	t.Logf("  direct: p50 %v p99 %v, %.0f req/s", dr.p50, dr.p99, dr.rps)
+	t.Logf("  proxy:  p50 %v p99 %v, %.0f req/s", pr.p50, pr.p99, pr.rps)
+	t.Logf("  added: p50 %v p99 %v; throughput ratio proxy/direct %.2f", pr.p50-dr.p50, pr.p99-dr.p99, pr.rps/dr.rps)
+}
