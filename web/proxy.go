@@ -173,7 +173,6 @@ func (p *serviceProxy) forward(c *echo.Context, svc Service, target, prefix stri
 	rep := p.pick(project, run, svc.Replicas)
 	renew()
 	rp := &httputil.ReverseProxy{
-		Transport:     rep.Transport,
 		FlushInterval: -1, // streamed answers (SSE, chunked) reach the client at once
 		ErrorLog:      slog.NewLogLogger(p.s.log.Handler(), slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -199,9 +198,7 @@ func (p *serviceProxy) forward(c *echo.Context, svc Service, target, prefix stri
 			w.WriteHeader(code)
 		},
 	}
-	if rp.Transport == nil {
-		rp.Transport = http.DefaultTransport
-	}
+	rp.Transport = &retryTransport{p: p, project: project, run: run, rep: rep}
 	rp.ServeHTTP(&renewingWriter{ResponseWriter: c.Response(), renew: renew}, r)
 	return nil
 }
@@ -342,3 +339,56 @@ func (w *renewingWriter) Write(b []byte) (int, error) {
 }
 
 func (w *renewingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// retryTransport sends a request to the replica picked for it and, when
+// that replica cannot be reached and the request is safe to send again (a
+// GET, HEAD or OPTIONS without a body), to another ready replica of a
+// fresh route, at most twice: a replica retired during a rolling
+// deployment, or stopped since the route was read, fails no such request.
+type retryTransport struct {
+	p            *serviceProxy
+	project, run string
+	rep          Replica
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := transportOf(t.rep).RoundTrip(req)
+	tried := []string{t.rep.JobID}
+	for attempt := 0; err != nil && attempt < 2 && replayable(req) && req.Context().Err() == nil; attempt++ {
+		t.p.forget(t.project, t.run)
+		svc, rerr := t.p.route(req.Context(), t.project, t.run)
+		if rerr != nil {
+			break
+		}
+		i := slices.IndexFunc(svc.Replicas, func(r Replica) bool { return !slices.Contains(tried, r.JobID) })
+		if i < 0 {
+			break
+		}
+		next := svc.Replicas[i]
+		tried = append(tried, next.JobID)
+		t.p.s.log.Info("service_proxy_retried", "project", t.project, "run", t.run, "failed_job_id", t.rep.JobID, "job_id", next.JobID, "error", err)
+		out := req.Clone(req.Context())
+		out.URL.Host, out.Host = next.Addr, next.Addr
+		t.rep = next
+		resp, err = transportOf(next).RoundTrip(out)
+	}
+	return resp, err
+}
+
+// transportOf is the replica's transport, or the default one.
+func transportOf(r Replica) http.RoundTripper {
+	if r.Transport == nil {
+		return http.DefaultTransport
+	}
+	return r.Transport
+}
+
+// replayable reports whether req may be sent again to another replica.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		return false
+	}
+	return (req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Upgrade") == ""
+}

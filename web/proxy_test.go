@@ -157,6 +157,33 @@ func TestProxy_roundRobinOverReadyReplicas(t *testing.T) {
 	}
 }
 
+// TestProxy_aGoneReplicaIsRetriedOnAnother: a GET picked for a replica
+// that no longer answers (retired by a rolling deployment) is sent to
+// another ready replica; a POST with a body is not sent twice.
+func TestProxy_aGoneReplicaIsRetriedOnAnother(t *testing.T) {
+	a := upstream(t, "a")
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close() // nothing listens at its address any more
+	dead := Replica{JobID: "dead", Addr: gone.Listener.Addr().String(), Transport: http.DefaultTransport}
+	f, _ := proxyFixture(t, Service{Project: "main", Run: "web", StripPrefix: true, MinReplicas: 1, Replicas: []Replica{dead, a}})
+	for i := range 4 {
+		resp := f.do(t, "GET", "/proxy/services/main/web/", "", nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %d = %d, want 200 from the replica that answers", i, resp.StatusCode)
+		}
+		if got := strings.Fields(readBody(t, resp))[0]; got != "a" {
+			t.Fatalf("GET %d reached %s, want a", i, got)
+		}
+	}
+	codes := map[int]int{}
+	for range 4 {
+		codes[f.do(t, "POST", "/proxy/services/main/web/", "body", nil).StatusCode]++
+	}
+	if codes[http.StatusBadGateway] == 0 {
+		t.Fatalf("POST answers %v, want a 502 when the dead replica is picked (never sent twice)", codes)
+	}
+}
+
 func TestProxy_routeIsReusedForRouteTTL(t *testing.T) {
 	a, b := upstream(t, "a"), upstream(t, "b")
 	var mu sync.Mutex
