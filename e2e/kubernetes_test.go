@@ -191,6 +191,8 @@ func (e *kubeEnv) ours() []string {
 // with hoist's labels is left in the namespace.
 func TestKubernetes(t *testing.T) {
 	e := newKubeEnv(t)
+	// Its pods take the node's CPUs: tests reading the node's offers wait.
+	e.kc.LockNode(t)
 	steps := []struct {
 		name string
 		run  func(t *testing.T)

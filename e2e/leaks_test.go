@@ -79,11 +79,19 @@ func TestLeakAudit_deletesUntrackedVolumesAndPlacementGroups(t *testing.T) {
 			t.Errorf("%s was deleted; a young resource and another installation's are kept", id)
 		}
 	}
-	code, body := s.do("GET", "/metrics", nil)
-	for _, kind := range []string{"volume", "placement_group"} {
-		want := fmt.Sprintf(`hoist_leaked_resources_deleted_total{backend="aws",kind="%s"} 1`, kind)
-		if code != 200 || !strings.Contains(string(body), want) {
-			t.Errorf("GET /metrics = %d, want a line %s", code, want)
+	// The counter moves just after the provider's delete has answered.
+	var missing []string
+	waitFor(t, 10*time.Second, func() string {
+		return fmt.Sprintf("GET /metrics with the lines %q", missing)
+	}, func() bool {
+		code, body := s.do("GET", "/metrics", nil)
+		missing = nil
+		for _, kind := range []string{"volume", "placement_group"} {
+			want := fmt.Sprintf(`hoist_leaked_resources_deleted_total{backend="aws",kind="%s"} 1`, kind)
+			if code != 200 || !strings.Contains(string(body), want) {
+				missing = append(missing, want)
+			}
 		}
-	}
+		return len(missing) == 0
+	})
 }

@@ -317,8 +317,9 @@ func (c *KubeCluster) FakeGPU(t testing.TB, count int, product string) {
 // LockNode takes, until the test ends, the machine-wide lock that FakeGPU
 // holds while the node advertises fake GPUs, waiting for the tests (of any
 // test binary) holding it: a test that reads the node's resources (offers)
-// takes it to see the node as it is. It is not reentrant: a test holding it
-// must not call FakeGPU, nor its subtests.
+// takes it to see the node as it is, and a test whose pods take the node's
+// CPUs takes it so that those tests see the node alone. Within one test
+// binary it is counted, so a test holding it may call FakeGPU.
 func (c *KubeCluster) LockNode(t testing.TB) {
 	t.Helper()
 	t.Cleanup(c.lockNode(t))
@@ -333,6 +334,15 @@ func (c *KubeCluster) lockNode(t testing.TB) func() {
 		dir = os.TempDir()
 	}
 	path := filepath.Join(dir, "node-"+c.Node+".lock")
+	// Within one test binary the lock is taken once and counted, so that a
+	// test holding it may call FakeGPU (tests of one package that use the
+	// node do not run in parallel).
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if h := held[path]; h != nil {
+		h.n++
+		return func() { releaseHeld(path) }
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("kubernetes: open %s: %v", path, err)
@@ -353,7 +363,35 @@ func (c *KubeCluster) lockNode(t testing.TB) func() {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return func() { _ = f.Close() } // closing the file releases the lock
+	held[path] = &heldLock{f: f, n: 1}
+	return func() { releaseHeld(path) }
+}
+
+// heldLock is a node lock this test binary holds, and how many holders it
+// has.
+type heldLock struct {
+	f *os.File
+	n int
+}
+
+var (
+	heldMu sync.Mutex
+	held   = map[string]*heldLock{}
+)
+
+// releaseHeld drops one holder of the lock at path, and the lock with the
+// last (closing the file releases it).
+func releaseHeld(path string) {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	h := held[path]
+	if h == nil {
+		return
+	}
+	if h.n--; h.n == 0 {
+		_ = h.f.Close()
+		delete(held, path)
+	}
 }
 
 // HostPathVolumes creates a storage class of the test's own (no provisioner)
