@@ -94,48 +94,46 @@ type VolumeAttachment struct {
 	Claim string
 }
 
-// A GatewayBackend creates gateway instances for services
-// (dstack's ComputeWithGatewaySupport).
-type GatewayBackend interface {
+// A GatewayHost runs hoist's gateway (the hoist binary in gateway mode,
+// `hoist gateway`) on one of its instances, as a process of the instance's
+// host outside any container, supervised so that it outlives the server's
+// connection (dstack installs its gateway on the gateway VM over SSH,
+// src/dstack/_internal/server/services/gateways/__init__.py). The reconciler
+// provisions the gateway's instance with Create like any other, then asks
+// StartGateway; it reaches the gateway's admin API (agents/api
+// GatewayClient) through Connect's HTTPClient at GatewayProcess.AdminAddr.
+type GatewayHost interface {
 	Backend
-	// CreateGateway provisions a gateway; idempotent on spec.ID.
-	CreateGateway(ctx context.Context, spec GatewaySpec) (Gateway, error)
-	// DescribeGateway observes a gateway; ErrNotFound when gone.
-	DescribeGateway(ctx context.Context, id string) (Gateway, error)
-	// TerminateGateway releases a gateway; gone is success.
-	TerminateGateway(ctx context.Context, id string) error
+	// StartGateway starts the gateway on inst, or leaves it running when it
+	// already runs with the same spec; a different spec restarts it.
+	StartGateway(ctx context.Context, inst Instance, spec GatewayProcess) (GatewayEndpoint, error)
+	// StopGateway stops the gateway on inst; not running is success.
+	StopGateway(ctx context.Context, inst Instance) error
 }
 
-// A GatewaySpec asks for a gateway.
-type GatewaySpec struct {
-	// ID is hoist's id for the gateway, persisted first.
-	ID string
-	// Region is where to create the gateway.
-	Region string
-	// PublicIP asks for a public address.
-	PublicIP bool
-	// InstanceType overrides the backend's default gateway instance type.
-	InstanceType string
-	// Tags are the ownership tags.
-	Tags map[string]string
+// A GatewayProcess is how to run `hoist gateway` on an instance.
+type GatewayProcess struct {
+	// Token is the admin token the gateway demands of the server; the
+	// host writes it to a file only the gateway reads, never on a command
+	// line.
+	Token string
+	// Args are further `hoist gateway` flags the reconciler wants (never
+	// the listen addresses, which the host decides).
+	Args []string
 }
 
-// A Gateway is an observed gateway instance.
-type Gateway struct {
-	// ID is hoist's id.
-	ID string
-	// ProviderID is the provider's id.
-	ProviderID string
-	// Region is where it runs.
-	Region string
-	// IP is the address clients reach it at.
-	IP string
-	// Hostname is the address the server manages it through.
-	Hostname string
-	// Status is one of the Status* constants.
-	Status string
-	// Tags are the ownership tags.
-	Tags map[string]string
+// A GatewayEndpoint is where a started gateway answers.
+type GatewayEndpoint struct {
+	// AdminAddr is host:port of the admin API as seen from the instance
+	// (a loopback address), for Conn.HTTPClient.
+	AdminAddr string
+	// PublicAddr is the address clients reach the gateway's HTTP(S)
+	// listeners at (dstack's gateway IP address): the host part of
+	// HTTPAddr and HTTPSAddr as the world sees it.
+	PublicAddr string
+	// HTTPPort and HTTPSPort are the ports of the public listeners (80
+	// and 443 on a cloud VM).
+	HTTPPort, HTTPSPort int
 }
 
 // A PlacementBackend creates placement groups, so that a `placement: cluster`

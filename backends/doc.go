@@ -1,6 +1,6 @@
 // Package backends is where hoist meets compute: the small, consumer-owned
 // driver interface every backend implements (Backend), the optional
-// capabilities a backend may add (VolumeBackend, GatewayBackend), how the
+// capabilities a backend may add (VolumeBackend, GatewayHost), how the
 // server reaches the shim of an instance (Connector, Conn), the typed error
 // kinds callers decide on (stalled, wait, transient), the ownership tags
 // every created resource carries, and the Registry of driver factories that

@@ -20,11 +20,6 @@ func (c *Controller) applyGateway(ctx context.Context, rev source.Revision, s pl
 	}
 	if s.Action == plan.Delete || s.Action == plan.Replace {
 		if exists {
-			if gb, ok := c.bes[g.Backend].(backends.GatewayBackend); ok {
-				if err := gb.TerminateGateway(ctx, g.ID); err != nil {
-					return err
-				}
-			}
 			g.Deleted, g.RemovedFromGit = true, true
 			if err := c.st.UpdateGateway(ctx, &g); err != nil {
 				return err
@@ -53,13 +48,8 @@ func (c *Controller) applyGateway(ctx context.Context, rev source.Revision, s pl
 	if g.Status != store.GatewaySubmitted {
 		return nil
 	}
-	gb, ok := c.bes[spec.Backend].(backends.GatewayBackend)
-	if !ok {
+	if _, ok := c.bes[spec.Backend].(backends.GatewayHost); !ok {
 		g.Status, g.StatusMessage = store.GatewayFailed, fmt.Sprintf("backend %q is not configured or has no gateways", spec.Backend)
-	} else if got, err := gb.CreateGateway(ctx, backends.GatewaySpec{ID: g.ID, Region: spec.Region, PublicIP: true, Tags: g.OwnershipTags}); err != nil {
-		g.Status, g.StatusMessage = store.GatewayFailed, err.Error()
-	} else {
-		g.Status, g.Hostname, g.IPAddress = store.GatewayProvisioning, got.Hostname, got.IP
 	}
 	c.event(ctx, "gateway", g.Name, g.ID, g.Status, rev.ID, "gateway "+g.Status+" "+g.StatusMessage)
 	return c.st.UpdateGateway(ctx, &g)
