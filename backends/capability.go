@@ -101,7 +101,7 @@ type VolumeAttachment struct {
 // src/dstack/_internal/server/services/gateways/__init__.py). The reconciler
 // provisions the gateway's instance with Create like any other, then asks
 // StartGateway; it reaches the gateway's admin API (agents/api
-// GatewayClient) through Connect's HTTPClient at GatewayProcess.AdminAddr.
+// GatewayClient) through Connect's HTTPClient at GatewayEndpoint.AdminURL.
 type GatewayHost interface {
 	Backend
 	// StartGateway starts the gateway on inst, or leaves it running when it
@@ -117,16 +117,14 @@ type GatewayProcess struct {
 	// host writes it to a file only the gateway reads, never on a command
 	// line.
 	Token string
-	// Args are further `hoist gateway` flags the reconciler wants (never
-	// the listen addresses, which the host decides).
-	Args []string
 }
 
 // A GatewayEndpoint is where a started gateway answers.
 type GatewayEndpoint struct {
-	// AdminAddr is host:port of the admin API as seen from the instance
-	// (a loopback address), for Conn.HTTPClient.
-	AdminAddr string
+	// AdminURL is the base URL of the admin API as seen from the instance,
+	// for Conn.HTTPClient: a Unix socket of the gateway's
+	// ("unix:///path/admin.sock", see agents/api BaseURL).
+	AdminURL string
 	// PublicAddr is the address clients reach the gateway's HTTP(S)
 	// listeners at (dstack's gateway IP address): the host part of
 	// HTTPAddr and HTTPSAddr as the world sees it.
@@ -184,4 +182,15 @@ type PlacementGroup struct {
 	// CreatedAt is when the provider created the group; zero when
 	// unknown.
 	CreatedAt time.Time
+}
+
+// A HostAccess backend says how to log in to its instances' hosts over SSH,
+// so that a gateway on another host reaches a service's replicas there (the
+// reconciler passes it in the gateway's configuration; dstack gives its
+// gateway the project key the same way).
+type HostAccess interface {
+	Backend
+	// SSHAccess returns the login to inst's host, with its host key pinned
+	// and the private key read (PrivateKey set, IdentityFile empty).
+	SSHAccess(ctx context.Context, inst Instance) (SSHHost, error)
 }
