@@ -88,6 +88,10 @@ type InstanceSpec struct {
 	// PlacementGroup is the id of the fleet's placement group (see
 	// PlacementBackend) the instance must be created in; empty for none.
 	PlacementGroup string
+	// Gateway is set for a gateway's instance (GatewayHost): the provider's
+	// firewall also opens TCP 80 and 443 to the world, as dstack's gateway
+	// security group, firewall rule and NSG do.
+	Gateway bool
 }
 
 // An SSHHost is one host of an SSH fleet (dstack's ssh_config host), with the

@@ -98,6 +98,10 @@ type Deps struct {
 	// Market's); cloud drivers answer Offers from it. Nil when the server
 	// has none.
 	Catalog func() *offers.Catalog
+	// GatewayBinary is the path of the hoist binary, run as `hoist
+	// gateway` on gateway instances (GatewayHost) of this server's OS and
+	// architecture; empty when unknown (StartGateway then fails saying so).
+	GatewayBinary string
 }
 
 // Open builds the backend an entry configures. An unknown type is an error
