@@ -610,6 +610,20 @@ type Gateway struct {
 	BackendData json.RawMessage `bun:"backend_data,type:text"`
 	// OwnershipTags are the tags hoist put on cloud resources.
 	OwnershipTags map[string]string `bun:"ownership_tags,type:text"`
+	// InstanceID is hoist's id of the gateway's instance at its backend,
+	// persisted before the backend is asked to create it; empty before.
+	InstanceID string `bun:"instance_id,notnull"`
+	// AdminURL is the gateway's admin API as seen from its instance
+	// (backends.GatewayEndpoint.AdminURL); empty until it started.
+	AdminURL string `bun:"admin_url,notnull"`
+	// AdminToken is the gateway's admin token sealed with the server's
+	// secret key (SealGatewayToken); never the plaintext.
+	AdminToken string `bun:"admin_token,notnull"`
+	// ConfigVersion is the version of the configuration last put to the
+	// gateway (api.GatewayConfig.Version).
+	ConfigVersion int64 `bun:"config_version,notnull"`
+	// ConfigHash identifies the content of that configuration.
+	ConfigHash string `bun:"config_hash,notnull"`
 	// Status is one of the Gateway* constants.
 	Status string `bun:"status,notnull"`
 	// StatusMessage explains Status to people.

@@ -217,3 +217,47 @@ func (s *Store) ListSecrets(ctx context.Context, proj string) ([]SecretInfo, err
 	}
 	return out, nil
 }
+
+// gatewayTokenAD binds a sealed gateway token to its gateway.
+func gatewayTokenAD(id string) []byte { return []byte("gateway admin token\x00" + id) }
+
+// SealGatewayToken sets g.AdminToken to token sealed with the secret key
+// (AES-256-GCM, bound to g.ID), as "<key id>:<base64 nonce and ciphertext>".
+func (s *Store) SealGatewayToken(g *Gateway, token string) error {
+	gcm, err := s.aead()
+	if err != nil {
+		return fmt.Errorf("seal gateway token: %w", err)
+	}
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return fmt.Errorf("seal gateway token: %w", err)
+	}
+	sealed := gcm.Seal(nonce, nonce, []byte(token), gatewayTokenAD(g.ID))
+	g.AdminToken = s.keyID + ":" + base64.StdEncoding.EncodeToString(sealed)
+	return nil
+}
+
+// GatewayToken opens g.AdminToken; ErrSecretKey when the configured key is
+// not the one it was sealed with.
+func (s *Store) GatewayToken(g Gateway) (string, error) {
+	kid, b64, ok := strings.Cut(g.AdminToken, ":")
+	if !ok {
+		return "", fmt.Errorf("gateway %s: no admin token", g.Name)
+	}
+	gcm, err := s.aead()
+	if err != nil {
+		return "", fmt.Errorf("open gateway token: %w", err)
+	}
+	if kid != s.keyID {
+		return "", fmt.Errorf("open gateway token: sealed with key %s, configured key is %s: %w", kid, s.keyID, ErrSecretKey)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(raw) < gcm.NonceSize() {
+		return "", fmt.Errorf("open gateway token: malformed: %w", ErrSecretKey)
+	}
+	plain, err := gcm.Open(nil, raw[:gcm.NonceSize()], raw[gcm.NonceSize():], gatewayTokenAD(g.ID))
+	if err != nil {
+		return "", fmt.Errorf("open gateway token: authentication failed: %w", ErrSecretKey)
+	}
+	return string(plain), nil
+}

@@ -134,3 +134,19 @@ func (s *Store) ListProjects(ctx context.Context) ([]Project, error) {
 	}
 	return ps, nil
 }
+
+// ValidTokens returns the hashes of the API tokens accepted now: not
+// revoked, not expired, of users not disabled (what LookupToken accepts),
+// for gateways that check tokens themselves.
+func (s *Store) ValidTokens(ctx context.Context) ([]APIToken, error) {
+	var ts []APIToken
+	err := s.db.NewSelect().Model(&ts).
+		Where("revoked = ?", false).
+		Where("(expires_at IS NULL OR expires_at > ?)", s.Now()).
+		Where("user_id IN (SELECT id FROM users WHERE disabled = ?)", false).
+		Order("token_hash").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list valid tokens: %w", err)
+	}
+	return ts, nil
+}
