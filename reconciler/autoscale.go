@@ -105,16 +105,23 @@ func (c *Controller) desiredReplicas(run *store.Run, spec runSpec, alive int) (i
 	want := lo
 	var rps float64
 	var last time.Time
-	if c.traffic != nil {
-		window := time.Duration(spec.Scaling.Window) * time.Second
-		if window <= 0 {
-			window = time.Duration(schema.DefaultScalingWindow) * time.Second
-		}
+	window := time.Duration(spec.Scaling.Window) * time.Second
+	if window <= 0 {
+		window = time.Duration(schema.DefaultScalingWindow) * time.Second
+	}
+	// A service on a gateway is measured there; others by the in-server
+	// proxy.
+	gt, onGateway := c.gatewayMeter(run.Project, run.Name)
+	measured := onGateway || c.traffic != nil
+	switch {
+	case onGateway:
+		rps, last = gt.RPS(window, now), gt.stats.LastRequest
+	case c.traffic != nil:
 		rps = c.traffic.RPS(run.Project, run.Name, window)
 		last = c.traffic.LastRequest(run.Project, run.Name)
-		if spec.Scaling.Target > 0 {
-			want = min(max(int(math.Ceil(rps/spec.Scaling.Target)), lo), hi)
-		}
+	}
+	if measured && spec.Scaling.Target > 0 {
+		want = min(max(int(math.Ceil(rps/spec.Scaling.Target)), lo), hi)
 	}
 	up := time.Duration(spec.Scaling.ScaleUpDelay) * time.Second
 	down := time.Duration(spec.Scaling.ScaleDownDelay) * time.Second

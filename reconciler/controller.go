@@ -69,6 +69,8 @@ type Config struct {
 	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
+	// Gateways are the server's `gateways:` settings (certificates).
+	Gateways GatewaySettings
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -149,6 +151,7 @@ type Controller struct {
 	runs  *queue.Queue[string]
 	jobs  *queue.Queue[string]
 	insts *queue.Queue[string]
+	gws   *queue.Queue[string]
 
 	connsMu sync.Mutex
 	conns   map[string]backends.Conn // by instance id
@@ -164,6 +167,9 @@ type Controller struct {
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
 	scales map[string]*scaleState // by run id: the autoscaler's state
+
+	gwMu    sync.Mutex
+	gwStats map[string]gatewayTraffic // by project/run: what a gateway measured
 }
 
 // New returns a Controller; Run starts it.
@@ -235,12 +241,14 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		runs:  queue.New[string](time.Second, time.Minute, now),
 		jobs:  queue.New[string](time.Second, time.Minute, now),
 		insts: queue.New[string](2*time.Second, 2*time.Minute, now),
+		gws:   queue.New[string](2*time.Second, time.Minute, now),
 		conns: map[string]backends.Conn{},
 		pumps: map[string]context.CancelFunc{},
 
 		traffic: deps.Traffic,
 		passes:  map[string][]int{},
 		scales:  map[string]*scaleState{},
+		gwStats: map[string]gatewayTraffic{},
 	}
 	c.branch.Store("")
 	return c, nil
@@ -283,11 +291,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	for i := 0; i < 4; i++ {
 		g.Go(func() error { c.work(ctx, "instances", c.insts, c.reconcileInstance); return nil })
 	}
+	for i := 0; i < 2; i++ {
+		g.Go(func() error { c.work(ctx, "gateways", c.gws, c.reconcileGateway); return nil })
+	}
 	g.Go(func() error {
 		<-ctx.Done()
 		c.runs.Close()
 		c.jobs.Close()
 		c.insts.Close()
+		c.gws.Close()
 		c.stopPumps()
 		c.pumpWG.Wait() // they release their leases before the store closes
 		c.closeConns()
@@ -372,6 +384,15 @@ func (c *Controller) resync(ctx context.Context) {
 	for _, i := range insts {
 		if i.Status != store.InstanceTerminated {
 			c.insts.Add(i.ID)
+		}
+	}
+	gws, err := c.st.ListGateways(ctx, store.InfraFilter{Project: c.cfg.Project, IncludeDeleted: true, Limit: 100000})
+	if err != nil {
+		c.log.Warn("resync gateways failed", "error", err)
+	}
+	for _, g := range gws {
+		if !g.Deleted && g.Status != store.GatewayFailed || g.InstanceID != "" {
+			c.gws.Add(g.ID)
 		}
 	}
 	c.sweepPlacementGroups(ctx)

@@ -156,11 +156,16 @@ func (c *Controller) auditPlacementGroups(ctx context.Context, name string, b ba
 }
 
 // knownInstance reports whether the store has instance id in a status
-// other than terminated.
+// other than terminated, or as the instance of a gateway (which keeps it
+// until it terminated it).
 func (c *Controller) knownInstance(ctx context.Context, id string) (bool, error) {
 	row, err := c.st.GetInstance(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+		_, err := c.st.GatewayOfInstance(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
 	}
 	if err != nil {
 		return false, err

@@ -28,6 +28,10 @@ type runSpec struct {
 	Model       *schema.Model      `json:"model"`
 	Scaling     *schema.Scaling    `json:"scaling"`
 	RateLimits  []schema.RateLimit `json:"rate_limits"`
+	// Gateway and HTTPS choose the gateway serving a service and whether
+	// it serves it over TLS (schema.Service).
+	Gateway *schema.GatewayRef `json:"gateway"`
+	HTTPS   string             `json:"https"`
 }
 
 func decodeRunSpec(b []byte) (runSpec, error) {

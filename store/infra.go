@@ -254,6 +254,20 @@ func (s *Store) GetGatewayByName(ctx context.Context, proj, name string) (Gatewa
 	return getByName[Gateway](ctx, s.db, proj, name, "gateway")
 }
 
+// GatewayOfInstance returns the gateway, deleted or not, whose instance is
+// instanceID, or ErrNotFound.
+func (s *Store) GatewayOfInstance(ctx context.Context, instanceID string) (Gateway, error) {
+	var g Gateway
+	if instanceID == "" {
+		return g, fmt.Errorf("gateway of instance: %w", ErrNotFound)
+	}
+	err := s.db.NewSelect().Model(&g).Where("instance_id = ?", instanceID).Limit(1).Scan(ctx)
+	if err != nil {
+		return g, notFound(err, "gateway of instance "+instanceID)
+	}
+	return g, nil
+}
+
 // ListGateways returns gateways in creation order.
 func (s *Store) ListGateways(ctx context.Context, f InfraFilter) ([]Gateway, error) {
 	return listRows[Gateway](ctx, s.db, f, "gateways", nil)
