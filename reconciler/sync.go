@@ -229,10 +229,10 @@ func (c *Controller) load(ctx context.Context, fsys fs.FS) (*schema.Desired, err
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if err != nil || len(c.chk) == 0 {
+	if err != nil {
 		return desired, err
 	}
-	var errs schema.Errors
+	errs := c.checkGateways(desired)
 	for i := range desired.Resources {
 		for _, check := range c.chk {
 			errs = append(errs, check(&desired.Resources[i])...)

@@ -89,8 +89,10 @@ func (d *dec) checkGateway(n *node, g *Gateway) {
 		}
 		return n
 	}
-	if g.Backend != "" && !contains([]string{"aws", "azure", "gcp", "kubernetes"}, g.Backend) {
-		d.errf(at("backend"), "backend", "gateways are not supported for %s backend; available backends with gateway support: aws, azure, gcp, kubernetes", g.Backend)
+	// dstack's server has no local backend; hoist runs gateways on this
+	// host too.
+	if g.Backend != "" && !contains([]string{"aws", "azure", "gcp", "kubernetes", "local"}, g.Backend) {
+		d.errf(at("backend"), "backend", "gateways are not supported for %s backend; available backends with gateway support: aws, azure, gcp, kubernetes, local", g.Backend)
 	}
 	if !g.PublicIP && g.Backend != "" && g.Backend != "aws" && g.Backend != "gcp" {
 		d.errf(at("public_ip"), "public_ip", "private gateways are not supported for %s backend; available backends with private gateway support: aws, gcp", g.Backend)

@@ -82,7 +82,8 @@ type Backend struct {
 	lost         map[string]bool      // of those, the ones not reclaimed as spot
 	groups       map[string]backends.PlacementGroup
 	attempts     []backends.InstanceSpec
-	vols         map[string]*volume // by provider id
+	vols         map[string]*volume  // by provider id
+	gateways     map[string]*Gateway // by instance id (StartGateway)
 }
 
 var (
@@ -236,9 +237,14 @@ func (b *Backend) Terminate(_ context.Context, id string) error {
 	delete(b.insts, id)
 	delete(b.interrupted, id)
 	delete(b.lost, id)
+	gw, gwOK := b.gateways[id]
+	delete(b.gateways, id)
 	b.mu.Unlock()
 	if ok {
 		in.close()
+	}
+	if gwOK {
+		gw.stop()
 	}
 	return nil
 }
@@ -278,11 +284,14 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 // Close terminates every instance.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	insts := b.insts
-	b.insts = map[string]*instance{}
+	insts, gws := b.insts, b.gateways
+	b.insts, b.gateways = map[string]*instance{}, nil
 	b.mu.Unlock()
 	for _, in := range insts {
 		in.close()
+	}
+	for _, g := range gws {
+		g.stop()
 	}
 	return nil
 }

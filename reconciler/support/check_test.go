@@ -38,8 +38,7 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"task groups", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n", []string{"4:3: groups: not supported"}},
 		{"a service replica range with scaling is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 0..3\nscaling: {metric: rps, target: 10}\n", nil},
 		{"a fixed replica count is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 3\n", nil},
-		{"service gateway; an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",
-			[]string{"5:10: gateway: not supported"}},
+		{"service gateway, an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n", nil},
 		{"a rate limit keyed by a header", "type: service\nimage: x\ncommands: [ok]\nport: 80\nrate_limits:\n  - rps: 1\n  - prefix: /api\n    rps: 2\n    key: {type: header, header: X-Key}\n",
 			[]string{"9:10: rate_limits[1].key: not supported"}},
 		{"a tgi model", "type: service\nimage: x\ncommands: [ok]\nport: 80\nmodel: {type: chat, name: llama, format: tgi}\n",
@@ -64,7 +63,13 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 			"type: volume\nname: vol\nbackend: kubernetes\nsize: 1GB\nstorage_class_name: fast\naccess_modes: [ReadWriteMany]\n", nil},
 		{"a runpod volume", "type: volume\nname: vol\nbackend: runpod\nregion: r\nsize: 1\n",
 			[]string{"3:10: backend: not supported yet by hoist: volumes of `backend: runpod`"}},
-		{"a gateway", "type: gateway\nname: gw\nbackend: aws\nregion: us-east-1\ndomain: example.com\n", []string{"1:7: type: not supported yet by hoist: gateways"}},
+		{"a gateway is honoured", "type: gateway\nname: gw\nbackend: aws\nregion: us-east-1\ndomain: example.com\ninstance_type: t3.micro\ntags: {a: b}\n", nil},
+		{"a local gateway without a certificate is honoured", "type: gateway\nname: gw\nbackend: local\nregion: local\ndomain: example.com\ncertificate: null\n", nil},
+		{"a kubernetes gateway", "type: gateway\nname: gw\nbackend: kubernetes\nregion: r\ndomain: example.com\n",
+			[]string{"3:10: backend: not supported yet by hoist: `kubernetes`"}},
+		{"gateway replicas, an acm certificate, a private gateway and a router",
+			"type: gateway\nname: gw\nbackend: aws\nregion: r\ndomain: example.com\nreplicas: 2\ncertificate: {type: acm, arn: a}\npublic_ip: false\nrouter: {type: sglang}\n",
+			[]string{"6:11: replicas: not supported", "7:14: certificate: not supported", "8:12: public_ip: not supported", "9:9: router: not supported"}},
 		{"a plain task", "type: task\nimage: x\ncommands: [ok]\nenv: [A=1]\nports: [8080]\nretry: true\nmax_duration: 1h\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +89,7 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 func TestWarnings_nameAdvisoryFields(t *testing.T) {
 	d := load(t, "type: service\nimage: x\ncommands: [ok]\nport: 80\nhttps: false\npriority: 5\ntags: {team: a}\n")
 	got := WarningsAll(d)
-	want := []string{"5:8: https: `https` has no effect", "6:11: priority:", "7:7: tags:"}
+	want := []string{"6:11: priority:", "7:7: tags:"}
 	if len(got) != len(want) {
 		t.Fatalf("warnings = %q, want %q", got.Error(), want)
 	}

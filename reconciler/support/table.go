@@ -56,6 +56,7 @@ var (
 	taskSvc  = []schema.Kind{schema.KindTask, schema.KindService}
 	fleet    = []schema.Kind{schema.KindFleet}
 	volume   = []schema.Kind{schema.KindVolume}
+	gateway  = []schema.Kind{schema.KindGateway}
 	allKinds = schema.Kinds
 )
 
@@ -275,13 +276,9 @@ var Table = []Row{
 		uses: writtenAt("groups")},
 	{Kinds: service, Field: "scaling", Decision: Honoured, Test: "reconciler.TestDesiredReplicas_followsRPSWithinTheRangeAfterTheDelays",
 		Note: "`metric: rps` as measured by the in-server proxy (dstack's RPSAutoscaler); with `min: 0` a request wakes the service"},
-	{Kinds: service, Field: "gateway", Decision: Refused, Note: "`gateway` (hoist has no gateways)",
-		uses: func(r *schema.Resource) []string {
-			if g := r.Spec.(*schema.Service).Gateway; g != nil && g.Enabled {
-				return []string{"gateway"}
-			}
-			return nil
-		}},
+	{Kinds: service, Field: "gateway", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "served at `<run>.<domain>` by the named gateway (or the default one when unset or true); a name the revision does not declare, " +
+			"a gateway without `domain`, or `true` without a default gateway is refused at validation"},
 	{Kinds: service, Field: "model", Decision: Partial, Test: "e2e.TestServiceProxy_modelEndpointStreamsAChatCompletion",
 		Note: "`model` with `format: tgi` (hoist's model endpoint /proxy/models/main/ serves `format: openai` models only)",
 		uses: func(r *schema.Resource) []string {
@@ -303,8 +300,9 @@ var Table = []Row{
 		}},
 	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
 		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
-	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist's proxy serves services over hoist's own listener (no gateways)",
-		uses: writtenAt("https")},
+	{Kinds: service, Field: "https", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "on a gateway: TLS (HTTP redirects to it) when true, plain HTTP when false, TLS iff the gateway has a certificate when `auto`; " +
+			"true on a gateway with `certificate: null` is refused at validation; hoist's own proxy serves over hoist's listener"},
 	{Kinds: service, Field: "strip_prefix", Decision: Honoured, Test: "web.TestProxy_stripPrefixAndForwardedHeaders",
 		Note: "at hoist's proxy; the stripped prefix goes to the replica as `X-Forwarded-Prefix`"},
 
@@ -399,10 +397,63 @@ var Table = []Row{
 	{Kinds: volume, Field: "read_only", Decision: Honoured, Test: "reconciler.TestWorkers_kubernetesClaimIsRegisteredAndMountedReadOnly",
 		Note: "the claim is mounted read-only into the job's container"},
 
-	// Gateways: no backend of hoist's provides them.
-	{Kinds: []schema.Kind{schema.KindGateway}, Field: "", Decision: Refused,
-		Note: "gateways (no backend of hoist's provides gateways)",
-		uses: func(*schema.Resource) []string { return []string{"type"} }},
+	// Gateways: hoist's gateway process on an instance of a backend that
+	// runs it (backends.GatewayHost); the server refuses a gateway whose
+	// backend is not configured or cannot.
+	{Kinds: gateway, Field: "", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "an instance of the gateway's backend runs hoist's gateway, configured by the server with the services it serves and their ready replicas"},
+	{Kinds: gateway, Field: "backend", Decision: Partial, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "`kubernetes` (hoist's gateway is a process of a host, not a pod)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.Gateway).Backend == "kubernetes" {
+				return []string{"backend"}
+			}
+			return nil
+		}},
+	{Kinds: gateway, Field: "region", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "the gateway's instance is an offer of this region (`local` on the local backend)"},
+	{Kinds: gateway, Field: "instance_type", Decision: Honoured, Test: "reconciler.TestGateways_instanceTypeAndTagsReachTheInstance",
+		Note: "the offer of this instance type; without it the smallest CPU-only on-demand offer"},
+	{Kinds: gateway, Field: "domain", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "`*.` stripped and `${{ run.project_name }}` interpolated; services are served at `<run>.<domain>`"},
+	{Kinds: gateway, Field: "default", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "services with `gateway` unset or true are served by it; two default gateways are refused at validation"},
+	{Kinds: gateway, Field: "public_ip", Decision: Partial, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "`public_ip: false` (hoist's gateway instances always get their backend's public address)",
+		uses: func(r *schema.Resource) []string {
+			if !r.Spec.(*schema.Gateway).PublicIP {
+				return []string{"public_ip"}
+			}
+			return nil
+		}},
+	{Kinds: gateway, Field: "certificate", Decision: Partial, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "`type: acm` (hoist has no load balancer); `lets-encrypt` gets certificates by ACME (the server's `gateways.acme`, or a " +
+			"`gateways.certificates` entry covering the domain), `null` serves plain HTTP",
+		uses: func(r *schema.Resource) []string {
+			if c := r.Spec.(*schema.Gateway).Certificate; c != nil && c.Type == "acm" {
+				return []string{"certificate"}
+			}
+			return nil
+		}},
+	{Kinds: gateway, Field: "replicas", Decision: Partial, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+		Note: "`replicas` greater than 1 (a gateway runs on one instance)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.Gateway).Replicas > 1 {
+				return []string{"replicas"}
+			}
+			return nil
+		}},
+	{Kinds: gateway, Field: "tags", Decision: Honoured, Test: "reconciler.TestGateways_instanceTypeAndTagsReachTheInstance",
+		Note: "put on the gateway's instance under hoist's ownership tags"},
+	{Kinds: gateway, Field: "hoist", Decision: Honoured, Test: "reconciler.TestGateways_deleteStopsTheGatewayAndTerminatesItsInstance",
+		Note: "`prune: true`: the gateway is deleted when its spec leaves Git"},
+	{Kinds: gateway, Field: "router", Decision: Refused, Note: "`router` (hoist's gateway routes to replicas itself; no SGLang router)",
+		uses: func(r *schema.Resource) []string {
+			if r.Spec.(*schema.Gateway).Router != nil {
+				return []string{"router"}
+			}
+			return nil
+		}},
 }
 
 // runIf reports path when a run's config satisfies use.
