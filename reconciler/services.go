@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"hoist/schema"
 	"hoist/store"
@@ -204,4 +205,50 @@ func (c *Controller) WakeService(ctx context.Context, project, run string) error
 	c.svcMu.Unlock()
 	c.runs.Add(r.ID)
 	return nil
+}
+
+// ServiceURLs are where a service run on a gateway is served (dstack's
+// service and model URLs, src/dstack/_internal/server/services/services/__init__.py).
+type ServiceURLs struct {
+	// Service is http[s]://<run>.<domain>/.
+	Service string
+	// Model is the base URL of its `model`: the service URL and the
+	// model's prefix for `format: openai`, http[s]://gateway.<domain>/
+	// otherwise; empty without a model.
+	Model string
+}
+
+// GatewayURLs returns the URLs of the project's service run named run at
+// the gateway that serves it; ok is false when no gateway serves it (hoist's
+// own proxy does).
+func (c *Controller) GatewayURLs(ctx context.Context, project, run string) (ServiceURLs, bool, error) {
+	r, err := c.st.GetRunByName(ctx, project, run)
+	if err != nil {
+		return ServiceURLs{}, false, fmt.Errorf("service %s/%s: %w", project, run, err)
+	}
+	if schema.Kind(r.Type) != schema.KindService {
+		return ServiceURLs{}, false, nil
+	}
+	spec, err := decodeRunSpec(r.Spec)
+	if err != nil {
+		return ServiceURLs{}, false, err
+	}
+	g, gs, ok := c.serviceGateway(ctx, spec)
+	if !ok || gs.Domain == "" {
+		return ServiceURLs{}, false, nil
+	}
+	domain := gatewayDomain(gs.Domain, g.Project)
+	scheme := "http"
+	if serviceHTTPS(spec.HTTPS, c.gatewayTLS(&gs, domain) != nil) {
+		scheme = "https"
+	}
+	u := ServiceURLs{Service: scheme + "://" + run + "." + domain + "/"}
+	if m := spec.Model; m != nil {
+		if m.Format == "openai" || m.Format == "" {
+			u.Model = u.Service + strings.TrimPrefix(m.Prefix, "/")
+		} else {
+			u.Model = scheme + "://gateway." + domain + "/"
+		}
+	}
+	return u, true, nil
 }

@@ -22,7 +22,8 @@ type fakeServices struct {
 	mu     sync.Mutex
 	m      map[string]Service
 	wakes  int
-	onWake func(f *fakeServices) // called with mu held
+	onWake func(f *fakeServices)  // called with mu held
+	urls   map[string]ServiceURLs // by project/run: served at a gateway
 }
 
 func (f *fakeServices) Service(_ context.Context, project, run string) (Service, error) {
@@ -55,6 +56,13 @@ func (f *fakeServices) Wake(_ context.Context, project, run string) error {
 		f.onWake(f)
 	}
 	return nil
+}
+
+func (f *fakeServices) GatewayURLs(_ context.Context, project, run string) (ServiceURLs, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.urls[project+"/"+run]
+	return u, ok, nil
 }
 
 func (f *fakeServices) set(s Service) {
@@ -487,5 +495,33 @@ func TestProxy_modelEndpointListsAndRoutesByModel(t *testing.T) {
 				t.Fatalf("got %d %q, want %d", resp.StatusCode, readBody(t, resp), tc.code)
 			}
 		})
+	}
+}
+
+// TestRuns_serviceURLIsTheGatewaysWhenOneServesTheRun: a service run on a
+// gateway shows its gateway URL and model base URL in the API and on its
+// page; one on hoist's proxy shows the proxy path.
+func TestRuns_serviceURLIsTheGatewaysWhenOneServesTheRun(t *testing.T) {
+	f, fs := proxyFixture(t)
+	fs.urls = map[string]ServiceURLs{"main/edge": {Service: "https://edge.main.example.com/", Model: "https://edge.main.example.com/v1"}}
+	t0 := time.Now().UTC()
+	f.store.putRun(Run{Name: "edge", Type: "service", Status: "running", Revision: "abc", SubmittedAt: t0})
+	f.store.putRun(Run{Name: "inside", Type: "service", Status: "running", Revision: "abc", SubmittedAt: t0})
+	for _, tc := range []struct{ run, url, model string }{
+		{"edge", "https://edge.main.example.com/", "https://edge.main.example.com/v1"},
+		{"inside", "/proxy/services/main/inside/", ""},
+	} {
+		var got Run
+		resp := f.do(t, "GET", "/api/v1/runs/"+tc.run, userTok, nil)
+		if err := json.Unmarshal([]byte(readBody(t, resp)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.ServiceURL != tc.url || got.ModelURL != tc.model {
+			t.Errorf("run %s: service_url %q model_url %q, want %q %q", tc.run, got.ServiceURL, got.ModelURL, tc.url, tc.model)
+		}
+		page := readBody(t, f.do(t, "GET", "/runs/"+tc.run, userTok, nil))
+		if !strings.Contains(page, tc.url) || (tc.model != "" && !strings.Contains(page, `data-testid="model-url"`)) {
+			t.Errorf("run %s page does not show %s (model %q)", tc.run, tc.url, tc.model)
+		}
 	}
 }

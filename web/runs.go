@@ -24,7 +24,7 @@ func (s *Server) apiListRuns(c *echo.Context) error {
 		if r.Jobs == nil {
 			r.Jobs = []Job{}
 		}
-		r.ServiceURL = s.serviceURL(r)
+		s.setServiceURL(c.Request().Context(), &r)
 		out[i] = r
 	}
 	return c.JSON(http.StatusOK, out)
@@ -47,17 +47,22 @@ func (s *Server) apiGetRun(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	run.ServiceURL = s.serviceURL(run)
+	s.setServiceURL(c.Request().Context(), &run)
 	return c.JSON(http.StatusOK, apiRun(run))
 }
 
-// serviceURL is the URL of a service run on the proxy, or "" for other
-// runs and when this hoist has no proxy.
-func (s *Server) serviceURL(r Run) string {
+// setServiceURL sets a service run's URL (and its model's base URL): at
+// the gateway that serves it, else on the proxy; nothing for other runs
+// and when this hoist has no proxy.
+func (s *Server) setServiceURL(ctx context.Context, r *Run) {
 	if r.Type != "service" || s.deps.Services == nil {
-		return ""
+		return
 	}
-	return strings.TrimRight(s.cfg.ExternalURL, "/") + ServicePath(DefaultProject, r.Name)
+	if u, ok, err := s.deps.Services.GatewayURLs(ctx, DefaultProject, r.Name); err == nil && ok {
+		r.ServiceURL, r.ModelURL = u.Service, u.Model
+		return
+	}
+	r.ServiceURL = strings.TrimRight(s.cfg.ExternalURL, "/") + ServicePath(DefaultProject, r.Name)
 }
 
 // pickJob returns the job of run that ?job= (an id or submission id) names,
@@ -218,7 +223,7 @@ func (s *Server) pageRun(c *echo.Context) error {
 	if !ok && c.QueryParam("job") != "" {
 		return echo.NewHTTPError(http.StatusNotFound, "no such job")
 	}
-	run.ServiceURL = s.serviceURL(run)
+	s.setServiceURL(c.Request().Context(), &run)
 	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
 		Timeline: runTimeline(run, s.now())}
 	if ok && c.QueryParam("after") == "" {

@@ -20,6 +20,17 @@ type Services interface {
 	// ready (scale from zero); it returns at once, the proxy waits for
 	// Service to list a ready replica.
 	Wake(ctx context.Context, project, run string) error
+	// GatewayURLs returns where a gateway serves the project's service
+	// run named run; ok is false when no gateway does (the proxy does).
+	GatewayURLs(ctx context.Context, project, run string) (urls ServiceURLs, ok bool, err error)
+}
+
+// ServiceURLs are where a gateway serves a service run.
+type ServiceURLs struct {
+	// Service is http[s]://<run>.<domain>/.
+	Service string
+	// Model is the base URL of the run's `model`; empty without one.
+	Model string
 }
 
 // A Service is a service run as the proxy routes to it.

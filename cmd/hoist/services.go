@@ -65,3 +65,9 @@ func webService(rt reconciler.ServiceRoute) web.Service {
 	}
 	return out
 }
+
+// GatewayURLs returns where a gateway serves a service run.
+func (s services) GatewayURLs(ctx context.Context, project, run string) (web.ServiceURLs, bool, error) {
+	u, ok, err := s.ctrl.GatewayURLs(ctx, project, run)
+	return web.ServiceURLs{Service: u.Service, Model: u.Model}, ok, webNotFound(err)
+}
