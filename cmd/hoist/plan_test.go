@@ -45,7 +45,7 @@ func planServer(t *testing.T) *httptest.Server {
 	return ts
 }
 
-const advisoryService = "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\nhttps: false\n"
+const advisoryService = "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\npriority: 5\n"
 
 func TestPlanCmd_printsTheServersWarnings(t *testing.T) {
 	ts := planServer(t)
@@ -55,11 +55,11 @@ func TestPlanCmd_printsTheServersWarnings(t *testing.T) {
 		t.Fatalf("exit code %d; stderr:\n%s", code, errOut)
 	}
 	// The server names the file as sent (relative to the directory given).
-	if want := "web.dstack.yml:6:8: warning: https: "; !strings.Contains(out, want) {
+	if want := "web.dstack.yml:6:11: warning: priority: "; !strings.Contains(out, want) {
 		t.Errorf("stdout:\n%s\nwant a line %s…", out, want)
 	}
-	if strings.Count(out+errOut, "warning: https") != 1 {
-		t.Errorf("the warning is printed %d times:\n%s%s", strings.Count(out+errOut, "warning: https"), errOut, out)
+	if strings.Count(out+errOut, "warning: priority") != 1 {
+		t.Errorf("the warning is printed %d times:\n%s%s", strings.Count(out+errOut, "warning: priority"), errOut, out)
 	}
 
 	out, errOut, code = runValidateCmd(t, "plan", "-o", "json", "--server", ts.URL, "--token", "admin-tok", dir)
@@ -70,7 +70,7 @@ func TestPlanCmd_printsTheServersWarnings(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatal(err)
 	}
-	if !p.Valid || len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0], "web.dstack.yml:6:8: https: ") {
+	if !p.Valid || len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0], "web.dstack.yml:6:11: priority: ") {
 		t.Errorf("plan = %+v", p)
 	}
 }

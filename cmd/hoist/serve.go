@@ -165,6 +165,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
+	gateways, err := gatewaySettings(cfg.Gateways)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", o.config, err)
+	}
 	src, err := source.Open(ctx, source.Config{
 		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
 		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
@@ -225,7 +229,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
-		Retention: o.retention, LeakAuditInterval: o.leakAudit,
+		Retention: o.retention, LeakAuditInterval: o.leakAudit, Gateways: gateways,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})

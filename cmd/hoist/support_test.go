@@ -14,7 +14,7 @@ const reposTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nre
 func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{
 		"train.dstack.yml": reposTask,
-		"web.dstack.yml":   "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\nhttps: false\n",
+		"web.dstack.yml":   "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\npriority: 5\n",
 	})
 	_, errOut, code := runValidateCmd(t, "validate", dir)
 	if code != 1 {
@@ -24,14 +24,14 @@ func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	if !strings.HasPrefix(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to start with:\n%s", errOut, want)
 	}
-	if w := filepath.Join(dir, "web.dstack.yml") + ":6:8: warning: https: "; !strings.Contains(errOut, w) {
+	if w := filepath.Join(dir, "web.dstack.yml") + ":6:11: warning: priority: "; !strings.Contains(errOut, w) {
 		t.Errorf("stderr:\n%s\nwant a warning %s…", errOut, w)
 	}
 }
 
 func TestValidateCmd_warningsAloneExitZero(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{
-		"web.dstack.yml": "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\nhttps: false\n",
+		"web.dstack.yml": "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\npriority: 5\n",
 	})
 	out, errOut, code := runValidateCmd(t, "validate", "-o", "json", dir)
 	if code != 0 {
@@ -44,7 +44,7 @@ func TestValidateCmd_warningsAloneExitZero(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	if !got.Valid || len(got.Warnings) != 1 || got.Warnings[0].Path != "https" || got.Warnings[0].Line != 6 {
+	if !got.Valid || len(got.Warnings) != 1 || got.Warnings[0].Path != "priority" || got.Warnings[0].Line != 6 {
 		t.Errorf("json = %s", out)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v4"
 
+	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
@@ -39,6 +41,64 @@ type serverConfig struct {
 	// Policy says what specs may ask of the hosts that run them; the zero
 	// policy allows no host path and no privileged container.
 	Policy policy.Config `yaml:"policy"`
+	// Gateways says how the server's gateways get certificates.
+	Gateways gatewaysConfig `yaml:"gateways"`
+}
+
+// gatewaysConfig is the `gateways:` section: the ACME server gateways with
+// `certificate: {type: lets-encrypt}` use (dstack's DSTACK_ACME_SERVER,
+// DSTACK_ACME_EAB_KID, DSTACK_ACME_EAB_HMAC_KEY), and given certificates,
+// each served by the gateways whose domain it covers.
+type gatewaysConfig struct {
+	ACME *struct {
+		// Directory is the ACME directory URL (Let's Encrypt's production
+		// directory when empty).
+		Directory string `yaml:"directory"`
+		// CAFile is a PEM file of roots to trust for the ACME server (a
+		// private one's CA); the system's roots when empty.
+		CAFile     string `yaml:"ca_file"`
+		Email      string `yaml:"email"`
+		EABKeyID   string `yaml:"eab_kid"`
+		EABHMACKey string `yaml:"eab_hmac_key"`
+	} `yaml:"acme"`
+	Certificates []struct {
+		CertFile string `yaml:"cert_file"`
+		KeyFile  string `yaml:"key_file"`
+	} `yaml:"certificates"`
+}
+
+// gatewaySettings reads the files the `gateways:` section names.
+func gatewaySettings(cfg gatewaysConfig) (reconciler.GatewaySettings, error) {
+	var out reconciler.GatewaySettings
+	if a := cfg.ACME; a != nil {
+		acme := &api.GatewayACME{DirectoryURL: a.Directory, Email: a.Email, EABKeyID: a.EABKeyID, EABHMACKey: a.EABHMACKey}
+		if (a.EABKeyID == "") != (a.EABHMACKey == "") {
+			return out, errors.New("gateways.acme: eab_kid and eab_hmac_key go together")
+		}
+		if a.CAFile != "" {
+			b, err := os.ReadFile(a.CAFile)
+			if err != nil {
+				return out, fmt.Errorf("gateways.acme.ca_file: %w", err)
+			}
+			acme.CAPEM = string(b)
+		}
+		out.ACME = acme
+	}
+	for i, c := range cfg.Certificates {
+		cert, err := os.ReadFile(c.CertFile)
+		if err != nil {
+			return out, fmt.Errorf("gateways.certificates[%d].cert_file: %w", i, err)
+		}
+		key, err := os.ReadFile(c.KeyFile)
+		if err != nil {
+			return out, fmt.Errorf("gateways.certificates[%d].key_file: %w", i, err)
+		}
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			return out, fmt.Errorf("gateways.certificates[%d]: %w", i, err)
+		}
+		out.Certificates = append(out.Certificates, reconciler.GatewayCertificate{CertPEM: string(cert), KeyPEM: string(key)})
+	}
+	return out, nil
 }
 
 // backendEntry is one entry of `backends:`, written as dstack writes the

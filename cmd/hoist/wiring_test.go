@@ -1,10 +1,19 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"log/slog"
+	"math/big"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"hoist/backends"
 )
@@ -45,4 +54,78 @@ func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 	if cfg, err := loadServerConfig(""); err != nil || len(cfg.Backends) != 2 {
 		t.Fatalf("default config = %+v, %v; want local and ssh", cfg, err)
 	}
+}
+
+// TestGatewaySettings_readsACMEAndCertificates: the `gateways:` section's
+// ACME settings and CA file, and its certificates, reach the reconciler;
+// a missing file, a certificate without its key, a lone EAB setting or an
+// unknown key are refused.
+func TestGatewaySettings_readsACMEAndCertificates(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	certPEM, keyPEM := testCertificate(t)
+	ca := write("ca.pem", certPEM)
+	cert, key := write("cert.pem", certPEM), write("key.pem", keyPEM)
+	cfgPath := write("ok.yml", "gateways:\n  acme:\n    directory: https://127.0.0.1:14000/dir\n    ca_file: "+ca+
+		"\n    email: ops@example.com\n    eab_kid: kid\n    eab_hmac_key: hmac\n  certificates:\n    - {cert_file: "+cert+", key_file: "+key+"}\n")
+	cfg, err := loadServerConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := gatewaySettings(cfg.Gateways)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := gs.ACME; a == nil || a.DirectoryURL != "https://127.0.0.1:14000/dir" || a.CAPEM != certPEM || a.Email != "ops@example.com" || a.EABKeyID != "kid" || a.EABHMACKey != "hmac" {
+		t.Errorf("acme = %+v", gs.ACME)
+	}
+	if len(gs.Certificates) != 1 || gs.Certificates[0].CertPEM != certPEM || gs.Certificates[0].KeyPEM != keyPEM {
+		t.Errorf("certificates = %+v", gs.Certificates)
+	}
+	if gs, err := gatewaySettings(gatewaysConfig{}); err != nil || gs.ACME != nil || gs.Certificates != nil {
+		t.Errorf("no gateways section = %+v, %v; want nothing", gs, err)
+	}
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"unknown key":        {"gateways:\n  acme:\n    directroy: x\n", "directroy"},
+		"lone eab key id":    {"gateways:\n  acme:\n    eab_kid: k\n", "eab_kid and eab_hmac_key go together"},
+		"missing ca file":    {"gateways:\n  acme:\n    ca_file: " + dir + "/nope.pem\n", "gateways.acme.ca_file"},
+		"key not the cert's": {"gateways:\n  certificates:\n    - {cert_file: " + cert + ", key_file: " + cert + "}\n", "gateways.certificates[0]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadServerConfig(write(strings.ReplaceAll(name, " ", "-")+".yml", tc.yaml))
+			if err == nil {
+				_, err = gatewaySettings(cfg.Gateways)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// testCertificate returns a self-signed certificate for *.example.com and
+// its key, PEM.
+func testCertificate(t *testing.T) (string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "*.example.com"}, DNSNames: []string{"*.example.com"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}))
 }
