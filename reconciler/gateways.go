@@ -383,6 +383,9 @@ func (c *Controller) teardownGateway(ctx context.Context, l store.Lease, g *stor
 func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Gateway, gh backends.GatewayHost, spec *schema.Gateway) (time.Duration, error) {
 	cl, err := c.gatewayClient(ctx, g, gatewayInstance(g))
 	if err != nil {
+		if gatewayGone(ctx, gh, g) {
+			return 0, c.failGateway(ctx, l, g, "the gateway's instance is gone")
+		}
 		c.noteGateway(ctx, l, g, err.Error())
 		return 0, backends.Wait(err, gatewaySyncInterval)
 	}
@@ -403,6 +406,12 @@ func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Ga
 	hash := hex.EncodeToString(sum[:])
 	st, err := cl.Status(ctx)
 	if err != nil {
+		// Gone at the provider: the gateway failed (it is replaced when its
+		// spec changes, as dstack's). Otherwise it serves on from its last
+		// configuration while it cannot be reached.
+		if gatewayGone(ctx, gh, g) {
+			return 0, c.failGateway(ctx, l, g, "the gateway's instance is gone")
+		}
 		c.noteGateway(ctx, l, g, "gateway unreachable: "+err.Error())
 		c.dropConn(g.InstanceID)
 		return 0, backends.Wait(fmt.Errorf("gateway %s status: %w", g.Name, err), gatewaySyncInterval)
@@ -429,6 +438,12 @@ func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Ga
 		c.pullGatewayStats(ctx, g, cl, want.cfg.Services)
 	}
 	return gatewaySyncInterval, nil
+}
+
+// gatewayGone reports whether the provider no longer has g's instance.
+func gatewayGone(ctx context.Context, be backends.Backend, g *store.Gateway) bool {
+	bi, err := be.Describe(ctx, g.InstanceID)
+	return errors.Is(err, backends.ErrNotFound) || (err == nil && bi.Status == backends.StatusTerminated)
 }
 
 // gatewayDomain is the gateway's domain as services are served under it:

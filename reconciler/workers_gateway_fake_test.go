@@ -499,3 +499,29 @@ func selfSigned(t *testing.T, host string) (string, string) {
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}))
 }
+
+// TestGateways_unreachableGatewayKeepsServingAndAGoneOneFails: a running
+// gateway the server cannot reach stays running (it serves its last
+// configuration) with the reason shown; one whose instance the provider
+// lost fails.
+func TestGateways_unreachableGatewayKeepsServingAndAGoneOneFails(t *testing.T) {
+	f := newFixture(t, map[string]string{"gw.dstack.yml": gatewaySpec})
+	be := f.fakeOn("aws")
+	f.withBackends(map[string]backends.Backend{"aws": be}, Config{})
+	f.runningGateway("gw", be)
+	inst := f.gateway("gw").InstanceID
+	be.SetUnreachable(inst, true)
+	if _, err := f.c.reconcileGateway(f.ctx, f.gateway("gw").ID); backends.KindOf(err) != backends.KindWait {
+		t.Fatalf("reconcile of an unreachable gateway: %v, want a wait", err)
+	}
+	if g := f.gateway("gw"); g.Status != store.GatewayRunning || !strings.Contains(g.StatusMessage, "unreachable") {
+		t.Fatalf("gateway %s (%q), want running, unreachable", g.Status, g.StatusMessage)
+	}
+	be.SetUnreachable(inst, false)
+	be.Lose(inst)
+	f.c.dropConn(inst)
+	f.reconcileGateway("gw")
+	if g := f.gateway("gw"); g.Status != store.GatewayFailed || g.StatusMessage != "the gateway's instance is gone" {
+		t.Fatalf("gateway %s (%q), want failed, instance gone", g.Status, g.StatusMessage)
+	}
+}
