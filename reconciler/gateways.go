@@ -671,6 +671,14 @@ func (c *Controller) serviceGateway(ctx context.Context, spec runSpec) (store.Ga
 	return store.Gateway{}, schema.Gateway{}, false
 }
 
+// nudgeGateway has the gateway serving a service run with spec look at
+// its configuration now rather than at its next periodic pass.
+func (c *Controller) nudgeGateway(ctx context.Context, spec runSpec) {
+	if g, _, ok := c.serviceGateway(ctx, spec); ok && g.Status == store.GatewayRunning {
+		c.gws.Add(g.ID)
+	}
+}
+
 // gatewayReplica returns how gateway g reaches job j: directly when the
 // replica runs on the gateway's own host, over SSH when the replica's
 // backend says how to log in to its host (HostAccess). ok is false for a

@@ -39,6 +39,9 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if err != nil {
 		return 0, err
 	}
+	if schema.Kind(run.Type) == schema.KindService {
+		defer c.nudgeGateway(ctx, spec) // its replicas may have changed
+	}
 	now := c.now()
 	jobs, err := c.st.ListJobs(ctx, run.ID)
 	if err != nil {
