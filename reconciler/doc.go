@@ -61,7 +61,10 @@
 //   - volumes.go: applying volume steps; the network volumes of jobs
 //     (placement at the volume's backend and region, attach before the task,
 //     detach after it) and the volume sweep (auto_cleanup_duration);
-//   - gateways.go: applying gateway steps;
+//   - gateways.go: applying gateway steps, the gateway worker (its
+//     instance, the gateway process, its configuration) and the checks of
+//     gateway references; gatewaystats.go: gateways' traffic for the
+//     autoscaler;
 //   - pump.go: copying a running job's output into the store;
 //   - probe.go: readiness probes of service replicas;
 //   - traits.go: finding backends by their traits (backends.Traits) —
