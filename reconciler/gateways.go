@@ -414,6 +414,7 @@ func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Ga
 		}
 		c.noteGateway(ctx, l, g, "gateway unreachable: "+err.Error())
 		c.dropConn(g.InstanceID)
+		c.restartGateway(ctx, l, g, gh)
 		return 0, backends.Wait(fmt.Errorf("gateway %s status: %w", g.Name, err), gatewaySyncInterval)
 	}
 	if hash != g.ConfigHash || st.Version != g.ConfigVersion {
@@ -438,6 +439,31 @@ func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Ga
 		c.pullGatewayStats(ctx, g, cl, want.cfg.Services)
 	}
 	return gatewaySyncInterval, nil
+}
+
+// restartGateway asks the backend to start the gateway again on its
+// instance when the instance answers but the gateway does not (StartGateway
+// leaves a running gateway alone); the next pass checks it.
+func (c *Controller) restartGateway(ctx context.Context, l store.Lease, g *store.Gateway, gh backends.GatewayHost) {
+	bi, err := gh.Describe(ctx, g.InstanceID)
+	if err != nil || bi.Unreachable || bi.Status != backends.StatusRunning {
+		return
+	}
+	token, err := c.st.GatewayToken(*g)
+	if err != nil {
+		return
+	}
+	ep, err := gh.StartGateway(ctx, bi, backends.GatewayProcess{Token: token})
+	if err != nil {
+		c.log.Warn("restart gateway failed", "gateway", g.Name, "error", err)
+		return
+	}
+	if ep.AdminURL != g.AdminURL || ep.PublicAddr != g.IPAddress {
+		g.AdminURL, g.IPAddress = ep.AdminURL, ep.PublicAddr
+		if err := c.st.UpdateGatewayLeased(ctx, l, g); err != nil {
+			c.log.Warn("update gateway failed", "gateway", g.Name, "error", err)
+		}
+	}
 }
 
 // gatewayGone reports whether the provider no longer has g's instance.

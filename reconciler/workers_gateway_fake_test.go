@@ -525,3 +525,34 @@ func TestGateways_unreachableGatewayKeepsServingAndAGoneOneFails(t *testing.T) {
 		t.Fatalf("gateway %s (%q), want failed, instance gone", g.Status, g.StatusMessage)
 	}
 }
+
+// TestGateways_stoppedGatewayIsStartedAgainAndReconfigured: a gateway
+// process gone from a live instance is started again, and the restarted
+// gateway (with no configuration) gets its configuration put again.
+func TestGateways_stoppedGatewayIsStartedAgainAndReconfigured(t *testing.T) {
+	f := newFixture(t, map[string]string{"gw.dstack.yml": gatewaySpec})
+	be := f.fakeOn("aws")
+	f.withBackends(map[string]backends.Backend{"aws": be}, Config{})
+	gw := f.runningGateway("gw", be)
+	g := f.gateway("gw")
+	if err := be.StopGateway(f.ctx, gatewayInstance(&g)); err != nil {
+		t.Fatal(err)
+	}
+	if !gw.Stopped() {
+		t.Fatal("the stand-in gateway did not stop")
+	}
+	if _, err := f.c.reconcileGateway(f.ctx, g.ID); backends.KindOf(err) != backends.KindWait {
+		t.Fatalf("reconcile of a stopped gateway: %v, want a wait", err)
+	}
+	again, ok := be.Gateway(g.InstanceID)
+	if !ok || again == gw {
+		t.Fatal("the gateway was not started again")
+	}
+	f.reconcileGateway("gw")
+	if cfg, ok := again.Config(); !ok || cfg.Domain != "main.example.com" || cfg.Version != f.gateway("gw").ConfigVersion {
+		t.Fatalf("restarted gateway serves %+v (%v), want its configuration again", cfg, ok)
+	}
+	if g := f.gateway("gw"); g.Status != store.GatewayRunning {
+		t.Fatalf("gateway %s (%q), want running", g.Status, g.StatusMessage)
+	}
+}
