@@ -23,6 +23,7 @@ import (
 	"hoist/backends/offers"
 	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
+	"hoist/reconciler/support"
 	"hoist/schema"
 	"hoist/store"
 )
@@ -768,69 +769,20 @@ func certCovers(certPEM, host string) bool {
 	return err == nil && leaf.VerifyHostname(host) == nil
 }
 
-// checkGateways reviews what a revision's gateways and services ask of
-// each other and of this server, at validation (dstack checks these when a
-// service is submitted): a gateway's backend must be configured and run
-// gateways; at most one gateway is the default; a service's gateway must
-// be declared, have a domain, and have a certificate when the service
-// asks for HTTPS.
+// checkGateways reviews, at validation, what a revision's gateways ask of
+// this server (their backend must be configured and run gateways) and
+// what its services and gateways ask of each other (support.GatewayRefs).
 func (c *Controller) checkGateways(d *schema.Desired) schema.Errors {
 	var errs schema.Errors
-	gws := map[string]*schema.Gateway{}
-	defaults := 0
 	for i := range d.Resources {
 		r := &d.Resources[i]
 		g, ok := r.Spec.(*schema.Gateway)
 		if !ok {
 			continue
 		}
-		gws[r.Name] = g
 		if _, ok := c.bes[g.Backend].(backends.GatewayHost); !ok {
 			errs = append(errs, r.FieldError("backend", "backend %q is not configured on this server or cannot run gateways", g.Backend))
 		}
-		if g.Default {
-			defaults++
-			if defaults > 1 {
-				errs = append(errs, r.FieldError("default", "only one gateway can be the default"))
-			}
-		}
 	}
-	var def string
-	for n, g := range gws {
-		if g.Default {
-			def = n
-		}
-	}
-	for i := range d.Resources {
-		r := &d.Resources[i]
-		s, ok := r.Spec.(*schema.Service)
-		if !ok {
-			continue
-		}
-		name := def
-		switch ref := s.Gateway; {
-		case ref != nil && !ref.Enabled:
-			continue
-		case ref != nil && ref.Ref != nil:
-			name = ref.Ref.Name
-			if _, ok := gws[name]; !ok {
-				errs = append(errs, r.FieldError("gateway", "gateway %q is not declared in this revision", name))
-				continue
-			}
-		case ref != nil && def == "":
-			errs = append(errs, r.FieldError("gateway", "the service asks for the default gateway, and no gateway is the default"))
-			continue
-		}
-		if name == "" {
-			continue
-		}
-		g := gws[name]
-		if g.Domain == "" {
-			errs = append(errs, r.FieldError("gateway", "gateway %q has no domain to serve the service at", name))
-		}
-		if g.Certificate == nil && s.HTTPS == "true" {
-			errs = append(errs, r.FieldError("https", "cannot serve the service over HTTPS on gateway %q, which has no certificate (`certificate: null`); set `https: false` or `auto`", name))
-		}
-	}
-	return errs
+	return append(errs, support.GatewayRefs(d)...)
 }

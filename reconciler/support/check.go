@@ -24,9 +24,14 @@ func Warnings(r *schema.Resource) schema.Errors {
 	return report(r, func(d Decision) bool { return d == Advisory }, "")
 }
 
-// CheckAll applies Check to every resource of d; WarningsAll, Warnings.
-// Both return their findings sorted by file and position.
-func CheckAll(d *schema.Desired) schema.Errors { return all(d, Check) }
+// CheckAll applies Check to every resource of d, and GatewayRefs to d;
+// WarningsAll, Warnings. Both return their findings sorted by file and
+// position.
+func CheckAll(d *schema.Desired) schema.Errors {
+	errs := append(all(d, Check), GatewayRefs(d)...)
+	errs.Sort()
+	return errs
+}
 
 // WarningsAll applies Warnings to every resource of d, sorted by position.
 func WarningsAll(d *schema.Desired) schema.Errors { return all(d, Warnings) }

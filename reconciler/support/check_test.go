@@ -38,7 +38,8 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"task groups", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n", []string{"4:3: groups: not supported"}},
 		{"a service replica range with scaling is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 0..3\nscaling: {metric: rps, target: 10}\n", nil},
 		{"a fixed replica count is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 3\n", nil},
-		{"service gateway, an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n", nil},
+		{"the default gateway needs one; an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",
+			[]string{"5:10: gateway: the service asks for the default gateway"}},
 		{"a rate limit keyed by a header", "type: service\nimage: x\ncommands: [ok]\nport: 80\nrate_limits:\n  - rps: 1\n  - prefix: /api\n    rps: 2\n    key: {type: header, header: X-Key}\n",
 			[]string{"9:10: rate_limits[1].key: not supported"}},
 		{"a tgi model", "type: service\nimage: x\ncommands: [ok]\nport: 80\nmodel: {type: chat, name: llama, format: tgi}\n",
@@ -180,5 +181,30 @@ func TestCorpus_realConfigs(t *testing.T) {
 	t.Logf("%d configurations: %d run, %d refused", len(files), runs, refused)
 	for _, x := range top {
 		t.Logf("%3d  %s", x.n, x.k)
+	}
+}
+
+// TestCheckAll_refusesGatewayReferencesTheRevisionCannotServe: a service
+// naming a gateway the revision does not declare, or served by a gateway
+// without a domain, is refused with the revision, at the field.
+func TestCheckAll_refusesGatewayReferencesTheRevisionCannotServe(t *testing.T) {
+	d, err := schema.Load(fstest.MapFS{
+		"a.dstack.yml":  &fstest.MapFile{Data: []byte("type: service\nname: sa\nimage: x\ncommands: [ok]\nport: 80\ngateway: nope\n")},
+		"b.dstack.yml":  &fstest.MapFile{Data: []byte("type: service\nname: sb\nimage: x\ncommands: [ok]\nport: 80\ngateway: gw\n")},
+		"c.dstack.yml":  &fstest.MapFile{Data: []byte("type: service\nname: sc\nimage: x\ncommands: [ok]\nport: 80\ngateway: false\n")},
+		"gw.dstack.yml": &fstest.MapFile{Data: []byte("type: gateway\nname: gw\nbackend: aws\nregion: r\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := CheckAll(d)
+	want := []string{`a.dstack.yml:6:10: gateway: gateway "nope" is not declared`, `b.dstack.yml:6:10: gateway: gateway "gw" has no domain`}
+	if len(got) != len(want) {
+		t.Fatalf("errors = %q, want %q", got.Error(), want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, got[i].Error(), w)
+		}
 	}
 }
