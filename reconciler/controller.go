@@ -56,6 +56,8 @@ type Config struct {
 	// the configured backend whose traits say its instances share this
 	// host; see localBackend).
 	LocalBackend string
+	// Gateways are the server's `gateways:` settings (certificates).
+	Gateways GatewaySettings
 	// Retention is how long events, and the logs of finished jobs, are kept
 	// (zero keeps them forever).
 	Retention time.Duration
@@ -69,8 +71,6 @@ type Config struct {
 	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
-	// Gateways are the server's `gateways:` settings (certificates).
-	Gateways GatewaySettings
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -156,6 +156,9 @@ type Controller struct {
 	connsMu sync.Mutex
 	conns   map[string]backends.Conn // by instance id
 
+	gwMu    sync.Mutex
+	gwStats map[string]gatewayTraffic // by project/run: what a gateway measured
+
 	pumpsMu sync.Mutex
 	pumps   map[string]context.CancelFunc // running jobs whose output is being copied
 	pumpWG  sync.WaitGroup                // pumps still finishing
@@ -167,9 +170,6 @@ type Controller struct {
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
 	scales map[string]*scaleState // by run id: the autoscaler's state
-
-	gwMu    sync.Mutex
-	gwStats map[string]gatewayTraffic // by project/run: what a gateway measured
 }
 
 // New returns a Controller; Run starts it.
@@ -245,10 +245,11 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		conns: map[string]backends.Conn{},
 		pumps: map[string]context.CancelFunc{},
 
+		gwStats: map[string]gatewayTraffic{},
+
 		traffic: deps.Traffic,
 		passes:  map[string][]int{},
 		scales:  map[string]*scaleState{},
-		gwStats: map[string]gatewayTraffic{},
 	}
 	c.branch.Store("")
 	return c, nil

@@ -39,9 +39,6 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if err != nil {
 		return 0, err
 	}
-	if schema.Kind(run.Type) == schema.KindService {
-		defer c.nudgeGateway(ctx, spec) // its replicas may have changed
-	}
 	now := c.now()
 	jobs, err := c.st.ListJobs(ctx, run.ID)
 	if err != nil {
@@ -49,6 +46,9 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	}
 	latest := latestSubmissions(jobs)
 	prev := run.Status
+	if schema.Kind(run.Type) == schema.KindService {
+		defer c.nudgeGateway(ctx, spec) // its replicas may have changed
+	}
 
 	switch run.Status {
 	case store.RunPending:

@@ -14,3 +14,18 @@ type Traffic interface {
 	// never).
 	LastRequest(project, run string) time.Time
 }
+
+// serviceTraffic is the reconciler's one view of a service's traffic: its
+// requests per second over window, when it last got a request, and
+// whether it is measured at all (no meter: zero rps, zero time, false). A
+// service served by a gateway is measured by the gateway (its stats, as
+// dstack's autoscaler reads its gateways'), others by the in-server proxy.
+func (c *Controller) serviceTraffic(project, run string, window time.Duration) (rps float64, last time.Time, measured bool) {
+	if gt, ok := c.gatewayMeter(project, run); ok {
+		return gt.RPS(window, c.now()), gt.stats.LastRequest, true
+	}
+	if c.traffic == nil {
+		return 0, time.Time{}, false
+	}
+	return c.traffic.RPS(project, run, window), c.traffic.LastRequest(project, run), true
+}

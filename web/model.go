@@ -34,14 +34,14 @@ type Run struct {
 	Suspended bool `json:"suspended"`
 	// RemovedFromGit is true once its spec was deleted from Git.
 	RemovedFromGit bool `json:"removed_from_git"`
-	// ServiceURL is a service run's URL: at its gateway,
-	// http[s]://<run>.<domain>/, or else the path on hoist's proxy
+	// ModelURL is the base URL of the `model` of a service run served by a
+	// gateway (dstack's model base_url), whose ServiceURL is then the
+	// gateway's, http[s]://<run>.<domain>/; empty otherwise.
+	ModelURL string `json:"model_url,omitempty"`
+	// ServiceURL is the path of a service run's URL on hoist's proxy
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
 	// set; empty for other runs.
 	ServiceURL string `json:"service_url,omitempty"`
-	// ModelURL is the base URL of a service run's `model` at its gateway
-	// (dstack's model base_url); empty otherwise.
-	ModelURL string `json:"model_url,omitempty"`
 	// Warnings name fields of the run's spec that have no effect in hoist
 	// (from its revision; set by GetRun only).
 	Warnings []string `json:"warnings,omitempty"`

@@ -227,9 +227,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	// The proxy's meter is the autoscaler's traffic: one Meter, given to both.
 	meter := web.NewMeter(nil)
 	ctrl, err := reconciler.New(reconciler.Config{
+		Gateways:     gateways,
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
-		Retention: o.retention, LeakAuditInterval: o.leakAudit, Gateways: gateways,
+		Retention: o.retention, LeakAuditInterval: o.leakAudit,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})

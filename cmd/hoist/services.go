@@ -38,6 +38,12 @@ func (s services) Models(ctx context.Context, project string) ([]web.Service, er
 	return out, nil
 }
 
+// GatewayURLs returns where a gateway serves a service run.
+func (s services) GatewayURLs(ctx context.Context, project, run string) (web.ServiceURLs, bool, error) {
+	u, ok, err := s.ctrl.GatewayURLs(ctx, project, run)
+	return web.ServiceURLs{Service: u.Service, Model: u.Model}, ok, webNotFound(err)
+}
+
 // Wake asks for a replica of a run scaled to zero.
 func (s services) Wake(ctx context.Context, project, run string) error {
 	return webNotFound(s.ctrl.WakeService(ctx, project, run))
@@ -64,10 +70,4 @@ func webService(rt reconciler.ServiceRoute) web.Service {
 		out.Replicas = append(out.Replicas, web.Replica{JobID: r.JobID, Addr: r.Addr, Transport: r.Transport})
 	}
 	return out
-}
-
-// GatewayURLs returns where a gateway serves a service run.
-func (s services) GatewayURLs(ctx context.Context, project, run string) (web.ServiceURLs, bool, error) {
-	u, ok, err := s.ctrl.GatewayURLs(ctx, project, run)
-	return web.ServiceURLs{Service: u.Service, Model: u.Model}, ok, webNotFound(err)
 }
