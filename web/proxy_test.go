@@ -497,31 +497,3 @@ func TestProxy_modelEndpointListsAndRoutesByModel(t *testing.T) {
 		})
 	}
 }
-
-// TestRuns_serviceURLIsTheGatewaysWhenOneServesTheRun: a service run on a
-// gateway shows its gateway URL and model base URL in the API and on its
-// page; one on hoist's proxy shows the proxy path.
-func TestRuns_serviceURLIsTheGatewaysWhenOneServesTheRun(t *testing.T) {
-	f, fs := proxyFixture(t)
-	fs.urls = map[string]ServiceURLs{"main/edge": {Service: "https://edge.main.example.com/", Model: "https://edge.main.example.com/v1"}}
-	t0 := time.Now().UTC()
-	f.store.putRun(Run{Name: "edge", Type: "service", Status: "running", Revision: "abc", SubmittedAt: t0})
-	f.store.putRun(Run{Name: "inside", Type: "service", Status: "running", Revision: "abc", SubmittedAt: t0})
-	for _, tc := range []struct{ run, url, model string }{
-		{"edge", "https://edge.main.example.com/", "https://edge.main.example.com/v1"},
-		{"inside", "/proxy/services/main/inside/", ""},
-	} {
-		var got Run
-		resp := f.do(t, "GET", "/api/v1/runs/"+tc.run, userTok, nil)
-		if err := json.Unmarshal([]byte(readBody(t, resp)), &got); err != nil {
-			t.Fatal(err)
-		}
-		if got.ServiceURL != tc.url || got.ModelURL != tc.model {
-			t.Errorf("run %s: service_url %q model_url %q, want %q %q", tc.run, got.ServiceURL, got.ModelURL, tc.url, tc.model)
-		}
-		page := readBody(t, f.do(t, "GET", "/runs/"+tc.run, userTok, nil))
-		if !strings.Contains(page, tc.url) || (tc.model != "" && !strings.Contains(page, `data-testid="model-url"`)) {
-			t.Errorf("run %s page does not show %s (model %q)", tc.run, tc.url, tc.model)
-		}
-	}
-}
