@@ -58,9 +58,11 @@ func (s *Server) setServiceURL(ctx context.Context, r *Run) {
 	if r.Type != "service" || s.deps.Services == nil {
 		return
 	}
-	if u, ok, err := s.deps.Services.GatewayURLs(ctx, DefaultProject, r.Name); err == nil && ok {
-		r.ServiceURL, r.ModelURL = u.Service, u.Model
-		return
+	if gs, isGS := s.deps.Services.(GatewayServices); isGS {
+		if u, ok, err := gs.GatewayURLs(ctx, DefaultProject, r.Name); err == nil && ok {
+			r.ServiceURL, r.ModelURL = u.Service, u.Model
+			return
+		}
 	}
 	r.ServiceURL = strings.TrimRight(s.cfg.ExternalURL, "/") + ServicePath(DefaultProject, r.Name)
 }

@@ -20,6 +20,13 @@ type Services interface {
 	// ready (scale from zero); it returns at once, the proxy waits for
 	// Service to list a ready replica.
 	Wake(ctx context.Context, project, run string) error
+}
+
+// GatewayServices are Services that also say where a gateway serves a
+// service run; the run's API object and page then show the gateway's URLs
+// instead of the proxy's (cmd/hoist's Services do).
+type GatewayServices interface {
+	Services
 	// GatewayURLs returns where a gateway serves the project's service
 	// run named run; ok is false when no gateway does (the proxy does).
 	GatewayURLs(ctx context.Context, project, run string) (urls ServiceURLs, ok bool, err error)

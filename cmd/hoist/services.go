@@ -38,6 +38,8 @@ func (s services) Models(ctx context.Context, project string) ([]web.Service, er
 	return out, nil
 }
 
+var _ web.GatewayServices = services{}
+
 // GatewayURLs returns where a gateway serves a service run.
 func (s services) GatewayURLs(ctx context.Context, project, run string) (web.ServiceURLs, bool, error) {
 	u, ok, err := s.ctrl.GatewayURLs(ctx, project, run)
