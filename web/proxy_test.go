@@ -479,7 +479,7 @@ func TestProxy_modelEndpointListsAndRoutesByModel(t *testing.T) {
 	}{
 		{name: "an unknown model is 404", body: `{"model": "nope"}`, code: http.StatusNotFound},
 		{name: "a body without a model is 400", body: `{"messages": []}`, code: http.StatusBadRequest},
-		{name: "a tgi model is not served", body: `{"model": "tgi-llm"}`, code: http.StatusNotImplemented},
+		{name: "a tgi model without its chat template yet is 503", body: `{"model": "tgi-llm"}`, code: http.StatusServiceUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := f.do(t, "POST", "/proxy/models/main/chat/completions", userTok, strings.NewReader(tc.body))

@@ -52,13 +52,22 @@ type ServiceModel struct {
 	// Prefix is the path prefix of an openai-format upstream (default
 	// /v1).
 	Prefix string
+	// ChatTemplate (Jinja) renders a chat completion's messages into the
+	// prompt of a tgi-format upstream; EOSToken is the model's end of
+	// sequence token, a stop sequence of every request. The spec's, or
+	// the model's tokenizer_config.json on the Hugging Face Hub.
+	ChatTemplate, EOSToken string
 }
 
 // A ServiceRateLimit is one of a service's `rate_limits` (dstack's
-// RateLimit): requests to Prefix, per client IP.
+// RateLimit): requests to Prefix, per client IP or per value of a header.
 type ServiceRateLimit struct {
 	// Prefix is the path prefix (below the service's URL) it applies to.
 	Prefix string
+	// Header, when set, keys the limit by that request header's value
+	// instead of the client's address (`key: {type: header}`); requests
+	// without the header are not limited.
+	Header string
 	// RPS is the sustained rate allowed, Burst the bucket size.
 	RPS   float64
 	Burst int
