@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,11 @@ type Config struct {
 	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
+	// HFEndpoint is the Hugging Face Hub the tokenizer configuration of a
+	// `format: tgi` model is read from (DefaultHFEndpoint when empty);
+	// cmd/hoist passes the HF_ENDPOINT environment variable, as
+	// huggingface_hub reads it.
+	HFEndpoint string
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -160,6 +166,7 @@ type Controller struct {
 	branch atomic.Value // string: the tracked branch as last resolved
 
 	traffic Traffic
+	hf      *http.Client // the Hugging Face Hub's (tokenizer configs)
 
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
@@ -232,6 +239,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		log:   cfg.Logger,
 		now:   now,
 		reqs:  newSyncRequests(),
+		hf:    &http.Client{Timeout: hfTimeout},
 		runs:  queue.New[string](time.Second, time.Minute, now),
 		jobs:  queue.New[string](time.Second, time.Minute, now),
 		insts: queue.New[string](2*time.Second, 2*time.Minute, now),

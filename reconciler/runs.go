@@ -39,6 +39,16 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if err != nil {
 		return 0, err
 	}
+	if needsTokenizerConfig(spec) && run.Status != store.RunTerminating {
+		ok, err := c.completeModel(ctx, l, &run, &spec)
+		if err != nil {
+			return 0, err
+		}
+		if !ok { // the run fails: its jobs are stopped next
+			c.runs.Add(run.ID)
+			return 0, nil
+		}
+	}
 	now := c.now()
 	jobs, err := c.st.ListJobs(ctx, run.ID)
 	if err != nil {
@@ -225,7 +235,10 @@ func (c *Controller) finishRun(ctx context.Context, l store.Lease, run *store.Ru
 		return nil
 	}
 	run.Status = runFinalStatus(run.TerminationReason)
-	run.StatusMessage = run.Status
+	if run.TerminationReason != runReasonServerError || run.StatusMessage == "" {
+		// A server error's message says what went wrong (completeModel).
+		run.StatusMessage = run.Status
+	}
 	run.FinishedAt = now.UTC()
 	if err := c.st.UpdateRunLeased(ctx, l, run); err != nil {
 		return err

@@ -128,10 +128,13 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 	}
 	dropSessionCookie(r)
 	if i, ok := matchLimit(svc.RateLimits, "/"+parts[2]); ok {
-		if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], c.RealIP()); !allowed {
-			p.meter.record(project, run)
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-			return echo.NewHTTPError(http.StatusTooManyRequests, "rate limit exceeded")
+		// A request without the header a rule counts by is not limited.
+		if key, counted := limitKey(svc.RateLimits[i], r, c.RealIP()); counted {
+			if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], key); !allowed {
+				p.meter.record(project, run)
+				c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+				return echo.NewHTTPError(http.StatusTooManyRequests, "rate limit exceeded")
+			}
 		}
 	}
 	p.meter.record(project, run)

@@ -55,10 +55,10 @@ func webNotFound(err error) error {
 func webService(rt reconciler.ServiceRoute) web.Service {
 	out := web.Service{Project: rt.Project, Run: rt.Run, Auth: rt.Auth, StripPrefix: rt.StripPrefix, MinReplicas: rt.MinReplicas}
 	if m := rt.Model; m != nil {
-		out.Model = &web.ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix}
+		out.Model = &web.ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix, ChatTemplate: m.ChatTemplate, EOSToken: m.EOSToken}
 	}
 	for _, l := range rt.RateLimits {
-		out.RateLimits = append(out.RateLimits, web.ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: l.Burst})
+		out.RateLimits = append(out.RateLimits, web.ServiceRateLimit{Prefix: l.Prefix, Header: l.Header, RPS: l.RPS, Burst: l.Burst})
 	}
 	for _, r := range rt.Replicas {
 		out.Replicas = append(out.Replicas, web.Replica{JobID: r.JobID, Addr: r.Addr, Transport: r.Transport})
