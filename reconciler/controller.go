@@ -70,6 +70,12 @@ type Config struct {
 	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
+	// ServiceDrain is how long a service replica retired by a rolling
+	// deployment or a scale-down keeps running after it left the
+	// service's routes, so that no proxy picks it from a route it cached
+	// (the in-server proxy keeps one for 1 s) and its requests in flight
+	// finish (5 s when zero; negative stops it at once).
+	ServiceDrain time.Duration
 	// HFEndpoint is the Hugging Face Hub the tokenizer configuration of a
 	// `format: tgi` model is read from (DefaultHFEndpoint when empty);
 	// cmd/hoist passes the HF_ENDPOINT environment variable, as
@@ -208,6 +214,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.LoadTimeout <= 0 {
 		cfg.LoadTimeout = 30 * time.Second
+	}
+	if cfg.ServiceDrain == 0 {
+		cfg.ServiceDrain = defaultServiceDrain
 	}
 	if cfg.LocalFleet == "" {
 		cfg.LocalFleet = "local"
