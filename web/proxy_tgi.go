@@ -154,9 +154,12 @@ func (p *serviceProxy) tgiChat(c *echo.Context, svc Service, body []byte) error 
 	if err != nil {
 		return fmt.Errorf("tgi payload: %w", err)
 	}
-	r := c.Request()
-	ctx := r.Context()
+	ctx := c.Request().Context()
+	// A generation, or a wait for a replica of a run scaled to zero, is
+	// not cut at the server's read and write timeouts (as forward).
+	renew := p.s.streamDeadlines(c.Response())
 	rep, err := p.replica(ctx, svc)
+	renew()
 	if err != nil {
 		return err
 	}
@@ -164,15 +167,14 @@ func (p *serviceProxy) tgiChat(c *echo.Context, svc Service, body []byte) error 
 	if req.Stream {
 		path = "/generate_stream"
 	}
-	renew := p.s.streamDeadlines(c.Response())
-	renew()
 	resp, err := p.tgiPost(ctx, svc, rep, path, b)
+	renew() // the answer (or error) is written after a generation's time
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if !req.Stream {
-		return p.tgiAnswer(c, req, payload, resp)
+		return p.tgiAnswer(c, req, payload, resp, renew)
 	}
 	return p.tgiStream(c, req, resp, renew)
 }
@@ -287,7 +289,7 @@ func (p *serviceProxy) tgiPost(ctx context.Context, svc Service, rep Replica, pa
 // tgiAnswer converts /generate's answer into a chat completion: the best
 // sequence and best_of's others as choices, stop sequences trimmed, usage
 // counted as dstack counts it.
-func (p *serviceProxy) tgiAnswer(c *echo.Context, req tgiChatRequest, payload tgiPayload, resp *http.Response) error {
+func (p *serviceProxy) tgiAnswer(c *echo.Context, req tgiChatRequest, payload tgiPayload, resp *http.Response, renew func()) error {
 	var g tgiGenerated
 	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil || g.Details == nil {
 		return echo.NewHTTPError(http.StatusBadGateway, "the model's answer is not TGI's /generate answer with details")
@@ -317,6 +319,7 @@ func (p *serviceProxy) tgiAnswer(c *echo.Context, req tgiChatRequest, payload tg
 		completion += s.GeneratedTokens
 	}
 	out.Usage = chatUsage{PromptTokens: len(d.Prefill), CompletionTokens: completion, TotalTokens: len(d.Prefill) + completion}
+	renew()
 	return c.JSON(http.StatusOK, out)
 }
 
