@@ -62,12 +62,15 @@ func TestServices_tgiModelTemplateIsFetchedFromTheHub(t *testing.T) {
 		name, spec    string
 		wantAuth      []string
 		template, eos string
+		secret        string
 		fails         string
 	}{
 		{name: "public model without a token", spec: svc("org/public-llm", ""), wantAuth: []string{""},
 			template: "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}", eos: "</s>"},
 		{name: "gated model with HF_TOKEN from the env", spec: svc("org/gated-llm", "") + "env: {HF_TOKEN: hf_good}\n",
 			wantAuth: []string{"Bearer hf_good"}, template: "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}", eos: "</s>"},
+		{name: "gated model with HF_TOKEN from the project's secret", spec: svc("org/gated-llm", "") + "env: [HF_TOKEN]\n",
+			secret: "hf_good", wantAuth: []string{"Bearer hf_good"}, template: "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}", eos: "</s>"},
 		{name: "named templates: the default one", spec: svc("org/named-llm", ""), wantAuth: []string{""}, template: "chat", eos: "<|end|>"},
 		{name: "the spec's template and token are not fetched", spec: svc("org/public-llm", `, chat_template: "{{ messages }}", eos_token: "<eot>"`),
 			template: "{{ messages }}", eos: "<eot>"},
@@ -83,6 +86,11 @@ func TestServices_tgiModelTemplateIsFetchedFromTheHub(t *testing.T) {
 			endpoint, auths := hfStandIn(t)
 			f := newFixture(t, map[string]string{"fleet.dstack.yml": cloudFleet, "llm.dstack.yml": tc.spec})
 			f.c.cfg.HFEndpoint = endpoint
+			if tc.secret != "" {
+				if err := f.st.SetSecret(f.ctx, "", "HF_TOKEN", []byte(tc.secret)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if res := f.sync(); res != resultSynced {
 				t.Fatalf("sync = %s", res)
 			}
