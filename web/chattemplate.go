@@ -3,13 +3,16 @@ package web
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
+	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/nodes"
+	"github.com/nikolalohinski/gonja/v2/parser"
 )
 
 // A chatTemplate is a model's chat_template (Jinja, as in a Hugging Face
@@ -22,7 +25,11 @@ type chatTemplate struct {
 
 // chatTemplateEnv is the environment chat templates run in: gonja's
 // builtins and raise_exception, the one function Hugging Face's
-// apply_chat_template adds that dstack adds too.
+// apply_chat_template adds that dstack adds too. As in dstack's sandboxed
+// Jinja environment without a loader, a template reads no other template
+// (no include, import, from or extends), and, unlike Jinja, gonja has no
+// recursion limit of its own: a macro calls macros at most maxMacroDepth
+// deep, so that a template cannot overflow the server's stack.
 var chatTemplateEnv = &exec.Environment{
 	Context: exec.EmptyContext().Update(builtins.GlobalFunctions).Update(exec.NewContext(map[string]any{
 		"raise_exception": func(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
@@ -35,24 +42,100 @@ var chatTemplateEnv = &exec.Environment{
 	})),
 	Filters:           builtins.Filters,
 	Tests:             builtins.Tests,
-	ControlStructures: builtins.ControlStructures,
+	ControlStructures: chatControlStructures(),
 	Methods:           builtins.Methods,
+}
+
+// maxMacroDepth bounds nested macro calls (Python's own recursion limit
+// bounds Jinja's).
+const maxMacroDepth = 64
+
+// maxChatTemplate bounds a chat template's size (real ones are a few
+// kilobytes), and maxTemplateNesting the nesting of its brackets: gonja's
+// parser recurses on both.
+const (
+	maxChatTemplate    = 256 << 10
+	maxTemplateNesting = 128
+)
+
+// depthKey names the render's macro depth counter in its context.
+const depthKey = "__hoist_macro_depth"
+
+// chatControlStructures are gonja's control structures but those that
+// read other templates, with macros counting their depth.
+func chatControlStructures() *exec.ControlStructureSet {
+	m := map[string]parser.ControlStructureParser{}
+	for _, name := range []string{"autoescape", "block", "filter", "for", "if", "macro", "raw", "set", "with", "do", "break", "continue", "trans", "call"} {
+		if p, ok := builtins.ControlStructures.Get(name); ok {
+			m[name] = p
+		}
+	}
+	if p, ok := m["macro"]; ok {
+		m["macro"] = func(pp *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
+			cs, err := p(pp, args)
+			if err != nil {
+				return nil, err
+			}
+			mcs, ok := cs.(*controlStructures.MacroControlStructure)
+			if !ok {
+				return cs, nil
+			}
+			return &boundedMacro{mcs}, nil
+		}
+	}
+	return exec.NewControlStructureSet(m)
+}
+
+// boundedMacro defines a macro whose calls count against the render's
+// macro depth.
+type boundedMacro struct {
+	*controlStructures.MacroControlStructure
+}
+
+func (b *boundedMacro) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+	fn, err := exec.MacroNodeToFunc(b.Macro, r)
+	if err != nil {
+		return fmt.Errorf("macro %s: %w", b.Name, err)
+	}
+	v, _ := r.Environment.Context.Get(depthKey)
+	depth, _ := v.(*atomic.Int32)
+	r.Environment.Context.Set(b.Name, exec.Macro(func(params *exec.VarArgs) *exec.Value {
+		if depth != nil {
+			if depth.Add(1) > maxMacroDepth {
+				depth.Add(-1)
+				return exec.AsValue(fmt.Errorf("macro %s: calls nested more than %d deep", b.Name, maxMacroDepth))
+			}
+			defer depth.Add(-1)
+		}
+		return fn(params)
+	}))
+	return nil
 }
 
 // compileChatTemplate parses a chat template.
 func compileChatTemplate(src string) (*chatTemplate, error) {
+	if len(src) > maxChatTemplate {
+		return nil, fmt.Errorf("compile chat template: %d bytes, more than %d", len(src), maxChatTemplate)
+	}
+	depth := 0
+	for _, c := range src {
+		switch c {
+		case '(', '[', '{':
+			if depth++; depth > maxTemplateNesting {
+				return nil, fmt.Errorf("compile chat template: brackets nested more than %d deep", maxTemplateNesting)
+			}
+		case ')', ']', '}':
+			depth = max(depth-1, 0)
+		}
+	}
 	cfg := config.New()
 	cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
-	loader, err := loaders.NewFileSystemLoader("")
+	const root = "/chat_template"
+	loader, err := loaders.NewMemoryLoader(map[string]string{root: src})
 	if err != nil {
 		return nil, fmt.Errorf("compile chat template: %w", err)
 	}
-	const root = "chat_template"
-	shifted, err := loaders.NewShiftedLoader(root, strings.NewReader(src), loader)
-	if err != nil {
-		return nil, fmt.Errorf("compile chat template: %w", err)
-	}
-	tpl, err := exec.NewTemplate(root, cfg, shifted, chatTemplateEnv)
+	tpl, err := exec.NewTemplate(root, cfg, loader, chatTemplateEnv)
 	if err != nil {
 		return nil, fmt.Errorf("compile chat template: %w", err)
 	}
@@ -73,6 +156,7 @@ func (t *chatTemplate) render(messages []map[string]any, eosToken string) (promp
 		}
 	}()
 	ctx := exec.NewContext(map[string]any{
+		depthKey:                new(atomic.Int32),
 		"messages":              messages,
 		"add_generation_prompt": true,
 		"bos_token":             "",

@@ -69,3 +69,41 @@ func TestChatTemplate_malformedTemplateIsRefused(t *testing.T) {
 		t.Fatal("an unclosed for compiled")
 	}
 }
+
+func TestChatTemplate_refusesWhatCouldHarmTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string
+		atRender        bool
+	}{
+		{name: "a recursive macro stops at the depth limit", src: "{% macro f(n) %}x{{ f(n) }}{% endmacro %}{{ f(1) }}",
+			want: "nested more than 64 deep", atRender: true},
+		{name: "mutually recursive macros stop too", src: "{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{{ f() }}{% endmacro %}{{ f() }}",
+			want: "nested more than 64 deep", atRender: true},
+		{name: "a template includes no file", src: `{% include "/etc/hostname" %}`, want: "include"},
+		{name: "nor imports one", src: `{% import "/etc/hostname" as x %}`, want: "import"},
+		{name: "nor extends one", src: `{% extends "/chat_template" %}`, want: "extends"},
+		{name: "deeply nested brackets", src: "{{ " + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200) + " }}", want: "nested more than 128"},
+		{name: "a huge template", src: strings.Repeat("x", 300<<10), want: "more than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl, err := compileChatTemplate(tc.src)
+			if tc.atRender {
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = tpl.render([]map[string]any{{"role": "user", "content": "hi"}}, "</s>")
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// A bounded recursion, as templates walking a JSON schema do, works.
+	tpl, err := compileChatTemplate("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tpl.render(nil, ""); err != nil || got != "54321" {
+		t.Fatalf("bounded recursion: %q %v", got, err)
+	}
+}
