@@ -39,11 +39,49 @@ var chatTemplateEnv = &exec.Environment{
 			}
 			return exec.AsValue(errors.New(msg))
 		},
+		"range": boundedRange,
 	})),
 	Filters:           builtins.Filters,
 	Tests:             builtins.Tests,
 	ControlStructures: chatControlStructures(),
 	Methods:           builtins.Methods,
+}
+
+// maxRange is the most items range gives, Jinja's sandbox's MAX_RANGE
+// (jinja2/sandbox.py).
+const maxRange = 100_000
+
+// boundedRange is Python's range as a list of at most maxRange items
+// (gonja's own feeds a channel from a goroutine, which a loop left early
+// never lets go).
+func boundedRange(params *exec.VarArgs) *exec.Value {
+	start, stop, step := 0, 0, 1
+	for _, a := range params.Args {
+		if !a.IsInteger() {
+			return exec.AsValue(errors.New("range: expected [start, ]stop[, step] where all arguments are integers"))
+		}
+	}
+	switch len(params.Args) {
+	case 1:
+		stop = params.Args[0].Integer()
+	case 2:
+		start, stop = params.Args[0].Integer(), params.Args[1].Integer()
+	case 3:
+		start, stop, step = params.Args[0].Integer(), params.Args[1].Integer(), params.Args[2].Integer()
+	default:
+		return exec.AsValue(errors.New("range: expected [start, ]stop[, step] where all arguments are integers"))
+	}
+	if step == 0 {
+		return exec.AsValue(errors.New("range: step cannot be 0"))
+	}
+	out := []any{}
+	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
+		if len(out) == maxRange {
+			return exec.AsValue(fmt.Errorf("range: more than %d items", maxRange))
+		}
+		out = append(out, i)
+	}
+	return exec.AsValue(out)
 }
 
 // maxMacroDepth bounds nested macro calls (Python's own recursion limit

@@ -79,6 +79,7 @@ func TestChatTemplate_refusesWhatCouldHarmTheServer(t *testing.T) {
 			want: "nested more than 64 deep", atRender: true},
 		{name: "mutually recursive macros stop too", src: "{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{{ f() }}{% endmacro %}{{ f() }}",
 			want: "nested more than 64 deep", atRender: true},
+		{name: "range is bounded", src: "{% for i in range(1000000000) %}x{% endfor %}", want: "more than 100000 items", atRender: true},
 		{name: "a template includes no file", src: `{% include "/etc/hostname" %}`, want: "include"},
 		{name: "nor imports one", src: `{% import "/etc/hostname" as x %}`, want: "import"},
 		{name: "nor extends one", src: `{% extends "/chat_template" %}`, want: "extends"},
@@ -97,6 +98,19 @@ func TestChatTemplate_refusesWhatCouldHarmTheServer(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+	for src, want := range map[string]string{
+		"{{ range(3) | list }}": "[0, 1, 2]",
+		"{% for i in range(1, 10, 3) %}{{ i }}{% if loop.last %}.{% endif %}{% endfor %}": "147.",
+		"{% for i in range(3, 0, -1) %}{{ i }}{% endfor %}":                               "321",
+	} {
+		tpl, err := compileChatTemplate(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tpl.render(nil, ""); err != nil || got != want {
+			t.Errorf("%s: %q %v, want %q", src, got, err, want)
+		}
 	}
 	// A bounded recursion, as templates walking a JSON schema do, works.
 	tpl, err := compileChatTemplate("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}")
