@@ -163,7 +163,10 @@ type Controller struct {
 
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
+	probed map[string]probeRound  // by job id: the last round of probes this server ran
 	scales map[string]*scaleState // by run id: the autoscaler's state
+
+	history *serviceHistory // each service's recent traffic and replica count, for the dashboard
 }
 
 // New returns a Controller; Run starts it.
@@ -240,7 +243,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 
 		traffic: deps.Traffic,
 		passes:  map[string][]int{},
+		probed:  map[string]probeRound{},
 		scales:  map[string]*scaleState{},
+		history: newServiceHistory(serviceSampleEvery, serviceSampleKeep),
 	}
 	c.branch.Store("")
 	return c, nil
@@ -274,6 +279,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { c.retentionLoop(ctx); return nil })
 	g.Go(func() error { c.leakLoop(ctx); return nil })
 	g.Go(func() error { c.volumeLoop(ctx); return nil })
+	g.Go(func() error { c.serviceSampleLoop(ctx); return nil })
 	for i := 0; i < 4; i++ {
 		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
 	}

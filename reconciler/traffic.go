@@ -14,3 +14,14 @@ type Traffic interface {
 	// never).
 	LastRequest(project, run string) time.Time
 }
+
+// serviceTraffic is the reconciler's one view of a service's traffic: its
+// requests per second over window and when it last got a request (zero
+// rps and time when no traffic is known). The autoscaler and the service
+// dashboard (ServiceStatus) both read it, so they always agree.
+func (c *Controller) serviceTraffic(project, run string, window time.Duration) (float64, time.Time) {
+	if c.traffic == nil {
+		return 0, time.Time{}
+	}
+	return c.traffic.RPS(project, run, window), c.traffic.LastRequest(project, run)
+}
