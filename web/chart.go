@@ -285,3 +285,11 @@ func fmtRPS(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
+
+// replicaRange says a service's `replicas` range in words.
+func replicaRange(lo, hi int) string {
+	if lo == hi {
+		return "fixed at " + strconv.Itoa(lo)
+	}
+	return "range " + strconv.Itoa(lo) + ".." + strconv.Itoa(hi)
+}
