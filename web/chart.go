@@ -236,8 +236,11 @@ func serviceChart(samples []ServiceSample) trafficChart {
 	for i, s := range samples {
 		xi := x(s.At)
 		rps = pt(rps, xi, y(s.RPS, maxRPS))
-		if i > 0 { // steps: the count holds until the next sample
+		// Steps: a count holds until the next sample.
+		if i > 0 && samples[i-1].Replicas != s.Replicas {
 			ready = pt(ready, xi, y(float64(samples[i-1].Replicas), float64(maxRep)))
+		}
+		if i > 0 && samples[i-1].DesiredReplicas != s.DesiredReplicas {
 			desired = pt(desired, xi, y(float64(samples[i-1].DesiredReplicas), float64(maxRep)))
 		}
 		ready = pt(ready, xi, y(float64(s.Replicas), float64(maxRep)))
@@ -251,9 +254,13 @@ func serviceChart(samples []ServiceSample) trafficChart {
 	for k := 0; k <= maxRep; k += max(maxRep/4, 1) {
 		ch.ReplicaLabels = append(ch.ReplicaLabels, yLabel{Y: y(float64(k), float64(maxRep)), Label: strconv.Itoa(k)})
 	}
+	layout := "15:04"
+	if end.Sub(start) < 10*time.Minute {
+		layout = "15:04:05"
+	}
 	for k := 0; k <= 4; k++ {
 		t := start.Add(end.Sub(start) * time.Duration(k) / 4)
-		ch.Ticks = append(ch.Ticks, tick{X: x(t), Label: t.UTC().Format("15:04")})
+		ch.Ticks = append(ch.Ticks, tick{X: x(t), Label: t.UTC().Format(layout)})
 	}
 	last := samples[len(samples)-1]
 	ch.Summary = fmt.Sprintf("%d samples from %s to %s: peak %s rps, now %s rps with %d of %d replicas ready",

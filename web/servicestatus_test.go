@@ -120,7 +120,7 @@ func TestRunPage_serviceShowsReplicasProbesTrafficAndChart(t *testing.T) {
 	}
 	for _, line := range []string{"traffic-rps", "traffic-ready", "traffic-desired"} {
 		pts, _ := svg.Find("[data-testid=" + line + "]").Attr("points")
-		if strings.Count(pts, ",") < 3 {
+		if strings.Count(pts, ",") < 3 { // three samples
 			t.Errorf("%s has points %q, want one per sample at least", line, pts)
 		}
 	}
@@ -214,11 +214,14 @@ func TestServiceChart_layout(t *testing.T) {
 		}
 		return out
 	}
-	rps, ready := pts(ch.RPS), pts(ch.Ready)
-	if len(rps) != 3 || len(ready) != 5 {
-		t.Fatalf("%d rps points, %d replica points; want 3, and 5 for steps", len(rps), len(ready))
+	rps, ready, desired := pts(ch.RPS), pts(ch.Ready), pts(ch.Desired)
+	if len(rps) != 3 || len(ready) != 3 || len(desired) != 4 {
+		t.Fatalf("%d rps, %d ready, %d desired points; want 3, 3 and 4 (a step where the count changed)", len(rps), len(ready), len(desired))
 	}
-	for _, p := range append(rps, ready...) {
+	if desired[1][0] != desired[2][0] || desired[1][1] == desired[2][1] {
+		t.Errorf("desired %v: want a vertical step at the second sample", desired)
+	}
+	for _, p := range append(append(rps, ready...), desired...) {
 		if p[0] < ch.Left || p[0] > ch.Right || p[1] < ch.Top || p[1] > ch.Bottom {
 			t.Errorf("point %v outside the plot %d..%d × %d..%d", p, ch.Left, ch.Right, ch.Top, ch.Bottom)
 		}
