@@ -163,7 +163,6 @@ type Controller struct {
 
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
-	probed map[string]probeRound  // by job id: the last round of probes this server ran
 	scales map[string]*scaleState // by run id: the autoscaler's state
 
 	history *serviceHistory // each service's recent traffic and replica count, for the dashboard
@@ -243,7 +242,6 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 
 		traffic: deps.Traffic,
 		passes:  map[string][]int{},
-		probed:  map[string]probeRound{},
 		scales:  map[string]*scaleState{},
 		history: newServiceHistory(serviceSampleEvery, serviceSampleKeep),
 	}

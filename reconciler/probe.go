@@ -42,7 +42,6 @@ func (c *Controller) probeReplicas(ctx context.Context, spec runSpec, latest []s
 			continue
 		}
 		passes := make([]int, len(spec.Probes))
-		oks := make([]bool, len(spec.Probes))
 		for i, p := range spec.Probes {
 			ok := probeOnce(ctx, conn.HTTPClient(), rd.ServiceAddr, p.Method, p.URL, p.Body, p.Headers, time.Duration(p.Timeout)*time.Second)
 			// The count lives in the store: whichever server probes next
@@ -52,7 +51,7 @@ func (c *Controller) probeReplicas(ctx context.Context, spec runSpec, latest []s
 				c.log.Warn("record probe failed", "job", j.JobName, "error", err)
 				n, waiting = 0, true
 			}
-			passes[i], oks[i] = n, ok
+			passes[i] = n
 			if n < max(p.ReadyAfter, 1) {
 				ready = false
 			}
@@ -60,7 +59,7 @@ func (c *Controller) probeReplicas(ctx context.Context, spec runSpec, latest []s
 				interval = d
 			}
 		}
-		c.setPasses(j.ID, passes, oks)
+		c.setPasses(j.ID, passes)
 	}
 	if interval <= 0 || (waiting && interval > time.Second) {
 		interval = time.Second
@@ -68,23 +67,10 @@ func (c *Controller) probeReplicas(ctx context.Context, spec runSpec, latest []s
 	return ready, interval
 }
 
-// A probeRound is the outcome of a job's last round of probes, as the
-// service dashboard shows it (ServiceStatus).
-type probeRound struct {
-	// at is when the round ran.
-	at time.Time
-	// ok is each probe's result in that round.
-	ok []bool
-}
-
-// setPasses keeps a job's latest probe counts for routing, and the
-// results of the round that produced them (ok, one per probe) for the
-// dashboard.
-func (c *Controller) setPasses(jobID string, passes []int, ok []bool) {
-	now := c.now()
+// setPasses keeps a job's latest probe counts for routing.
+func (c *Controller) setPasses(jobID string, passes []int) {
 	c.svcMu.Lock()
 	c.passes[jobID] = passes
-	c.probed[jobID] = probeRound{at: now, ok: ok}
 	c.svcMu.Unlock()
 }
 
@@ -92,7 +78,6 @@ func (c *Controller) setPasses(jobID string, passes []int, ok []bool) {
 func (c *Controller) forgetPasses(jobID string) {
 	c.svcMu.Lock()
 	delete(c.passes, jobID)
-	delete(c.probed, jobID)
 	c.svcMu.Unlock()
 }
 

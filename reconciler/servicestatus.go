@@ -68,14 +68,15 @@ type ServiceReplicaStatus struct {
 	// Addr is host:port of the service port as seen from the replica's
 	// instance; empty until the job runs.
 	Addr string
-	// Ready is set when the replica receives traffic: running, with every
-	// probe passed ready_after times in a row.
+	// Ready is set when the replica receives traffic from this server's
+	// proxy: running, with every probe passed ready_after times in a row
+	// as this server last saw (ServiceRoute's rule).
 	Ready bool
 	// Probes are the replica's probes, in the spec's order.
 	Probes []ProbeStatus
 }
 
-// A ProbeStatus is one probe of a replica, as this server last ran it.
+// A ProbeStatus is one probe of a replica, as the store counted it.
 type ProbeStatus struct {
 	// Method and URL are the probe's request.
 	Method, URL string
@@ -83,8 +84,8 @@ type ProbeStatus struct {
 	Passes int
 	// ReadyAfter is how many passes in a row make the replica ready.
 	ReadyAfter int
-	// LastAt is when this server last ran the probe (zero: never; the
-	// server holding the run probes it).
+	// LastAt is when the probe last ran, on whichever server (zero:
+	// never).
 	LastAt time.Time
 	// LastOK is the result of that run.
 	LastOK bool
@@ -167,6 +168,13 @@ func (c *Controller) serviceStatus(ctx context.Context, runs []store.Run) (Servi
 		MinReplicas: spec.minReplicas(), MaxReplicas: spec.maxReplicas(), SampleEvery: c.history.every,
 	}
 	st.RPS, _ = c.serviceTraffic(newest.Project, newest.Name, st.Window)
+	type replica struct {
+		job  store.Job
+		spec runSpec
+		run  *store.Run
+	}
+	var reps []replica
+	var ids []string
 	for i, r := range runs {
 		rs := spec
 		if i > 0 {
@@ -186,22 +194,37 @@ func (c *Controller) serviceStatus(ctx context.Context, runs []store.Run) (Servi
 			if j.Status != store.JobTerminating {
 				alive++
 			}
-			rep := c.replicaStatus(j, rs)
-			rep.Revision = r.Revision
-			if rep.Ready && r.Status != store.RunTerminating {
-				st.ReadyReplicas++
-			}
-			st.Replicas = append(st.Replicas, rep)
+			reps = append(reps, replica{job: j, spec: rs, run: &runs[i]})
+			ids = append(ids, j.ID)
 		}
 		if i == 0 {
 			st.DesiredReplicas = c.desiredNow(r.ID, spec, alive)
 		}
 	}
+	// The probe counts live in the store (any server may probe next), so
+	// every server shows the same.
+	counters, err := c.st.ListProbeCounters(ctx, ids...)
+	if err != nil {
+		return ServiceStatus{}, fmt.Errorf("service %s/%s: %w", newest.Project, newest.Name, err)
+	}
+	byJob := map[string][]store.ProbeCounter{}
+	for _, pc := range counters {
+		byJob[pc.JobID] = append(byJob[pc.JobID], pc)
+	}
+	for _, r := range reps {
+		rep := c.replicaStatus(r.job, r.spec, byJob[r.job.ID])
+		rep.Revision = r.run.Revision
+		if rep.Ready && r.run.Status != store.RunTerminating {
+			st.ReadyReplicas++
+		}
+		st.Replicas = append(st.Replicas, rep)
+	}
 	return st, nil
 }
 
-// replicaStatus is job j's row of the dashboard.
-func (c *Controller) replicaStatus(j store.Job, spec runSpec) ServiceReplicaStatus {
+// replicaStatus is job j's row of the dashboard, with its probes'
+// counters.
+func (c *Controller) replicaStatus(j store.Job, spec runSpec, counters []store.ProbeCounter) ServiceReplicaStatus {
 	rep := ServiceReplicaStatus{JobID: j.ID, JobName: j.JobName, ReplicaNum: j.ReplicaNum,
 		SubmissionNum: j.SubmissionNum, Status: j.Status}
 	var rd runtimeData
@@ -209,19 +232,17 @@ func (c *Controller) replicaStatus(j store.Job, spec runSpec) ServiceReplicaStat
 		rep.Addr = rd.ServiceAddr
 	}
 	rep.Ready = j.Status == store.JobRunning && rep.Addr != "" && c.replicaReady(j.ID, spec.Probes)
-	c.svcMu.Lock()
-	passes, round := c.passes[j.ID], c.probed[j.ID]
-	c.svcMu.Unlock()
 	for i, p := range spec.Probes {
 		ps := ProbeStatus{Method: p.Method, URL: p.URL, ReadyAfter: max(p.ReadyAfter, 1)}
 		if ps.Method == "" {
 			ps.Method = "get"
 		}
-		if i < len(passes) {
-			ps.Passes = passes[i]
-		}
-		if i < len(round.ok) {
-			ps.LastAt, ps.LastOK = round.at, round.ok[i]
+		for _, pc := range counters {
+			if pc.Probe == i {
+				// A failure resets the count: a count above zero means
+				// the last run passed.
+				ps.Passes, ps.LastAt, ps.LastOK = pc.Passes, pc.UpdatedAt, pc.Passes > 0
+			}
 		}
 		rep.Probes = append(rep.Probes, ps)
 	}

@@ -52,8 +52,8 @@ func TestServiceHistory_ring(t *testing.T) {
 }
 
 // TestServiceStatus_showsReplicasProbesTrafficAndHistory: the dashboard
-// view lists each replica with its probe counts and last result, counts
-// the ready ones, reads the traffic the autoscaler reads (over the spec's
+// view lists each replica with its probe counts and last result (from the
+// store's counters), counts the ready ones, reads the traffic the autoscaler reads (over the spec's
 // window), reports the autoscaler's desired count, and gathers one sample
 // per tick of the injected clock.
 func TestServiceStatus_showsReplicasProbesTrafficAndHistory(t *testing.T) {
@@ -83,9 +83,18 @@ func TestServiceStatus_showsReplicasProbesTrafficAndHistory(t *testing.T) {
 	for _, j := range jobs {
 		byReplica[j.ReplicaNum] = j
 	}
+	// Replica 0 passed twice, replica 1 failed: counted in the store, and
+	// seen by this server's routing for replica 0.
+	for _, ok := range []bool{true, true} {
+		if _, err := f.st.RecordProbe(f.ctx, byReplica[0].ID, 0, ok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.st.RecordProbe(f.ctx, byReplica[1].ID, 0, false); err != nil {
+		t.Fatal(err)
+	}
 	probedAt := f.clock.Now()
-	f.c.setPasses(byReplica[0].ID, []int{2}, []bool{true})
-	f.c.setPasses(byReplica[1].ID, []int{0}, []bool{false})
+	f.c.setPasses(byReplica[0].ID, []int{2})
 	f.c.svcMu.Lock()
 	f.c.scales[run.ID] = &scaleState{init: true, key: "main/web", desired: 3}
 	f.c.svcMu.Unlock()

@@ -139,7 +139,8 @@ type ServiceReplicaStatus struct {
 	// Address is host:port of the service port as seen from the replica's
 	// instance; empty until it runs.
 	Address string `json:"address,omitempty"`
-	// Ready is set when the replica receives traffic.
+	// Ready is set when the replica receives traffic from this server's
+	// proxy.
 	Ready bool `json:"ready"`
 	// Probes are the replica's probes, in the spec's order.
 	Probes []ProbeStatus `json:"probes"`
@@ -154,8 +155,8 @@ type ProbeStatus struct {
 	Passes int `json:"passes"`
 	// ReadyAfter is how many passes in a row make the replica ready.
 	ReadyAfter int `json:"ready_after"`
-	// LastProbeAt is when the probe last ran on this server (absent when
-	// it has not; the server holding the run probes it).
+	// LastProbeAt is when the probe last ran, on whichever server
+	// (absent when it has not yet).
 	LastProbeAt *time.Time `json:"last_probe_at,omitempty"`
 	// LastOK is the result of that run (absent with LastProbeAt).
 	LastOK *bool `json:"last_ok,omitempty"`
