@@ -112,13 +112,9 @@ func (c *Controller) desiredReplicas(run *store.Run, spec runSpec, alive int) (i
 	st.woken = false
 	cur := min(max(st.desired, lo), hi)
 	want := lo
-	var rps float64
-	var last time.Time
-	if c.traffic != nil {
-		rps, last = c.serviceTraffic(run.Project, run.Name, spec.rpsWindow())
-		if spec.Scaling.Target > 0 {
-			want = min(max(int(math.Ceil(rps/spec.Scaling.Target)), lo), hi)
-		}
+	rps, last, measured := c.serviceTraffic(run.Project, run.Name, spec.rpsWindow())
+	if measured && spec.Scaling.Target > 0 {
+		want = min(max(int(math.Ceil(rps/spec.Scaling.Target)), lo), hi)
 	}
 	up := time.Duration(spec.Scaling.ScaleUpDelay) * time.Second
 	down := time.Duration(spec.Scaling.ScaleDownDelay) * time.Second

@@ -127,7 +127,7 @@ func (c *Controller) ServiceStatus(ctx context.Context, project, run string) (Se
 		}
 		st := ServiceStatus{Project: project, Run: run, Window: spec.rpsWindow(),
 			MinReplicas: spec.minReplicas(), MaxReplicas: spec.maxReplicas(), SampleEvery: c.history.every}
-		st.RPS, _ = c.serviceTraffic(project, run, st.Window)
+		st.RPS, _, _ = c.serviceTraffic(project, run, st.Window)
 		st.History = c.history.samples(project + "/" + run)
 		return st, nil
 	}
@@ -167,7 +167,7 @@ func (c *Controller) serviceStatus(ctx context.Context, runs []store.Run) (Servi
 		Project: newest.Project, Run: newest.Name, Window: spec.rpsWindow(),
 		MinReplicas: spec.minReplicas(), MaxReplicas: spec.maxReplicas(), SampleEvery: c.history.every,
 	}
-	st.RPS, _ = c.serviceTraffic(newest.Project, newest.Name, st.Window)
+	st.RPS, _, _ = c.serviceTraffic(newest.Project, newest.Name, st.Window)
 	type replica struct {
 		job  store.Job
 		spec runSpec
