@@ -214,7 +214,9 @@ func (c *Controller) serviceStatus(ctx context.Context, runs []store.Run) (Servi
 	for _, r := range reps {
 		rep := c.replicaStatus(r.job, r.spec, byJob[r.job.ID])
 		rep.Revision = r.run.Revision
-		if rep.Ready && r.run.Status != store.RunTerminating {
+		// A run being retired gets no more traffic (ServiceRoute).
+		rep.Ready = rep.Ready && r.run.Status != store.RunTerminating
+		if rep.Ready {
 			st.ReadyReplicas++
 		}
 		st.Replicas = append(st.Replicas, rep)

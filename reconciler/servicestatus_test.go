@@ -177,3 +177,50 @@ func TestServiceStatus_withoutScalingWantsMinAndAfterTheEndKeepsHistory(t *testi
 		}
 	}
 }
+
+// TestServiceStatus_rollingDeploymentListsBothRuns: while a new run of
+// the service rolls out, the view lists the older run's replicas too
+// (with its revision), takes its settings from the newest run, and counts
+// no replica of a run being retired as ready.
+func TestServiceStatus_rollingDeploymentListsBothRuns(t *testing.T) {
+	const v1 = "type: service\nname: web\nimage: busybox\nport: 8000\ncommands: [sleep 1h]\n"
+	f := newFixture(t, map[string]string{"web.dstack.yml": v1})
+	f.sync()
+	old := f.run("web")
+	f.write("web.dstack.yml", v1+"replicas: 2\nenv:\n  V: \"2\"\n")
+	f.sync()
+	runs := f.runs("web")
+	if len(runs) != 2 {
+		t.Fatalf("%d runs of web, want the old and the new", len(runs))
+	}
+	for _, r := range runs {
+		for _, j := range latestSubmissions(f.jobs(r.ID)) {
+			j.Status, j.RuntimeData = store.JobRunning, json.RawMessage(`{"service_addr":"127.0.0.1:8000"}`)
+			if err := f.st.UpdateJob(f.ctx, &j); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st, err := f.c.ServiceStatus(f.ctx, store.DefaultProject, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Replicas) != 3 || st.ReadyReplicas != 3 || st.DesiredReplicas != 2 {
+		t.Fatalf("%d replicas, %d ready, %d desired; want 3 (2 new, 1 old), 3, the new run's 2", len(st.Replicas), st.ReadyReplicas, st.DesiredReplicas)
+	}
+	old.Status = store.RunTerminating
+	if err := f.st.UpdateRun(f.ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = f.c.ServiceStatus(f.ctx, store.DefaultProject, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if st.ReadyReplicas != 2 {
+		t.Errorf("%d ready while the old run is retired, want the new run's 2", st.ReadyReplicas)
+	}
+	for _, r := range st.Replicas {
+		if r.Revision == old.Revision && r.Ready {
+			t.Errorf("replica %s of the retiring run counted ready", r.JobName)
+		}
+	}
+}
