@@ -177,6 +177,8 @@ type Controller struct {
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
 	scales map[string]*scaleState // by run id: the autoscaler's state
+
+	history *serviceHistory // each service's recent traffic and replica count, for the dashboard
 }
 
 // New returns a Controller; Run starts it.
@@ -258,6 +260,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		traffic: deps.Traffic,
 		passes:  map[string][]int{},
 		scales:  map[string]*scaleState{},
+		history: newServiceHistory(serviceSampleEvery, serviceSampleKeep),
 	}
 	c.branch.Store("")
 	return c, nil
@@ -291,6 +294,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { c.retentionLoop(ctx); return nil })
 	g.Go(func() error { c.leakLoop(ctx); return nil })
 	g.Go(func() error { c.volumeLoop(ctx); return nil })
+	g.Go(func() error { c.serviceSampleLoop(ctx); return nil })
 	for i := 0; i < 4; i++ {
 		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
 	}
