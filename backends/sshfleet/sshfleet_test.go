@@ -778,3 +778,46 @@ func TestFleet_sshAccessDialsTheHost(t *testing.T) {
 		t.Errorf("SSH_CONNECTION on the host = %q; want a connection to %s", out, f.hosts[1].IP)
 	}
 }
+
+// TestFleet_terminateStopsTheGateway checks that a gateway process started
+// on a host (StartGatewayProcess, as the cloud-VM engine does) runs under its
+// supervisor with its listeners disabled when no port is given, and that
+// Terminate stops it with the shim before removing the instance directory.
+func TestFleet_terminateStopsTheGateway(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	bin := drivertest.GatewayBinary(t, runtime.GOARCH)
+	if _, err := f.b.StartGatewayProcess(ctx, "gw-none", sshfleet.GatewayRun{Binary: bin, Token: "t"}); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("StartGatewayProcess on an unknown instance = %v, want ErrNotFound", err)
+	}
+	inst, err := f.b.Create(ctx, f.spec(0, "gw-term"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+	proc, err := f.b.StartGatewayProcess(ctx, inst.ID, sshfleet.GatewayRun{Binary: bin, Token: "t"})
+	if err != nil {
+		t.Fatalf("StartGatewayProcess: %v", err)
+	}
+	if !proc.Started || proc.IP != f.hosts[0].IP || proc.Socket != filepath.Join(f.remote, inst.ID, "gateway", "admin.sock") {
+		t.Errorf("StartGatewayProcess = %+v; want started, on %s", proc, f.hosts[0].IP)
+	}
+	b, err := os.ReadFile(filepath.Join(f.remote, inst.ID, "gateway", "gateway.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	args, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if !strings.Contains(string(args), "\x00--http\x00\x00--https\x00\x00") {
+		t.Errorf("gateway command line %q; want empty --http and --https", args)
+	}
+	if err := f.b.Terminate(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("gateway %d still runs after Terminate", pid)
+	}
+	if _, err := os.Stat(filepath.Join(f.remote, inst.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("instance directory after Terminate: %v", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -22,23 +21,6 @@ import (
 	"hoist/e2e/testenv"
 )
 
-// gatewayBinary returns the hoist binary the gateway tests run as `hoist
-// gateway`: $HOIST_GATEWAY_BINARY when set (the real hoist, a static build),
-// else the stand-in of testdata/fakegateway built for arch.
-func gatewayBinary(t *testing.T, arch string) string {
-	t.Helper()
-	if p := os.Getenv("HOIST_GATEWAY_BINARY"); p != "" && arch == runtime.GOARCH {
-		return p
-	}
-	out := filepath.Join(t.TempDir(), "hoist")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/fakegateway")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the gateway stand-in for %s: %v: %s", arch, err, b)
-	}
-	return out
-}
-
 // TestGatewayHost_runsTheGatewayOnAVM runs `hoist gateway` on a simulated
 // VM through backends.GatewayHost and checks what the gateway's contract
 // asks: the binary uploaded next to the agents (once), the command line, the
@@ -50,7 +32,7 @@ func gatewayBinary(t *testing.T, arch string) string {
 // gateway.
 func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
 	testenv.Docker(t)
-	bin := gatewayBinary(t, runtime.GOARCH)
+	bin := drivertest.GatewayBinary(t, runtime.GOARCH)
 	e := newEnv(t, func(d *backends.Deps) { d.GatewayBinary = bin })
 	ctx := t.Context()
 	s := spec("gw-1")
@@ -64,6 +46,13 @@ func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
 	vmIP, _, err := net.SplitHostPort(inst.Hostname)
 	if err != nil {
 		vmIP = inst.Hostname
+	}
+	// InstanceSpec.Gateway reached the driver: the VM's security groups
+	// let HTTP and HTTPS in.
+	for _, rule := range []string{"tcp:80:80:0.0.0.0/0", "tcp:443:443:0.0.0.0/0"} {
+		if got := e.ingress(t, inst); !slices.Contains(got, rule) {
+			t.Errorf("gateway VM ingress %q lacks %s", got, rule)
+		}
 	}
 
 	ep, err := gh.StartGateway(ctx, inst, backends.GatewayProcess{Token: "token-one"})
@@ -163,7 +152,7 @@ func TestGatewayHost_refusesAnotherArchitecture(t *testing.T) {
 	if other == "" {
 		t.Skipf("hosts run amd64 or arm64, not %s", runtime.GOARCH)
 	}
-	bin := gatewayBinary(t, other)
+	bin := drivertest.GatewayBinary(t, other)
 	e := newEnv(t, func(d *backends.Deps) { d.GatewayBinary = bin })
 	s := spec("gw-arch")
 	s.Gateway = true
@@ -204,6 +193,9 @@ func TestHostAccess_dialsAVM(t *testing.T) {
 	}
 	if h.Hostname != vmIP || len(h.HostKeys) == 0 || h.ProxyJump != nil {
 		t.Errorf("access = %s@%s:%d host keys %q; want the VM %s, pinned", h.User, h.Hostname, h.Port, h.HostKeys, vmIP)
+	}
+	if got := e.ingress(t, inst); slices.Contains(got, "tcp:80:80:0.0.0.0/0") {
+		t.Errorf("non-gateway VM ingress %q opens HTTP", got)
 	}
 	c := drivertest.DialAccess(t, h)
 	out, err := c.Run(t.Context(), `echo "$SSH_CONNECTION"`, nil)
@@ -253,4 +245,22 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return syscall.Kill(pid, 0) == nil && i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// ingress returns the ingress rules of the security groups of inst's VM in
+// the simulator ("proto:from:to:source").
+func (e *env) ingress(t *testing.T, inst backends.Instance) []string {
+	t.Helper()
+	_, simID, _ := strings.Cut(inst.ProviderID, "/")
+	r, ok := e.cs.Sim().Get("aws", simID)
+	if !ok {
+		t.Fatalf("no simulator VM %s", simID)
+	}
+	var out []string
+	for _, sg := range strings.Split(r.Extra["security_groups"], ",") {
+		if g, ok := e.cs.Sim().Get("aws", sg); ok && g.Extra["ingress"] != "" {
+			out = append(out, strings.Split(g.Extra["ingress"], "\n")...)
+		}
+	}
+	return out
 }

@@ -2,6 +2,10 @@ package drivertest
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -54,4 +58,27 @@ func accessConfig(t *testing.T, h backends.SSHHost) tunnel.Config {
 		cfg.Jump = &j
 	}
 	return cfg
+}
+
+// GatewayBinary returns the hoist binary a test runs as `hoist gateway`:
+// $HOIST_GATEWAY_BINARY when set and arch is this machine's (the real hoist,
+// a static build), else the stand-in of testdata/fakegateway built for
+// linux/arch in the test's temp dir. The stand-in takes the gateway's
+// command line, answers the admin API's health check on the admin socket
+// with the token file's bearer token, and answers any request on its --http
+// listener.
+func GatewayBinary(t *testing.T, arch string) string {
+	t.Helper()
+	if p := os.Getenv("HOIST_GATEWAY_BINARY"); p != "" && arch == runtime.GOARCH {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	out := filepath.Join(t.TempDir(), "hoist")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/fakegateway")
+	cmd.Dir = filepath.Dir(file)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the gateway stand-in for %s: %v: %s", arch, err, b)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-// Command fakegateway stands in for `hoist gateway` in the vm package's
+// Command fakegateway stands in for `hoist gateway` in the backends'
 // tests: it takes the gateway's command line, answers the admin API's health
 // check on the admin socket (mode 0600) with the bearer token of the token
 // file, answers any request on the --http listener, and exits on SIGTERM.
