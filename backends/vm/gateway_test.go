@@ -55,10 +55,12 @@ func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
 		}
 	}
 
+	began := time.Now()
 	ep, err := gh.StartGateway(ctx, inst, backends.GatewayProcess{Token: "token-one"})
 	if err != nil {
 		t.Fatalf("StartGateway: %v", err)
 	}
+	t.Logf("first start (upload, supervisor, health check): %s", time.Since(began).Round(time.Millisecond))
 	sock, ok := api.SocketPath(ep.AdminURL)
 	if !ok || filepath.Base(sock) != "admin.sock" || ep.PublicAddr != vmIP || ep.HTTPPort != 80 || ep.HTTPSPort != 443 {
 		t.Fatalf("StartGateway = %+v; want a unix:// admin socket, public address %s, ports 80 and 443", ep, vmIP)
@@ -104,9 +106,11 @@ func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
 	// The same token again (the reconciler's next pass): left alone, not
 	// uploaded again.
 	binInfo, _ := os.Stat(filepath.Join(idir, "bin", "hoist"))
+	began = time.Now()
 	if ep2, err := gh.StartGateway(ctx, inst, backends.GatewayProcess{Token: "token-one"}); err != nil || ep2 != ep {
 		t.Fatalf("StartGateway again = %+v, %v; want %+v", ep2, err, ep)
 	}
+	t.Logf("start of a running gateway (one probe): %s", time.Since(began).Round(time.Millisecond))
 	if got := gatewayPID(t, gdir); got != pid {
 		t.Errorf("gateway pid after a second start with the same token = %d, want %d (left running)", got, pid)
 	}
@@ -115,9 +119,11 @@ func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
 	}
 
 	// Another token restarts it with that token.
+	began = time.Now()
 	if _, err := gh.StartGateway(ctx, inst, backends.GatewayProcess{Token: "token-two"}); err != nil {
 		t.Fatalf("StartGateway with a new token: %v", err)
 	}
+	t.Logf("restart with a new token: %s", time.Since(began).Round(time.Millisecond))
 	if got := gatewayPID(t, gdir); got == pid || alive(pid) {
 		t.Errorf("gateway pid after a new token = %d (was %d, alive %v); want a new process", got, pid, alive(pid))
 	}
