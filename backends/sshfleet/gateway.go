@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +90,7 @@ func (b *Backend) StartGatewayProcess(ctx context.Context, id string, g GatewayR
 		return GatewayProc{}, backends.Transient(fmt.Errorf("sshfleet: instance %s: host not taken over yet", id))
 	}
 	if err := checkStatic(g.Binary); err != nil {
-		return GatewayProc{}, backends.Stalled(fmt.Errorf("sshfleet: gateway binary: %w", err))
+		return GatewayProc{}, backends.Stalled(fmt.Errorf("sshfleet: gateway binary: %w; run a hoist built with `CGO_ENABLED=0 go build ./cmd/hoist` or `go tool task build`", err))
 	}
 	if arch, err := elfArch(g.Binary); err != nil {
 		return GatewayProc{}, backends.Stalled(fmt.Errorf("sshfleet: gateway binary: %w", err))
@@ -101,6 +102,13 @@ func (b *Backend) StartGatewayProcess(ctx context.Context, id string, g GatewayR
 	if err != nil {
 		return GatewayProc{}, backends.Stalled(fmt.Errorf("sshfleet: gateway binary: %w", err))
 	}
+	st, err := os.Stat(g.Binary)
+	if err != nil {
+		return GatewayProc{}, backends.Stalled(fmt.Errorf("sshfleet: gateway binary: %w", err))
+	}
+	// The binary is large (all of hoist): the host keeps its SHA-256 and
+	// size beside it, which the probe reads instead of hashing it again.
+	binID := fmt.Sprintf("%s %d", sum, st.Size())
 	c, err := b.client(ctx, r, true)
 	if err != nil {
 		return GatewayProc{}, err
@@ -120,7 +128,7 @@ func (b *Backend) StartGatewayProcess(ctx context.Context, id string, g GatewayR
 	proc := GatewayProc{Socket: gdir + "/admin.sock", IP: ip}
 	script := gatewaySupervisor(gatewayArgs(ip, g.HTTPPort, g.HTTPSPort))
 	token := g.Token + "\n"
-	if facts["state"] == "running" && facts["bin"] == sum && facts["token"] == sha256Hex(token) && facts["script"] == sha256Hex(script) {
+	if facts["state"] == "running" && facts["bin"] == binID && facts["token"] == sha256Hex(token) && facts["script"] == sha256Hex(script) {
 		log.Debug("gateway_unchanged", "ip", ip)
 		return proc, nil
 	}
@@ -129,8 +137,8 @@ func (b *Backend) StartGatewayProcess(ctx context.Context, id string, g GatewayR
 		{name: gatewayDir + "/token", data: []byte(token), mode: 0o600},
 		{name: gatewayDir + "/supervise.sh", data: []byte(script), mode: 0o755},
 	}
-	if facts["bin"] != sum {
-		files = append(files, tarFile{name: "bin/hoist", local: g.Binary, mode: 0o755})
+	if facts["bin"] != binID {
+		files = append(files, tarFile{name: "bin/hoist", local: g.Binary, mode: 0o755}, tarFile{name: "bin/hoist.sum", data: []byte(binID + "\n"), mode: 0o644})
 	}
 	steps := int(gatewayStartWait / (50 * time.Millisecond))
 	start := fmt.Sprintf(aliveFunc+`set -e
@@ -180,7 +188,7 @@ if [ -S admin.sock ]; then echo socket=yes; else echo socket=no; tail -n 20 gate
 			id, gatewayStartWait, strings.Join(logTail, "\n")))
 	}
 	proc.Started = true
-	log.Info("gateway_started", "ip", ip, "uploaded", facts["bin"] != sum, "previous", facts["state"])
+	log.Info("gateway_started", "ip", ip, "uploaded", facts["bin"] != binID, "previous", facts["state"])
 	return proc, nil
 }
 
@@ -223,13 +231,13 @@ rm -f supervisor.pid gateway.pid`, int(gatewayStopWait/(100*time.Millisecond)))
 
 // gatewayProbe prints what decides whether the gateway must be (re)started:
 // the host's own address (the server end of the SSH connection), whether
-// its supervisor runs, and the SHA-256 of the binary, token and script in
-// place.
+// its supervisor runs, the SHA-256 (as recorded at upload) and size of the
+// binary, and the SHA-256 of the token and script in place.
 func gatewayProbe(dir string) string {
 	return aliveFunc + `cd ` + tunnel.Quote(dir) + ` || exit 1
 set -- $SSH_CONNECTION
 echo "ip=$3"
-echo "bin=$(sha256sum bin/hoist 2>/dev/null | cut -d' ' -f1)"
+echo "bin=$(cat bin/hoist.sum 2>/dev/null | cut -d' ' -f1) $(stat -c %s bin/hoist 2>/dev/null)"
 echo "token=$(sha256sum ` + gatewayDir + `/token 2>/dev/null | cut -d' ' -f1)"
 echo "script=$(sha256sum ` + gatewayDir + `/supervise.sh 2>/dev/null | cut -d' ' -f1)"
 if [ -f ` + gatewayDir + `/supervisor.pid ] && alive "$(cat ` + gatewayDir + `/supervisor.pid)"; then echo state=running; else echo state=stopped; fi
