@@ -27,7 +27,8 @@ import (
 // token in a 0600 file, the public listener on the VM's own address, the
 // admin API's health check reached through Connect's HTTP client at the
 // admin socket, a second start with the same token leaving it alone, a new
-// token restarting it, and StopGateway stopping it by its pid file. Set
+// token or another hoist binary restarting it, and StopGateway stopping it
+// by its pid file. Set
 // HOIST_GATEWAY_BINARY to a static hoist build to run it against the real
 // gateway.
 func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
@@ -131,6 +132,32 @@ func TestGatewayHost_runsTheGatewayOnAVM(t *testing.T) {
 	if _, err := api.NewGatewayClient(ep.AdminURL, conn.HTTPClient(), "token-two").Health(ctx); err != nil {
 		t.Errorf("gateway health with the new token: %v", err)
 	}
+
+	// Another server, whose hoist differs (an upgrade): uploaded and
+	// restarted with it.
+	newer := filepath.Join(t.TempDir(), "hoist")
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newer, append(b, "\nnewer build\n"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := aws.Factory(drivertest.Config(t, "aws", e.cs.Backend("aws"), nil), backends.Deps{Records: e.recs, Agents: agentbin.Agents, GatewayBinary: newer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { upgraded.(interface{ Close() error }).Close() })
+	if _, err := upgraded.(backends.GatewayHost).StartGateway(ctx, inst, backends.GatewayProcess{Token: "token-two"}); err != nil {
+		t.Fatalf("StartGateway with another hoist binary: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(idir, "bin", "hoist")); err != nil || fi.Size() != int64(len(b))+int64(len("\nnewer build\n")) {
+		t.Errorf("bin/hoist after an upgrade: %v, %v; want the newer binary", fi, err)
+	}
+	if got := gatewayPID(t, gdir); got == pid || alive(pid) {
+		t.Errorf("gateway pid after an upgrade = %d (was %d, alive %v); want a new process", got, pid, alive(pid))
+	}
+	pid = gatewayPID(t, gdir)
 
 	if err := gh.StopGateway(ctx, inst); err != nil {
 		t.Fatalf("StopGateway: %v", err)
