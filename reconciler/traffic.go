@@ -20,6 +20,8 @@ type Traffic interface {
 // whether it is measured at all (no meter: zero rps, zero time, false). A
 // service served by a gateway is measured by the gateway (its stats, as
 // dstack's autoscaler reads its gateways'), others by the in-server proxy.
+// The autoscaler and the service dashboard (ServiceStatus) both read it,
+// so they always agree.
 func (c *Controller) serviceTraffic(project, run string, window time.Duration) (rps float64, last time.Time, measured bool) {
 	if gt, ok := c.gatewayMeter(project, run); ok {
 		return gt.RPS(window, c.now()), gt.stats.LastRequest, true

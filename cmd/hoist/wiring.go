@@ -198,7 +198,7 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		}
 		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
 			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Records: recs, Agents: agents,
-			Catalog: catalog,
+			Catalog: catalog, GatewayBinary: gatewayBinary(),
 		})
 		if err != nil {
 			if explicit {
@@ -211,6 +211,21 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		out[name] = b
 	}
 	return out, nil
+}
+
+// gatewayBinary returns the hoist binary that gateway instances run as
+// `hoist gateway`: this very executable on Linux (a gateway host must be of
+// the server's architecture, see backends.GatewayHost), else "" (no
+// gateways on cloud VMs from this server).
+func gatewayBinary() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
 }
 
 func closeBackends(bes map[string]backends.Backend) {
