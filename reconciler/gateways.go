@@ -418,7 +418,9 @@ func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Ga
 		c.restartGateway(ctx, l, g, gh)
 		return 0, backends.Wait(fmt.Errorf("gateway %s status: %w", g.Name, err), gatewaySyncInterval)
 	}
+	changed := false
 	if hash != g.ConfigHash || st.Version != g.ConfigVersion {
+		changed = true
 		cfg := want.cfg
 		cfg.Version = max(g.ConfigVersion, st.Version) + 1
 		if st, err = cl.PutConfig(ctx, cfg); err != nil {
@@ -432,9 +434,13 @@ func (c *Controller) syncGateway(ctx context.Context, l store.Lease, g *store.Ga
 	for _, e := range st.Errors {
 		msg += e.Host + ": " + e.Message + "; "
 	}
-	g.StatusMessage = strings.TrimSuffix(msg, "; ")
-	if err := c.st.UpdateGatewayLeased(ctx, l, g); err != nil {
-		return 0, err
+	if msg = strings.TrimSuffix(msg, "; "); msg != g.StatusMessage {
+		g.StatusMessage, changed = msg, true
+	}
+	if changed {
+		if err := c.st.UpdateGatewayLeased(ctx, l, g); err != nil {
+			return 0, err
+		}
 	}
 	if want.metered {
 		c.pullGatewayStats(ctx, g, cl, want.cfg.Services)

@@ -194,10 +194,10 @@ func TestGateways_provisionedAndConfiguredWithTheirServices(t *testing.T) {
 	}
 
 	// Nothing changed: nothing is put.
-	n := len(gw.Configs())
+	n, rowVersion := len(gw.Configs()), f.gateway("gw").Version
 	f.reconcileGateway("gw")
-	if got := len(gw.Configs()); got != n {
-		t.Fatalf("%d configurations after an unchanged pass, want %d", got, n)
+	if got := len(gw.Configs()); got != n || f.gateway("gw").Version != rowVersion {
+		t.Fatalf("%d configurations after an unchanged pass (row version %d, was %d), want %d and no write", got, f.gateway("gw").Version, rowVersion, n)
 	}
 	// The api replica ends: the gateway gets a new version without it.
 	if err := f.c.terminateJob(f.ctx, f.job("api").ID, reasonTerminatedByUser, "stop"); err != nil {
