@@ -34,9 +34,10 @@ type Run struct {
 	Suspended bool `json:"suspended"`
 	// RemovedFromGit is true once its spec was deleted from Git.
 	RemovedFromGit bool `json:"removed_from_git"`
-	// ModelURL is the base URL of the `model` of a service run served by a
-	// gateway (dstack's model base_url), whose ServiceURL is then the
-	// gateway's, http[s]://<run>.<domain>/; empty otherwise.
+	// ModelURL is the base URL of a service run's `model` (dstack's model
+	// base_url; set by GetRun): at its gateway, whose ServiceURL is then
+	// the gateway's, http[s]://<run>.<domain>/, or on hoist's proxy; empty
+	// without a model.
 	ModelURL string `json:"model_url,omitempty"`
 	// ServiceURL is the path of a service run's URL on hoist's proxy
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when

@@ -2,8 +2,10 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +95,25 @@ func (s *Server) setServiceURL(ctx context.Context, r *Run) {
 			return
 		}
 	}
-	r.ServiceURL = strings.TrimRight(s.cfg.ExternalURL, "/") + ServicePath(DefaultProject, r.Name)
+	base := strings.TrimRight(s.cfg.ExternalURL, "/")
+	r.ServiceURL = base + ServicePath(DefaultProject, r.Name)
+	// The model's base URL, when the spec is at hand (a single run): an
+	// openai model's is the service's with its prefix, others' the model
+	// endpoint (dstack's table, without a gateway).
+	var spec struct {
+		Model *struct {
+			Format string `json:"format"`
+			Prefix string `json:"prefix"`
+		} `json:"model"`
+	}
+	if len(r.Spec) == 0 || json.Unmarshal(r.Spec, &spec) != nil || spec.Model == nil {
+		return
+	}
+	if spec.Model.Format == "openai" || spec.Model.Format == "" {
+		r.ModelURL = r.ServiceURL + strings.TrimPrefix(spec.Model.Prefix, "/")
+	} else {
+		r.ModelURL = base + "/proxy/models/" + url.PathEscape(DefaultProject) + "/"
+	}
 }
 
 // pickJob returns the job of run that ?job= (an id or submission id) names,
