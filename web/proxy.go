@@ -59,6 +59,9 @@ type serviceProxy struct {
 	lim    ProxyLimits
 	held   chan struct{} // one slot per held request
 	next   sync.Map      // project/run → *atomic.Uint64, the round robin
+	// waiting counts the requests held per run (project/run →
+	// *atomic.Int64), for a gateway's stats.
+	waiting sync.Map
 
 	mu     sync.Mutex
 	routes map[string]cachedRoute // project/run → its route while fresh
@@ -109,6 +112,15 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		u.Path, u.RawPath = r.URL.Path+"/", ""
 		return c.Redirect(http.StatusPermanentRedirect, u.RequestURI())
 	}
+	return p.serveRun(c, project, run, "/"+parts[2], base)
+}
+
+// serveRun forwards a request for the service run: rest is the path below
+// the service's URL (for rate limits and strip_prefix), base the service's
+// URL path ("" when the service is served at the root of a host of its own,
+// as on a gateway).
+func (p *serviceProxy) serveRun(c *echo.Context, project, run, rest, base string) error {
+	r := c.Request()
 	ctx := r.Context()
 	svc, err := p.route(ctx, project, run)
 	if err != nil {
@@ -125,7 +137,7 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		r.Header.Del("Authorization")
 	}
 	dropSessionCookie(r)
-	if i, ok := matchLimit(svc.RateLimits, "/"+parts[2]); ok {
+	if i, ok := matchLimit(svc.RateLimits, rest); ok {
 		if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], c.RealIP()); !allowed {
 			p.meter.record(project, run)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
@@ -133,7 +145,7 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		}
 	}
 	p.meter.record(project, run)
-	target, prefix := "/"+parts[2], base
+	target, prefix := rest, base
 	if !svc.StripPrefix {
 		target, prefix = r.URL.Path, ""
 	}
@@ -270,6 +282,9 @@ func (p *serviceProxy) hold(ctx context.Context, project, run string) (Service, 
 	default:
 		return Service{}, echo.NewHTTPError(http.StatusServiceUnavailable, "too many requests wait for replicas")
 	}
+	w, _ := p.waiting.LoadOrStore(project+"/"+run, new(atomic.Int64))
+	w.(*atomic.Int64).Add(1)
+	defer w.(*atomic.Int64).Add(-1)
 	if err := p.svc.Wake(ctx, project, run); err != nil {
 		return Service{}, err
 	}
