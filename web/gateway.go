@@ -79,6 +79,9 @@ type GatewayServer struct {
 
 	certs *gatewayCerts
 
+	sshMu   sync.Mutex
+	sshErrs map[string]string // replica host → why the gateway cannot reach it
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -354,13 +357,31 @@ func (g *GatewayServer) transports(old *gatewayState) func(api.GatewaySSH) http.
 				if g.opts.DialSSH == nil {
 					return nil, fmt.Errorf("replica %s is reached over ssh, which this gateway cannot do", addr)
 				}
-				return g.opts.DialSSH(ctx, h, addr)
+				c, err := g.opts.DialSSH(ctx, h, addr)
+				g.noteSSH(h.Hostname, err)
+				return c, err
 			},
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
 		}
 		prev[k] = t
 		return t
+	}
+}
+
+// noteSSH records the outcome of a dial through host, for Status.
+func (g *GatewayServer) noteSSH(host string, err error) {
+	g.sshMu.Lock()
+	defer g.sshMu.Unlock()
+	if err == nil {
+		delete(g.sshErrs, host)
+		return
+	}
+	if g.sshErrs == nil {
+		g.sshErrs = map[string]string{}
+	}
+	if len(g.sshErrs) < 1024 {
+		g.sshErrs[host] = err.Error()
 	}
 }
 
@@ -428,4 +449,19 @@ func (t gatewayTokens) LookupToken(_ context.Context, token string) (Principal, 
 		}
 	}
 	return Principal{}, ErrNotFound
+}
+
+// HTTPServer returns an http.Server for h (PublicHandler or AdminHandler)
+// with GatewayServerOptions.Timeouts set; proxied streams lift them.
+func (g *GatewayServer) HTTPServer(h http.Handler) *http.Server {
+	t := g.opts.Timeouts.withDefaults()
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    t.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
 }

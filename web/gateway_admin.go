@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -191,6 +193,11 @@ func saveGatewayConfig(dir string, cfg api.GatewayConfig) error {
 func (g *GatewayServer) Status() api.GatewayStatus {
 	st := api.GatewayStatus{Version: g.state.Load().cfg.Version}
 	st.Certificates, st.Errors = g.certs.status()
+	g.sshMu.Lock()
+	for _, h := range slices.Sorted(maps.Keys(g.sshErrs)) {
+		st.Errors = append(st.Errors, api.GatewayError{Host: h, Message: "reaching replicas: " + g.sshErrs[h]})
+	}
+	g.sshMu.Unlock()
 	return st
 }
 

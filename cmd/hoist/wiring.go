@@ -138,7 +138,7 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		}
 		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
 			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Records: recs, Agents: agents,
-			Catalog: catalog,
+			Catalog: catalog, GatewayBinary: gatewayBinary(),
 		})
 		if err != nil {
 			if explicit {
