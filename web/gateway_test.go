@@ -447,6 +447,24 @@ func TestGatewayServer_httpsByACME(t *testing.T) {
 	})
 }
 
+func TestGatewayServer_httpsByACMEOverHTTP01(t *testing.T) {
+	h := listenGateway(t, "127.0.77.7")
+	// The validation's TLS-ALPN-01 port has nothing listening: the
+	// gateway falls back to HTTP-01 on its HTTP listener.
+	closed, err := net.Listen("tcp", h.ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	acme := testenv.StartACME(t, testenv.ACMEOptions{ResolveTo: h.ip, HTTPPort: h.httpPort, TLSPort: closedPort})
+	h.start()
+	h.put(api.GatewayConfig{Version: 1, Domain: "example.test",
+		TLS: &api.GatewayTLS{ACME: &api.GatewayACME{DirectoryURL: acme.DirectoryURL, CAPEM: acme.CAPEM}},
+		Services: []api.GatewayServiceConfig{{Project: "main", Run: "svc", Host: "svc.example.test", HTTPS: true}}})
+	waitCertificate(t, h, "svc.example.test")
+}
+
 func TestGatewayServer_givenCertificate(t *testing.T) {
 	up := echoUpstream(t)
 	h := listenGateway(t, "127.0.77.6")

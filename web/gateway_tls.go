@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,7 @@ type gatewayCerts struct {
 	mu       sync.Mutex
 	acmeKey  string // the GatewayACME the manager was built for
 	manager  *autocert.Manager
+	http01   http.Handler // the manager's HTTP-01 handler
 	given    *tls.Certificate // the configuration's certificate, parsed
 	givenErr error
 	hosts    []string                          // the HTTPS hosts
@@ -76,7 +78,7 @@ func (c *gatewayCerts) apply(cfg api.GatewayConfig) {
 		key = strings.Join([]string{ac.DirectoryURL, ac.CAPEM, ac.Email, ac.EABKeyID, ac.EABHMACKey}, "\x00")
 	}
 	if key != c.acmeKey || (ac == nil) != (c.manager == nil) {
-		c.acmeKey, c.manager = key, nil
+		c.acmeKey, c.manager, c.http01 = key, nil, nil
 		clear(c.held)
 		clear(c.errs)
 		if ac != nil {
@@ -86,7 +88,12 @@ func (c *gatewayCerts) apply(cfg api.GatewayConfig) {
 					c.errs[h] = err.Error()
 				}
 			}
-			c.manager = m
+			c.manager, c.http01 = m, nil
+			if m != nil {
+				// Also turns HTTP-01 on: autocert tries it once TLS-ALPN-01
+				// failed (a TLS terminator in front, port 443 closed).
+				c.http01 = m.HTTPHandler(nil)
+			}
 		}
 	}
 	for h := range c.held {
@@ -143,6 +150,9 @@ func (c *gatewayCerts) newManager(ac api.GatewayACME) (*autocert.Manager, error)
 func (c *gatewayCerts) hostPolicy(_ context.Context, host string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h // the HTTP-01 handler passes the request's Host
+	}
 	if slices.Contains(c.hosts, strings.ToLower(host)) {
 		return nil
 	}
@@ -152,12 +162,8 @@ func (c *gatewayCerts) hostPolicy(_ context.Context, host string) error {
 // httpHandler returns the ACME HTTP-01 handler, nil without ACME.
 func (c *gatewayCerts) httpHandler() http.Handler {
 	c.mu.Lock()
-	m := c.manager
-	c.mu.Unlock()
-	if m == nil {
-		return nil
-	}
-	return m.HTTPHandler(nil)
+	defer c.mu.Unlock()
+	return c.http01
 }
 
 // getCertificate picks the certificate of a TLS handshake: the given one
@@ -218,7 +224,13 @@ func (c *gatewayCerts) ensure() {
 				return
 			}
 			if err != nil {
-				c.errs[h] = "acme: " + err.Error()
+				// autocert keeps a failed request for a minute and answers
+				// "missing certificate" meanwhile: the first error says why.
+				msg := "acme: " + err.Error()
+				if prev, ok := c.errs[h]; ok && (prev == msg || strings.Contains(msg, "missing certificate")) {
+					return
+				}
+				c.errs[h] = msg
 				delete(c.held, h)
 				c.g.log.Warn("gateway_certificate_failed", "host", h, "error", err)
 				return
