@@ -460,7 +460,7 @@ func TestGatewayServer_httpsByACMEOverHTTP01(t *testing.T) {
 	acme := testenv.StartACME(t, testenv.ACMEOptions{ResolveTo: h.ip, HTTPPort: h.httpPort, TLSPort: closedPort})
 	h.start()
 	h.put(api.GatewayConfig{Version: 1, Domain: "example.test",
-		TLS: &api.GatewayTLS{ACME: &api.GatewayACME{DirectoryURL: acme.DirectoryURL, CAPEM: acme.CAPEM}},
+		TLS:      &api.GatewayTLS{ACME: &api.GatewayACME{DirectoryURL: acme.DirectoryURL, CAPEM: acme.CAPEM}},
 		Services: []api.GatewayServiceConfig{{Project: "main", Run: "svc", Host: "svc.example.test", HTTPS: true}}})
 	waitCertificate(t, h, "svc.example.test")
 }

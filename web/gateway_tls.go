@@ -41,7 +41,7 @@ type gatewayCerts struct {
 	mu       sync.Mutex
 	acmeKey  string // the GatewayACME the manager was built for
 	manager  *autocert.Manager
-	http01   http.Handler // the manager's HTTP-01 handler
+	http01   http.Handler     // the manager's HTTP-01 handler
 	given    *tls.Certificate // the configuration's certificate, parsed
 	givenErr error
 	hosts    []string                          // the HTTPS hosts

@@ -515,7 +515,8 @@ func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.
 const DrainGrace = 10 * time.Second
 
 // Terminate drains the instance (terminates and removes its shim's tasks),
-// stops its shim and deletes its state. Gone is success.
+// stops its gateway, if it runs one, and its shim and deletes its state.
+// Gone is success.
 func (b *Backend) Terminate(ctx context.Context, id string) error {
 	b.mu.Lock()
 	in, ok := b.insts[id]
