@@ -531,3 +531,59 @@ func selfSigned(t *testing.T, name string) (string, string, *x509.CertPool) {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
 		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})), pool
 }
+
+func TestGatewayServer_reportsACMEFailures(t *testing.T) {
+	h := listenGateway(t, "127.0.77.8")
+	h.start()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := "https://" + closed.Addr().String() + "/dir"
+	closed.Close()
+	h.put(api.GatewayConfig{Version: 1, Domain: "example.test",
+		TLS:      &api.GatewayTLS{ACME: &api.GatewayACME{DirectoryURL: dir}},
+		Services: []api.GatewayServiceConfig{{Project: "main", Run: "svc", Host: "svc.example.test", HTTPS: true}}})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := h.admin.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Errors) == 1 && st.Errors[0].Host == "svc.example.test" && strings.HasPrefix(st.Errors[0].Message, "acme: ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v, want the host's acme error", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestGatewayServer_streamsAnswers(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "data: second\n\n")
+	}))
+	t.Cleanup(up.Close)
+	defer close(release)
+	h := listenGateway(t, "127.0.77.9")
+	h.start()
+	h.put(api.GatewayConfig{Version: 1, Domain: "example.test", Services: []api.GatewayServiceConfig{
+		{Project: "main", Run: "svc", Host: "svc.example.test", MinReplicas: 1,
+			Replicas: []api.GatewayReplica{{JobID: "j1", Addr: up.Listener.Addr().String()}}}}})
+	resp, err := h.client(nil).Get("http://svc.example.test:" + strconv.Itoa(h.httpPort) + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, len("data: first\n\n"))
+	// The first event arrives while the replica still holds the answer.
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "data: first\n\n" {
+		t.Fatalf("first event %q, %v", buf, err)
+	}
+}

@@ -164,6 +164,11 @@ func TestGateway_startsOutlivesTheBackendAndStops(t *testing.T) {
 		if alive(pid) {
 			t.Fatal("the gateway still runs")
 		}
+		// SIGTERM drained it: it logged its own stop (JSON on stderr).
+		logs, _ := os.ReadFile(filepath.Join(dir, "instances", inst.ID, "gw", "gateway.log"))
+		if !strings.Contains(string(logs), `"msg":"gateway_stopped"`) {
+			t.Fatalf("the gateway did not stop by itself; its log:\n%s", logs)
+		}
 		if err := b.StopGateway(ctx, inst); err != nil {
 			t.Fatalf("stopping a stopped gateway: %v", err)
 		}
