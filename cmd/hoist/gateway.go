@@ -43,6 +43,7 @@ type gatewayOptions struct {
 
 func newGatewayCmd() *cobra.Command {
 	var o gatewayOptions
+	var showVersion bool
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the gateway: services at <run>.<domain> with TLS, configured by the server",
@@ -54,6 +55,10 @@ configuration under --state-dir and serves it after a restart while the
 server is away. It logs JSON to stderr and drains on SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				fmt.Fprintln(cmd.OutOrStdout(), gatewayProgram, version)
+				return nil
+			}
 			return runGateway(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
@@ -63,6 +68,7 @@ server is away. It logs JSON to stderr and drains on SIGTERM.`,
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding the admin API's bearer token (required)")
 	f.StringVar(&o.http, "http", ":80", `public HTTP listen address; "" disables it`)
 	f.StringVar(&o.https, "https", ":443", `public HTTPS listen address; "" disables it`)
+	f.BoolVar(&showVersion, "version", false, "print the version and exit")
 	return cmd
 }
 
