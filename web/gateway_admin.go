@@ -111,10 +111,32 @@ func (g *GatewayServer) Apply(cfg api.GatewayConfig) error {
 	if err := saveGatewayConfig(g.opts.StateDir, cfg); err != nil {
 		return err
 	}
-	g.state.Store(indexGateway(cfg, g.transports(old)))
+	st := indexGateway(cfg, g.transports(old))
+	g.state.Store(st)
+	closeDropped(old, st)
 	g.log.Info("gateway_config_applied", "version", cfg.Version, "services", len(cfg.Services))
 	g.certs.apply(cfg)
 	return nil
+}
+
+// closeDropped closes the idle connections of the SSH transports old used
+// and cur no longer does (replica hosts gone from the configuration).
+func closeDropped(old, cur *gatewayState) {
+	keep := map[*sshTransport]bool{}
+	for _, svc := range cur.byRun {
+		for _, r := range svc.Replicas {
+			if t, ok := r.Transport.(*sshTransport); ok {
+				keep[t] = true
+			}
+		}
+	}
+	for _, svc := range old.byRun {
+		for _, r := range svc.Replicas {
+			if t, ok := r.Transport.(*sshTransport); ok && !keep[t] {
+				t.CloseIdleConnections()
+			}
+		}
+	}
 }
 
 // validateGatewayConfig refuses a configuration the gateway cannot serve.

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -104,10 +105,14 @@ func TestGateway_startsOutlivesTheBackendAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	acme := testenv.StartACME(t, testenv.ACMEOptions{ResolveTo: ip, HTTPPort: ep.HTTPPort, TLSPort: ep.HTTPSPort})
 	gc := api.NewGatewayClient(ep.AdminURL, conn.HTTPClient(), "tok-1")
-	if _, err := gc.PutConfig(ctx, api.GatewayConfig{Version: 1, Domain: "example.test", Services: []api.GatewayServiceConfig{
-		{Project: "main", Run: "svc", Host: "svc.example.test", MinReplicas: 1, Replicas: []api.GatewayReplica{{JobID: "j", Addr: up.Listener.Addr().String()}}},
-	}}); err != nil {
+	if _, err := gc.PutConfig(ctx, api.GatewayConfig{Version: 1, Domain: "example.test",
+		TLS: &api.GatewayTLS{ACME: &api.GatewayACME{DirectoryURL: acme.DirectoryURL, CAPEM: acme.CAPEM}},
+		Services: []api.GatewayServiceConfig{
+			{Project: "main", Run: "svc", Host: "svc.example.test", MinReplicas: 1, Replicas: []api.GatewayReplica{{JobID: "j", Addr: up.Listener.Addr().String()}}},
+			{Project: "main", Run: "tls", Host: "tls.example.test", HTTPS: true, MinReplicas: 1, Replicas: []api.GatewayReplica{{JobID: "k", Addr: up.Listener.Addr().String()}}},
+		}}); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(ip, strconv.Itoa(ep.HTTPPort))+"/", nil)
@@ -120,6 +125,37 @@ func TestGateway_startsOutlivesTheBackendAndStops(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("service through the gateway: %d", resp.StatusCode)
 	}
+	t.Run("a service with https gets a certificate from ACME", func(t *testing.T) {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			st, err := gc.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Certificates) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no certificate: %+v", st)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		hc := &http.Client{Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: acme.Roots()},
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(ep.HTTPSPort)))
+			},
+		}}
+		resp, err := hc.Get("https://tls.example.test/")
+		if err != nil {
+			t.Fatalf("https (verified against the ACME server's root): %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	})
 
 	t.Run("the same token keeps the running gateway", func(t *testing.T) {
 		if _, err := b.StartGateway(ctx, inst, backends.GatewayProcess{Token: "tok-1"}); err != nil {

@@ -194,12 +194,17 @@ func runGateway(ctx context.Context, o gatewayOptions, stderr io.Writer) error {
 }
 
 // sshPool keeps one SSH connection per replica host (channels multiplex),
-// dialing again when one died.
+// dialing again when one died; a connection unused for sshIdle is closed
+// at the next dial (its host left the configuration).
 type sshPool struct {
-	log *slog.Logger
-	mu  sync.Mutex
-	m   map[string]*tunnel.Client
+	log  *slog.Logger
+	mu   sync.Mutex
+	m    map[string]*tunnel.Client
+	used map[string]time.Time
 }
+
+// sshIdle is how long the pool keeps a connection no request used.
+const sshIdle = 10 * time.Minute
 
 // dial connects to addr as seen from host, through the pool's connection
 // to host.
@@ -213,7 +218,19 @@ func (p *sshPool) dial(ctx context.Context, host api.GatewaySSH, addr string) (n
 
 func (p *sshPool) client(ctx context.Context, host api.GatewaySSH) (*tunnel.Client, error) {
 	key := poolKey(host)
+	now := time.Now()
 	p.mu.Lock()
+	if p.used == nil {
+		p.used = map[string]time.Time{}
+	}
+	for k, c := range p.m {
+		if k != key && now.Sub(p.used[k]) > sshIdle {
+			c.Close()
+			delete(p.m, k)
+			delete(p.used, k)
+		}
+	}
+	p.used[key] = now
 	c := p.m[key]
 	p.mu.Unlock()
 	if c != nil && c.Alive() {
