@@ -64,6 +64,15 @@ func (s runSpec) maxReplicas() int {
 	return s.minReplicas()
 }
 
+// rpsWindow is the window a service's requests per second are averaged
+// over: its `scaling.window`, or dstack's default of 60 s.
+func (s runSpec) rpsWindow() time.Duration {
+	if s.Scaling != nil && s.Scaling.Window > 0 {
+		return time.Duration(s.Scaling.Window) * time.Second
+	}
+	return time.Duration(schema.DefaultScalingWindow) * time.Second
+}
+
 // scales reports whether the service's replica count follows its traffic.
 func (s runSpec) scales() bool {
 	return s.Scaling != nil && s.maxReplicas() > s.minReplicas()
@@ -103,18 +112,9 @@ func (c *Controller) desiredReplicas(run *store.Run, spec runSpec, alive int) (i
 	st.woken = false
 	cur := min(max(st.desired, lo), hi)
 	want := lo
-	var rps float64
-	var last time.Time
-	if c.traffic != nil {
-		window := time.Duration(spec.Scaling.Window) * time.Second
-		if window <= 0 {
-			window = time.Duration(schema.DefaultScalingWindow) * time.Second
-		}
-		rps = c.traffic.RPS(run.Project, run.Name, window)
-		last = c.traffic.LastRequest(run.Project, run.Name)
-		if spec.Scaling.Target > 0 {
-			want = min(max(int(math.Ceil(rps/spec.Scaling.Target)), lo), hi)
-		}
+	rps, last, measured := c.serviceTraffic(run.Project, run.Name, spec.rpsWindow())
+	if measured && spec.Scaling.Target > 0 {
+		want = min(max(int(math.Ceil(rps/spec.Scaling.Target)), lo), hi)
 	}
 	up := time.Duration(spec.Scaling.ScaleUpDelay) * time.Second
 	down := time.Duration(spec.Scaling.ScaleDownDelay) * time.Second

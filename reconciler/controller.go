@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,17 @@ type Config struct {
 	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
+	// ServiceDrain is how long a service replica retired by a rolling
+	// deployment or a scale-down keeps running after it left the
+	// service's routes, so that no proxy picks it from a route it cached
+	// (the in-server proxy keeps one for 1 s) and its requests in flight
+	// finish (5 s when zero; negative stops it at once).
+	ServiceDrain time.Duration
+	// HFEndpoint is the Hugging Face Hub the tokenizer configuration of a
+	// `format: tgi` model is read from (DefaultHFEndpoint when empty);
+	// cmd/hoist passes the HF_ENDPOINT environment variable, as
+	// huggingface_hub reads it.
+	HFEndpoint string
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -160,10 +172,13 @@ type Controller struct {
 	branch atomic.Value // string: the tracked branch as last resolved
 
 	traffic Traffic
+	hf      *http.Client // the Hugging Face Hub's (tokenizer configs)
 
 	svcMu  sync.Mutex
 	passes map[string][]int       // by job id: each probe's passes in a row, as this server last probed
 	scales map[string]*scaleState // by run id: the autoscaler's state
+
+	history *serviceHistory // each service's recent traffic and replica count, for the dashboard
 }
 
 // New returns a Controller; Run starts it.
@@ -202,6 +217,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if cfg.LoadTimeout <= 0 {
 		cfg.LoadTimeout = 30 * time.Second
 	}
+	if cfg.ServiceDrain == 0 {
+		cfg.ServiceDrain = defaultServiceDrain
+	}
 	if cfg.LocalFleet == "" {
 		cfg.LocalFleet = "local"
 	}
@@ -232,6 +250,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		log:   cfg.Logger,
 		now:   now,
 		reqs:  newSyncRequests(),
+		hf:    &http.Client{Timeout: hfTimeout},
 		runs:  queue.New[string](time.Second, time.Minute, now),
 		jobs:  queue.New[string](time.Second, time.Minute, now),
 		insts: queue.New[string](2*time.Second, 2*time.Minute, now),
@@ -241,6 +260,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		traffic: deps.Traffic,
 		passes:  map[string][]int{},
 		scales:  map[string]*scaleState{},
+		history: newServiceHistory(serviceSampleEvery, serviceSampleKeep),
 	}
 	c.branch.Store("")
 	return c, nil
@@ -274,6 +294,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { c.retentionLoop(ctx); return nil })
 	g.Go(func() error { c.leakLoop(ctx); return nil })
 	g.Go(func() error { c.volumeLoop(ctx); return nil })
+	g.Go(func() error { c.serviceSampleLoop(ctx); return nil })
 	for i := 0; i < 4; i++ {
 		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
 	}

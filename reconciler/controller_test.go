@@ -449,7 +449,8 @@ func TestReconcileRun_serviceScalingAndRolling(t *testing.T) {
 	f.write("web.dstack.yml", fmt.Sprintf(svc, 1, "serve"))
 	f.sync()
 	f.reconcileRun("web")
-	f.reconcileJobs("web") // the scaled-down replica finishes
+	f.clock.Advance(defaultServiceDrain) // it drains first
+	f.reconcileJobs("web")               // the scaled-down replica finishes
 	f.reconcileRun("web")
 	run := f.run("web")
 	latest := latestSubmissions(f.jobs(run.ID))

@@ -82,6 +82,9 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 		}
 		return 0, nil
 	case store.JobTerminating:
+		if wait := job.RemoveAt.Sub(now); wait > 0 {
+			return wait, nil // a retired replica drains (retireReplica)
+		}
 		return c.finishJob(ctx, l, &job, spec)
 	}
 	return 0, nil
@@ -89,6 +92,25 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 
 // terminateJob moves a job to terminating from outside its worker.
 func (c *Controller) terminateJob(ctx context.Context, id, reason, msg string) error {
+	return c.terminateJobAfter(ctx, id, reason, msg, 0)
+}
+
+// defaultServiceDrain is Config.ServiceDrain's default: the in-server
+// proxy's route TTL (1 s) and a grace for requests in flight.
+const defaultServiceDrain = 5 * time.Second
+
+// retireReplica moves a service replica to terminating and, if it is
+// running, leaves it running for Config.ServiceDrain (RemoveAt): a
+// terminating replica is out of the service's routes at once, and is
+// stopped only once no proxy can still pick it and its requests in flight
+// had time to finish (dstack delays a job's removal with remove_at).
+func (c *Controller) retireReplica(ctx context.Context, id, reason, msg string) error {
+	return c.terminateJobAfter(ctx, id, reason, msg, max(c.cfg.ServiceDrain, 0))
+}
+
+// terminateJobAfter moves a job to terminating; a running one is stopped
+// after drain.
+func (c *Controller) terminateJobAfter(ctx context.Context, id, reason, msg string, drain time.Duration) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		job, err := c.st.GetJob(ctx, id)
 		if err != nil {
@@ -96,6 +118,9 @@ func (c *Controller) terminateJob(ctx context.Context, id, reason, msg string) e
 		}
 		if store.IsJobFinished(job.Status) || job.Status == store.JobTerminating {
 			return nil
+		}
+		if drain > 0 && job.Status == store.JobRunning {
+			job.RemoveAt = c.now().Add(drain)
 		}
 		job.Status, job.TerminationReason, job.TerminationMessage = store.JobTerminating, reason, msg
 		err = c.st.UpdateJob(ctx, &job)

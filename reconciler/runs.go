@@ -39,6 +39,16 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if err != nil {
 		return 0, err
 	}
+	if needsTokenizerConfig(spec) && run.Status != store.RunTerminating {
+		ok, err := c.completeModel(ctx, l, &run, &spec)
+		if err != nil {
+			return 0, err
+		}
+		if !ok { // the run fails: its jobs are stopped next
+			c.runs.Add(run.ID)
+			return 0, nil
+		}
+	}
 	now := c.now()
 	jobs, err := c.st.ListJobs(ctx, run.ID)
 	if err != nil {
@@ -225,7 +235,10 @@ func (c *Controller) finishRun(ctx context.Context, l store.Lease, run *store.Ru
 		return nil
 	}
 	run.Status = runFinalStatus(run.TerminationReason)
-	run.StatusMessage = run.Status
+	if run.TerminationReason != runReasonServerError || run.StatusMessage == "" {
+		// A server error's message says what went wrong (completeModel).
+		run.StatusMessage = run.Status
+	}
 	run.FinishedAt = now.UTC()
 	if err := c.st.UpdateRunLeased(ctx, l, run); err != nil {
 		return err
@@ -342,7 +355,7 @@ func (c *Controller) scaleService(ctx context.Context, run *store.Run, spec runS
 		next[j.ReplicaNum] = max(next[j.ReplicaNum], j.SubmissionNum+1)
 		if j.ReplicaNum >= want || j.TerminationReason == reasonScaledDown {
 			if !store.IsJobFinished(j.Status) && j.Status != store.JobTerminating {
-				if err := c.terminateJob(ctx, j.ID, reasonScaledDown, "scaled down to "+strconv.Itoa(want)+" replicas"); err != nil {
+				if err := c.retireReplica(ctx, j.ID, reasonScaledDown, "scaled down to "+strconv.Itoa(want)+" replicas"); err != nil {
 					return nil, 0, err
 				}
 				c.event(ctx, "run", run.Name, run.ID, "scaled_down", run.Revision, "replica "+strconv.Itoa(j.ReplicaNum)+" scaled down")
@@ -390,11 +403,41 @@ func (c *Controller) retireOlderRuns(ctx context.Context, run *store.Run) error 
 		if r.ID == run.ID || !r.SubmittedAt.Before(run.SubmittedAt) {
 			continue
 		}
-		if err := c.stopRun(ctx, r, reasonTerminatedByServer, "replaced by a rolling deployment (revision "+short(run.Revision)+")", run.Revision, false); err != nil {
+		if err := c.retireRun(ctx, r.ID, "replaced by a rolling deployment (revision "+short(run.Revision)+")", run.Revision); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// retireRun stops an older run of a service: its replicas leave the
+// routes at once and drain before they stop (retireReplica). The run's
+// lease is held meanwhile, so that its worker does not take its
+// terminating replicas for failed ones before the run is terminating; when
+// another worker holds it, the next reconcile of the new run retires it.
+func (c *Controller) retireRun(ctx context.Context, id, msg, rev string) error {
+	l, ok, err := c.claim(ctx, "runs", id)
+	if err != nil || !ok {
+		return err
+	}
+	defer c.release(l)
+	r, err := c.st.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	if store.IsRunFinished(r.Status) {
+		return nil
+	}
+	jobs, err := c.st.ListJobs(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	for _, j := range latestSubmissions(jobs) {
+		if err := c.retireReplica(ctx, j.ID, reasonTerminatedByServer, msg); err != nil {
+			return err
+		}
+	}
+	return c.stopRun(ctx, &r, reasonTerminatedByServer, msg, rev, false)
 }
 
 // otherReplicaAlive reports whether a replica other than failed's is still

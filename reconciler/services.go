@@ -41,12 +41,19 @@ type ServiceModel struct {
 	Format string
 	// Prefix is the path prefix of an openai-format upstream.
 	Prefix string
+	// ChatTemplate and EOSToken are a tgi-format model's: the spec's, or
+	// its tokenizer_config.json's on the Hugging Face Hub (completeModel).
+	ChatTemplate, EOSToken string
 }
 
-// A ServiceRateLimit is one of a service's `rate_limits`, per client IP.
+// A ServiceRateLimit is one of a service's `rate_limits`, per client IP
+// or per value of a request header.
 type ServiceRateLimit struct {
 	// Prefix is the path prefix (below the service's URL) it applies to.
 	Prefix string
+	// Header, when set, keys the limit by that header's value (`key:
+	// {type: header}`) instead of the client's address.
+	Header string
 	// RPS is the sustained rate allowed, Burst the bucket size.
 	RPS   float64
 	Burst int
@@ -98,10 +105,14 @@ func (c *Controller) serviceRoute(ctx context.Context, runs []store.Run) (Servic
 		Auth: spec.Auth, StripPrefix: spec.StripPrefix, MinReplicas: spec.minReplicas(),
 	}
 	if m := spec.Model; m != nil {
-		rt.Model = &ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix}
+		rt.Model = &ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix, ChatTemplate: m.ChatTemplate, EOSToken: m.EOSToken}
 	}
 	for _, l := range spec.RateLimits {
-		rt.RateLimits = append(rt.RateLimits, ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: int(l.Burst)})
+		rl := ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: int(l.Burst)}
+		if l.Key.Type == "header" {
+			rl.Header = l.Key.Header
+		}
+		rt.RateLimits = append(rt.RateLimits, rl)
 	}
 	for _, r := range runs {
 		if r.Status == store.RunTerminating {

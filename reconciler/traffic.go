@@ -14,3 +14,15 @@ type Traffic interface {
 	// never).
 	LastRequest(project, run string) time.Time
 }
+
+// serviceTraffic is the reconciler's one view of a service's traffic: its
+// requests per second over window, when it last got a request, and
+// whether it is measured at all (no meter: zero rps, zero time, false).
+// The autoscaler and the service dashboard (ServiceStatus) both read it,
+// so they always agree.
+func (c *Controller) serviceTraffic(project, run string, window time.Duration) (rps float64, last time.Time, measured bool) {
+	if c.traffic == nil {
+		return 0, time.Time{}, false
+	}
+	return c.traffic.RPS(project, run, window), c.traffic.LastRequest(project, run), true
+}

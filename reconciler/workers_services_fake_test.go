@@ -192,6 +192,7 @@ func TestServices_scalesToZeroAndWakesOnARequest(t *testing.T) {
 	if j := f.job("web"); j.Status != store.JobTerminating || j.TerminationReason != reasonScaledDown {
 		t.Fatalf("replica %s (%s) after scale_down_delay without requests, want terminating, scaled_down", j.Status, j.TerminationReason)
 	}
+	f.clock.Advance(defaultServiceDrain) // it drains first
 	f.stepJob("web", store.JobTerminated)
 	f.reconcileRun("web")
 	run = f.run("web")

@@ -84,6 +84,36 @@ func (s *Store) RecordProbe(ctx context.Context, jobID string, probe int, ok boo
 	return passes, nil
 }
 
+// A ProbeCounter is where one probe of a job stands, as RecordProbe
+// counted it.
+type ProbeCounter struct {
+	// JobID and Probe (its index in the spec's probes) name the probe.
+	JobID string
+	Probe int
+	// Passes is how many times in a row it passed; 0 after a failure.
+	Passes int
+	// UpdatedAt is when it was last recorded.
+	UpdatedAt time.Time
+}
+
+// ListProbeCounters returns the probe counters of the given jobs, by job
+// and then probe; a job never probed has none.
+func (s *Store) ListProbeCounters(ctx context.Context, jobIDs ...string) ([]ProbeCounter, error) {
+	if len(jobIDs) == 0 {
+		return nil, nil
+	}
+	var rows []probeCounterRow
+	if err := s.db.NewSelect().Model(&rows).Where("job_id IN (?)", bun.In(jobIDs)).
+		OrderExpr("job_id, probe").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list probe counters: %w", err)
+	}
+	out := make([]ProbeCounter, len(rows))
+	for i, r := range rows {
+		out[i] = ProbeCounter{JobID: r.JobID, Probe: r.Probe, Passes: r.Passes, UpdatedAt: r.UpdatedAt}
+	}
+	return out, nil
+}
+
 // DeleteProbeCounters drops the probe counters of a job (it finished).
 func (s *Store) DeleteProbeCounters(ctx context.Context, jobID string) error {
 	if _, err := s.db.NewDelete().Model((*probeCounterRow)(nil)).Where("job_id = ?", jobID).Exec(ctx); err != nil {

@@ -49,6 +49,32 @@ func TestShared_probeCountersCountPassesInARow(t *testing.T) {
 		if got, _ := s.RecordProbe(ctx, "job-1", 1, true); got != 1 {
 			t.Errorf("second probe of the job = %d, want 1 (counted apart)", got)
 		}
+		clock.Advance(time.Minute)
+		if _, err := s.RecordProbe(ctx, "job-2", 0, false); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.ListProbeCounters(ctx, "job-1", "job-2", "job-3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []ProbeCounter{{JobID: "job-1", Probe: 0, Passes: 3}, {JobID: "job-1", Probe: 1, Passes: 1}, {JobID: "job-2", Probe: 0, Passes: 0}}
+		if len(cs) != len(want) {
+			t.Fatalf("ListProbeCounters = %+v, want %+v", cs, want)
+		}
+		for i, c := range cs {
+			if c.JobID != want[i].JobID || c.Probe != want[i].Probe || c.Passes != want[i].Passes {
+				t.Errorf("counter %d = %+v, want %+v", i, c, want[i])
+			}
+		}
+		if !cs[2].UpdatedAt.After(cs[0].UpdatedAt) {
+			t.Errorf("job-2's counter recorded at %s, not after job-1's %s", cs[2].UpdatedAt, cs[0].UpdatedAt)
+		}
+		if cs, err := s.ListProbeCounters(ctx); err != nil || cs != nil {
+			t.Errorf("no jobs: %v, %v", cs, err)
+		}
+		if err := s.DeleteProbeCounters(ctx, "job-2"); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.DeleteProbeCounters(ctx, "job-1"); err != nil {
 			t.Fatal(err)
 		}

@@ -138,6 +138,25 @@ func (noopSyncer) RequestSync() uint64 { return 1 }
 
 func (noopSyncer) WaitSynced(context.Context, uint64) error { return nil }
 
+// serveStatus is the dashboard of the fixture's service serve: one ready
+// replica and a few minutes of samples.
+type serveStatus struct{ now time.Time }
+
+func (s serveStatus) ServiceStatus(_ context.Context, _, run string) (web.ServiceStatus, error) {
+	if run != "serve" {
+		return web.ServiceStatus{}, web.ErrNotFound
+	}
+	st := web.ServiceStatus{RPS: 3.2, RPSWindowSeconds: 60, MinReplicas: 1, MaxReplicas: 2, DesiredReplicas: 1, ReadyReplicas: 1,
+		HistoryIntervalSeconds: 10,
+		Replicas: []web.ServiceReplicaStatus{{JobID: "serve-job", JobName: "serve-0-0", ReplicaNum: 0, Status: "running",
+			Address: "127.0.0.1:8000", Ready: true, Probes: []web.ProbeStatus{{Method: "get", URL: "/health", Passes: 2, ReadyAfter: 1}}}}}
+	for i := range 30 {
+		st.History = append(st.History, web.ServiceSample{At: s.now.Add(time.Duration(i-30) * 10 * time.Second),
+			RPS: float64(i%7) * 0.8, Replicas: 1 + i/20, DesiredReplicas: 1 + i/18})
+	}
+	return st, nil
+}
+
 // specPlanner serves normalized specs of the fixture's two revisions.
 type specPlanner struct{ seeded fixture.Seeded }
 
@@ -179,6 +198,7 @@ func newLiveEnv(t testing.TB) *liveEnv {
 	srv, err := web.New(web.Config{AdminToken: "bootstrap-admin"}, web.Deps{
 		Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view,
 		Planner: specPlanner{seeded}, Offers: web.CatalogOffers{Catalog: cat}, Secrets: view,
+		ServiceStatuses: serveStatus{now: now},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +410,7 @@ func TestBrowser_screenshotsOfEveryPage(t *testing.T) {
 		{"overview", "/", "[data-testid=sync-panel]"},
 		{"runs", "/runs", "[data-testid=runs-table]"},
 		{"run-hello", "/runs/hello", "[data-testid=logs]"},
+		{"run-serve", "/runs/serve", "[data-testid=traffic-chart]"},
 		{"fleets", "/fleets", "[data-testid=instances-table]"},
 		{"volumes", "/volumes", "[data-testid=volumes-table]"},
 		{"gateways", "/gateways", "[data-testid=gateways-table]"},
@@ -422,6 +443,16 @@ func TestBrowser_pagesReadWithJavaScriptOff(t *testing.T) {
 	}
 	if logs := text(t, tab, `[data-testid=logs]`); !strings.Contains(logs, "hello line 3") {
 		t.Errorf("logs without JavaScript: %q", logs)
+	}
+	// A service's dashboard is drawn by the server: replicas and chart.
+	if err := chromedp.Do(tab,
+		chromedp.Navigate(e.url+"/runs/serve"),
+		chromedp.WaitVisible(css(`[data-testid=traffic-chart]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if rows := text(t, tab, `[data-testid=replicas-table] tbody`); !strings.Contains(rows, "serve-0-0") || !strings.Contains(rows, "/health") {
+		t.Errorf("replicas without JavaScript: %q", rows)
 	}
 	// Forms work without JavaScript: filter runs by status.
 	if err := chromedp.Do(tab,

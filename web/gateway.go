@@ -315,10 +315,11 @@ func indexGateway(cfg api.GatewayConfig, transport func(api.GatewaySSH) http.Rou
 		st.byHost[strings.ToLower(sc.Host)] = sc
 		svc := Service{Project: sc.Project, Run: sc.Run, Auth: sc.Auth, StripPrefix: true, MinReplicas: sc.MinReplicas}
 		if sc.Model != nil {
-			svc.Model = &ServiceModel{Name: sc.Model.Name, Format: sc.Model.Format, Prefix: sc.Model.Prefix}
+			svc.Model = &ServiceModel{Name: sc.Model.Name, Format: sc.Model.Format, Prefix: sc.Model.Prefix,
+				ChatTemplate: sc.Model.ChatTemplate, EOSToken: sc.Model.EOSToken}
 		}
 		for _, l := range sc.RateLimits {
-			svc.RateLimits = append(svc.RateLimits, ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: l.Burst})
+			svc.RateLimits = append(svc.RateLimits, ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: l.Burst, Header: l.Header})
 		}
 		for _, rep := range sc.Replicas {
 			r := Replica{JobID: rep.JobID, Addr: rep.Addr}

@@ -38,6 +38,10 @@ type Run struct {
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
 	// set; empty for other runs.
 	ServiceURL string `json:"service_url,omitempty"`
+	// Service is a service run's dashboard: replicas with their probe
+	// state, requests per second and their history (set by the run page
+	// and GET /api/v1/runs/{name} when the server has ServiceStatuses).
+	Service *ServiceStatus `json:"service,omitempty"`
 	// Warnings name fields of the run's spec that have no effect in hoist
 	// (from its revision; set by GetRun only).
 	Warnings []string `json:"warnings,omitempty"`
@@ -241,6 +245,10 @@ type Revision struct {
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
 	// set; empty for other runs.
 	ServiceURL string `json:"service_url,omitempty"`
+	// Service is a service run's dashboard: replicas with their probe
+	// state, requests per second and their history (set by the run page
+	// and GET /api/v1/runs/{name} when the server has ServiceStatuses).
+	Service *ServiceStatus `json:"service,omitempty"`
 	// Warnings name fields of a valid revision that have no effect in
 	// hoist, one positioned message each.
 	Warnings []string `json:"warnings"`
@@ -338,6 +346,10 @@ type Plan struct {
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
 	// set; empty for other runs.
 	ServiceURL string `json:"service_url,omitempty"`
+	// Service is a service run's dashboard: replicas with their probe
+	// state, requests per second and their history (set by the run page
+	// and GET /api/v1/runs/{name} when the server has ServiceStatuses).
+	Service *ServiceStatus `json:"service,omitempty"`
 	// Warnings name fields of the planned specs that have no effect in
 	// hoist, one "path:line:col: message" each; they never make a plan
 	// invalid.

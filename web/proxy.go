@@ -58,7 +58,9 @@ type serviceProxy struct {
 	limits *rateLimits
 	lim    ProxyLimits
 	held   chan struct{} // one slot per held request
-	next   sync.Map      // project/run → *atomic.Uint64, the round robin
+	// templates are the compiled chat templates of tgi models.
+	templates chatTemplates
+	next      sync.Map // project/run → *atomic.Uint64, the round robin
 	// waiting counts the requests held per run (project/run →
 	// *atomic.Int64), for a gateway's stats.
 	waiting sync.Map
@@ -138,10 +140,13 @@ func (p *serviceProxy) serveRun(c *echo.Context, project, run, rest, base string
 	}
 	dropSessionCookie(r)
 	if i, ok := matchLimit(svc.RateLimits, rest); ok {
-		if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], c.RealIP()); !allowed {
-			p.meter.record(project, run)
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-			return echo.NewHTTPError(http.StatusTooManyRequests, "rate limit exceeded")
+		// A request without the header a rule counts by is not limited.
+		if key, counted := limitKey(svc.RateLimits[i], r, c.RealIP()); counted {
+			if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], key); !allowed {
+				p.meter.record(project, run)
+				c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+				return echo.NewHTTPError(http.StatusTooManyRequests, "rate limit exceeded")
+			}
 		}
 	}
 	p.meter.record(project, run)
@@ -173,16 +178,10 @@ func (p *serviceProxy) forward(c *echo.Context, svc Service, target, prefix stri
 		rc := http.NewResponseController(c.Response())
 		renew = func() { _ = rc.SetWriteDeadline(time.Time{}) }
 	}
-	if len(svc.Replicas) == 0 {
-		if svc.MinReplicas > 0 {
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "no ready replica")
-		}
-		var err error
-		if svc, err = p.hold(ctx, project, run); err != nil {
-			return err
-		}
+	rep, err := p.replica(ctx, svc)
+	if err != nil {
+		return err
 	}
-	rep := p.pick(project, run, svc.Replicas)
 	renew()
 	rp := &httputil.ReverseProxy{
 		FlushInterval: -1, // streamed answers (SSE, chunked) reach the client at once
@@ -213,6 +212,21 @@ func (p *serviceProxy) forward(c *echo.Context, svc Service, target, prefix stri
 	rp.Transport = &retryTransport{p: p, project: project, run: run, rep: rep}
 	rp.ServeHTTP(&renewingWriter{ResponseWriter: c.Response(), renew: renew}, r)
 	return nil
+}
+
+// replica picks one of svc's ready replicas, holding the request while a
+// run scaled to zero wakes.
+func (p *serviceProxy) replica(ctx context.Context, svc Service) (Replica, error) {
+	if len(svc.Replicas) == 0 {
+		if svc.MinReplicas > 0 {
+			return Replica{}, echo.NewHTTPError(http.StatusServiceUnavailable, "no ready replica")
+		}
+		var err error
+		if svc, err = p.hold(ctx, svc.Project, svc.Run); err != nil {
+			return Replica{}, err
+		}
+	}
+	return p.pick(svc.Project, svc.Run, svc.Replicas), nil
 }
 
 // route returns the service's route, from the cache while it is fresh

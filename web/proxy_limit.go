@@ -2,6 +2,7 @@ package web
 
 import (
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,10 +10,10 @@ import (
 )
 
 // rateLimits keeps the token buckets of services' `rate_limits`: one per
-// run, rule and client address, as dstack's gateway keys nginx's limit_req
-// zones by $binary_remote_addr (dstack
-// src/dstack/_internal/proxy/gateway/services/registry.py). Buckets that
-// have refilled are dropped.
+// run, rule and key, as dstack's gateway keys nginx's limit_req zones by
+// $binary_remote_addr, or by $http_<header> for `key: {type: header}`
+// (dstack src/dstack/_internal/proxy/gateway/services/registry.py and
+// resources/nginx/service.jinja2). Buckets that have refilled are dropped.
 type rateLimits struct {
 	now func() time.Time
 	mu  sync.Mutex
@@ -48,14 +49,29 @@ func matchLimit(limits []ServiceRateLimit, path string) (int, bool) {
 	return best, best >= 0
 }
 
-// allow takes a token from the bucket of run's rule i for the client ip and
-// reports whether there was one; when not, also how long until there is.
-func (rl *rateLimits) allow(run string, i int, l ServiceRateLimit, ip string) (bool, time.Duration) {
+// limitKey is what rule l counts a request by: the client's address, or
+// the value of the rule's header. A request without that header is not
+// limited (ok false), as nginx does not count requests whose key is empty.
+// As nginx's $http_<name>, the name matches regardless of case and of "-"
+// or "_" in the spec; a request header with "_" in its name is ignored
+// (nginx's underscores_in_headers off).
+func limitKey(l ServiceRateLimit, r *http.Request, ip string) (key string, ok bool) {
+	if l.Header == "" {
+		return ip, true
+	}
+	v := r.Header.Get(strings.ReplaceAll(l.Header, "_", "-"))
+	return v, v != ""
+}
+
+// allow takes a token from the bucket of run's rule i for key (a client
+// address or a header's value) and reports whether there was one; when
+// not, also how long until there is.
+func (rl *rateLimits) allow(run string, i int, l ServiceRateLimit, key string) (bool, time.Duration) {
 	if l.RPS <= 0 {
 		return true, 0
 	}
 	full := float64(max(l.Burst, 0) + 1) // burst requests above the one the rate allows
-	key := run + "\x00" + strconv.Itoa(i) + "\x00" + ip
+	key = run + "\x00" + strconv.Itoa(i) + "\x00" + key
 	now := rl.now()
 	rl.mu.Lock()
 	defer rl.mu.Unlock()

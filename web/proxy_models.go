@@ -67,8 +67,9 @@ func (p *serviceProxy) models(c *echo.Context) error {
 }
 
 // modelCall forwards a POST naming a model to a replica of the service
-// that serves it, at the model's prefix (format openai); the answer,
-// streamed or not, goes back as the replica writes it.
+// that serves it: at the model's prefix for format openai, the answer,
+// streamed or not, going back as the replica writes it; through TGI's
+// generate API for format tgi (tgiChat).
 func (p *serviceProxy) modelCall(c *echo.Context, project, op string) error {
 	r := c.Request()
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, maxModelBody))
@@ -93,7 +94,16 @@ func (p *serviceProxy) modelCall(c *echo.Context, project, op string) error {
 		if s.Model == nil || s.Model.Name != req.Model {
 			continue
 		}
-		if s.Model.Format != "" && s.Model.Format != "openai" {
+		switch s.Model.Format {
+		case "tgi":
+			// dstack's model proxy serves chat completions only for tgi.
+			if op != "chat/completions" {
+				return echo.NewHTTPError(http.StatusNotFound, "model "+req.Model+" (format tgi) serves chat/completions only")
+			}
+			p.meter.record(s.Project, s.Run)
+			return p.tgiChat(c, s, body)
+		case "", "openai":
+		default:
 			return echo.NewHTTPError(http.StatusNotImplemented, "model "+req.Model+": format "+s.Model.Format+" is not served by hoist")
 		}
 		prefix := s.Model.Prefix

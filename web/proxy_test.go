@@ -479,7 +479,7 @@ func TestProxy_modelEndpointListsAndRoutesByModel(t *testing.T) {
 	}{
 		{name: "an unknown model is 404", body: `{"model": "nope"}`, code: http.StatusNotFound},
 		{name: "a body without a model is 400", body: `{"messages": []}`, code: http.StatusBadRequest},
-		{name: "a tgi model is not served", body: `{"model": "tgi-llm"}`, code: http.StatusNotImplemented},
+		{name: "a tgi model without its chat template yet is 503", body: `{"model": "tgi-llm"}`, code: http.StatusServiceUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := f.do(t, "POST", "/proxy/models/main/chat/completions", userTok, strings.NewReader(tc.body))
@@ -487,5 +487,33 @@ func TestProxy_modelEndpointListsAndRoutesByModel(t *testing.T) {
 				t.Fatalf("got %d %q, want %d", resp.StatusCode, readBody(t, resp), tc.code)
 			}
 		})
+	}
+}
+
+func TestProxy_rateLimitsKeyedByAHeader(t *testing.T) {
+	rep := upstream(t, "r1")
+	// The fixture's clock stands still: buckets do not refill.
+	f, _ := proxyFixture(t, Service{Project: "main", Run: "web", StripPrefix: true, MinReplicas: 1, Replicas: []Replica{rep},
+		RateLimits: []ServiceRateLimit{{Prefix: "/", Header: "x_api_key", RPS: 1, Burst: 1}}})
+	codes := func(n int, header ...string) string {
+		var out []string
+		for range n {
+			resp := f.do(t, "GET", "/proxy/services/main/web/x", "", nil, header...)
+			readBody(t, resp)
+			out = append(out, fmt.Sprint(resp.StatusCode))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := codes(3, "X-Api-Key", "alice"); got != "200 200 429" {
+		t.Fatalf("alice: %s, want 200 200 429", got)
+	}
+	if got := codes(3, "x-api-key", "bob"); got != "200 200 429" {
+		t.Fatalf("bob has his own bucket: %s, want 200 200 429", got)
+	}
+	if got := codes(4); got != "200 200 200 200" {
+		t.Fatalf("without the header: %s, want no limit", got)
+	}
+	if got := codes(3, "X_Api_Key", "alice"); got != "200 200 200" {
+		t.Fatalf("a header named with underscores (ignored, as nginx does): %s, want no limit", got)
 	}
 }

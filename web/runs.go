@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,7 +49,35 @@ func (s *Server) apiGetRun(c *echo.Context) error {
 		return err
 	}
 	run.ServiceURL = s.serviceURL(run)
+	run.Service = s.serviceStatus(c.Request().Context(), run)
 	return c.JSON(http.StatusOK, apiRun(run))
+}
+
+// serviceStatus is a service run's dashboard, or nil for other runs, when
+// the server has no ServiceStatuses, or when it cannot say (logged).
+func (s *Server) serviceStatus(ctx context.Context, r Run) *ServiceStatus {
+	if r.Type != "service" || s.deps.ServiceStatuses == nil {
+		return nil
+	}
+	st, err := s.deps.ServiceStatuses.ServiceStatus(ctx, DefaultProject, r.Name)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			s.log.Warn("service status failed", "run", r.Name, "error", err)
+		}
+		return nil
+	}
+	if st.Replicas == nil {
+		st.Replicas = []ServiceReplicaStatus{}
+	}
+	if st.History == nil {
+		st.History = []ServiceSample{}
+	}
+	for i := range st.Replicas {
+		if st.Replicas[i].Probes == nil {
+			st.Replicas[i].Probes = []ProbeStatus{}
+		}
+	}
+	return &st
 }
 
 // serviceURL is the URL of a service run on the proxy, or "" for other
@@ -219,8 +248,12 @@ func (s *Server) pageRun(c *echo.Context) error {
 		return echo.NewHTTPError(http.StatusNotFound, "no such job")
 	}
 	run.ServiceURL = s.serviceURL(run)
+	run.Service = s.serviceStatus(ctx, run)
 	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
 		Timeline: runTimeline(run, s.now())}
+	if run.Service != nil {
+		d.ServiceChart = serviceChart(run.Service.History)
+	}
 	if ok && c.QueryParam("after") == "" {
 		// Open on the newest lines when the store can say where they are.
 		if lt, isTailer := s.deps.Store.(LogTailer); isTailer {

@@ -124,6 +124,9 @@ type Deps struct {
 	// Services routes /proxy/services to service runs' ready replicas;
 	// nil answers 404 there.
 	Services Services
+	// ServiceStatuses shows service runs' replicas, traffic and its
+	// history on the run page and in the run API; nil leaves them out.
+	ServiceStatuses ServiceStatuses
 	// Meter counts the proxy's requests per service run (give the same one
 	// to the reconciler's autoscaling); nil means a Meter of the server's
 	// own.

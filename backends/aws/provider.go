@@ -182,9 +182,17 @@ func (p *Provider) Launch(ctx context.Context, req vm.LaunchRequest) (vm.Machine
 			DeleteOnTermination:      awssdk.Bool(true),
 		}
 	}
-	sg, err := p.securityGroup(ctx, region, vpcID, req.Tags)
+	sg, err := p.securityGroup(ctx, region, vpcID, req.Tags, false)
 	if err != nil {
 		return vm.Machine{}, err
+	}
+	groups := []string{sg}
+	if req.Gateway {
+		gw, err := p.securityGroup(ctx, region, vpcID, req.Tags, true)
+		if err != nil {
+			return vm.Machine{}, err
+		}
+		groups = append(groups, gw)
 	}
 	userData := req.UserData
 	if userData == "" {
@@ -201,10 +209,10 @@ func (p *Provider) Launch(ctx context.Context, req vm.LaunchRequest) (vm.Machine
 		TagSpecifications: []types.TagSpecification{tagSpec(types.ResourceTypeInstance, tags), tagSpec(types.ResourceTypeVolume, tags)},
 	}
 	if nic != nil {
-		nic.Groups = []string{sg}
+		nic.Groups = groups
 		in.NetworkInterfaces = []types.InstanceNetworkInterfaceSpecification{*nic}
 	} else {
-		in.SecurityGroupIds = []string{sg}
+		in.SecurityGroupIds = groups
 	}
 	if req.Offer.DiskGB > 0 {
 		in.BlockDeviceMappings = []types.BlockDeviceMapping{{
@@ -451,14 +459,20 @@ func (p *Provider) image(ctx context.Context, region string, gpu bool) (image, e
 }
 
 // securityGroup finds or creates the installation's security group in
-// region's VPC vpcID ("" for the default VPC): SSH from anywhere and all traffic between its
-// members, as dstack's dstack_security_group_<project>
+// region's VPC vpcID ("" for the default VPC): SSH from anywhere and all
+// traffic between its members, as dstack's dstack_security_group_<project>
 // (src/dstack/_internal/core/backends/aws/resources.py, create_security_group).
-func (p *Provider) securityGroup(ctx context.Context, region, vpcID string, own map[string]string) (string, error) {
+// With gateway, it is instead the group gateway instances get in addition:
+// HTTP and HTTPS from anywhere, as dstack's gateway security group
+// (same file, create_gateway_security_group).
+func (p *Provider) securityGroup(ctx context.Context, region, vpcID string, own map[string]string, gateway bool) (string, error) {
 	inst := own[backends.TagInstallation]
-	name := "hoist"
+	name, desc := "hoist", "hoist instances: SSH in, all traffic between members"
+	if gateway {
+		name, desc = "hoist-gateway", "hoist gateways: HTTP and HTTPS in"
+	}
 	if inst != "" {
-		name = cut("hoist-"+sanitizeGroupName(inst), 255)
+		name = cut(name+"-"+sanitizeGroupName(inst), 255)
 	}
 	key := region + "/" + vpcID + "/" + name
 	p.sgMu.Lock()
@@ -504,7 +518,7 @@ func (p *Provider) securityGroup(ctx context.Context, region, vpcID string, own 
 		created, err := c.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 			GroupName:         awssdk.String(name),
 			VpcId:             vpc,
-			Description:       awssdk.String("hoist instances: SSH in, all traffic between members"),
+			Description:       awssdk.String(desc),
 			TagSpecifications: []types.TagSpecification{tagSpec(types.ResourceTypeSecurityGroup, p.resourceTags(tags, name))},
 		})
 		switch {
@@ -524,10 +538,16 @@ func (p *Provider) securityGroup(ctx context.Context, region, vpcID string, own 
 		}
 	}
 	var add []types.IpPermission
-	if !hasRule(perms, "tcp", 22, "0.0.0.0/0") {
-		add = append(add, types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(22), ToPort: awssdk.Int32(22), IpRanges: []types.IpRange{{CidrIp: awssdk.String("0.0.0.0/0")}}})
+	open := []int32{22}
+	if gateway {
+		open = []int32{80, 443}
 	}
-	if !hasRule(perms, "-1", 0, id) {
+	for _, port := range open {
+		if !hasRule(perms, "tcp", port, "0.0.0.0/0") {
+			add = append(add, types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(port), ToPort: awssdk.Int32(port), IpRanges: []types.IpRange{{CidrIp: awssdk.String("0.0.0.0/0")}}})
+		}
+	}
+	if !gateway && !hasRule(perms, "-1", 0, id) {
 		add = append(add, types.IpPermission{IpProtocol: awssdk.String("-1"), UserIdGroupPairs: []types.UserIdGroupPair{{GroupId: awssdk.String(id)}}})
 	}
 	if len(add) > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,67 @@ func TestProvider_configOptions(t *testing.T) {
 	sgs := env.sim.List("aws", "security_group")
 	if len(sgs) != 1 || sgs[0].Tags["team"] != "ml" || sgs[0].Tags[backends.TagInstallation] != "test-inst" || !strings.Contains(sgs[0].Extra["ingress"], "tcp:22:22:0.0.0.0/0") {
 		t.Errorf("security groups = %+v", sgs)
+	}
+}
+
+// TestProvider_gatewayOpensHTTPAndHTTPS checks that a gateway's instance
+// gets, besides the installation's group, a security group letting TCP 80
+// and 443 in from anywhere (dstack's gateway security group), and that
+// another instance does not.
+func TestProvider_gatewayOpensHTTPAndHTTPS(t *testing.T) {
+	env := startSim(t)
+	p := env.newTestProvider(t, nil)
+	gwReq := launchRequest("gw-1")
+	gwReq.Gateway = true
+	gw, err := p.Launch(t.Context(), gwReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := p.Launch(t.Context(), launchRequest("plain-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ingress returns the ingress rules of the instance's security groups
+	// (the simulator's "proto:from:to:source").
+	ingress := func(ref string) []string {
+		t.Helper()
+		_, id, _ := parseRef(ref)
+		r, _ := env.sim.Get("aws", id)
+		var out []string
+		for _, sg := range strings.Split(r.Extra["security_groups"], ",") {
+			g, ok := env.sim.Get("aws", sg)
+			if !ok {
+				t.Fatalf("instance %s: security group %q not found", id, sg)
+			}
+			if g.Extra["ingress"] != "" {
+				out = append(out, strings.Split(g.Extra["ingress"], "\n")...)
+			}
+		}
+		return out
+	}
+	for _, rule := range []string{"tcp:22:22:0.0.0.0/0", "tcp:80:80:0.0.0.0/0", "tcp:443:443:0.0.0.0/0"} {
+		if !slices.Contains(ingress(gw.Ref), rule) {
+			t.Errorf("gateway instance ingress %q lacks %s", ingress(gw.Ref), rule)
+		}
+	}
+	for _, rule := range ingress(plain.Ref) {
+		if strings.HasPrefix(rule, "tcp:80:") || strings.HasPrefix(rule, "tcp:443:") {
+			t.Errorf("non-gateway instance ingress %q opens %s", ingress(plain.Ref), rule)
+		}
+	}
+	// A second gateway reuses the group.
+	gw2Req := launchRequest("gw-2")
+	gw2Req.Gateway = true
+	if _, err := p.Launch(t.Context(), gw2Req); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range env.sim.List("aws", "security_group") {
+		if strings.HasPrefix(r.Name, "hoist-gateway") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d hoist-gateway security groups, want 1", n)
 	}
 }

@@ -95,32 +95,13 @@ func (p *provider) ensureNetwork(ctx context.Context, loc, installation string) 
 		}
 		own[backends.TagInstallation] = installation
 	}
-	nsgName := prefix + "-default-security-group"
-	nsg, err := p.nsgs.BeginCreateOrUpdate(ctx, p.rg, nsgName, armnetwork.SecurityGroup{
-		Location: &loc,
-		Tags:     ptrTags(own),
-		Properties: &armnetwork.SecurityGroupPropertiesFormat{SecurityRules: []*armnetwork.SecurityRule{{
-			Name: ptr("runner_ssh"),
-			Properties: &armnetwork.SecurityRulePropertiesFormat{
-				Protocol:                 ptr(armnetwork.SecurityRuleProtocolTCP),
-				SourceAddressPrefix:      ptr("Internet"),
-				SourcePortRange:          ptr("*"),
-				DestinationAddressPrefix: ptr("*"),
-				DestinationPortRange:     ptr("22"),
-				Access:                   ptr(armnetwork.SecurityRuleAccessAllow),
-				Priority:                 ptr[int32](100),
-				Direction:                ptr(armnetwork.SecurityRuleDirectionInbound),
-			},
-		}}},
-	}, nil)
+	nsgID, err := p.putNSG(ctx, loc, prefix+"-default-security-group", own, []*armnetwork.SecurityRule{
+		nsgRule("runner_ssh", 100, "22"),
+	})
 	if err != nil {
-		return nil, classify("create network security group "+nsgName, err)
+		return nil, err
 	}
-	nsgRes, err := nsg.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.poll})
-	if err != nil {
-		return nil, classify("create network security group "+nsgName, err)
-	}
-	n = &network{nsg: deref(nsgRes.ID), subnet: p.subnets[loc]}
+	n = &network{nsg: nsgID, subnet: p.subnets[loc]}
 	if n.subnet == "" {
 		vnetName, subnetName := prefix+"-default-network", prefix+"-default-subnet"
 		vnet, err := p.vnets.BeginCreateOrUpdate(ctx, p.rg, vnetName, armnetwork.VirtualNetwork{
@@ -155,6 +136,78 @@ func (p *provider) ensureNetwork(ctx context.Context, loc, installation string) 
 	p.nets[loc] = n
 	p.mu.Unlock()
 	return n, nil
+}
+
+// gatewayNSG returns the network security group of gateways' VMs in a
+// location, making it on first use as dstack's configurator does:
+// <rg>-<location>-gateway-security-group letting SSH, HTTP and HTTPS in
+// from the Internet (rule gateway_all, priority 101); a VM's network
+// interface has one group, so a gateway's VM gets this one instead of the
+// default one. Its PUT is idempotent; it carries the same tags.
+func (p *provider) gatewayNSG(ctx context.Context, loc, installation string) (string, error) {
+	loc = strings.ToLower(loc)
+	p.mu.Lock()
+	id, ok := p.gwNSGs[loc]
+	p.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	own := maps.Clone(p.tags)
+	if installation != "" {
+		if own == nil {
+			own = map[string]string{}
+		}
+		own[backends.TagInstallation] = installation
+	}
+	id, err := p.putNSG(ctx, loc, p.rg+"-"+loc+"-gateway-security-group", own, []*armnetwork.SecurityRule{
+		nsgRule("gateway_all", 101, "22", "80", "443"),
+	})
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.gwNSGs[loc] = id
+	p.mu.Unlock()
+	return id, nil
+}
+
+// putNSG creates or updates network security group name in loc with rules
+// and returns its id.
+func (p *provider) putNSG(ctx context.Context, loc, name string, tags map[string]string, rules []*armnetwork.SecurityRule) (string, error) {
+	poller, err := p.nsgs.BeginCreateOrUpdate(ctx, p.rg, name, armnetwork.SecurityGroup{
+		Location:   &loc,
+		Tags:       ptrTags(tags),
+		Properties: &armnetwork.SecurityGroupPropertiesFormat{SecurityRules: rules},
+	}, nil)
+	if err != nil {
+		return "", classify("create network security group "+name, err)
+	}
+	res, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.poll})
+	if err != nil {
+		return "", classify("create network security group "+name, err)
+	}
+	return deref(res.ID), nil
+}
+
+// nsgRule is an inbound rule allowing TCP to ports from the Internet.
+func nsgRule(name string, priority int32, ports ...string) *armnetwork.SecurityRule {
+	props := &armnetwork.SecurityRulePropertiesFormat{
+		Protocol:                 ptr(armnetwork.SecurityRuleProtocolTCP),
+		SourceAddressPrefix:      ptr("Internet"),
+		SourcePortRange:          ptr("*"),
+		DestinationAddressPrefix: ptr("*"),
+		Access:                   ptr(armnetwork.SecurityRuleAccessAllow),
+		Priority:                 &priority,
+		Direction:                ptr(armnetwork.SecurityRuleDirectionInbound),
+	}
+	if len(ports) == 1 {
+		props.DestinationPortRange = &ports[0]
+	} else {
+		for _, port := range ports {
+			props.DestinationPortRanges = append(props.DestinationPortRanges, ptr(port))
+		}
+	}
+	return &armnetwork.SecurityRule{Name: &name, Properties: props}
 }
 
 func deref[T any](p *T) T {

@@ -67,6 +67,12 @@ func (p *provider) Launch(ctx context.Context, req vm.LaunchRequest) (vm.Machine
 	if err != nil {
 		return vm.Machine{}, err
 	}
+	nsg := n.nsg
+	if req.Gateway {
+		if nsg, err = p.gatewayNSG(ctx, loc, req.Tags[backends.TagInstallation]); err != nil {
+			return vm.Machine{}, err
+		}
+	}
 	gpu := req.Offer.GPUCount > 0 && (req.Offer.GPUVendor == "" || req.Offer.GPUVendor == offers.VendorNVIDIA)
 	diskGB := int32(defaultDiskGB)
 	if req.Offer.DiskGB > 0 {
@@ -130,7 +136,7 @@ func (p *provider) Launch(ctx context.Context, req vm.LaunchRequest) (vm.Machine
 					Properties: &armcompute.VirtualMachineNetworkInterfaceConfigurationProperties{
 						Primary:              ptr(true),
 						DeleteOption:         ptr(armcompute.DeleteOptionsDelete),
-						NetworkSecurityGroup: &armcompute.SubResource{ID: &n.nsg},
+						NetworkSecurityGroup: &armcompute.SubResource{ID: &nsg},
 						IPConfigurations:     []*armcompute.VirtualMachineNetworkInterfaceIPConfiguration{ipCfg},
 					},
 				}},

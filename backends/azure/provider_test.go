@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -466,5 +469,84 @@ func TestMachine_states(t *testing.T) {
 				t.Fatalf("machine = %s %q, want %s with %q", m.State, m.Message, tt.want, tt.message)
 			}
 		})
+	}
+}
+
+// TestProvider_gatewayNSG checks that a gateway's VM gets the location's
+// gateway network security group (dstack's <rg>-<location>-gateway-security-group:
+// TCP 22, 80 and 443 from the Internet, priority 101) on its network
+// interface, and another VM the default group, which opens SSH only.
+func TestProvider_gatewayNSG(t *testing.T) {
+	e := startSim(t)
+	p := e.provider(t, nil)
+	ctx := context.Background()
+	gw := launchRequest("i-gw", d2s)
+	gw.Gateway = true
+	for _, req := range []vm.LaunchRequest{gw, launchRequest("i-plain", d2s)} {
+		if _, err := p.Launch(ctx, req); err != nil {
+			t.Fatalf("Launch %s: %v", req.ID, err)
+		}
+	}
+	type rule struct {
+		Name       string `json:"name"`
+		Properties struct {
+			Protocol              string   `json:"protocol"`
+			SourceAddressPrefix   string   `json:"sourceAddressPrefix"`
+			DestinationPortRange  string   `json:"destinationPortRange"`
+			DestinationPortRanges []string `json:"destinationPortRanges"`
+			Access                string   `json:"access"`
+			Direction             string   `json:"direction"`
+			Priority              int      `json:"priority"`
+		} `json:"properties"`
+	}
+	type body struct {
+		Name       string `json:"name"`
+		Properties struct {
+			SecurityRules        []rule `json:"securityRules"`
+			NetworkSecurityGroup *struct {
+				ID string `json:"id"`
+			} `json:"networkSecurityGroup"`
+		} `json:"properties"`
+	}
+	nsgs := map[string]body{} // by lower-case id
+	nics := map[string]body{} // by name
+	for _, r := range e.s.List("azure", "") {
+		var b body
+		if err := json.Unmarshal([]byte(r.Extra["body"]), &b); err != nil {
+			continue
+		}
+		switch r.Extra["type"] {
+		case "Microsoft.Network/networkSecurityGroups":
+			nsgs[strings.ToLower(r.Extra["id"])] = b
+		case "Microsoft.Network/networkInterfaces":
+			nics[b.Name] = b
+		}
+	}
+	nsgOf := func(vmName string) body {
+		t.Helper()
+		for name, nic := range nics {
+			if strings.HasPrefix(name, vmName+"-") && nic.Properties.NetworkSecurityGroup != nil {
+				g, ok := nsgs[strings.ToLower(nic.Properties.NetworkSecurityGroup.ID)]
+				if !ok {
+					t.Fatalf("network interface %s: security group %s not found", name, nic.Properties.NetworkSecurityGroup.ID)
+				}
+				return g
+			}
+		}
+		t.Fatalf("no network interface with a security group for %s (interfaces %v)", vmName, slices.Collect(maps.Keys(nics)))
+		return body{}
+	}
+	g := nsgOf(gw.Name)
+	if !strings.HasSuffix(g.Name, "-eastus-gateway-security-group") || len(g.Properties.SecurityRules) != 1 {
+		t.Fatalf("gateway VM's security group = %+v", g)
+	}
+	r := g.Properties.SecurityRules[0]
+	if r.Name != "gateway_all" || r.Properties.Protocol != "Tcp" || r.Properties.SourceAddressPrefix != "Internet" || r.Properties.Access != "Allow" ||
+		r.Properties.Direction != "Inbound" || r.Properties.Priority != 101 || !slices.Equal(r.Properties.DestinationPortRanges, []string{"22", "80", "443"}) {
+		t.Errorf("gateway rule = %+v", r)
+	}
+	d := nsgOf("hoist-test-i-plain")
+	if !strings.HasSuffix(d.Name, "-eastus-default-security-group") || len(d.Properties.SecurityRules) != 1 || d.Properties.SecurityRules[0].Properties.DestinationPortRange != "22" {
+		t.Errorf("plain VM's security group = %+v; want the default one, SSH only", d)
 	}
 }

@@ -176,6 +176,7 @@ func newProvider(ctx context.Context, name string, o Options, deps backends.Deps
 		logger:         deps.Logger,
 		now:            deps.Now,
 		zones:          map[string][]string{},
+		firewall:       map[string]bool{},
 	}
 	if p.now == nil {
 		p.now = time.Now

@@ -44,7 +44,7 @@ type Provider struct {
 	hostKeys      vm.HostKeyCache // host keys read from the serial console, by ref
 
 	mu       sync.Mutex
-	firewall bool                // the SSH firewall rule is known to exist
+	firewall map[string]bool     // firewall rules known to exist, by name
 	zones    map[string][]string // zones of a region, from regions.get
 }
 
@@ -66,6 +66,10 @@ const hostKeyWait = 2 * time.Minute
 // runnerTag is the network tag of hoist's instances, the target of the SSH
 // firewall rule.
 const runnerTag = "hoist-runner-instance"
+
+// gatewayTag is the network tag of gateways' instances, the target of the
+// HTTP(S) firewall rule (dstack's dstack-gateway-instance).
+const gatewayTag = "hoist-gateway-instance"
 
 // requestNamespace makes requestIds (UUIDs, as Compute Engine requires)
 // from hoist ids.
@@ -144,8 +148,13 @@ func (p *Provider) regionZones(ctx context.Context, region string) ([]string, er
 // create_instance): a zone without capacity means the next one; every zone
 // without capacity is backends.ErrNoCapacity.
 func (p *Provider) Launch(ctx context.Context, req vm.LaunchRequest) (vm.Machine, error) {
-	if err := p.ensureFirewall(ctx); err != nil {
+	if err := p.ensureFirewall(ctx, false); err != nil {
 		return vm.Machine{}, err
+	}
+	if req.Gateway {
+		if err := p.ensureFirewall(ctx, true); err != nil {
+			return vm.Machine{}, err
+		}
 	}
 	zones := []string{req.Offer.Region}
 	if !isZone(req.Offer.Region) {
@@ -204,7 +213,7 @@ func (p *Provider) instanceResource(zone string, req vm.LaunchRequest) *computep
 			// https://cloud.google.com/compute/docs/connect/add-ssh-keys#metadata
 			{Key: ptr("ssh-keys"), Value: ptr(req.User + ":" + strings.TrimSpace(req.PublicKey))},
 		}},
-		Tags: &computepb.Tags{Items: []string{runnerTag}},
+		Tags: &computepb.Tags{Items: networkTags(req.Gateway)},
 		NetworkInterfaces: []*computepb.NetworkInterface{{
 			Network: ptr("global/networks/" + p.network),
 		}},
@@ -447,32 +456,47 @@ func (p *Provider) List(ctx context.Context, tags map[string]string) ([]vm.Machi
 	return out, nil
 }
 
+// networkTags are the network tags of an instance: the runner tag, and the
+// gateway tag for a gateway's instance.
+func networkTags(gateway bool) []string {
+	if gateway {
+		return []string{runnerTag, gatewayTag}
+	}
+	return []string{runnerTag}
+}
+
 // ensureFirewall creates, once per backend, the firewall rule that lets
 // SSH reach hoist's instances on the network, as dstack does
 // (src/dstack/_internal/core/backends/gcp/resources.py,
 // create_runner_firewall_rules: dstack-ssh-in-<network>, INGRESS tcp:22 from
-// 0.0.0.0/0 to the runner tag); a rule that exists (409) is fine.
-func (p *Provider) ensureFirewall(ctx context.Context) error {
+// 0.0.0.0/0 to the runner tag); with gateway, the rule that lets HTTP and
+// HTTPS reach gateways' instances (same file, create_gateway_firewall_rules:
+// tcp:80 and 443 from 0.0.0.0/0 to the gateway tag). A rule that exists
+// (409) is fine.
+func (p *Provider) ensureFirewall(ctx context.Context, gateway bool) error {
+	name, desc, tag, ports := "hoist-ssh-in-"+p.network, "SSH to hoist's instances (network tag "+runnerTag+")", runnerTag, []string{"22"}
+	if gateway {
+		name, desc, tag, ports = "hoist-gateway-in-"+p.network, "HTTP and HTTPS to hoist's gateways (network tag "+gatewayTag+")", gatewayTag, []string{"80", "443"}
+	}
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-")
+	}
 	p.mu.Lock()
-	done := p.firewall
+	done := p.firewall[name]
 	p.mu.Unlock()
 	if done {
 		return nil
-	}
-	name := "hoist-ssh-in-" + p.network
-	if len(name) > 63 {
-		name = strings.TrimRight(name[:63], "-")
 	}
 	op, err := p.firewalls.Insert(ctx, &computepb.InsertFirewallRequest{
 		Project: p.project, RequestId: requestID(name, "firewall"),
 		FirewallResource: &computepb.Firewall{
 			Name:         ptr(name),
-			Description:  ptr("SSH to hoist's instances (network tag " + runnerTag + ")"),
+			Description:  ptr(desc),
 			Network:      ptr("global/networks/" + p.network),
 			Direction:    ptr("INGRESS"),
 			SourceRanges: []string{"0.0.0.0/0"},
-			TargetTags:   []string{runnerTag},
-			Allowed:      []*computepb.Allowed{{IPProtocol: ptr("tcp"), Ports: []string{"22"}}},
+			TargetTags:   []string{tag},
+			Allowed:      []*computepb.Allowed{{IPProtocol: ptr("tcp"), Ports: ports}},
 		},
 	})
 	if err != nil {
@@ -483,7 +507,7 @@ func (p *Provider) ensureFirewall(ctx context.Context) error {
 		return fmt.Errorf("gcp: firewall rule %s: %w", name, err)
 	}
 	p.mu.Lock()
-	p.firewall = true
+	p.firewall[name] = true
 	p.mu.Unlock()
 	return nil
 }

@@ -3,9 +3,13 @@ package gcp
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"hoist/backends"
 	"hoist/backends/internal/drivertest"
@@ -264,5 +268,60 @@ func TestVolumeAttachDetachAgain(t *testing.T) {
 	}
 	if err := p.DeleteVolume(ctx, d.Ref); err != nil {
 		t.Fatalf("delete again: %v", err)
+	}
+}
+
+// TestGatewayFirewallRule checks that a gateway's instance carries the
+// gateway network tag and that the firewall rule opening TCP 80 and 443 from
+// anywhere to that tag exists (dstack's gateway firewall rule), created once;
+// another instance carries the runner tag only.
+func TestGatewayFirewallRule(t *testing.T) {
+	env := startSim(t)
+	p := env.newTestProvider(t, nil)
+	ctx := t.Context()
+	if _, err := p.Launch(ctx, launchRequest("plain-1")); err != nil {
+		t.Fatal(err)
+	}
+	if fws := env.sim.List("gcp", "firewall"); len(fws) != 1 {
+		t.Errorf("firewall rules after a plain instance: %d, want the SSH rule only", len(fws))
+	}
+	for _, id := range []string{"gw-1", "gw-2"} {
+		req := launchRequest(id)
+		req.Gateway = true
+		if _, err := p.Launch(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rule *computepb.Firewall
+	for _, r := range env.sim.List("gcp", "firewall") {
+		if r.Name == "hoist-gateway-in-default" {
+			rule = &computepb.Firewall{}
+			if err := protojson.Unmarshal([]byte(r.Extra["spec"]), rule); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rule == nil {
+		t.Fatalf("no hoist-gateway-in-default firewall rule")
+	}
+	if got := env.cloud.Stats().Calls["gcp"]["firewalls.insert"]; got != 2 {
+		t.Errorf("firewalls.insert called %d times, want 2 (SSH, then gateways once)", got)
+	}
+	if rule.GetDirection() != "INGRESS" || !slices.Equal(rule.GetSourceRanges(), []string{"0.0.0.0/0"}) || !slices.Equal(rule.GetTargetTags(), []string{gatewayTag}) ||
+		len(rule.GetAllowed()) != 1 || rule.GetAllowed()[0].GetIPProtocol() != "tcp" || !slices.Equal(rule.GetAllowed()[0].GetPorts(), []string{"80", "443"}) {
+		t.Errorf("gateway firewall rule = %v", rule)
+	}
+	for _, r := range env.sim.List("gcp", sim.KindInstance) {
+		in := &computepb.Instance{}
+		if err := protojson.Unmarshal([]byte(r.Extra["spec"]), in); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{runnerTag}
+		if strings.HasPrefix(r.Tags["hoist_instance"], "gw-") {
+			want = []string{runnerTag, gatewayTag}
+		}
+		if got := in.GetTags().GetItems(); !slices.Equal(got, want) {
+			t.Errorf("instance %s network tags %q, want %q", r.Name, got, want)
+		}
 	}
 }

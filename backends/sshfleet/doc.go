@@ -19,6 +19,11 @@
 // that Describe, Terminate and List work after a server restart and on every
 // server sharing the database.
 //
+// SSHAccess (backends.HostAccess) gives the host's login as the backend
+// uses it, keys read and host keys pinned. StartGatewayProcess and
+// StopGatewayProcess run hoist's gateway on a host under a supervisor of its
+// own, for backends/vm's GatewayHost; Terminate stops it too.
+//
 // cmd/hoist imports it (one Registry line); backends/vm uses it as a library
 // to take cloud VMs over the same way (Create with InstanceSpec.Host, and
 // Forget for a VM it deleted); tests of other packages may.

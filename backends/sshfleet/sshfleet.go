@@ -732,16 +732,9 @@ func (b *Backend) tunnelConfig(h backends.SSHHost, recorded, recordedJump string
 }
 
 func loadSigner(h backends.SSHHost) (ssh.Signer, error) {
-	key := h.PrivateKey
-	if len(key) == 0 {
-		if h.IdentityFile == "" {
-			return nil, backends.Stalled(fmt.Errorf("ssh host %s: no identity file or private key", h.Hostname))
-		}
-		b, err := os.ReadFile(h.IdentityFile)
-		if err != nil {
-			return nil, backends.Stalled(fmt.Errorf("ssh host %s: identity file: %w", h.Hostname, err))
-		}
-		key = b
+	key, err := privateKey(h)
+	if err != nil {
+		return nil, err
 	}
 	s, err := ssh.ParsePrivateKey(key)
 	if err != nil {
@@ -978,13 +971,14 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 			b.note(r, err)
 			return fmt.Errorf("sshfleet: drain %s: %w", id, err)
 		}
-		stop := fmt.Sprintf(aliveFunc+`cd %s 2>/dev/null || exit 0
+		stop := fmt.Sprintf(aliveFunc+`cd %[1]s 2>/dev/null || exit 0
 touch stop
 if [ -f supervisor.pid ]; then kill -TERM "$(cat supervisor.pid)" 2>/dev/null; fi
 i=0; while [ -f supervisor.pid ] && alive "$(cat supervisor.pid)" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 if [ -f shim.pid ]; then kill -KILL "$(cat shim.pid)" 2>/dev/null; fi
-%s
-cd / && rm -rf %s`, tunnel.Quote(r.Dir), leftovers(r), tunnel.Quote(r.Dir))
+if [ -d %[2]s ]; then (cd %[2]s && %[3]s); fi
+%[4]s
+cd / && rm -rf %[1]s`, tunnel.Quote(r.Dir), gatewayDir, stopGatewayScript, leftovers(r))
 		if _, err := c.Run(ctx, stop, nil); err != nil {
 			b.note(r, err)
 			return fmt.Errorf("sshfleet: stop shim on %s: %w", id, err)

@@ -731,3 +731,93 @@ func TestFleet_forgetDropsADeadHost(t *testing.T) {
 		t.Errorf("the record after Forget: present %v, %v", ok, err)
 	}
 }
+
+// TestFleet_sshAccessDialsTheHost checks HostAccess: the login SSHAccess
+// returns for a host reached through a jump host, both named by an identity
+// file and first contacted without a pinned key, carries the keys read and
+// the host keys recorded, and dials both strictly.
+func TestFleet_sshAccessDialsTheHost(t *testing.T) {
+	f := newFleet(t, 2)
+	ctx := t.Context()
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(keyFile, f.key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := f.spec(1, "access")
+	spec.Host.PrivateKey, spec.Host.IdentityFile = nil, keyFile
+	jump := f.hosts[0]
+	spec.Host.ProxyJump = &backends.SSHHost{Hostname: jump.IP, Port: jump.Port, User: f.user, IdentityFile: keyFile}
+	if _, err := f.b.SSHAccess(ctx, backends.Instance{ID: spec.ID}); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("SSHAccess before Create = %v, want ErrNotFound", err)
+	}
+	inst, err := f.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+
+	h, err := f.b.SSHAccess(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Hostname != f.hosts[1].IP || h.Port != f.hosts[1].Port || h.User != f.user || string(h.PrivateKey) != string(f.key) {
+		t.Errorf("access = %s@%s:%d with %d bytes of key; want host 1's login and the identity file's key", h.User, h.Hostname, h.Port, len(h.PrivateKey))
+	}
+	if want := tunnel.MarshalHostKey(f.hosts[1].HostKey()); len(h.HostKeys) != 1 || h.HostKeys[0] != want {
+		t.Errorf("access host keys = %q, want the one recorded at first contact %q", h.HostKeys, want)
+	}
+	if h.ProxyJump == nil || len(h.ProxyJump.HostKeys) != 1 || h.ProxyJump.HostKeys[0] != tunnel.MarshalHostKey(jump.HostKey()) {
+		t.Fatalf("access proxy jump = %+v; want the jump host with its recorded key", h.ProxyJump)
+	}
+	c := drivertest.DialAccess(t, h)
+	out, err := c.Run(ctx, `echo "$SSH_CONNECTION"`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fields := strings.Fields(string(out)); len(fields) != 4 || fields[2] != f.hosts[1].IP {
+		t.Errorf("SSH_CONNECTION on the host = %q; want a connection to %s", out, f.hosts[1].IP)
+	}
+}
+
+// TestFleet_terminateStopsTheGateway checks that a gateway process started
+// on a host (StartGatewayProcess, as the cloud-VM engine does) runs under its
+// supervisor with its listeners disabled when no port is given, and that
+// Terminate stops it with the shim before removing the instance directory.
+func TestFleet_terminateStopsTheGateway(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := t.Context()
+	bin := drivertest.GatewayBinary(t, runtime.GOARCH)
+	if _, err := f.b.StartGatewayProcess(ctx, "gw-none", sshfleet.GatewayRun{Binary: bin, Token: "t"}); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("StartGatewayProcess on an unknown instance = %v, want ErrNotFound", err)
+	}
+	inst, err := f.b.Create(ctx, f.spec(0, "gw-term"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })
+	proc, err := f.b.StartGatewayProcess(ctx, inst.ID, sshfleet.GatewayRun{Binary: bin, Token: "t"})
+	if err != nil {
+		t.Fatalf("StartGatewayProcess: %v", err)
+	}
+	if !proc.Started || proc.IP != f.hosts[0].IP || proc.Socket != filepath.Join(f.remote, inst.ID, "gateway", "admin.sock") {
+		t.Errorf("StartGatewayProcess = %+v; want started, on %s", proc, f.hosts[0].IP)
+	}
+	b, err := os.ReadFile(filepath.Join(f.remote, inst.ID, "gateway", "gateway.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	args, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if !strings.Contains(string(args), "\x00--http\x00\x00--https\x00\x00") {
+		t.Errorf("gateway command line %q; want empty --http and --https", args)
+	}
+	if err := f.b.Terminate(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("gateway %d still runs after Terminate", pid)
+	}
+	if _, err := os.Stat(filepath.Join(f.remote, inst.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("instance directory after Terminate: %v", err)
+	}
+}

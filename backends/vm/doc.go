@@ -1,5 +1,6 @@
 // Package vm is the engine every cloud-VM driver (aws, gcp, azure) builds on:
-// it implements backends.Backend and backends.Connector (plus
+// it implements backends.Backend, backends.Connector, backends.HostAccess
+// and backends.GatewayHost (plus
 // backends.VolumeBackend and backends.PlacementBackend when the provider
 // supports them) over a small per-cloud Provider that only launches,
 // observes, lists and deletes VMs.

@@ -1,6 +1,7 @@
 package vm_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,7 +45,7 @@ type env struct {
 // (sshfleet's ~/.hoist/<id>) is on this host.
 var run = fmt.Sprintf("vmtest-%d", os.Getpid())
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, edit ...func(*backends.Deps)) *env {
 	t.Helper()
 	// Runs last (after the simulator halted the VMs): a VM halted without
 	// a drain (reclaimed, or deleted without its record) leaves its
@@ -62,10 +63,14 @@ func newEnv(t *testing.T) *env {
 	cs := testenv.StartCloudSim(t, ec2.New())
 	st := drivertest.Records(t)
 	e := &env{cs: cs, recs: st}
-	b, err := aws.Factory(drivertest.Config(t, "aws", cs.Backend("aws"), nil), backends.Deps{
+	deps := backends.Deps{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Records: st, Agents: agentbin.Agents,
 		Now: func() time.Time { return time.Now().Add(time.Duration(e.skew.Load())) },
-	})
+	}
+	for _, f := range edit {
+		f(&deps)
+	}
+	b, err := aws.Factory(drivertest.Config(t, "aws", cs.Backend("aws"), nil), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +212,10 @@ func (e *env) terminate(t *testing.T, id string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := e.b.Terminate(t.Context(), id)
+		// Not t.Context(): it is cancelled before a test's cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := e.b.Terminate(ctx, id)
+		cancel()
 		if err == nil {
 			return
 		}

@@ -62,6 +62,9 @@ type LaunchRequest struct {
 	// resource policy (as returned by PlacementProvider) to launch in; ""
 	// for none.
 	PlacementGroup string
+	// Gateway asks the provider's firewall to also let TCP 80 and 443 in
+	// from anywhere (backends.InstanceSpec.Gateway).
+	Gateway bool
 }
 
 // VM states as the engine sees them; a Provider maps its own states onto

@@ -386,6 +386,7 @@ func (b *Backend) launch(ctx context.Context, r *record, spec backends.InstanceS
 	req := LaunchRequest{
 		ID: r.ID, Name: r.Name, Offer: r.Offer, User: r.User, PublicKey: r.PublicKey,
 		UserData: cloudConfig(append([]string{r.PublicKey}, spec.SSHPublicKeys...)), Tags: backends.CopyTags(r.Tags),
+		Gateway: spec.Gateway,
 	}
 	if spec.PlacementGroup != "" {
 		ref, err := placementRef(r.ID, b.cfg, spec.PlacementGroup)

@@ -301,13 +301,3 @@ func tunnelConfig(h api.GatewaySSH, log *slog.Logger) (tunnel.Config, error) {
 	}
 	return cfg, nil
 }
-
-// gatewayBinary is the hoist binary backends run as `hoist gateway`
-// (backends.Deps.GatewayBinary): this one; empty when it cannot be found.
-func gatewayBinary() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	return exe
-}

@@ -225,7 +225,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	ctrl, err := reconciler.New(reconciler.Config{
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
-		Retention: o.retention, LeakAuditInterval: o.leakAudit,
+		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})
@@ -248,7 +248,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
-		Services: services{ctrl: ctrl}, Meter: meter,
+		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"hoist/reconciler"
 	"hoist/store"
@@ -14,7 +15,10 @@ import (
 // reconciler does not import web, so its types are copied into web's here.
 type services struct{ ctrl *reconciler.Controller }
 
-var _ web.Services = services{}
+var (
+	_ web.Services        = services{}
+	_ web.ServiceStatuses = services{}
+)
 
 // Service returns the routing view of a service run.
 func (s services) Service(ctx context.Context, project, run string) (web.Service, error) {
@@ -43,6 +47,15 @@ func (s services) Wake(ctx context.Context, project, run string) error {
 	return webNotFound(s.ctrl.WakeService(ctx, project, run))
 }
 
+// ServiceStatus returns the dashboard view of a service.
+func (s services) ServiceStatus(ctx context.Context, project, run string) (web.ServiceStatus, error) {
+	st, err := s.ctrl.ServiceStatus(ctx, project, run)
+	if err != nil {
+		return web.ServiceStatus{}, webNotFound(err)
+	}
+	return webServiceStatus(st), nil
+}
+
 // webNotFound makes the store's not-found web's, which the proxy answers
 // with 404.
 func webNotFound(err error) error {
@@ -55,13 +68,39 @@ func webNotFound(err error) error {
 func webService(rt reconciler.ServiceRoute) web.Service {
 	out := web.Service{Project: rt.Project, Run: rt.Run, Auth: rt.Auth, StripPrefix: rt.StripPrefix, MinReplicas: rt.MinReplicas}
 	if m := rt.Model; m != nil {
-		out.Model = &web.ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix}
+		out.Model = &web.ServiceModel{Name: m.Name, Format: m.Format, Prefix: m.Prefix, ChatTemplate: m.ChatTemplate, EOSToken: m.EOSToken}
 	}
 	for _, l := range rt.RateLimits {
-		out.RateLimits = append(out.RateLimits, web.ServiceRateLimit{Prefix: l.Prefix, RPS: l.RPS, Burst: l.Burst})
+		out.RateLimits = append(out.RateLimits, web.ServiceRateLimit{Prefix: l.Prefix, Header: l.Header, RPS: l.RPS, Burst: l.Burst})
 	}
 	for _, r := range rt.Replicas {
 		out.Replicas = append(out.Replicas, web.Replica{JobID: r.JobID, Addr: r.Addr, Transport: r.Transport})
+	}
+	return out
+}
+
+func webServiceStatus(st reconciler.ServiceStatus) web.ServiceStatus {
+	out := web.ServiceStatus{
+		RPS: st.RPS, RPSWindowSeconds: int(st.Window / time.Second),
+		MinReplicas: st.MinReplicas, MaxReplicas: st.MaxReplicas,
+		DesiredReplicas: st.DesiredReplicas, ReadyReplicas: st.ReadyReplicas,
+		HistoryIntervalSeconds: int(st.SampleEvery / time.Second),
+	}
+	for _, r := range st.Replicas {
+		wr := web.ServiceReplicaStatus{JobID: r.JobID, JobName: r.JobName, Revision: r.Revision, ReplicaNum: r.ReplicaNum,
+			SubmissionNum: r.SubmissionNum, Status: r.Status, Address: r.Addr, Ready: r.Ready}
+		for _, p := range r.Probes {
+			wp := web.ProbeStatus{Method: p.Method, URL: p.URL, Passes: p.Passes, ReadyAfter: p.ReadyAfter}
+			if !p.LastAt.IsZero() {
+				at, ok := p.LastAt.UTC(), p.LastOK
+				wp.LastProbeAt, wp.LastOK = &at, &ok
+			}
+			wr.Probes = append(wr.Probes, wp)
+		}
+		out.Replicas = append(out.Replicas, wr)
+	}
+	for _, h := range st.History {
+		out.History = append(out.History, web.ServiceSample{At: h.At.UTC(), RPS: h.RPS, Replicas: h.Replicas, DesiredReplicas: h.Desired})
 	}
 	return out
 }

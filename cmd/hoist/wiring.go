@@ -153,6 +153,21 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 	return out, nil
 }
 
+// gatewayBinary returns the hoist binary that gateway instances run as
+// `hoist gateway`: this very executable on Linux (a gateway host must be of
+// the server's architecture, see backends.GatewayHost), else "" (no
+// gateways on cloud VMs from this server).
+func gatewayBinary() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
 func closeBackends(bes map[string]backends.Backend) {
 	for _, b := range bes {
 		if c, ok := b.(interface{ Close() error }); ok {

@@ -282,25 +282,14 @@ var Table = []Row{
 			}
 			return nil
 		}},
-	{Kinds: service, Field: "model", Decision: Partial, Test: "e2e.TestServiceProxy_modelEndpointStreamsAChatCompletion",
-		Note: "`model` with `format: tgi` (hoist's model endpoint /proxy/models/main/ serves `format: openai` models only)",
-		uses: func(r *schema.Resource) []string {
-			if m := r.Spec.(*schema.Service).Model; m != nil && m.Format != "" && m.Format != "openai" {
-				return []string{"model"}
-			}
-			return nil
-		}},
-	{Kinds: service, Field: "rate_limits", Decision: Partial, Test: "web.TestProxy_rateLimitsPerClientAndLongestPrefix",
-		Note: "`rate_limits` keyed by a header (`key: {type: header}`; hoist's proxy keys them by client address, a token bucket per prefix, 429 beyond it)",
-		uses: func(r *schema.Resource) []string {
-			var out []string
-			for i, l := range r.Spec.(*schema.Service).RateLimits {
-				if l.Key.Type == "header" {
-					out = append(out, fmt.Sprintf("rate_limits[%d].key", i))
-				}
-			}
-			return out
-		}},
+	{Kinds: service, Field: "model", Decision: Honoured, Test: "web.TestProxy_tgiModelStreamsAChatCompletion",
+		Note: "at hoist's model endpoint /proxy/models/main/: `format: openai` forwarded at its `prefix`; `format: tgi` chat completions rendered through " +
+			"`chat_template` into TGI's /generate or /generate_stream and answered as OpenAI's, with `chat_template`/`eos_token` " +
+			"read from the model's tokenizer_config.json on the Hugging Face Hub (`HF_ENDPOINT`, the run's `HF_TOKEN`) when not given; " +
+			"the run fails when the Hub does not give them (reconciler.TestServices_tgiModelTemplateIsFetchedFromTheHub)"},
+	{Kinds: service, Field: "rate_limits", Decision: Honoured, Test: "web.TestProxy_rateLimitsPerClientAndLongestPrefix",
+		Note: "at hoist's proxy: a token bucket per prefix and client address, or per value of the `key: {type: header}` header " +
+			"(requests without it are not limited; web.TestProxy_rateLimitsKeyedByAHeader); 429 beyond it"},
 	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
 		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
 	{Kinds: service, Field: "https", Decision: Advisory, Note: "`https` has no effect: hoist's proxy serves services over hoist's own listener (no gateways)",
