@@ -19,6 +19,13 @@
 // auth.go, hooks.go); server.go builds the Server and maps errors;
 // render.go renders templ pages and static files.
 //
+// The gateway (`hoist gateway`, dstack's gateway) is also served from here,
+// so that it reuses the service proxy (proxy*.go): NewGatewayServer builds a
+// GatewayServer that routes by host over the configuration the server puts
+// through its admin API (agents/api gateway.go), keeps that configuration on
+// disk and gets certificates by ACME (gateway.go, gateway_admin.go,
+// gateway_tls.go).
+//
 // Sub-packages: storeview adapts *store.Store to these interfaces;
 // internal/fixture seeds a store for tests.
 //

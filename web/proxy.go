@@ -61,6 +61,9 @@ type serviceProxy struct {
 	// templates are the compiled chat templates of tgi models.
 	templates chatTemplates
 	next      sync.Map // project/run → *atomic.Uint64, the round robin
+	// waiting counts the requests held per run (project/run →
+	// *atomic.Int64), for a gateway's stats.
+	waiting sync.Map
 
 	mu     sync.Mutex
 	routes map[string]cachedRoute // project/run → its route while fresh
@@ -111,6 +114,15 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		u.Path, u.RawPath = r.URL.Path+"/", ""
 		return c.Redirect(http.StatusPermanentRedirect, u.RequestURI())
 	}
+	return p.serveRun(c, project, run, "/"+parts[2], base)
+}
+
+// serveRun forwards a request for the service run: rest is the path below
+// the service's URL (for rate limits and strip_prefix), base the service's
+// URL path ("" when the service is served at the root of a host of its own,
+// as on a gateway).
+func (p *serviceProxy) serveRun(c *echo.Context, project, run, rest, base string) error {
+	r := c.Request()
 	ctx := r.Context()
 	svc, err := p.route(ctx, project, run)
 	if err != nil {
@@ -127,7 +139,7 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		r.Header.Del("Authorization")
 	}
 	dropSessionCookie(r)
-	if i, ok := matchLimit(svc.RateLimits, "/"+parts[2]); ok {
+	if i, ok := matchLimit(svc.RateLimits, rest); ok {
 		// A request without the header a rule counts by is not limited.
 		if key, counted := limitKey(svc.RateLimits[i], r, c.RealIP()); counted {
 			if allowed, wait := p.limits.allow(project+"/"+run, i, svc.RateLimits[i], key); !allowed {
@@ -138,7 +150,7 @@ func (p *serviceProxy) serve(c *echo.Context) error {
 		}
 	}
 	p.meter.record(project, run)
-	target, prefix := "/"+parts[2], base
+	target, prefix := rest, base
 	if !svc.StripPrefix {
 		target, prefix = r.URL.Path, ""
 	}
@@ -284,6 +296,9 @@ func (p *serviceProxy) hold(ctx context.Context, project, run string) (Service, 
 	default:
 		return Service{}, echo.NewHTTPError(http.StatusServiceUnavailable, "too many requests wait for replicas")
 	}
+	w, _ := p.waiting.LoadOrStore(project+"/"+run, new(atomic.Int64))
+	w.(*atomic.Int64).Add(1)
+	defer w.(*atomic.Int64).Add(-1)
 	if err := p.svc.Wake(ctx, project, run); err != nil {
 		return Service{}, err
 	}

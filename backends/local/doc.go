@@ -19,6 +19,12 @@
 // server whose process runs its shim; other servers sharing the database see
 // the instance as running and leave its termination to that server.
 //
+// A gateway instance (backends.GatewayHost) runs `hoist gateway`
+// (Config.GatewayBinary) as a process of its own session that outlives the
+// server, its pid file, log, token file, admin socket and state under the
+// instance's directory; a restarted server finds it by pid file and health
+// check. Terminating the instance stops it.
+//
 // cmd/hoist imports it (local.New or the "local" Factory); tests of other
 // packages may, to run against real Docker.
 package local

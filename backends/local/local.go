@@ -62,6 +62,16 @@ type Config struct {
 	Records backends.Records
 	// Labels are added to every container the shims create.
 	Labels map[string]string
+	// GatewayBinary is the hoist binary StartGateway runs as `hoist
+	// gateway`; empty refuses gateways (backends.Deps.GatewayBinary).
+	GatewayBinary string
+	// GatewayAddress is the address a gateway's public listeners bind and
+	// clients reach them at; empty means DefaultGatewayAddress.
+	GatewayAddress string
+	// GatewayHTTPPort and GatewayHTTPSPort are the ports of a gateway's
+	// public listeners; zero means DefaultGatewayHTTPPort and
+	// DefaultGatewayHTTPSPort.
+	GatewayHTTPPort, GatewayHTTPSPort int
 	// Logger receives the backend's and the shims' events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -72,6 +82,13 @@ type Config struct {
 type Options struct {
 	// RunnerBinary overrides the runner binary cmd/hoist resolved.
 	RunnerBinary string `json:"runner_binary"`
+	// GatewayAddress is where gateways of this host listen (default
+	// 127.0.0.1).
+	GatewayAddress string `json:"gateway_address"`
+	// GatewayHTTPPort and GatewayHTTPSPort are their ports (default 80
+	// and 443).
+	GatewayHTTPPort  int `json:"gateway_http_port"`
+	GatewayHTTPSPort int `json:"gateway_https_port"`
 }
 
 // Factory builds the backend from a config entry; use it in cmd/hoist's
@@ -90,7 +107,8 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 		}
 		o.RunnerBinary = runner
 	}
-	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, RunnerMissing: missing, StateDir: deps.StateDir, Records: deps.Records, Logger: deps.Logger, Now: deps.Now})
+	return New(Config{Name: cfg.Name, RunnerBinary: o.RunnerBinary, RunnerMissing: missing, StateDir: deps.StateDir, Records: deps.Records, Logger: deps.Logger, Now: deps.Now,
+		GatewayBinary: deps.GatewayBinary, GatewayAddress: o.GatewayAddress, GatewayHTTPPort: o.GatewayHTTPPort, GatewayHTTPSPort: o.GatewayHTTPSPort})
 }
 
 // Backend is the local backend. Use New; Close it on shutdown (the shims
@@ -162,6 +180,15 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.GatewayAddress == "" {
+		cfg.GatewayAddress = DefaultGatewayAddress
+	}
+	if cfg.GatewayHTTPPort == 0 {
+		cfg.GatewayHTTPPort = DefaultGatewayHTTPPort
+	}
+	if cfg.GatewayHTTPSPort == 0 {
+		cfg.GatewayHTTPSPort = DefaultGatewayHTTPSPort
 	}
 	dir := filepath.Join(cfg.StateDir, "instances")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -488,7 +515,8 @@ func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.
 const DrainGrace = 10 * time.Second
 
 // Terminate drains the instance (terminates and removes its shim's tasks),
-// stops its shim and deletes its state. Gone is success.
+// stops its gateway, if it runs one, and its shim and deletes its state.
+// Gone is success.
 func (b *Backend) Terminate(ctx context.Context, id string) error {
 	b.mu.Lock()
 	in, ok := b.insts[id]
@@ -509,9 +537,16 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 			return backends.Transient(fmt.Errorf("local backend: instance %s is served by hoist server %s; it terminates it", id, r.Server))
 		}
 		if found {
+			if err := b.stopGateway(ctx, id); err != nil {
+				return err
+			}
 			return b.deleteRecord(ctx, id)
 		}
 		return nil
+	}
+	// The instance's gateway, if it runs one, goes with it.
+	if err := b.stopGateway(ctx, id); err != nil {
+		return err
 	}
 	for _, t := range in.shim.ListTasks().Tasks {
 		if !t.Terminated() {

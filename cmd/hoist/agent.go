@@ -38,6 +38,8 @@ func agentByName(argv []string) (ok bool, err error) {
 		return true, runShim(argv[1:])
 	case runnerProgram:
 		return true, runRunner(argv[1:])
+	case gatewayProgram:
+		return true, runGatewayArgs(argv[1:])
 	}
 	return false, nil
 }

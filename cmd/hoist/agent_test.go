@@ -4,7 +4,7 @@ import "testing"
 
 // TestAgentByName_runsTheAgentsUnderTheirNames checks that the hoist binary,
 // invoked as hoist-runner (as the shim's containers do) or hoist-shim (as
-// SSH hosts do), is that agent.
+// SSH hosts do) or hoist-gateway (as gateway instances do), is that agent.
 func TestAgentByName_runsTheAgentsUnderTheirNames(t *testing.T) {
 	for _, tc := range []struct {
 		argv0 string
@@ -12,6 +12,7 @@ func TestAgentByName_runsTheAgentsUnderTheirNames(t *testing.T) {
 	}{
 		{"/hoist/bin/hoist-runner", true},
 		{"hoist-shim", true},
+		{"/opt/hoist/hoist-gateway", true},
 		{"/usr/local/bin/hoist", false},
 	} {
 		t.Run(tc.argv0, func(t *testing.T) {

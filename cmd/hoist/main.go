@@ -35,6 +35,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
 	root.AddCommand(newSecretCmd())
+	root.AddCommand(newGatewayCmd())
 	return root
 }
 
