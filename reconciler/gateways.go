@@ -226,6 +226,7 @@ func (c *Controller) provisionGateway(ctx context.Context, l store.Lease, g *sto
 	}
 	g.Status, g.StatusMessage = store.GatewayRunning, ""
 	g.IPAddress, g.Hostname = ep.PublicAddr, bi.Hostname
+	g.HTTPPort, g.HTTPSPort = ep.HTTPPort, ep.HTTPSPort
 	if err := c.st.UpdateGatewayLeased(ctx, l, g); err != nil {
 		return 0, err
 	}
@@ -465,8 +466,9 @@ func (c *Controller) restartGateway(ctx context.Context, l store.Lease, g *store
 		c.log.Warn("restart gateway failed", "gateway", g.Name, "error", err)
 		return
 	}
-	if ep.AdminURL != g.AdminURL || ep.PublicAddr != g.IPAddress {
+	if ep.AdminURL != g.AdminURL || ep.PublicAddr != g.IPAddress || ep.HTTPPort != g.HTTPPort || ep.HTTPSPort != g.HTTPSPort {
 		g.AdminURL, g.IPAddress = ep.AdminURL, ep.PublicAddr
+		g.HTTPPort, g.HTTPSPort = ep.HTTPPort, ep.HTTPSPort
 		if err := c.st.UpdateGatewayLeased(ctx, l, g); err != nil {
 			c.log.Warn("update gateway failed", "gateway", g.Name, "error", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"hoist/schema"
@@ -249,16 +250,22 @@ func (c *Controller) GatewayURLs(ctx context.Context, project, run string) (Serv
 		return ServiceURLs{}, false, nil
 	}
 	domain := gatewayDomain(gs.Domain, g.Project)
-	scheme := "http"
+	scheme, port := "http", g.HTTPPort
 	if serviceHTTPS(spec.HTTPS, c.gatewayTLS(&gs, domain) != nil) {
-		scheme = "https"
+		scheme, port = "https", g.HTTPSPort
 	}
-	u := ServiceURLs{Service: scheme + "://" + run + "." + domain + "/"}
+	// A gateway listening on a port other than the scheme's (a local
+	// gateway of an unprivileged server) is reached with it in the URL.
+	suffix := ""
+	if port != 0 && !(scheme == "http" && port == 80) && !(scheme == "https" && port == 443) {
+		suffix = ":" + strconv.Itoa(port)
+	}
+	u := ServiceURLs{Service: scheme + "://" + run + "." + domain + suffix + "/"}
 	if m := spec.Model; m != nil {
 		if m.Format == "openai" || m.Format == "" {
 			u.Model = u.Service + strings.TrimPrefix(m.Prefix, "/")
 		} else {
-			u.Model = scheme + "://gateway." + domain + "/"
+			u.Model = scheme + "://gateway." + domain + suffix + "/"
 		}
 	}
 	return u, true, nil

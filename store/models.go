@@ -624,6 +624,11 @@ type Gateway struct {
 	ConfigVersion int64 `bun:"config_version,notnull"`
 	// ConfigHash identifies the content of that configuration.
 	ConfigHash string `bun:"config_hash,notnull"`
+	// HTTPPort and HTTPSPort are the ports of the gateway's public
+	// listeners (backends.GatewayEndpoint); 0 until it started. Services'
+	// URLs name a port other than 80 and 443.
+	HTTPPort  int `bun:"http_port,notnull"`
+	HTTPSPort int `bun:"https_port,notnull"`
 	// Status is one of the Gateway* constants.
 	Status string `bun:"status,notnull"`
 	// StatusMessage explains Status to people.
