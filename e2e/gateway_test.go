@@ -70,7 +70,7 @@ func TestGateway_localServesServicesOverHTTPSWithACME(t *testing.T) {
 		"gateways:\n  acme:\n    directory: %s\n    ca_file: %s\n", gwIP, httpPort, httpsPort, acme.DirectoryURL, caFile))
 
 	r := newRepo(t)
-	r.write("gw.dstack.yml", "type: gateway\nname: gw\nbackend: local\nregion: local\ndomain: '*.hoist.test'\ndefault: true\n")
+	r.write("gw.dstack.yml", "type: gateway\nname: gw\nbackend: local\nregion: local\ndomain: '*.hoist.test'\ndefault: true\nhoist:\n  prune: true\n")
 	r.write("web.dstack.yml", fmt.Sprintf("type: service\nname: web\nimage: %s\nport: 8000\ncommands:\n"+
 		"  - mkdir -p /www && echo hello through the gateway > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n", testenv.BusyboxImage))
 	rev := r.commit("a gateway and a service behind it")
