@@ -80,6 +80,13 @@ func TestGateway_localServesServicesOverHTTPSWithACME(t *testing.T) {
 	t.Cleanup(func() { stopLocalGateways(t, s.dataDir) })
 	s.waitRun("web", rev, "running", 90*time.Second)
 
+	waitFor(t, 60*time.Second, func() string { return "the gateway to run" }, func() bool {
+		var gws []struct {
+			Name, Status string
+		}
+		s.getJSON("/api/v1/gateways", &gws)
+		return len(gws) == 1 && gws[0].Status == "running"
+	})
 	var run struct {
 		ServiceURL string `json:"service_url"`
 	}

@@ -21,9 +21,11 @@
 //
 // A gateway instance (backends.GatewayHost) runs `hoist gateway`
 // (Config.GatewayBinary) as a process of its own session that outlives the
-// server, its pid file, log, token file, admin socket and state under the
-// instance's directory; a restarted server finds it by pid file and health
-// check. Terminating the instance stops it.
+// server, its pid file, log, token file and state under the instance's
+// directory and its admin socket in a short directory of this user's under
+// the temporary directory; a restarted server finds it by pid file and
+// health check. A gateway's instance reserves none of the host's
+// resources. Terminating the instance stops it.
 //
 // cmd/hoist imports it (local.New or the "local" Factory); tests of other
 // packages may, to run against real Docker.

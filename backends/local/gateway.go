@@ -3,6 +3,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,7 +43,6 @@ const gatewayStart = 15 * time.Second
 // Files of a gateway under its instance's directory.
 const (
 	gatewayDirName  = "gw"
-	gatewaySocket   = "admin.sock"
 	gatewayTokenF   = "token"
 	gatewayPidF     = "gateway.pid"
 	gatewayLogF     = "gateway.log"
@@ -50,10 +51,40 @@ const (
 
 func (b *Backend) gatewayDir(id string) string { return filepath.Join(b.instDir(id), gatewayDirName) }
 
+// gatewaySocketPath is the admin socket of instance id's gateway. A Unix
+// socket's path must fit in sun_path (108 bytes, unix(7)), which a path
+// under a deep data directory does not, so the socket lives in a directory
+// of this user's under the temporary directory, named for the instance's
+// directory.
+func (b *Backend) gatewaySocketPath(id string) string {
+	sum := sha256.Sum256([]byte(b.instDir(id)))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("hoist-gw-%d", os.Geteuid()), hex.EncodeToString(sum[:8])+".sock")
+}
+
+// ownDir makes dir 0700 and refuses one that is a symlink or another
+// user's, so that nobody else can put a socket where the server looks.
+func ownDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is not a directory of this user", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
+}
+
 // endpoint returns where the gateway of instance id answers.
 func (b *Backend) gatewayEndpoint(id string) backends.GatewayEndpoint {
 	return backends.GatewayEndpoint{
-		AdminURL:   api.UnixAddr(filepath.Join(b.gatewayDir(id), gatewaySocket)),
+		AdminURL:   api.UnixAddr(b.gatewaySocketPath(id)),
 		PublicAddr: b.cfg.GatewayAddress,
 		HTTPPort:   b.cfg.GatewayHTTPPort,
 		HTTPSPort:  b.cfg.GatewayHTTPSPort,
@@ -62,8 +93,9 @@ func (b *Backend) gatewayEndpoint(id string) backends.GatewayEndpoint {
 
 // StartGateway runs `hoist gateway` (Config.GatewayBinary) for the
 // instance as a process of its own session, so that it outlives this
-// server: its log, pid file, token file, admin socket and state under the
-// instance's directory, its public listeners on GatewayAddress. A gateway
+// server: its log, pid file, token file and state under the instance's
+// directory, its admin socket at gatewaySocketPath, its public listeners
+// on GatewayAddress. A gateway
 // already running with spec's token is kept (a restarted server finds it
 // by its pid file and health check); one with another token is restarted.
 func (b *Backend) StartGateway(ctx context.Context, inst backends.Instance, spec backends.GatewayProcess) (backends.GatewayEndpoint, error) {
@@ -96,6 +128,10 @@ func (b *Backend) StartGateway(ctx context.Context, inst backends.Instance, spec
 	if err := os.MkdirAll(filepath.Join(dir, gatewayStateDir), 0o700); err != nil {
 		return backends.GatewayEndpoint{}, fmt.Errorf("local backend: gateway of %s: %w", inst.ID, err)
 	}
+	sock := b.gatewaySocketPath(inst.ID)
+	if err := ownDir(filepath.Dir(sock)); err != nil {
+		return backends.GatewayEndpoint{}, fmt.Errorf("local backend: gateway of %s: %w", inst.ID, err)
+	}
 	tokenFile := filepath.Join(dir, gatewayTokenF)
 	if err := os.WriteFile(tokenFile, []byte(spec.Token), 0o600); err != nil {
 		return backends.GatewayEndpoint{}, fmt.Errorf("local backend: gateway of %s: %w", inst.ID, err)
@@ -108,7 +144,7 @@ func (b *Backend) StartGateway(ctx context.Context, inst backends.Instance, spec
 	hostPort := func(p int) string { return net.JoinHostPort(b.cfg.GatewayAddress, strconv.Itoa(p)) }
 	cmd := exec.Command(b.cfg.GatewayBinary, "gateway",
 		"--state-dir", filepath.Join(dir, gatewayStateDir),
-		"--admin-socket", filepath.Join(dir, gatewaySocket),
+		"--admin-socket", sock,
 		"--token-file", tokenFile,
 		"--http", hostPort(b.cfg.GatewayHTTPPort),
 		"--https", hostPort(b.cfg.GatewayHTTPSPort))
@@ -151,8 +187,8 @@ func (b *Backend) gatewayHealthy(ctx context.Context, ep backends.GatewayEndpoin
 }
 
 // gatewayPID returns the pid of the gateway of dir when its pid file names
-// a live process that is this gateway (its command line names dir's admin
-// socket: not another process that got the pid since).
+// a live process that is this gateway (its command line names dir's state
+// directory: not another process that got the pid since).
 func (b *Backend) gatewayPID(dir string) (int, bool) {
 	raw, err := os.ReadFile(filepath.Join(dir, gatewayPidF))
 	if err != nil {
@@ -163,7 +199,7 @@ func (b *Backend) gatewayPID(dir string) (int, bool) {
 		return 0, false
 	}
 	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	if err != nil || !bytes.Contains(cmdline, []byte(filepath.Join(dir, gatewaySocket))) {
+	if err != nil || !bytes.Contains(cmdline, []byte(filepath.Join(dir, gatewayStateDir))) {
 		return pid, false
 	}
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))

@@ -425,14 +425,20 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 		return backends.Instance{}, backends.Stalled(fmt.Errorf("local backend: instance %s: %w", spec.ID, b.cfg.RunnerMissing))
 	}
 	o := spec.Offer
-	if o.CPUs == 0 {
+	switch {
+	case spec.Gateway:
+		// A gateway's instance is a process of this host that runs no
+		// job: it reserves none of the host's CPUs, memory or GPUs, so
+		// that the server's own fleet of the whole host leaves room for it.
+		o = offers.Offer{Instance: o.Instance}
+	case o.CPUs == 0:
 		o, _ = b.sized(offers.Query{})
 	}
 	o.Backend, o.Region, o.Availability, o.Price = b.cfg.Name, Region, offers.AvailabilityBusy, 0
 	if o.Instance == "" {
 		o.Instance = b.host.Instance
 	}
-	if o.CPUs > b.host.CPUs || o.MemoryGB > b.host.MemoryGB || !b.fitsLocked(o, "") {
+	if !spec.Gateway && (o.CPUs > b.host.CPUs || o.MemoryGB > b.host.MemoryGB || !b.fitsLocked(o, "")) {
 		return backends.Instance{}, backends.Transient(fmt.Errorf("local backend: instance %s (%d cpus, %.1f GB): %w", spec.ID, o.CPUs, o.MemoryGB, backends.ErrNoCapacity))
 	}
 	var used [][]string

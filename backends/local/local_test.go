@@ -130,6 +130,24 @@ func TestOffers_sizedToTheQueryAndCapacity(t *testing.T) {
 	if got, _ := b.Offers(ctx, offers.Query{CPU: offers.AtLeast(1)}); len(got) != 1 || got[0].Availability != offers.AvailabilityBusy {
 		t.Errorf("offer on a full host = %+v, want busy", got)
 	}
+
+	// A gateway's instance reserves nothing: it fits next to the whole
+	// host and leaves no less room than there was.
+	gw, err := b.Create(ctx, backends.InstanceSpec{ID: "gateway", Offer: whole[0], Gateway: true})
+	if err != nil {
+		t.Fatalf("Create of a gateway's instance on a full host: %v", err)
+	}
+	defer b.Terminate(context.Background(), "gateway")
+	if gw.Offer.CPUs != 0 || gw.Offer.MemoryGB != 0 || gw.Offer.GPUCount != 0 {
+		t.Errorf("gateway's instance reserves %+v, want nothing", gw.Offer)
+	}
+	if err := b.Terminate(ctx, "whole"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, backends.InstanceSpec{ID: "whole-again", Offer: whole[0]}); err != nil {
+		t.Errorf("the whole host next to a gateway's instance: %v", err)
+	}
+	defer b.Terminate(context.Background(), "whole-again")
 }
 
 // TestTask_runsWithLimitsAndSurvivesRestart runs a job through the
