@@ -58,7 +58,7 @@ func gatewayGet(c *http.Client, url, tok string) (int, string, *tls.ConnectionSt
 // httpd service at https://<run>.<domain>/ with a certificate pebble
 // issued; plain HTTP answers 301; the token is required; while the server
 // is stopped the gateway keeps serving; removing the gateway from the
-// repository stops it.
+// repository stops it, and hoist's own proxy serves the service again.
 func TestGateway_localServesServicesOverHTTPSWithACME(t *testing.T) {
 	const gwIP = "127.0.61.1"
 	httpPort, httpsPort := freePortOn(t, gwIP), freePortOn(t, gwIP)
@@ -98,9 +98,10 @@ func TestGateway_localServesServicesOverHTTPSWithACME(t *testing.T) {
 
 	c := gatewayClient(gwIP, acme.Roots())
 	var state *tls.ConnectionState
-	waitFor(t, 90*time.Second, func() string { return "the service to answer over HTTPS at the gateway" }, func() bool {
+	var last string
+	waitFor(t, 90*time.Second, func() string { return "the service to answer over HTTPS at the gateway (last: " + last + ")" }, func() bool {
 		code, body, st := gatewayGet(c, base, s.token)
-		state = st
+		state, last = st, fmt.Sprintf("%d %q", code, body)
 		return code == 200 && strings.Contains(body, "hello through the gateway")
 	})
 	leaf := state.PeerCertificates[0]
@@ -122,17 +123,22 @@ func TestGateway_localServesServicesOverHTTPSWithACME(t *testing.T) {
 	}
 	s.start()
 
+	// The gateway's spec leaves the repository (it opted in to pruning):
+	// the gateway stops and the service is served by hoist's own proxy.
 	r.remove("gw.dstack.yml")
-	r.remove("web.dstack.yml")
 	r.commit("no gateway")
-	waitFor(t, 60*time.Second, func() string { return "the gateway to stop listening" }, func() bool {
+	waitFor(t, 60*time.Second, func() string { return "the gateway to stop listening and exit" }, func() bool {
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort(gwIP, strconv.Itoa(httpsPort)), time.Second)
 		if err != nil {
-			return true
+			return len(localGateways(s.dataDir)) == 0
 		}
 		conn.Close()
 		return false
 	})
+	s.getJSON("/api/v1/runs/web", &run)
+	if run.ServiceURL != "/proxy/services/main/web/" {
+		t.Errorf("service_url without the gateway = %q, want /proxy/services/main/web/", run.ServiceURL)
+	}
 }
 
 // freePortOn returns a port free on ip.
@@ -146,9 +152,11 @@ func freePortOn(t *testing.T, ip string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// stopLocalGateways stops the gateways the local backend of the server
-// with data directory dataDir started, by the pids it keeps.
-func stopLocalGateways(t *testing.T, dataDir string) {
+// localGateways returns the pids of the live gateways the local backend
+// of the server with data directory dataDir started (by the pid files it
+// keeps).
+func localGateways(dataDir string) []int {
+	var pids []int
 	_ = filepath.WalkDir(dataDir, func(f string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() != "gateway.pid" {
 			return nil
@@ -157,11 +165,20 @@ func stopLocalGateways(t *testing.T, dataDir string) {
 		if err != nil {
 			return nil
 		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
-			if syscall.Kill(pid, syscall.SIGTERM) == nil {
-				t.Logf("stopped gateway pid %d (%s)", pid, f)
-			}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 && syscall.Kill(pid, 0) == nil {
+			pids = append(pids, pid)
 		}
 		return nil
 	})
+	return pids
+}
+
+// stopLocalGateways stops the gateways the local backend of the server
+// with data directory dataDir started.
+func stopLocalGateways(t *testing.T, dataDir string) {
+	for _, pid := range localGateways(dataDir) {
+		if syscall.Kill(pid, syscall.SIGTERM) == nil {
+			t.Logf("stopped gateway pid %d", pid)
+		}
+	}
 }

@@ -40,6 +40,11 @@ type GatewaySettings struct {
 	// them covers (its leaf is valid for gateway.<domain>) serves it
 	// instead of asking ACME.
 	Certificates []GatewayCertificate
+	// AdminTokenSHA256 is the hex SHA-256 of the server's bootstrap admin
+	// token (HOIST_ADMIN_TOKEN), which authenticates to the server and
+	// its proxy outside the store's tokens, and so at gateways too; empty
+	// for none.
+	AdminTokenSHA256 string
 }
 
 // A GatewayCertificate is a given certificate (chain) and its key, PEM.
@@ -518,6 +523,9 @@ func (c *Controller) gatewayConfig(ctx context.Context, g *store.Gateway, spec *
 	toks, err := c.st.ValidTokens(ctx)
 	if err != nil {
 		return d, err
+	}
+	if h := c.cfg.Gateways.AdminTokenSHA256; h != "" {
+		d.cfg.Tokens = append(d.cfg.Tokens, api.GatewayToken{SHA256: h})
 	}
 	for _, t := range toks {
 		d.cfg.Tokens = append(d.cfg.Tokens, api.GatewayToken{SHA256: t.TokenHash, ExpiresAt: t.ExpiresAt})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -226,6 +227,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	obs := &metricsObserver{}
 	// The proxy's meter is the autoscaler's traffic: one Meter, given to both.
 	meter := web.NewMeter(nil)
+	if token != "" {
+		sum := sha256.Sum256([]byte(token))
+		gateways.AdminTokenSHA256 = hex.EncodeToString(sum[:])
+	}
 	ctrl, err := reconciler.New(reconciler.Config{
 		Gateways:     gateways,
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
