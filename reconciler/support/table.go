@@ -289,7 +289,7 @@ var Table = []Row{
 			"(requests without it are not limited; web.TestProxy_rateLimitsKeyedByAHeader); 429 beyond it"},
 	{Kinds: service, Field: "auth", Decision: Honoured, Test: "e2e.TestServiceProxy_tokenAuthAndProbeRouting",
 		Note: "at hoist's proxy (/proxy/services/main/<run>/): a hoist token as `Authorization: Bearer`, never forwarded to the replica"},
-	{Kinds: service, Field: "https", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+	{Kinds: service, Field: "https", Decision: Honoured, Test: "e2e.TestGateway_localServesServicesOverHTTPSWithACME",
 		Note: "on a gateway: TLS (HTTP redirects to it) when true, plain HTTP when false, TLS iff the gateway has a certificate when `auto`; " +
 			"true on a gateway with `certificate: null` is refused at validation; hoist's own proxy serves over hoist's listener"},
 	{Kinds: service, Field: "strip_prefix", Decision: Honoured, Test: "web.TestProxy_stripPrefixAndForwardedHeaders",
@@ -389,7 +389,7 @@ var Table = []Row{
 	// Gateways: hoist's gateway process on an instance of a backend that
 	// runs it (backends.GatewayHost); the server refuses a gateway whose
 	// backend is not configured or cannot.
-	{Kinds: gateway, Field: "", Decision: Honoured, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+	{Kinds: gateway, Field: "", Decision: Honoured, Test: "e2e.TestGateway_localServesServicesOverHTTPSWithACME",
 		Note: "an instance of the gateway's backend runs hoist's gateway, configured by the server with the services it serves and their ready replicas"},
 	{Kinds: gateway, Field: "backend", Decision: Partial, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
 		Note: "`kubernetes` (hoist's gateway is a process of a host, not a pod)",
@@ -415,7 +415,7 @@ var Table = []Row{
 			}
 			return nil
 		}},
-	{Kinds: gateway, Field: "certificate", Decision: Partial, Test: "reconciler.TestGateways_provisionedAndConfiguredWithTheirServices",
+	{Kinds: gateway, Field: "certificate", Decision: Partial, Test: "e2e.TestGateway_localServesServicesOverHTTPSWithACME",
 		Note: "`type: acm` (hoist has no load balancer); `lets-encrypt` gets certificates by ACME (the server's `gateways.acme`, or a " +
 			"`gateways.certificates` entry covering the domain), `null` serves plain HTTP",
 		uses: func(r *schema.Resource) []string {
