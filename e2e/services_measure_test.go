@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,12 +28,16 @@ var (
 )
 
 // runWrk loads url with wrk (2 threads, 16 connections, for d) and reads
-// its latency percentiles and throughput.
-func runWrk(t *testing.T, url, token string, d time.Duration) wrkResult {
+// its latency percentiles and throughput; host, when set, is the Host
+// header sent.
+func runWrk(t *testing.T, url, token string, d time.Duration, host ...string) wrkResult {
 	t.Helper()
 	args := []string{"-t2", "-c16", "-d" + strconv.Itoa(int(d/time.Second)) + "s", "--latency"}
 	if token != "" {
 		args = append(args, "-H", "Authorization: Bearer "+token)
+	}
+	for _, h := range host {
+		args = append(args, "-H", "Host: "+h)
 	}
 	out, err := exec.Command("wrk", append(args, url)...).CombinedOutput()
 	if err != nil {
@@ -60,9 +65,10 @@ func runWrk(t *testing.T, url, token string, d time.Duration) wrkResult {
 }
 
 // TestMeasure_proxy loads a busybox httpd service with wrk through hoist's
-// proxy (with a token) and directly at the replica's port on loopback,
-// and prints the latency the proxy adds (p50, p99) and the throughput
-// ratio. Set HOIST_MEASURE=1 to run it; it needs wrk (Debian's package);
+// proxy (with a token), through a gateway on the local backend (plain
+// HTTP, `certificate: null`, with a token) and directly at the replica's
+// port on loopback, and prints the latency each adds (p50, p99) and the
+// throughput ratios. Set HOIST_MEASURE=1 to run it; it needs wrk (Debian's package);
 // HOIST_MEASURE_SECONDS sets each load's length (default 10).
 func TestMeasure_proxy(t *testing.T) {
 	if os.Getenv("HOIST_MEASURE") == "" {
@@ -75,12 +81,25 @@ func TestMeasure_proxy(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HOIST_MEASURE_SECONDS")); err == nil && v > 0 {
 		d = time.Duration(v) * time.Second
 	}
+	const gwIP = "127.0.61.2"
+	gwPort := freePortOn(t, gwIP)
+	cfg := filepath.Join(t.TempDir(), "server.yml")
+	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - type: local\n    gateway_address: %s\n    gateway_http_port: %d\n    gateway_https_port: %d\n",
+		gwIP, gwPort, freePortOn(t, gwIP)))
 	r := newRepo(t)
-	r.write("bench.dstack.yml", fmt.Sprintf("type: service\nname: bench\nimage: %s\nport: 8000\ncommands:\n"+
+	r.write("gw.dstack.yml", "type: gateway\nname: gw\nbackend: local\nregion: local\ndomain: '*.hoist.test'\ndefault: true\ncertificate: null\n")
+	r.write("bench.dstack.yml", fmt.Sprintf("type: service\nname: bench\nimage: %s\nport: 8000\nhttps: false\ncommands:\n"+
 		"  - mkdir -p /www && echo hello > /www/index.html\n  - busybox httpd -f -p 8000 -h /www\n", testenv.BusyboxImage))
 	rev := r.commit("bench service")
-	s := startServer(t, r.dir, "--log-level", "info")
+	s := startServer(t, r.dir, "--config", cfg, "--log-level", "info")
+	t.Cleanup(func() { stopLocalGateways(t, s.dataDir) })
 	s.waitRun("bench", rev, "running", 90*time.Second)
+	gw := fmt.Sprintf("http://%s:%d/", gwIP, gwPort)
+	c := gatewayClient(gwIP, nil)
+	waitFor(t, 60*time.Second, func() string { return "the service to answer through the gateway" }, func() bool {
+		code, _, _ := gatewayGet(c, fmt.Sprintf("http://bench.hoist.test:%d/", gwPort), s.token)
+		return code == 200
+	})
 	waitFor(t, 60*time.Second, func() string { return "the service to answer through the proxy" }, func() bool {
 		code, _ := s.proxyGet("/proxy/services/main/bench/", s.token)
 		return code == 200
@@ -101,15 +120,19 @@ func TestMeasure_proxy(t *testing.T) {
 	// Warm both paths (connections, the page cache), then measure.
 	runWrk(t, "http://"+direct[0]+"/", "", time.Second)
 	runWrk(t, s.url+"/proxy/services/main/bench/", s.token, time.Second)
+	runWrk(t, gw, s.token, time.Second, "bench.hoist.test")
 	dr := runWrk(t, "http://"+direct[0]+"/", "", d)
 	pr := runWrk(t, s.url+"/proxy/services/main/bench/", s.token, d)
-	if dr.errors != "" || pr.errors != "" {
+	gr := runWrk(t, gw, s.token, d, "bench.hoist.test")
+	if dr.errors != "" || pr.errors != "" || gr.errors != "" {
 		// busybox httpd forks per request and drops some under load; the
 		// figures say so rather than fail.
-		t.Logf("errors under load: direct %q; proxy %q", dr.errors, pr.errors)
+		t.Logf("errors under load: direct %q; proxy %q; gateway %q", dr.errors, pr.errors, gr.errors)
 	}
 	t.Logf("wrk -t2 -c16 -d%v, busybox httpd on loopback:", d)
-	t.Logf("  direct: p50 %v p99 %v, %.0f req/s", dr.p50, dr.p99, dr.rps)
-	t.Logf("  proxy:  p50 %v p99 %v, %.0f req/s", pr.p50, pr.p99, pr.rps)
-	t.Logf("  added: p50 %v p99 %v; throughput ratio proxy/direct %.2f", pr.p50-dr.p50, pr.p99-dr.p99, pr.rps/dr.rps)
+	t.Logf("  direct:  p50 %v p99 %v, %.0f req/s", dr.p50, dr.p99, dr.rps)
+	t.Logf("  proxy:   p50 %v p99 %v, %.0f req/s", pr.p50, pr.p99, pr.rps)
+	t.Logf("  gateway: p50 %v p99 %v, %.0f req/s", gr.p50, gr.p99, gr.rps)
+	t.Logf("  proxy added: p50 %v p99 %v; throughput ratio proxy/direct %.2f", pr.p50-dr.p50, pr.p99-dr.p99, pr.rps/dr.rps)
+	t.Logf("  gateway added: p50 %v p99 %v; throughput ratio gateway/direct %.2f", gr.p50-dr.p50, gr.p99-dr.p99, gr.rps/dr.rps)
 }
