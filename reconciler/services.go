@@ -169,17 +169,7 @@ func (c *Controller) ServiceModels(ctx context.Context, project string) ([]Servi
 	if err != nil {
 		return nil, fmt.Errorf("service models of %s: %w", project, err)
 	}
-	byName := map[string][]store.Run{}
-	var names []string
-	for _, r := range runs {
-		if r.Status == store.RunPending {
-			continue
-		}
-		if _, ok := byName[r.Name]; !ok {
-			names = append(names, r.Name)
-		}
-		byName[r.Name] = append(byName[r.Name], r)
-	}
+	names, byName := servicesByName(runs)
 	var out []ServiceRoute
 	for _, n := range names {
 		spec, err := decodeRunSpec(byName[n][0].Spec)
@@ -269,4 +259,22 @@ func (c *Controller) GatewayURLs(ctx context.Context, project, run string) (Serv
 		}
 	}
 	return u, true, nil
+}
+
+// servicesByName groups the runs of services that have left pending by
+// name (a rolling deployment has two runs of one name), the names in the
+// order the runs came.
+func servicesByName(runs []store.Run) ([]string, map[string][]store.Run) {
+	byName := map[string][]store.Run{}
+	var names []string
+	for _, r := range runs {
+		if r.Status == store.RunPending {
+			continue
+		}
+		if _, ok := byName[r.Name]; !ok {
+			names = append(names, r.Name)
+		}
+		byName[r.Name] = append(byName[r.Name], r)
+	}
+	return names, byName
 }

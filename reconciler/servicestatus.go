@@ -282,17 +282,7 @@ func (c *Controller) sampleServices(ctx context.Context) {
 		c.log.Warn("list services failed", "error", err)
 		return
 	}
-	byName := map[string][]store.Run{}
-	var names []string
-	for _, r := range runs {
-		if r.Status == store.RunPending {
-			continue
-		}
-		if _, ok := byName[r.Name]; !ok {
-			names = append(names, r.Name)
-		}
-		byName[r.Name] = append(byName[r.Name], r)
-	}
+	names, byName := servicesByName(runs)
 	now := c.now()
 	for _, n := range names {
 		st, err := c.serviceStatus(ctx, byName[n])

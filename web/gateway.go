@@ -184,18 +184,7 @@ func (g *GatewayServer) handleError(c *echo.Context, err error) {
 	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
 		return
 	}
-	code, msg := http.StatusInternalServerError, ""
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &he):
-		code, msg = he.Code, he.Message
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	default:
-		if sc := echo.StatusCode(err); sc != 0 {
-			code = sc
-		}
-	}
+	code, msg := errorStatus(err)
 	if code >= 500 {
 		g.log.Error("gateway_request_failed", "method", c.Request().Method, "host", c.Request().Host, "path", c.Request().URL.Path, "error", err)
 	}

@@ -263,26 +263,29 @@ func (s *Server) streamDeadlines(w http.ResponseWriter) (renew func()) {
 	return func() { _ = rc.SetWriteDeadline(time.Now().Add(write)) }
 }
 
+// errorStatus is the HTTP status of a handler's error (an echo error's own,
+// 404 for ErrNotFound, else 500) and the message an echo error carries.
+func errorStatus(err error) (int, string) {
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
+		return he.Code, he.Message
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound, ""
+	}
+	if sc := echo.StatusCode(err); sc != 0 {
+		return sc, ""
+	}
+	return http.StatusInternalServerError, ""
+}
+
 // handleError turns handler errors into JSON for API and hook callers and a
 // small HTML page for browsers.
 func (s *Server) handleError(c *echo.Context, err error) {
 	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
 		return
 	}
-	code := http.StatusInternalServerError
-	msg := ""
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &he):
-		code = he.Code
-		msg = he.Message
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	default:
-		if sc := echo.StatusCode(err); sc != 0 {
-			code = sc
-		}
-	}
+	code, msg := errorStatus(err)
 	if code >= 500 {
 		s.log.Error("http_error", "method", c.Request().Method, "path", c.Request().URL.Path, "error", err)
 	}
