@@ -195,7 +195,7 @@ func (g *GatewayServer) handleError(c *echo.Context, err error) {
 		_ = c.NoContent(code)
 		return
 	}
-	_ = c.JSON(code, apiError{Message: msg})
+	_ = c.JSON(code, APIError{Message: msg})
 }
 
 // PublicHandler serves the public listeners, HTTP and HTTPS alike (a

@@ -47,7 +47,7 @@ func (s *Server) apiApplyRevision(c *echo.Context) error {
 	if err := s.applyRevision(c, c.Param("sha")); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, actionDone{Message: "apply requested"})
+	return c.JSON(http.StatusOK, ActionDone{Message: "apply requested"})
 }
 
 // applyRevision re-applies an older revision; only while auto-sync is off.

@@ -15,8 +15,9 @@ import (
 const logPage = 1000
 
 // apiRunLogs writes a job's output as text/plain, one line per log line.
-// ?job= selects a submission (default: the newest), ?after= a cursor and
-// ?limit= a maximum number of lines; ?follow=true keeps the response open
+// ?job= selects a submission (default: the newest), ?after= a cursor,
+// ?since= (RFC 3339) drops lines written before that time and ?limit= a
+// maximum number of lines read; ?follow=true keeps the response open
 // and streams new lines until the job finishes or the client leaves.
 func (s *Server) apiRunLogs(c *echo.Context) error {
 	ctx := c.Request().Context()
@@ -31,6 +32,12 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 	limit, err := int64Param(c, "limit", 0)
 	if err != nil {
 		return err
+	}
+	var since time.Time
+	if v := c.QueryParam("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339, v); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "since must be an RFC 3339 time")
+		}
 	}
 	follow := c.QueryParam("follow") == "true" || c.QueryParam("follow") == "1"
 	job, ok := pickJob(run, c.QueryParam("job"))
@@ -62,9 +69,12 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 		}
 		renew()
 		for _, l := range lines {
+			after = l.Seq
+			if l.Time.Before(since) {
+				continue
+			}
 			bw.WriteString(l.Text)
 			bw.WriteByte('\n')
-			after = l.Seq
 		}
 		written += int64(len(lines))
 		if limit > 0 && written >= limit {

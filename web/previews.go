@@ -18,8 +18,9 @@ import (
 	"github.com/labstack/echo/v5"
 )
 
-// planRequest is the body of POST /api/v1/plan: either files or a ref/sha.
-type planRequest struct {
+// PlanRequest is the body of POST /api/v1/plan: either Files (path to
+// content, the whole desired state) or a Ref and SHA of the repository.
+type PlanRequest struct {
 	Files map[string]string `json:"files"`
 	Ref   string            `json:"ref"`
 	SHA   string            `json:"sha"`
@@ -29,7 +30,7 @@ func (s *Server) apiPlan(c *echo.Context) error {
 	if s.deps.Planner == nil {
 		return errUnavailable
 	}
-	var req planRequest
+	var req PlanRequest
 	body := http.MaxBytesReader(c.Response(), c.Request().Body, planBodyMax)
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		var tooBig *http.MaxBytesError

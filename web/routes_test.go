@@ -163,7 +163,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 				t.Errorf("%s as %q: %d, want %d: %.200s", name, who.tok, r.StatusCode, who.want, readBody(t, r))
 			}
 			if strings.HasPrefix(rc.path, "/api/") && r.StatusCode >= 400 {
-				var e apiError
+				var e APIError
 				if err := json.NewDecoder(r.Body).Decode(&e); err != nil || e.Message == "" {
 					t.Errorf("%s as %q: error body is not {\"message\"}: %v", name, who.tok, err)
 				}

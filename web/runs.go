@@ -196,7 +196,7 @@ func (s *Server) apiRunAction(action string) echo.HandlerFunc {
 		if err := s.runAction(c, action, c.Param("name")); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, actionDone{Message: action + " requested"})
+		return c.JSON(http.StatusOK, ActionDone{Message: action + " requested"})
 	}
 }
 

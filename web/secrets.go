@@ -54,8 +54,9 @@ func validSecret(name string, value []byte) error {
 	return nil
 }
 
-// secretValue is the body of a set and the answer of a get.
-type secretValue struct {
+// SecretValue is the body of a set (PUT /api/v1/secrets/{name}, or POST
+// /api/v1/secrets with Name) and the answer of a get.
+type SecretValue struct {
 	Name  string `json:"name,omitempty"`
 	Value string `json:"value"`
 }
@@ -95,7 +96,7 @@ func (s *Server) apiGetSecret(c *echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	s.log.Info("secret_read", "name", name, "by", principal(c).Name)
-	return c.JSON(http.StatusOK, secretValue{Name: name, Value: string(v)})
+	return c.JSON(http.StatusOK, SecretValue{Name: name, Value: string(v)})
 }
 
 // apiSetSecret creates or replaces a secret: PUT /secrets/:name with
@@ -109,7 +110,7 @@ func (s *Server) apiSetSecret(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var body secretValue
+	var body SecretValue
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	// The decoder's own error may quote the body: it is not passed on.

@@ -113,7 +113,7 @@ func TestSecretsAPI_setGetDelete(t *testing.T) {
 		t.Error("OTHER not deleted")
 	}
 	r := f.do(t, "GET", "/api/v1/secrets/REG_PASS", adminTok, nil)
-	var got secretValue
+	var got SecretValue
 	if err := json.NewDecoder(r.Body).Decode(&got); err != nil || got.Value != "pw\nline2" || got.Name != "REG_PASS" {
 		t.Errorf("get = %d %+v %v", r.StatusCode, got, err)
 	}

@@ -304,11 +304,12 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		_ = s.render(c, code, errorPage(s.viewer(c), code, msg))
 		return
 	}
-	_ = c.JSON(code, apiError{Message: msg})
+	_ = c.JSON(code, APIError{Message: msg})
 }
 
-// apiError is the JSON body of every error answer.
-type apiError struct {
+// APIError is the JSON body of every error answer; Message says what went
+// wrong to people.
+type APIError struct {
 	Message string `json:"message"`
 }
 
@@ -322,8 +323,9 @@ func wantsHTML(r *http.Request) bool {
 
 var errUnavailable = echo.NewHTTPError(http.StatusNotImplemented, "not available in this hoist")
 
-// actionDone is the answer to an action.
-type actionDone struct {
+// ActionDone is the answer to an action (POST /api/v1/runs/{name}/stop and
+// the like): Message says what was requested.
+type ActionDone struct {
 	Message string `json:"message"`
 }
 

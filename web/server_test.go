@@ -168,7 +168,7 @@ func TestServer_notFoundIsJSON(t *testing.T) {
 	if r.StatusCode != 404 {
 		t.Fatalf("status %d", r.StatusCode)
 	}
-	var e apiError
+	var e APIError
 	if err := json.NewDecoder(r.Body).Decode(&e); err != nil || e.Message == "" {
 		t.Errorf("error body %+v, %v", e, err)
 	}

@@ -62,7 +62,7 @@ func (s *Server) apiAutoSync(enabled bool) echo.HandlerFunc {
 			return actionError(err)
 		}
 		s.log.Info("auto_sync_set", "enabled", enabled, "by", principal(c).Name)
-		return c.JSON(http.StatusOK, actionDone{Message: "auto-sync " + map[bool]string{true: "resumed", false: "suspended"}[enabled]})
+		return c.JSON(http.StatusOK, ActionDone{Message: "auto-sync " + map[bool]string{true: "resumed", false: "suspended"}[enabled]})
 	}
 }
 
@@ -79,7 +79,7 @@ func (s *Server) apiConfirm(c *echo.Context) error {
 	if err := s.confirm(c, req.Revision); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, actionDone{Message: "held changes confirmed"})
+	return c.JSON(http.StatusOK, ActionDone{Message: "held changes confirmed"})
 }
 
 // confirm lifts the holds of revision sha's plan.

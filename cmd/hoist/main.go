@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"hoist/web/client"
 )
 
 // exitError carries a process exit code out of a command without printing
@@ -39,6 +41,15 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
+// exitCode is the process's exit code for a command's error: 3 when the
+// server said the named object does not exist (scripts test for it), else 1.
+func exitCode(err error) int {
+	if errors.Is(err, client.ErrNotFound) {
+		return 3
+	}
+	return 1
+}
+
 func main() {
 	ran, err := agentByName(os.Args)
 	if !ran {
@@ -52,6 +63,6 @@ func main() {
 			os.Exit(ee.code)
 		}
 		fmt.Fprintln(os.Stderr, "hoist:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,8 +16,9 @@ import (
 )
 
 type planOptions struct {
-	server, token, output, dataDir string
-	detailed                       bool
+	clientOptions
+	output   string
+	detailed bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -37,9 +35,7 @@ Exit codes: 0 when the plan was computed (with --detailed-exitcode: and there
 are no changes), 1 on invalid specs or errors, 2 with --detailed-exitcode when
 there are changes — what CI runs on a pull request.
 
-The server is --server (HOIST_SERVER, default http://127.0.0.1:8080); the
-token is --token (HOIST_TOKEN, then HOIST_ADMIN_TOKEN, then the admin token in
---data-dir).`,
+` + clientHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
@@ -51,11 +47,9 @@ token is --token (HOIST_TOKEN, then HOIST_ADMIN_TOKEN, then the admin token in
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of the hoist server")
-	f.StringVar(&o.token, "token", "", "API token (default HOIST_ADMIN_TOKEN or <data-dir>/admin-token)")
+	o.addFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&o.detailed, "detailed-exitcode", false, "exit 2 when the plan has changes")
-	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where to find the admin token")
 	return cmd
 }
 
@@ -79,7 +73,7 @@ func runPlan(cmd *cobra.Command, o planOptions, args []string) error {
 	}
 	// Warnings come from the server's answer (it applies the same
 	// advisories), so they are printed once.
-	body := map[string]map[string]string{"files": {}}
+	body := web.PlanRequest{Files: map[string]string{}}
 	base := planBase(args)
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.FromSlash(f))
@@ -90,23 +84,18 @@ func runPlan(cmd *cobra.Command, o planOptions, args []string) error {
 		if err != nil || strings.HasPrefix(rel, "..") {
 			rel = f
 		}
-		body["files"][filepath.ToSlash(rel)] = string(b)
+		body.Files[filepath.ToSlash(rel)] = string(b)
 	}
-	if len(body["files"]) == 0 {
+	if len(body.Files) == 0 {
 		return errors.New("no spec files under the given paths")
 	}
-	token := o.token
-	if token == "" {
-		token = os.Getenv("HOIST_TOKEN")
-	}
-	if token == "" {
-		if token, err = adminTokenIfAny(o.dataDir); err != nil {
-			return err
-		}
-	}
-	p, err := postPlan(cmd, o.server, token, body)
+	c, err := o.client()
 	if err != nil {
 		return err
+	}
+	p, err := c.Plan(cmd.Context(), body)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -135,54 +124,6 @@ func planBase(args []string) string {
 		}
 	}
 	return "."
-}
-
-func adminTokenIfAny(dataDir string) (string, error) {
-	if t := os.Getenv("HOIST_ADMIN_TOKEN"); t != "" {
-		return t, nil
-	}
-	b, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", errors.New("no API token: give --token or HOIST_TOKEN")
-	}
-	return strings.TrimSpace(string(b)), err
-}
-
-func postPlan(cmd *cobra.Command, server, token string, body any) (web.Plan, error) {
-	var p web.Plan
-	b, err := json.Marshal(body)
-	if err != nil {
-		return p, err
-	}
-	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, strings.TrimRight(server, "/")+"/api/v1/plan", bytes.NewReader(b))
-	if err != nil {
-		return p, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return p, fmt.Errorf("plan: %w", err)
-	}
-	defer resp.Body.Close()
-	rb, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return p, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(rb, &e)
-		if e.Message == "" {
-			e.Message = strings.TrimSpace(string(rb))
-		}
-		return p, fmt.Errorf("plan: server answered %s: %s", resp.Status, e.Message)
-	}
-	if err := json.Unmarshal(rb, &p); err != nil {
-		return p, fmt.Errorf("plan: %w", err)
-	}
-	return p, nil
 }
 
 func planChanges(p web.Plan) bool {

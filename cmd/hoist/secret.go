@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,13 +16,8 @@ import (
 	"hoist/web"
 )
 
-// secretClientOptions are the flags every `hoist secret` command shares.
-type secretClientOptions struct {
-	server, token, dataDir string
-}
-
 func newSecretCmd() *cobra.Command {
-	var o secretClientOptions
+	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "secret",
 		Short: "Manage the secrets specs reference as ${{ secrets.NAME }} on a running hoist server",
@@ -36,17 +28,14 @@ SSH fleet identity_file, and env: [NAME] takes NAME from them.
 Values are never taken from the command line (it shows in ps and shell
 history): set reads standard input, or the file given with --from-file.
 
-The server is --server (HOIST_SERVER, default http://127.0.0.1:8080); the
-token is --token (HOIST_TOKEN, then HOIST_ADMIN_TOKEN, then the admin token in
---data-dir). Viewers may list names only.`,
+Viewers may list names only.
+
+` + clientHelp + "\n\n" + exitHelp,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			return applyEnv(cmd.Flags())
 		},
 	}
-	f := cmd.PersistentFlags()
-	f.StringVar(&o.server, "server", "http://127.0.0.1:8080", "URL of the hoist server")
-	f.StringVar(&o.token, "token", "", "API token (default HOIST_TOKEN, HOIST_ADMIN_TOKEN or <data-dir>/admin-token)")
-	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where to find the admin token")
+	o.addFlags(cmd.PersistentFlags())
 
 	var fromFile string
 	set := &cobra.Command{
@@ -61,12 +50,12 @@ value is read without echo) or, with --from-file, is the file's exact bytes.`,
 			if err != nil {
 				return err
 			}
-			body, err := json.Marshal(map[string]string{"value": string(value)})
+			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			if err := o.call(cmd, http.MethodPut, args[0], body, nil); err != nil {
-				return err
+			if err := c.SetSecret(cmd.Context(), args[0], string(value)); err != nil {
+				return fmt.Errorf("secret: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "secret %s set\n", args[0])
 			return nil
@@ -79,13 +68,15 @@ value is read without echo) or, with --from-file, is the file's exact bytes.`,
 		Short: "Print a secret's value (exact bytes, no newline added)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var v struct {
-				Value string `json:"value"`
-			}
-			if err := o.call(cmd, http.MethodGet, args[0], nil, &v); err != nil {
+			c, err := o.client()
+			if err != nil {
 				return err
 			}
-			_, err := io.WriteString(cmd.OutOrStdout(), v.Value)
+			v, err := c.Secret(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("secret: %w", err)
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), v)
 			return err
 		},
 	}
@@ -99,9 +90,16 @@ value is read without echo) or, with --from-file, is the file's exact bytes.`,
 			if output != "table" && output != "json" {
 				return fmt.Errorf("invalid --output %q: must be table or json", output)
 			}
-			var list []web.Secret
-			if err := o.call(cmd, http.MethodGet, "", nil, &list); err != nil {
+			c, err := o.client()
+			if err != nil {
 				return err
+			}
+			list, err := c.Secrets(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("secret: %w", err)
+			}
+			if list == nil {
+				list = []web.Secret{}
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -123,8 +121,12 @@ value is read without echo) or, with --from-file, is the file's exact bytes.`,
 		Short: "Delete a secret",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.call(cmd, http.MethodDelete, args[0], nil, nil); err != nil {
+			c, err := o.client()
+			if err != nil {
 				return err
+			}
+			if err := c.DeleteSecret(cmd.Context(), args[0]); err != nil {
+				return fmt.Errorf("secret: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "secret %s deleted\n", args[0])
 			return nil
@@ -163,61 +165,4 @@ func readSecretValue(cmd *cobra.Command, fromFile string) ([]byte, error) {
 		return nil, errors.New("empty value on stdin: pipe the value in, or use --from-file")
 	}
 	return b, nil
-}
-
-// call sends one request to /api/v1/secrets[/name] and decodes the answer
-// into out (when not nil). Errors carry the server's message, never a value.
-func (o secretClientOptions) call(cmd *cobra.Command, method, name string, body []byte, out any) error {
-	token := o.token
-	if token == "" {
-		token = os.Getenv("HOIST_TOKEN")
-	}
-	if token == "" {
-		var err error
-		if token, err = adminTokenIfAny(o.dataDir); err != nil {
-			return err
-		}
-	}
-	u := strings.TrimRight(o.server, "/") + "/api/v1/secrets"
-	if name != "" {
-		u += "/" + url.PathEscape(name)
-	}
-	var rb io.Reader
-	if body != nil {
-		rb = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, u, rb)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return fmt.Errorf("secret: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(b, &e)
-		if e.Message == "" {
-			e.Message = resp.Status
-		}
-		return fmt.Errorf("secret: server answered %s: %s", resp.Status, e.Message)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("secret: decode the answer: %w", err)
-	}
-	return nil
 }

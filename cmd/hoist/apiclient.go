@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"hoist/web/client"
+)
+
+// clientHelp is the part of every API command's help that says where the
+// server and the token come from, and what the exit codes mean.
+const clientHelp = `The server is --server (else HOIST_URL, else the config file of
+` + "`hoist login`" + `, else ` + client.DefaultServer + `); the token is --token (else
+HOIST_TOKEN, else the config file, else HOIST_ADMIN_TOKEN, else the admin
+token in --data-dir). HOIST_SERVER and HOIST_DATA_DIR set the flags too.`
+
+// exitHelp documents the exit codes every API command shares.
+const exitHelp = `Exit codes: 0 success, 1 error (including unauthorized and forbidden),
+3 the named object does not exist.`
+
+// clientOptions are the flags every command that calls a server shares.
+type clientOptions struct {
+	server, token, dataDir string
+}
+
+// addFlags registers --server, --token and --data-dir on fs.
+func (o *clientOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.server, "server", "", "URL of the hoist server (default HOIST_URL, the login config or "+client.DefaultServer+")")
+	fs.StringVar(&o.token, "token", "", "API token (default HOIST_TOKEN, the login config, HOIST_ADMIN_TOKEN or <data-dir>/admin-token)")
+	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where to find the local server's admin token")
+}
+
+// client resolves the server and token as clientHelp says.
+func (o *clientOptions) client() (*client.Client, error) {
+	return client.New(client.Options{Server: o.server, Token: o.token, DataDir: o.dataDir})
+}
+
+// outputFlag registers -o/--output (table or json) on cmd and returns a
+// check for its value, to call first in RunE.
+func outputFlag(cmd *cobra.Command, output *string) func() error {
+	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
+	return func() error {
+		if *output != "table" && *output != "json" {
+			return fmt.Errorf("invalid --output %q: must be table or json", *output)
+		}
+		return nil
+	}
+}
