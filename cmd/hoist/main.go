@@ -37,6 +37,11 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
 	root.AddCommand(newSecretCmd())
+	root.AddCommand(newPsCmd())
+	root.AddCommand(newLogsCmd())
+	root.AddCommand(newStopCmd())
+	root.AddCommand(newEventsCmd())
+	root.AddCommand(newLoginCmd())
 	root.AddCommand(newGatewayCmd())
 	return root
 }
