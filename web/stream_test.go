@@ -219,3 +219,28 @@ func TestServer_closeEndsLiveStreams(t *testing.T) {
 		t.Fatal("stream still open after Close")
 	}
 }
+
+func TestServer_logsSinceDropsOlderLines(t *testing.T) {
+	f := newFixture(t)
+	// The fixture's lines are at 1700000001 and 1700000002 (Unix).
+	for _, tc := range []struct {
+		name, since string
+		status      int
+		want        string
+	}{
+		{"before both", time.Unix(1700000000, 0).UTC().Format(time.RFC3339), http.StatusOK, "hello\nworld\n"},
+		{"at the second", time.Unix(1700000002, 0).UTC().Format(time.RFC3339), http.StatusOK, "world\n"},
+		{"after both", time.Unix(1700000003, 0).UTC().Format(time.RFC3339), http.StatusOK, ""},
+		{"not a time", "10m", http.StatusBadRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.do(t, "GET", "/api/v1/runs/hello/logs?since="+tc.since, adminTok, nil)
+			if r.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", r.StatusCode, tc.status)
+			}
+			if body := readBody(t, r); tc.status == http.StatusOK && body != tc.want {
+				t.Errorf("body %q, want %q", body, tc.want)
+			}
+		})
+	}
+}

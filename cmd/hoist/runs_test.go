@@ -422,3 +422,45 @@ func TestClientNew_prefersFlagsThenEnvironmentThenConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestPsWatch_redrawsUntilInterrupted runs `ps -w`, interrupts it once it
+// drew, and checks that every frame is the ps golden after a clear screen
+// and that the interrupt ends it with exit 0.
+func TestPsWatch_redrawsUntilInterrupted(t *testing.T) {
+	isolateClientEnv(t)
+	f := newCLIFixture(t)
+	want, err := os.ReadFile(filepath.Join("testdata", "cli", "ps.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		_, code := f.runCLI(ctx, &out, "ps", "-w")
+		done <- code
+	}()
+	wait, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	waitFor(t, wait, func() bool { return strings.Contains(out.String(), "train") })
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit code %d after the interrupt, want 0", code)
+		}
+	case <-wait.Done():
+		t.Fatal("ps -w did not end after the interrupt")
+	}
+	const clear = "\x1b[H\x1b[2J"
+	got := out.String()
+	if !strings.HasPrefix(got, clear) {
+		t.Fatalf("ps -w output %q does not start by clearing the screen", got)
+	}
+	for _, frame := range strings.Split(got, clear)[1:] {
+		if frame != string(want) {
+			t.Errorf("frame %q, want %q", frame, want)
+		}
+	}
+}
