@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -14,7 +16,8 @@ import (
 const clientHelp = `The server is --server (else HOIST_URL, else the config file of
 ` + "`hoist login`" + `, else ` + client.DefaultServer + `); the token is --token (else
 HOIST_TOKEN, else the config file, else HOIST_ADMIN_TOKEN, else the admin
-token in --data-dir). HOIST_SERVER and HOIST_DATA_DIR set the flags too.`
+token in --data-dir). HOIST_SERVER (HOIST_URL's older name) and
+HOIST_DATA_DIR set those flags when they are not given.`
 
 // exitHelp documents the exit codes every API command shares.
 const exitHelp = `Exit codes: 0 success, 1 error (including unauthorized and forbidden),
@@ -30,6 +33,25 @@ func (o *clientOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.server, "server", "", "URL of the hoist server (default HOIST_URL, the login config or "+client.DefaultServer+")")
 	fs.StringVar(&o.token, "token", "", "API token (default HOIST_TOKEN, the login config, HOIST_ADMIN_TOKEN or <data-dir>/admin-token)")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where to find the local server's admin token")
+}
+
+// applyEnv sets --server and --data-dir from HOIST_SERVER and
+// HOIST_DATA_DIR when they were not given (only those: a command's other
+// flags take no environment).
+func (o *clientOptions) applyEnv(fs *pflag.FlagSet) error {
+	for _, name := range []string{"server", "data-dir"} {
+		f := fs.Lookup(name)
+		if f == nil || f.Changed {
+			continue
+		}
+		env := "HOIST_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("%s: %w", env, err)
+			}
+		}
+	}
+	return nil
 }
 
 // client resolves the server and token as clientHelp says.

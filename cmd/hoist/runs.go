@@ -1,12 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +26,7 @@ const watchEvery = 2 * time.Second
 // RunStatus.is_finished: terminated, failed, done).
 func finishedRun(status string) bool {
 	switch status {
-	case "terminated", "failed", "done", "aborted":
+	case "terminated", "failed", "done":
 		return true
 	}
 	return false
@@ -52,7 +52,7 @@ interrupted (with -o json: one JSON array per line at each redraw).
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "show finished runs too")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every 2 seconds until interrupted")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := applyEnv(cmd.Flags()); err != nil {
+		if err := o.applyEnv(cmd.Flags()); err != nil {
 			return err
 		}
 		if err := check(); err != nil {
@@ -178,7 +178,7 @@ of its own (JSON Lines).
 	cmd.Flags().StringVar(&since, "since", "", "only lines newer than this duration (10m) or RFC 3339 time")
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := applyEnv(cmd.Flags()); err != nil {
+		if err := o.applyEnv(cmd.Flags()); err != nil {
 			return err
 		}
 		if err := check(); err != nil {
@@ -230,7 +230,7 @@ type jsonLines struct {
 func (j *jsonLines) Write(p []byte) (int, error) {
 	n := len(p)
 	for {
-		i := strings.IndexByte(string(p), '\n')
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			j.partial = append(j.partial, p...)
 			return n, nil
@@ -270,7 +270,7 @@ table). hoist has no stop that skips the grace, so it has no --abort flag.
 	check := outputFlag(cmd, &output)
 	o.addFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := applyEnv(cmd.Flags()); err != nil {
+		if err := o.applyEnv(cmd.Flags()); err != nil {
 			return err
 		}
 		if err := check(); err != nil {
@@ -316,7 +316,7 @@ array, or with -f one JSON object per line (JSON Lines).
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many of the newest events (default the server's, 200)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := applyEnv(cmd.Flags()); err != nil {
+		if err := o.applyEnv(cmd.Flags()); err != nil {
 			return err
 		}
 		if err := check(); err != nil {
@@ -362,13 +362,13 @@ array, or with -f one JSON object per line (JSON Lines).
 		}
 		enc := json.NewEncoder(w)
 		if output == "table" {
-			fmt.Fprintln(w, strings.ReplaceAll(eventHeader, "\t", "  "))
+			fmt.Fprintf(w, followedEventFormat, "TIME", "KIND", "NAME", "TYPE", "MESSAGE")
 		}
 		err = c.FollowEvents(cmd.Context(), q, watchEvery, func(e web.Event) error {
 			if output == "json" {
 				return enc.Encode(e)
 			}
-			_, err := fmt.Fprintln(w, strings.ReplaceAll(eventRow(e), "\t", "  "))
+			_, err := fmt.Fprintf(w, followedEventFormat, e.Time.UTC().Format(timeLayout), e.Kind, e.Name, e.Type, e.Message)
 			return err
 		})
 		if errors.Is(err, context.Canceled) {
@@ -383,6 +383,10 @@ array, or with -f one JSON object per line (JSON Lines).
 }
 
 const eventHeader = "TIME\tKIND\tNAME\tTYPE\tMESSAGE"
+
+// followedEventFormat lays out `events -f` rows in fixed columns: they are
+// printed as they come, so no table can measure them first.
+const followedEventFormat = "%-19s  %-8s  %-16s  %-12s  %s\n"
 
 func eventRow(e web.Event) string {
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", e.Time.UTC().Format(timeLayout), e.Kind, e.Name, e.Type, e.Message)

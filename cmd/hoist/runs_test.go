@@ -464,3 +464,40 @@ func TestPsWatch_redrawsUntilInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsFollow_printsNewEventsUntilInterrupted follows a run's events,
+// adds one, and interrupts once it was printed.
+func TestEventsFollow_printsNewEventsUntilInterrupted(t *testing.T) {
+	for _, output := range []string{"table", "json"} {
+		t.Run(output, func(t *testing.T) {
+			isolateClientEnv(t)
+			f := newCLIFixture(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var out syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				_, code := f.runCLI(ctx, &out, "events", "--run", "train", "-f", "-o", output)
+				done <- code
+			}()
+			wait, stop := context.WithTimeout(t.Context(), time.Minute)
+			defer stop()
+			waitFor(t, wait, func() bool { return strings.Contains(out.String(), "run submitted") })
+			if _, err := f.st.AddEvent(wait, store.Event{ObjectKind: "run", ObjectName: "train", Type: "stopped",
+				Message: "stopped by user", Time: cliNow.Add(-time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, wait, func() bool { return strings.Contains(out.String(), "stopped by user") })
+			cancel()
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Fatalf("exit code %d after the interrupt, want 0", code)
+				}
+			case <-wait.Done():
+				t.Fatal("events -f did not end after the interrupt")
+			}
+			checkGolden(t, "events-follow-"+output, out.String())
+		})
+	}
+}
