@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -164,7 +165,9 @@ func newLogsCmd() *cobra.Command {
 		Use:   "logs RUN",
 		Short: "Print a run's output; -f follows it until the job ends",
 		Long: `Print the output of RUN's newest job (--job picks another submission: its
-id or number). -f keeps printing new lines until the job ends, then exits 0;
+id or number). -f keeps printing new lines until the job ends, then exits 0
+(1 when the stream ended otherwise: the server closed it, or the run has no
+job yet);
 --since keeps lines written in the last duration (10m, 2h) or after an RFC
 3339 time. With -o json each line is a JSON object {"run", "text"} on a line
 of its own (JSON Lines).
@@ -200,17 +203,60 @@ of its own (JSON Lines).
 		}
 		err = c.Logs(cmd.Context(), args[0], client.LogsQuery{Job: job, Since: t, Follow: follow}, w)
 		if errors.Is(err, context.Canceled) && follow {
-			err = nil // interrupted while following
+			return nil // interrupted while following
 		}
 		if err != nil {
 			return fmt.Errorf("logs: %w", err)
 		}
 		if jw != nil {
-			return jw.flush()
+			if err := jw.flush(); err != nil {
+				return err
+			}
+		}
+		if follow {
+			return followEnded(cmd.Context(), c, args[0], job)
 		}
 		return nil
 	}
 	return cmd
+}
+
+// followEnded checks, once a followed log stream ended, that it ended
+// because the job finished: a stream the server closed early (it shut down,
+// or the run has no job yet) is an error, so that exit 0 means the job ended.
+func followEnded(ctx context.Context, c *client.Client, name, job string) error {
+	run, err := c.Run(ctx, name)
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	for i, j := range run.Jobs {
+		if job == "" && i > 0 {
+			break
+		}
+		if job == "" || j.ID == job || j.SubmissionID == job || strconv.Itoa(j.SubmissionNum) == job {
+			if !finishedJob(j.Status) {
+				return fmt.Errorf("logs: the server ended the stream while job %s is %s", j.JobName, j.Status)
+			}
+			return nil
+		}
+	}
+	if job != "" {
+		return fmt.Errorf("logs: run %s has no job %s", name, job)
+	}
+	if !finishedRun(run.Status) {
+		return fmt.Errorf("logs: run %s is %s and has no job yet", name, run.Status)
+	}
+	return nil
+}
+
+// finishedJob reports whether a job status is terminal (dstack's
+// JobStatus.finished_statuses).
+func finishedJob(status string) bool {
+	switch status {
+	case "terminated", "aborted", "failed", "done":
+		return true
+	}
+	return false
 }
 
 // logLine is one line of `hoist logs -o json`.

@@ -91,7 +91,10 @@ func newCLIFixture(t *testing.T) *cliFixture {
 	serve := &store.Run{Name: "serve", Type: "service", Revision: rev, Status: store.RunFailed, StatusMessage: "no offers",
 		TerminationReason: "failed_to_start_due_to_no_capacity", SubmittedAt: cliNow.Add(-150 * time.Minute), FinishedAt: cliNow.Add(-149 * time.Minute),
 		Spec: json.RawMessage(`{"type":"service","name":"serve","port":8000,"commands":["serve"]}`)}
-	for _, r := range []*store.Run{hello, train, serve} {
+	queued := &store.Run{Name: "queued", Type: "task", Revision: rev, Status: store.RunPending, StatusMessage: "waiting for capacity",
+		SubmittedAt: cliNow.Add(-5 * time.Minute),
+		Spec:        json.RawMessage(`{"type":"task","name":"queued","image":"busybox","commands":["true"]}`)}
+	for _, r := range []*store.Run{hello, train, serve, queued} {
 		if err := st.CreateRun(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +235,7 @@ func TestRunCommands_printTheGoldenOutputInTextAndJSON(t *testing.T) {
 		{"logs-json", []string{"logs", "hello", "-o", "json"}, 0},
 		{"logs-since", []string{"logs", "hello", "--since", cliNow.Add(-104 * time.Minute).Format(time.RFC3339)}, 0},
 		{"logs-unknown-run", []string{"logs", "nope"}, 3},
+		{"logs-follow-run-without-job", []string{"logs", "queued", "-f"}, 1},
 		{"events", []string{"events"}, 0},
 		{"events-json", []string{"events", "-o", "json"}, 0},
 		{"events-run", []string{"events", "--run", "hello"}, 0},
@@ -363,8 +367,8 @@ func TestLogin_savesTheServerForOtherCommands(t *testing.T) {
 		t.Fatalf("ps after login: %v; %s", err, errb.String())
 	}
 	var runs []web.Run
-	if err := json.Unmarshal(out.Bytes(), &runs); err != nil || len(runs) != 3 {
-		t.Fatalf("ps after login printed %q (%v), want 3 runs", out.String(), err)
+	if err := json.Unmarshal(out.Bytes(), &runs); err != nil || len(runs) != 4 {
+		t.Fatalf("ps after login printed %q (%v), want 4 runs", out.String(), err)
 	}
 }
 
