@@ -99,4 +99,3 @@ func (s *Store) PruneMetrics(ctx context.Context, before time.Time) (int64, erro
 	n, _ := res.RowsAffected()
 	return n, nil
 }
-
