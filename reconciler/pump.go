@@ -90,6 +90,16 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) sto
 // writes made under lease().
 func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() store.Lease) {
 	log := c.log.With("job", job.JobName)
+	mctx, stopMetrics := context.WithCancel(ctx)
+	metricsDone := make(chan struct{})
+	go func() {
+		defer close(metricsDone)
+		c.collectMetrics(mctx, job, lease)
+	}()
+	defer func() {
+		stopMetrics()
+		<-metricsDone
+	}()
 
 	var unreachableSince time.Time
 	for ctx.Err() == nil {
