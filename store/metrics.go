@@ -71,15 +71,27 @@ func (s *Store) MetricsPoints(ctx context.Context, jobID string, after time.Time
 	return ps, nil
 }
 
+// JobMetricsPoint is a MetricsPoint with the names of its run and job.
+type JobMetricsPoint struct {
+	MetricsPoint `bun:",extend"`
+
+	// RunName is the job's run.
+	RunName string `bun:"run_name,scanonly"`
+	// JobName is the job's name.
+	JobName string `bun:"job_name,scanonly"`
+}
+
 // LatestMetricsPoints returns the newest sample of every job that has one
 // and is not finished (for the /metrics gauges).
-func (s *Store) LatestMetricsPoints(ctx context.Context) ([]MetricsPoint, error) {
-	var ps []MetricsPoint
+func (s *Store) LatestMetricsPoints(ctx context.Context) ([]JobMetricsPoint, error) {
+	var ps []JobMetricsPoint
 	latest := s.db.NewSelect().Model((*MetricsPoint)(nil)).
 		ColumnExpr("job_id, MAX(collected_at) AS collected_at").Group("job_id")
-	err := s.db.NewSelect().Model(&ps).
+	err := s.db.NewSelect().Model(&ps).ColumnExpr("mp.*").ColumnExpr("j.run_name, j.job_name").
 		Join("JOIN (?) AS latest ON latest.job_id = mp.job_id AND latest.collected_at = mp.collected_at", latest).
-		Where("mp.job_id IN (?)", s.db.NewSelect().Model((*Job)(nil)).Column("id").Where("finished_at IS NULL")).
+		Join("JOIN jobs AS j ON j.id = mp.job_id").
+		Where("j.finished_at IS NULL").
+		Order("j.run_name", "j.job_name").
 		Scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("latest metrics: %w", err)

@@ -39,7 +39,7 @@ func TestMetricsPoints_keepABoundedWindowPerJobAndGoWithFinishedJobs(t *testing.
 			t.Fatalf("window of job a = %+v, want the 4 samples from t0+20s, oldest first", ps)
 		}
 		latest, err := s.LatestMetricsPoints(ctx)
-		if err != nil || len(latest) != 2 {
+		if err != nil || len(latest) != 2 || latest[0].JobName != "t-0-0" || latest[0].RunName != "t" || latest[0].CPUUsageMicros != 5e6 {
 			t.Fatalf("LatestMetricsPoints = %+v, %v; want one per job", latest, err)
 		}
 		b.Status, b.FinishedAt = JobDone, t0
