@@ -23,19 +23,20 @@ const utilizationSlack = time.Minute
 
 // collectMetrics samples a running job's resource use from its runner every
 // MetricsInterval until ctx ends, keeping a window of samples in the store
-// and applying the run's utilization_policy to it.
-func (c *Controller) collectMetrics(ctx context.Context, job store.Job, lease func() store.Lease) {
+// and applying the run's utilization_policy to it. It returns true when it
+// terminated the job.
+func (c *Controller) collectMetrics(ctx context.Context, job store.Job, lease func() store.Lease) bool {
 	spec, err := decodeRunSpec(job.Spec)
 	if err != nil {
 		c.log.Warn("job metrics: decode job spec failed", "job", job.JobName, "error", err)
-		return
+		return false
 	}
 	t := time.NewTimer(c.cfg.MetricsInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
 		}
 		t.Reset(c.cfg.MetricsInterval)
@@ -53,7 +54,7 @@ func (c *Controller) collectMetrics(ctx context.Context, job store.Job, lease fu
 		if stop, err := c.recordMetrics(ctx, lease(), job, spec, m); err != nil {
 			c.log.Warn("job metrics: record failed", "job", job.JobName, "error", err)
 		} else if stop {
-			return
+			return true
 		}
 	}
 }

@@ -90,14 +90,18 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) sto
 // writes made under lease().
 func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() store.Lease) {
 	log := c.log.With("job", job.JobName)
-	mctx, stopMetrics := context.WithCancel(ctx)
+	// The metrics collector ends the follow when it terminates the job
+	// (utilization_policy): the job worker then stops its runner.
+	ctx, stopFollow := context.WithCancel(ctx)
 	metricsDone := make(chan struct{})
 	go func() {
 		defer close(metricsDone)
-		c.collectMetrics(mctx, job, lease)
+		if c.collectMetrics(ctx, job, lease) {
+			stopFollow()
+		}
 	}()
 	defer func() {
-		stopMetrics()
+		stopFollow()
 		<-metricsDone
 	}()
 

@@ -14,7 +14,8 @@ import (
 // pump of a running job samples its runner every MetricsInterval into the
 // store; while its GPU is busy the job runs, and once the GPU stays under
 // the run's min_gpu_utilization for time_window (on the fixture's clock)
-// the job is terminated with dstack's reason and message.
+// the job is terminated with dstack's reason and message, its runner is
+// stopped, and its run ends with job_failed.
 func TestWorkers_runningJobMetricsAreCollectedAndAnIdleGPUStopsTheRun(t *testing.T) {
 	f := newFixture(t, map[string]string{
 		"fleet.dstack.yml": cloudFleet,
@@ -62,5 +63,11 @@ func TestWorkers_runningJobMetricsAreCollectedAndAnIdleGPUStopsTheRun(t *testing
 	}
 	if idle := f.clock.Now().Sub(idleFrom); idle < 5*time.Minute {
 		t.Errorf("terminated after %s of idle samples, want at least the 5 min window", idle)
+	}
+	f.stepJob("train", store.JobTerminated)
+	f.reconcileRun("train")
+	// As in dstack, a job ended by its utilization policy fails its run.
+	if r := f.run("train"); r.TerminationReason != runReasonJobFailed {
+		t.Errorf("run %s (%s), want ended with %s", r.Status, r.TerminationReason, runReasonJobFailed)
 	}
 }

@@ -175,7 +175,7 @@ var Table = []Row{
 		}},
 	{Kinds: runKinds, Field: "idle_duration", Decision: Advisory, Note: "`idle_duration` on a run has no effect: runs create no instances of their own; the fleet's `idle_duration` applies",
 		uses: writtenAt("idle_duration")},
-	{Kinds: runKinds, Field: "utilization_policy", Decision: Honoured, Test: "reconciler.TestRecordMetrics_utilizationPolicy",
+	{Kinds: runKinds, Field: "utilization_policy", Decision: Honoured, Test: "reconciler.TestWorkers_runningJobMetricsAreCollectedAndAnIdleGPUStopsTheRun",
 		Note: "a job whose GPU stayed under `min_gpu_utilization` in every sample of `time_window` (sampled every 10 s) is terminated with `terminated_due_to_utilization_policy`, as dstack does; a job without GPUs is never"},
 	{Kinds: runKinds, Field: "startup_order", Decision: Refused, Note: "`startup_order` other than `any`",
 		uses: runIf(func(c *schema.RunConfig) bool { return c.StartupOrder != "" && c.StartupOrder != "any" }, "startup_order")},
