@@ -40,6 +40,9 @@ type Config struct {
 	// UnreachableGrace is how long a running job's runner may not answer
 	// before the job fails as instance_unreachable (2 min when zero).
 	UnreachableGrace time.Duration
+	// MetricsInterval is how often each running job's CPU, memory and GPU
+	// use is sampled from its runner (10 s when zero, as dstack collects).
+	MetricsInterval time.Duration
 	// LoadTimeout bounds validating one revision (and every plan's load):
 	// past it the revision is refused with an error naming the deadline and
 	// the next one is looked at (30 s when zero).
@@ -213,6 +216,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.RetentionInterval <= 0 {
 		cfg.RetentionInterval = time.Hour
+	}
+	if cfg.MetricsInterval <= 0 {
+		cfg.MetricsInterval = 10 * time.Second
 	}
 	if cfg.LeakAuditInterval == 0 {
 		cfg.LeakAuditInterval = 10 * time.Minute

@@ -28,6 +28,7 @@ const (
 	reasonLogQuota            = "log_quota_exceeded"
 	reasonVolumeError         = "volume_error"
 	reasonScaledDown          = "scaled_down"
+	reasonUtilizationPolicy   = "terminated_due_to_utilization_policy"
 )
 
 // Run termination reasons (dstack's RunTerminationReason vocabulary).
@@ -46,7 +47,7 @@ func jobFinalStatus(reason string) string {
 	case reasonDoneByRunner:
 		return store.JobDone
 	case reasonTerminatedByUser, reasonTerminatedByServer, reasonMaxDuration, reasonScaledDown,
-		"inactivity_duration_exceeded", "terminated_due_to_utilization_policy":
+		"inactivity_duration_exceeded", reasonUtilizationPolicy:
 		return store.JobTerminated
 	case reasonAbortedByUser:
 		return store.JobAborted

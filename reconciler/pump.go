@@ -90,6 +90,20 @@ func (c *Controller) pump(ctx context.Context, l store.Lease, job store.Job) sto
 // writes made under lease().
 func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() store.Lease) {
 	log := c.log.With("job", job.JobName)
+	// The metrics collector ends the follow when it terminates the job
+	// (utilization_policy): the job worker then stops its runner.
+	ctx, stopFollow := context.WithCancel(ctx)
+	metricsDone := make(chan struct{})
+	go func() {
+		defer close(metricsDone)
+		if c.collectMetrics(ctx, job, lease) {
+			stopFollow()
+		}
+	}()
+	defer func() {
+		stopFollow()
+		<-metricsDone
+	}()
 
 	var unreachableSince time.Time
 	for ctx.Err() == nil {

@@ -43,7 +43,11 @@ func (c *Controller) prune(ctx context.Context) {
 	if err != nil {
 		c.log.Warn("prune logs failed", "error", err)
 	}
-	if events > 0 || logs > 0 {
-		c.log.Info("retention pruned", "events", events, "job_logs", logs, "before", before)
+	metrics, err := c.st.PruneMetrics(ctx, before)
+	if err != nil {
+		c.log.Warn("prune job metrics failed", "error", err)
+	}
+	if events > 0 || logs > 0 || metrics > 0 {
+		c.log.Info("retention pruned", "events", events, "job_logs", logs, "job_metrics", metrics, "before", before)
 	}
 }

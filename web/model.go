@@ -99,6 +99,10 @@ type Job struct {
 	// Transitions lists the statuses the submission went through, oldest
 	// first; the run timeline draws them.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// Metrics are an unfinished job's CPU, memory and GPU samples in the
+	// server's window, oldest first (set by GET /api/v1/runs/{name} when
+	// the server has JobMetrics).
+	Metrics []MetricsPoint `json:"metrics,omitempty"`
 }
 
 // Transition records that a submission entered Status at At.

@@ -52,6 +52,11 @@ func (s *Server) apiGetRun(c *echo.Context) error {
 	}
 	s.setServiceURL(c.Request().Context(), &run)
 	run.Service = s.serviceStatus(c.Request().Context(), run)
+	for i, j := range run.Jobs {
+		if j.FinishedAt == nil {
+			run.Jobs[i].Metrics = s.jobMetrics(c.Request().Context(), j)
+		}
+	}
 	return c.JSON(http.StatusOK, apiRun(run))
 }
 
@@ -280,6 +285,9 @@ func (s *Server) pageRun(c *echo.Context) error {
 		Timeline: runTimeline(run, s.now())}
 	if run.Service != nil {
 		d.ServiceChart = serviceChart(run.Service.History)
+	}
+	if ok && job.FinishedAt == nil {
+		d.Usage = jobUsageCharts(s.jobMetrics(ctx, job))
 	}
 	if ok && c.QueryParam("after") == "" {
 		// Open on the newest lines when the store can say where they are.

@@ -127,6 +127,10 @@ type Deps struct {
 	// ServiceStatuses shows service runs' replicas, traffic and its
 	// history on the run page and in the run API; nil leaves them out.
 	ServiceStatuses ServiceStatuses
+	// JobMetrics shows running jobs' CPU, memory and GPU use on the run
+	// page, in the run API and as hoist_job_* on /metrics; nil leaves them
+	// out.
+	JobMetrics JobMetrics
 	// Meter counts the proxy's requests per service run (give the same one
 	// to the reconciler's autoscaling); nil means a Meter of the server's
 	// own.
@@ -210,6 +214,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.metrics = NewMetrics()
 	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
+	if deps.JobMetrics != nil {
+		s.metrics.reg.MustRegister(newJobMetricsCollector(deps.JobMetrics))
+	}
 	s.ctx = ctx
 	if deps.Meter == nil {
 		deps.Meter = NewMeter(now)

@@ -51,6 +51,9 @@ type Config struct {
 	Service http.Handler
 	// Logger receives the agents' log; nil discards it.
 	Logger *slog.Logger
+	// Metrics is what the runners' GET /api/v1/metrics answers (with Time
+	// set from Now); nil answers a sample of zeros.
+	Metrics func() api.Metrics
 	// Now is the clock of provisioning delays; nil means time.Now.
 	Now func() time.Time
 }

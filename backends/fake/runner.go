@@ -141,7 +141,12 @@ func (r *runner) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/logs", r.handleLogs)
 	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
 	mux.HandleFunc("GET /api/v1/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, api.Metrics{Time: r.in.b.cfg.Now()})
+		var m api.Metrics
+		if r.in.b.cfg.Metrics != nil {
+			m = r.in.b.cfg.Metrics()
+		}
+		m.Time = r.in.b.cfg.Now()
+		writeJSON(w, http.StatusOK, m)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.in.silent.Load() {

@@ -59,6 +59,7 @@ type serveOptions struct {
 	logLevel, externalURL, installation     string
 	noLocalFleet                            bool
 	unreachableGrace, validateTimeout       time.Duration
+	metricsInterval                         time.Duration
 	retention, leakAudit                    time.Duration
 }
 
@@ -105,6 +106,8 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	// Hidden: tests shorten how long a silent runner is waited for.
 	f.DurationVar(&o.unreachableGrace, "unreachable-grace", 0, "how long a running job's runner may not answer before the job fails as instance_unreachable (default 2m)")
 	_ = f.MarkHidden("unreachable-grace")
+	f.DurationVar(&o.metricsInterval, "metrics-interval", 0, "how often each running job's CPU, memory and GPU use is sampled from its runner (default 10s)")
+	_ = f.MarkHidden("metrics-interval")
 	_ = cmd.MarkFlagRequired("repo")
 	return cmd
 }
@@ -234,7 +237,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	ctrl, err := reconciler.New(reconciler.Config{
 		Gateways:     gateways,
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
-		UnreachableGrace: o.unreachableGrace, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
+		UnreachableGrace: o.unreachableGrace, MetricsInterval: o.metricsInterval, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
@@ -258,7 +261,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
-		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter,
+		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter, JobMetrics: view,
 	})
 	if err != nil {
 		return err
