@@ -42,6 +42,7 @@
 //	GET  /api/healthcheck                 Health
 //	POST /api/v1/submit                   JobSpec (repeatable until run)
 //	POST /api/v1/upload                   tar.gz into the working dir (after submit, before run)
+//	POST /api/v1/code                     the job's code archive (JobSpec.Code; after submit, before run)
 //	POST /api/v1/run                      → RunResponse
 //	GET  /api/v1/state                    JobState
 //	GET  /api/v1/wait?timeout_ms=         JobState once finished (long-poll)

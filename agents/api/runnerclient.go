@@ -60,6 +60,18 @@ func (r *RunnerClient) Upload(ctx context.Context, archive io.Reader) error {
 	return resp.Body.Close()
 }
 
+// UploadCode hands the runner the job's code archive (tar.gz, laid out as
+// CodeSpec says), which it places as the submitted JobSpec.Code says. It
+// may be called once, after Submit and before Run.
+func (r *RunnerClient) UploadCode(ctx context.Context, archive io.Reader) error {
+	resp, err := r.c.send(ctx, http.MethodPost, "/api/v1/code", archive, "application/gzip")
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
 // Run starts the submitted job.
 func (r *RunnerClient) Run(ctx context.Context) (RunResponse, error) {
 	var out RunResponse

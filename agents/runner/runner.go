@@ -66,19 +66,21 @@ type Runner struct {
 
 	activity atomic.Int64 // unix nanos of the last API request
 
-	mu          sync.Mutex
-	spec        *api.JobSpec
-	workDir     string
-	state       api.JobState
-	changed     chan struct{} // closed and replaced on every state change
-	done        chan struct{} // closed once the job has finished
-	pid         int           // the job shell, leader of its process group
-	stopReason  string
-	stopMessage string
-	killTimer   *time.Timer
-	killAt      time.Time // when killTimer fires
-	maxTimer    *time.Timer
-	logs        *logStore
+	mu      sync.Mutex
+	spec    *api.JobSpec
+	workDir string
+	// codeUploaded is set once the job's code archive has been placed.
+	codeUploaded bool
+	state        api.JobState
+	changed      chan struct{} // closed and replaced on every state change
+	done         chan struct{} // closed once the job has finished
+	pid          int           // the job shell, leader of its process group
+	stopReason   string
+	stopMessage  string
+	killTimer    *time.Timer
+	killAt       time.Time // when killTimer fires
+	maxTimer     *time.Timer
+	logs         *logStore
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
@@ -164,8 +166,12 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 	case !filepath.IsAbs(wd):
 		wd = filepath.Join(base, wd)
 	}
+	if spec.Code != nil && spec.Code.RepoIfExists != "" && spec.Code.RepoIfExists != api.RepoIfExistsError && spec.Code.RepoIfExists != api.RepoIfExistsSkip {
+		return fmt.Errorf("code: unknown repo_if_exists %q", spec.Code.RepoIfExists)
+	}
 	r.spec = &spec
 	r.workDir = filepath.Clean(wd)
+	r.codeUploaded = false
 	r.log.Info("job_submitted", "run_name", spec.RunName, "job_id", spec.JobID, "working_dir", r.workDir)
 	return nil
 }
@@ -179,6 +185,9 @@ func (r *Runner) Run() (api.RunResponse, error) {
 	}
 	if r.state.State != api.JobPending {
 		return api.RunResponse{}, fmt.Errorf("job is %s, run only once: %w", r.state.State, errConflict)
+	}
+	if r.spec.Code != nil && !r.codeUploaded {
+		return api.RunResponse{}, fmt.Errorf("%w: %w", errCodeNotUploaded, errConflict)
 	}
 	if err := r.startLocked(); err != nil {
 		r.log.Error("job_start_failed", "err", err)
@@ -254,6 +263,9 @@ func (r *Runner) env() []string {
 	m["HOIST_WORKING_DIR"] = r.workDir
 	m["DSTACK_RUN_NAME"] = r.spec.RunName
 	m["DSTACK_WORKING_DIR"] = r.workDir
+	if d := r.repoDirLocked(); d != "" {
+		m["DSTACK_REPO_DIR"] = d
+	}
 	env := make([]string, 0, len(m))
 	for k, v := range m {
 		env = append(env, k+"="+v)

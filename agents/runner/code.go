@@ -1,0 +1,182 @@
+package runner
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"hoist/agents/api"
+)
+
+// maxCodeEntries bounds the number of entries of a code archive.
+const maxCodeEntries = 200_000
+
+// errCodeNotUploaded refuses Run while a job's code archive is missing.
+var errCodeNotUploaded = errors.New("the job's code has not been uploaded")
+
+// codeDest resolves a CodeSpec path against the working directory.
+func (r *Runner) codeDest(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(r.workDir, p)
+}
+
+// repoDir is where the job's repository goes ("" = none). Callers hold mu.
+func (r *Runner) repoDirLocked() string {
+	if r.spec == nil || r.spec.Code == nil || r.spec.Code.Repo == "" {
+		return ""
+	}
+	return r.codeDest(r.spec.Code.Repo)
+}
+
+// UploadCode places the job's code archive as its JobSpec.Code says, like
+// dstack's runner (runner/internal/executor/repo.go): the repository
+// directory goes to Code.Repo unless that is a non-empty directory, which
+// fails the upload with if_exists "error" and is left alone with "skip";
+// each file mapping goes to its path. Entries that would leave their
+// destination, and symbolic links pointing out of it, are refused.
+func (r *Runner) UploadCode(archive io.Reader) error {
+	r.mu.Lock()
+	if r.spec == nil || r.state.State != api.JobPending || r.spec.Code == nil {
+		st := r.state.State
+		r.mu.Unlock()
+		return fmt.Errorf("code upload only after submitting a job with code and before run (job is %s): %w", st, errConflict)
+	}
+	code := *r.spec.Code
+	repo := r.repoDirLocked()
+	files := make([]string, len(code.Files))
+	for i, f := range code.Files {
+		files[i] = r.codeDest(f)
+	}
+	r.mu.Unlock()
+	skipRepo := false
+	if repo != "" {
+		ents, err := os.ReadDir(repo)
+		switch {
+		case err == nil && len(ents) > 0 && code.RepoIfExists == api.RepoIfExistsSkip:
+			skipRepo = true
+			r.log.Info("code_repo_skipped", "dir", repo)
+		case err == nil && len(ents) > 0:
+			return fmt.Errorf("repository directory %s exists and is not empty (if_exists: error)", repo)
+		}
+	}
+	dest := func(name string) (root, rel string, ok bool) {
+		if name == api.CodeRepoPrefix || strings.HasPrefix(name, api.CodeRepoPrefix+"/") {
+			if repo == "" || skipRepo {
+				return "", "", false
+			}
+			return repo, strings.TrimPrefix(strings.TrimPrefix(name, api.CodeRepoPrefix), "/"), true
+		}
+		rest, found := strings.CutPrefix(name, api.CodeFilePrefix)
+		if !found {
+			return "", "", false
+		}
+		idx, sub, _ := strings.Cut(rest, "/")
+		i, err := strconv.Atoi(idx)
+		if err != nil || i < 0 || i >= len(files) {
+			return "", "", false
+		}
+		return files[i], sub, true
+	}
+	if err := extractCode(archive, dest); err != nil {
+		return fmt.Errorf("code upload: %w", err)
+	}
+	r.mu.Lock()
+	r.codeUploaded = true
+	r.mu.Unlock()
+	r.log.Info("code_extracted", "repo_dir", repo, "files", len(files))
+	return nil
+}
+
+// extractCode extracts a tar.gz archive, each entry to where dest says
+// (root, and the path under it; ok false drops the entry).
+func extractCode(archive io.Reader, dest func(name string) (root, rel string, ok bool)) error {
+	zr, err := gzip.NewReader(io.LimitReader(archive, api.MaxCodeArchiveBytes+1))
+	if err != nil {
+		return fmt.Errorf("gunzip: %w", err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	var total int64
+	for n := 0; ; n++ {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		if n >= maxCodeEntries {
+			return fmt.Errorf("more than %d entries in the archive", maxCodeEntries)
+		}
+		name := path.Clean(h.Name)
+		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("%q: %w", h.Name, errUnsafePath)
+		}
+		root, rel, ok := dest(name)
+		if !ok {
+			continue
+		}
+		target := root
+		if rel != "" {
+			target = filepath.Join(root, filepath.FromSlash(rel))
+		}
+		if err := noSymlinkBetween(root, filepath.Dir(target)); err != nil {
+			return fmt.Errorf("%q: %w", h.Name, err)
+		}
+		mode := os.FileMode(h.Mode) & os.ModePerm
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, mode|0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if total += h.Size; total > api.MaxCodeExtractedBytes {
+				return fmt.Errorf("the archive extracts to more than %d bytes", api.MaxCodeExtractedBytes)
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			_ = os.Remove(target)
+			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("write %s: %w", h.Name, err)
+			}
+		case tar.TypeSymlink:
+			// A link may point within its destination only.
+			if filepath.IsAbs(h.Linkname) || !within(root, filepath.Join(filepath.Dir(target), h.Linkname)) {
+				return fmt.Errorf("%q links out of its destination: %w", h.Name, errUnsafePath)
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			_ = os.Remove(target)
+			if err := os.Symlink(h.Linkname, target); err != nil {
+				return err
+			}
+		default:
+			// Devices, fifos and hard links have no place in code.
+		}
+	}
+}
+
+// within reports whether p is root or under it (both clean).
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
