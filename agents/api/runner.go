@@ -40,7 +40,7 @@ type JobSpec struct {
 	// Secrets are added to the job's environment like Env, and never logged.
 	Secrets map[string]string `json:"secrets,omitempty"`
 	// WorkingDir is where the commands run and uploads land ("" = the
-	// image's WORKDIR, or /workflow when it has none); a relative one is
+	// image's WORKDIR, or / when it has none); a relative one is
 	// resolved against that default.
 	WorkingDir string `json:"working_dir,omitempty"`
 	// Shell runs the commands ("" = /bin/sh).

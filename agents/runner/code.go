@@ -41,7 +41,8 @@ func (r *Runner) repoDirLocked() string {
 // dstack's runner (runner/internal/executor/repo.go): the repository
 // directory goes to Code.Repo unless that is a non-empty directory, which
 // fails the upload with if_exists "error" and is left alone with "skip";
-// each file mapping goes to its path. Entries that would leave their
+// each file mapping goes to its path. Once placed, the code is not placed
+// again (a retried start re-sends it). Entries that would leave their
 // destination, and symbolic links pointing out of it, are refused.
 func (r *Runner) UploadCode(archive io.Reader) error {
 	r.mu.Lock()
@@ -49,6 +50,12 @@ func (r *Runner) UploadCode(archive io.Reader) error {
 		st := r.state.State
 		r.mu.Unlock()
 		return fmt.Errorf("code upload only after submitting a job with code and before run (job is %s): %w", st, errConflict)
+	}
+	if r.codeUploaded {
+		// A server retrying its start of the job sends the code again.
+		r.mu.Unlock()
+		_, _ = io.Copy(io.Discard, archive)
+		return nil
 	}
 	code := *r.spec.Code
 	repo := r.repoDirLocked()

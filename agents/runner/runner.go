@@ -19,8 +19,10 @@ import (
 )
 
 // DefaultWorkingDir is where a job runs when neither its spec nor the image
-// names a working dir, and what a relative working dir is resolved against.
-const DefaultWorkingDir = "/workflow"
+// names a working dir, and what a relative working dir is resolved against:
+// "/", as dstack documents for working_dir (the image's working directory,
+// or "/" when it has none; dstack: docs/docs/reference/dstack.yml/task.md).
+const DefaultWorkingDir = "/"
 
 // drainAfterExit bounds how long the runner keeps reading output after the
 // job's shell has exited and its process group was killed; only a process
@@ -171,7 +173,6 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 	}
 	r.spec = &spec
 	r.workDir = filepath.Clean(wd)
-	r.codeUploaded = false
 	r.log.Info("job_submitted", "run_name", spec.RunName, "job_id", spec.JobID, "working_dir", r.workDir)
 	return nil
 }
