@@ -21,8 +21,17 @@ const maxCodeEntries = 200_000
 // errCodeNotUploaded refuses Run while a job's code archive is missing.
 var errCodeNotUploaded = errors.New("the job's code has not been uploaded")
 
-// codeDest resolves a CodeSpec path against the working directory.
+// codeDest resolves a CodeSpec path against the working directory; "~" and
+// "~/..." are under the job's home directory, as dstack expands them
+// (dstack: runner/internal/common/utils.go, ExpandPath).
 func (r *Runner) codeDest(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		home := os.Getenv("HOME")
+		if home == "" {
+			home = "/root"
+		}
+		return filepath.Join(home, p[1:])
+	}
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p)
 	}

@@ -76,6 +76,28 @@ func TestRunner_codePlacesRepoAndFilesAndSetsRepoDir(t *testing.T) {
 	}
 }
 
+func TestRunner_codeTildeIsTheJobsHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	c, _, wd := newRunner(t)
+	job := api.JobSpec{Commands: []string{"cat ~/code/a.txt"}, WorkingDir: wd, Code: &api.CodeSpec{Repo: "~/code"}}
+	if err := c.Submit(ctx(t), job); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, [][2]string{{"repo/a.txt", "A\n"}}))); err != nil {
+		t.Fatalf("UploadCode: %v", err)
+	}
+	if _, err := c.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Wait(ctx(t)); err != nil || st.State != api.JobDone {
+		t.Fatalf("Wait = %+v, %v; want done", st, err)
+	}
+	if got, _ := stdout(t, c); got != "A\n" {
+		t.Errorf("stdout = %q, want the repository under $HOME/code", got)
+	}
+}
+
 func TestRunner_codeIfExists(t *testing.T) {
 	for _, tc := range []struct {
 		ifExists string
