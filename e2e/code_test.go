@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -10,7 +11,8 @@ import (
 // commit into the run (paths relative to the spec file, which sits in a
 // subdirectory), that the next commit's run sees the next content, and that
 // a task without `repos` gets no code and runs in / (the busybox image has
-// no WORKDIR), as dstack documents for working_dir.
+// no WORKDIR), as dstack documents for working_dir. A run of code the
+// instance received before takes it from the instance's code cache.
 func TestSupport_codeFromTheSpecRepositoryReachesTheRun(t *testing.T) {
 	r := newRepo(t)
 	spec := func(round string) string {
@@ -44,5 +46,28 @@ func TestSupport_codeFromTheSpecRepositoryReachesTheRun(t *testing.T) {
 	s.waitRun("code", sha2, "done", 60*time.Second)
 	if got, want := s.logs("code"), "repo=/work wd=/work\n/work\ndata v2\nsettings v2\nsettings v2\n"; got != want {
 		t.Fatalf("logs at the second commit = %q, want %q", got, want)
+	}
+	if !strings.Contains(s.logText(), "job_code_uploaded") {
+		t.Fatalf("the server logged no code upload:\n%s", s.logText())
+	}
+
+	// A task of files only; the next commit changes its spec and nothing it
+	// brings: the instance's code cache holds the archive, and no upload
+	// travels.
+	cfgOnly := func(round string) string {
+		return task("cfgonly", "  - cat /etc/settings.txt\n") + "files: [../conf/settings.txt:/etc/settings.txt]\nenv: [ROUND="+round+"]\n"
+	}
+	r.write("specs/cfgonly.dstack.yml", cfgOnly("1"))
+	sha3 := r.commit("a task of files only")
+	s.waitRun("cfgonly", sha3, "done", 60*time.Second)
+	uploads := strings.Count(s.logText(), "job_code_uploaded")
+	r.write("specs/cfgonly.dstack.yml", cfgOnly("2"))
+	sha4 := r.commit("the task of files only, round 2")
+	s.waitRun("cfgonly", sha4, "done", 60*time.Second)
+	if got, want := s.logs("cfgonly"), "settings v2\n"; got != want {
+		t.Fatalf("logs of the files-only task = %q, want %q", got, want)
+	}
+	if n := strings.Count(s.logText(), "job_code_uploaded"); n != uploads || !strings.Contains(s.logText(), "job_code_cached") {
+		t.Fatalf("the second run of the same files uploaded them again (%d uploads, were %d), not taken from the instance's cache", n, uploads)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -140,4 +142,25 @@ func addTree(tw *tar.Writer, fsys fs.FS, p, name string, out *bytes.Buffer) erro
 		}
 		return nil
 	})
+}
+
+// uploadCode hands the runner a job's code archive, unless its instance's
+// code cache holds that archive already (same SHA-256): then only the
+// request to use it travels.
+func (c *Controller) uploadCode(ctx context.Context, runner *api.RunnerClient, job *store.Job, run *store.Run, archive []byte) error {
+	h := sha256.Sum256(archive)
+	sum := hex.EncodeToString(h[:])
+	cached, err := runner.UseCachedCode(ctx, sum)
+	if err != nil {
+		return err
+	}
+	if cached {
+		c.log.Info("job_code_cached", "job_id", job.ID, "revision", run.Revision, "sha256", sum)
+		return nil
+	}
+	if err := runner.UploadCode(ctx, bytes.NewReader(archive), sum); err != nil {
+		return err
+	}
+	c.log.Info("job_code_uploaded", "job_id", job.ID, "revision", run.Revision, "sha256", sum, "bytes", len(archive))
+	return nil
 }

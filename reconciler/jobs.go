@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -317,13 +316,12 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			return 0, fmt.Errorf("submit job: %w", err)
 		}
 		if code != nil {
-			if err := runner.UploadCode(rctx, bytes.NewReader(archive)); err != nil {
+			if err := c.uploadCode(rctx, runner, job, run, archive); err != nil {
 				if msg, ok := refusedByAgent(err); ok {
 					return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the runner refused the run's code: "+msg)
 				}
 				return 0, fmt.Errorf("upload code: %w", err)
 			}
-			c.log.Info("job_code_uploaded", "job_id", job.ID, "revision", run.Revision, "bytes", len(archive))
 		}
 		if _, err := runner.Run(rctx); err != nil && !errors.Is(err, api.ErrConflict) {
 			if msg, ok := refusedByAgent(err); ok {

@@ -3,14 +3,18 @@ package runner
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"hoist/agents/api"
 )
@@ -53,7 +57,120 @@ func (r *Runner) repoDirLocked() string {
 // each file mapping goes to its path. Once placed, the code is not placed
 // again (a retried start re-sends it). Entries that would leave their
 // destination, and symbolic links pointing out of it, are refused.
-func (r *Runner) UploadCode(archive io.Reader) error {
+func (r *Runner) UploadCode(archive io.Reader) error { return r.UploadCodeSum(archive, "") }
+
+// errNotCached is returned by UseCachedCode when the cache lacks the archive.
+var errNotCached = errors.New("code archive not cached")
+
+// validSum matches a SHA-256 in lowercase hex.
+func validSum(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
+}
+
+// UploadCodeSum is UploadCode for an archive whose SHA-256 is sum (hex; ""
+// = unknown): with Config.CodeCache set, the archive is checked against sum
+// and kept in the cache for UseCachedCode.
+func (r *Runner) UploadCodeSum(archive io.Reader, sum string) error {
+	if sum == "" || r.cfg.CodeCache == "" {
+		return r.placeCode(archive)
+	}
+	if !validSum(sum) {
+		return fmt.Errorf("code upload: sha256 %q is not a SHA-256 in hex", sum)
+	}
+	tmp, err := os.CreateTemp(r.cfg.CodeCache, ".upload-*")
+	if err != nil {
+		// A job user that may not write the cache still gets its code.
+		r.log.Warn("code_cache_unwritable", "dir", r.cfg.CodeCache, "err", err)
+		return r.placeCode(archive)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(archive, api.MaxCodeArchiveBytes+1)); err != nil {
+		return fmt.Errorf("code upload: %w", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return fmt.Errorf("code upload: the archive's sha256 is %s, not %s", got, sum)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := r.placeCode(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(r.cfg.CodeCache, sum+".tar.gz")); err != nil {
+		r.log.Warn("code_cache_store_failed", "sha256", sum, "err", err)
+	}
+	r.trimCodeCache()
+	return nil
+}
+
+// maxCachedCode bounds the archives an instance's code cache keeps (each at
+// most api.MaxCodeArchiveBytes); the least recently used go first.
+const maxCachedCode = 8
+
+// trimCodeCache removes the least recently used archives beyond
+// maxCachedCode.
+func (r *Runner) trimCodeCache() {
+	ents, err := os.ReadDir(r.cfg.CodeCache)
+	if err != nil {
+		return
+	}
+	type entry struct {
+		name string
+		used time.Time
+	}
+	var kept []entry
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".tar.gz") {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			kept = append(kept, entry{e.Name(), info.ModTime()})
+		}
+	}
+	if len(kept) <= maxCachedCode {
+		return
+	}
+	sort.Slice(kept, func(i, j int) bool { return kept[i].used.After(kept[j].used) })
+	for _, e := range kept[maxCachedCode:] {
+		_ = os.Remove(filepath.Join(r.cfg.CodeCache, e.name))
+	}
+}
+
+// UseCachedCode places the cached code archive whose SHA-256 is sum, as
+// UploadCode would. It fails with errNotCached when the cache does not hold
+// it, or holds a file of other content (the cache is shared by the
+// instance's jobs, so what it holds is checked before use).
+func (r *Runner) UseCachedCode(sum string) error {
+	if r.cfg.CodeCache == "" || !validSum(sum) {
+		return errNotCached
+	}
+	f, err := os.Open(filepath.Join(r.cfg.CodeCache, sum+".tar.gz"))
+	if err != nil {
+		return errNotCached
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, api.MaxCodeArchiveBytes+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != sum {
+		r.log.Warn("code_cache_entry_mismatch", "sha256", sum)
+		return errNotCached
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	now := r.now()
+	_ = os.Chtimes(f.Name(), now, now) // most recently used
+	r.log.Info("code_cache_hit", "sha256", sum)
+	return r.placeCode(f)
+}
+
+// placeCode places a code archive (see UploadCode).
+func (r *Runner) placeCode(archive io.Reader) error {
 	r.mu.Lock()
 	if r.spec == nil || r.state.State != api.JobPending || r.spec.Code == nil {
 		st := r.state.State

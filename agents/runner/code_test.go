@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"hoist/agents/api"
+	"hoist/agents/runner"
 )
 
 // codeArchive builds a code archive whose entries are given in order
@@ -60,7 +63,7 @@ func TestRunner_codePlacesRepoAndFilesAndSetsRepoDir(t *testing.T) {
 	archive := codeArchive(t, [][2]string{
 		{"repo/a.txt", "A\n"}, {"repo/sub/b.txt", "B\n"}, {"files/0/x.txt", "X\n"}, {"files/1", "F\n"},
 	})
-	if err := c.UploadCode(ctx(t), bytes.NewReader(archive)); err != nil {
+	if err := c.UploadCode(ctx(t), bytes.NewReader(archive), ""); err != nil {
 		t.Fatalf("UploadCode: %v", err)
 	}
 	if _, err := c.Run(ctx(t)); err != nil {
@@ -84,7 +87,7 @@ func TestRunner_codeTildeIsTheJobsHome(t *testing.T) {
 	if err := c.Submit(ctx(t), job); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, [][2]string{{"repo/a.txt", "A\n"}}))); err != nil {
+	if err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, [][2]string{{"repo/a.txt", "A\n"}})), ""); err != nil {
 		t.Fatalf("UploadCode: %v", err)
 	}
 	if _, err := c.Run(ctx(t)); err != nil {
@@ -116,7 +119,7 @@ func TestRunner_codeIfExists(t *testing.T) {
 			if err := c.Submit(ctx(t), job); err != nil {
 				t.Fatal(err)
 			}
-			err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, [][2]string{{"repo/new.txt", "new"}})))
+			err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, [][2]string{{"repo/new.txt", "new"}})), "")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("UploadCode = %v, want error %v", err, tc.wantErr)
 			}
@@ -140,9 +143,48 @@ func TestRunner_codeRefusesEscapes(t *testing.T) {
 			if err := c.Submit(ctx(t), job); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, entries))); !isStatus(err, 400) {
+			if err := c.UploadCode(ctx(t), bytes.NewReader(codeArchive(t, entries)), ""); !isStatus(err, 400) {
 				t.Fatalf("UploadCode = %v, want http 400", err)
 			}
 		})
+	}
+}
+
+func TestRunner_codeCacheServesTheNextJobOfTheSameArchive(t *testing.T) {
+	cache := t.TempDir()
+	archive := codeArchive(t, [][2]string{{"repo/a.txt", "A\n"}})
+	h := sha256.Sum256(archive)
+	sum := hex.EncodeToString(h[:])
+	submit := func() (*api.RunnerClient, string) {
+		c, _, wd := newRunnerWith(t, runner.Config{Home: t.TempDir(), CodeCache: cache})
+		if err := c.Submit(ctx(t), api.JobSpec{Commands: []string{"cat a.txt"}, WorkingDir: wd, Code: &api.CodeSpec{Repo: "."}}); err != nil {
+			t.Fatal(err)
+		}
+		return c, wd
+	}
+	first, _ := submit()
+	if ok, err := first.UseCachedCode(ctx(t), sum); ok || err != nil {
+		t.Fatalf("UseCachedCode on an empty cache = %v, %v; want false, nil", ok, err)
+	}
+	if err := first.UploadCode(ctx(t), bytes.NewReader(archive), "00"+sum[2:]); !isStatus(err, 400) {
+		t.Fatalf("UploadCode with a wrong sha256 = %v, want http 400", err)
+	}
+	if err := first.UploadCode(ctx(t), bytes.NewReader(archive), sum); err != nil {
+		t.Fatalf("UploadCode: %v", err)
+	}
+	second, wd := submit()
+	if ok, err := second.UseCachedCode(ctx(t), sum); !ok || err != nil {
+		t.Fatalf("UseCachedCode after an upload = %v, %v; want true, nil", ok, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(wd, "a.txt")); err != nil || string(b) != "A\n" {
+		t.Fatalf("a.txt from the cache = %q, %v", b, err)
+	}
+	// A cache entry whose content is not what its name says is not used.
+	if err := os.WriteFile(filepath.Join(cache, sum+".tar.gz"), codeArchive(t, [][2]string{{"repo/a.txt", "evil\n"}}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := submit()
+	if ok, err := third.UseCachedCode(ctx(t), sum); ok || err != nil {
+		t.Fatalf("UseCachedCode of a tampered entry = %v, %v; want false, nil", ok, err)
 	}
 }

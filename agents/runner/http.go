@@ -77,7 +77,20 @@ func (r *Runner) handleUpload(w http.ResponseWriter, req *http.Request) {
 }
 
 func (r *Runner) handleCode(w http.ResponseWriter, req *http.Request) {
-	if err := r.UploadCode(http.MaxBytesReader(w, req.Body, api.MaxCodeArchiveBytes)); err != nil {
+	sum := req.URL.Query().Get("sha256")
+	if req.URL.Query().Get("cached") == "true" {
+		if err := r.UseCachedCode(sum); err != nil {
+			if errors.Is(err, errNotCached) {
+				agenthttp.WriteJSON(w, http.StatusNotFound, api.Error{Message: err.Error()})
+				return
+			}
+			writeError(w, err)
+			return
+		}
+		agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
+		return
+	}
+	if err := r.UploadCodeSum(http.MaxBytesReader(w, req.Body, api.MaxCodeArchiveBytes), sum); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	// LogSegmentBytes is the size of one log segment file, the unit in
 	// which acknowledged logs are deleted (0: 16 MiB).
 	LogSegmentBytes int64
+	// CodeCache, when set, is a directory the instance's jobs share, where
+	// the runner keeps the code archives it received by their SHA-256, so
+	// that a later job of the same code needs no upload ("" = no cache).
+	CodeCache string
 }
 
 // Runner runs one job. Create it with New; serve Handler.
