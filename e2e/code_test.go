@@ -55,7 +55,7 @@ func TestSupport_codeFromTheSpecRepositoryReachesTheRun(t *testing.T) {
 	// brings: the instance's code cache holds the archive, and no upload
 	// travels.
 	cfgOnly := func(round string) string {
-		return task("cfgonly", "  - cat /etc/settings.txt\n") + "files: [../conf/settings.txt:/etc/settings.txt]\nenv: [ROUND="+round+"]\n"
+		return task("cfgonly", "  - cat /etc/settings.txt\n") + "files: [../conf/settings.txt:/etc/settings.txt]\nenv: [ROUND=" + round + "]\n"
 	}
 	r.write("specs/cfgonly.dstack.yml", cfgOnly("1"))
 	sha3 := r.commit("a task of files only")
