@@ -18,9 +18,7 @@ const RefusedPrefix = "not supported yet by hoist: "
 // as "<path>: not supported yet by hoist: <what>". It has the signature of
 // reconciler.Check; any error rejects the revision.
 func Check(r *schema.Resource) schema.Errors {
-	errs := append(report(r, func(d Decision) bool { return d == Refused || d == Partial }, RefusedPrefix), CodePaths(r)...)
-	errs.Sort()
-	return errs
+	return report(r, func(d Decision) bool { return d == Refused || d == Partial }, RefusedPrefix)
 }
 
 // CodePaths reports every local path of r's `repos` and `files` that does
@@ -28,12 +26,19 @@ func Check(r *schema.Resource) schema.Errors {
 // leaves the repository once resolved against the directory of the spec
 // file (dstack resolves local paths against the configuration file's
 // directory; hoist reads them from the repository at the applied commit).
-func CodePaths(r *schema.Resource) schema.Errors {
+// r's position names its file relative to the repository root, as in a
+// revision the server loads; it has the signature of reconciler.Check.
+func CodePaths(r *schema.Resource) schema.Errors { return CodePathsAt(r, r.Pos.File) }
+
+// CodePathsAt is CodePaths for a resource whose spec file is file (a slash
+// path relative to the repository root), for callers that loaded it from
+// elsewhere (`hoist validate` of a path in a Git work tree).
+func CodePathsAt(r *schema.Resource, file string) schema.Errors {
 	c := r.RunConfig()
 	if c == nil {
 		return nil
 	}
-	base := path.Dir(filepath.ToSlash(r.Pos.File))
+	base := path.Dir(filepath.ToSlash(file))
 	inRepo := func(local string) bool {
 		return !path.IsAbs(local) && !filepath.IsAbs(local) && fs.ValidPath(path.Join(base, filepath.ToSlash(local)))
 	}
