@@ -41,6 +41,12 @@ func (c *Controller) codeArchive(ctx context.Context, run *store.Run, spec runSp
 		return nil, nil, fmt.Errorf("check out %s: %w", run.Revision, err)
 	}
 	defer snap.Close()
+	// The resource's file is the one of its latest revision; a run of an
+	// older revision whose spec has moved since cannot say where its paths
+	// start.
+	if _, err := fs.Stat(snap.FS, res.File); err != nil {
+		return nil, nil, fmt.Errorf("the spec file %s is not in revision %.12s: %w", res.File, run.Revision, err)
+	}
 	base := path.Dir(res.File)
 	cs := &api.CodeSpec{}
 	var buf bytes.Buffer
