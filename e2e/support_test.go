@@ -17,15 +17,15 @@ import (
 	"hoist/e2e/testenv"
 )
 
-// reposTask clones a repository into the run, which hoist does not do: the
-// revision must be refused at the field's line.
+// reposTask clones a repository by URL into the run, which hoist does not
+// do: the revision must be refused at the entry's line.
 const reposTask = "type: task\nname: train\nimage: " + testenv.BusyboxImage +
-	"\ncommands:\n  - echo must not run\nrepos: [.]\n"
+	"\ncommands:\n  - echo must not run\nrepos: [https://github.com/dstackai/dstack]\n"
 
-const reposError = "train.dstack.yml:6:8: repos: not supported yet by hoist: `repos`"
+const reposError = "train.dstack.yml:6:9: repos[0]: not supported yet by hoist: `url` entries"
 
 // TestSupport_refusedFieldIsRefusedAndNothingApplied: a commit adding a
-// task with a refused field (`repos`) (and changing another task) is
+// task with a refused field (`repos` by URL) (and changing another task) is
 // rejected at file:line:col by the sync, the server's plan and `hoist
 // validate` alike; the applied revision, the runs and the other task stay as
 // they were.
@@ -81,7 +81,7 @@ func TestSupport_refusedFieldIsRefusedAndNothingApplied(t *testing.T) {
 	}
 
 	// Mounting a directory of the instance instead is accepted and runs.
-	r.write("train.dstack.yml", strings.Replace(reposTask, "repos: [.]", "volumes:\n  - instance_path: "+granted+"\n    path: /data", 1))
+	r.write("train.dstack.yml", strings.Replace(reposTask, "repos: [https://github.com/dstackai/dstack]", "volumes:\n  - instance_path: "+granted+"\n    path: /data", 1))
 	fixed := r.commit("train on an instance volume")
 	s.waitRun("train", fixed, "done", 60*time.Second)
 }

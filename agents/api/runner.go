@@ -40,7 +40,7 @@ type JobSpec struct {
 	// Secrets are added to the job's environment like Env, and never logged.
 	Secrets map[string]string `json:"secrets,omitempty"`
 	// WorkingDir is where the commands run and uploads land ("" = the
-	// image's WORKDIR, or /workflow when it has none); a relative one is
+	// image's WORKDIR, or / when it has none); a relative one is
 	// resolved against that default.
 	WorkingDir string `json:"working_dir,omitempty"`
 	// Shell runs the commands ("" = /bin/sh).
@@ -54,7 +54,46 @@ type JobSpec struct {
 	// grows beyond the quota is stopped with log_quota_exceeded. Without
 	// acknowledgements the quota bounds the job's whole output.
 	LogQuotaBytes int64 `json:"log_quota_bytes,omitempty"`
+	// Code, when set, says where the code archive (RunnerClient.UploadCode)
+	// goes; the job does not start until that archive has been uploaded.
+	Code *CodeSpec `json:"code,omitempty"`
 }
+
+// CodeSpec places the parts of a code archive in the container, like
+// dstack's repo_dir, repo_exists_action and file_archives
+// (dstack: runner/internal/runner/schemas/schemas.go). The archive holds the
+// repository directory under CodeRepoPrefix and the i-th file mapping under
+// CodeFilePrefix + i (a file, or a directory with its tree).
+type CodeSpec struct {
+	// Repo is where the repository directory goes, absolute or relative to
+	// the working directory ("" = the archive brings no repository).
+	Repo string `json:"repo,omitempty"`
+	// RepoIfExists is dstack's if_exists: RepoIfExistsError fails the job
+	// when Repo is a non-empty directory, RepoIfExistsSkip leaves it as it is.
+	RepoIfExists string `json:"repo_if_exists,omitempty"`
+	// Files are the file mappings' container paths, absolute or relative to
+	// the working directory.
+	Files []string `json:"files,omitempty"`
+}
+
+// Values of CodeSpec.RepoIfExists (dstack's RepoExistsAction).
+const (
+	RepoIfExistsError = "error"
+	RepoIfExistsSkip  = "skip"
+)
+
+// Prefixes of the code archive's entries.
+const (
+	CodeRepoPrefix = "repo"
+	CodeFilePrefix = "files/"
+)
+
+// MaxCodeArchiveBytes bounds a code archive as uploaded (gzip), and
+// MaxCodeExtractedBytes what it may extract to.
+const (
+	MaxCodeArchiveBytes   = 64 << 20
+	MaxCodeExtractedBytes = 1 << 30
+)
 
 // JobState is the runner's view of the job.
 type JobState struct {

@@ -60,6 +60,32 @@ func (r *RunnerClient) Upload(ctx context.Context, archive io.Reader) error {
 	return resp.Body.Close()
 }
 
+// UploadCode hands the runner the job's code archive (tar.gz, laid out as
+// CodeSpec says), which it places as the submitted JobSpec.Code says. sum
+// is the archive's SHA-256 in hex ("" = not given): a runner with an
+// instance code cache checks the archive against it and keeps it there for
+// UseCachedCode. It may be called after Submit and before Run; once the code
+// is placed, a repeated call places nothing.
+func (r *RunnerClient) UploadCode(ctx context.Context, archive io.Reader, sum string) error {
+	resp, err := r.c.send(ctx, http.MethodPost, "/api/v1/code?sha256="+url.QueryEscape(sum), archive, "application/gzip")
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// UseCachedCode asks the runner to place the code archive whose SHA-256 is
+// sum from its instance's code cache, as UploadCode would; it reports false
+// (and no error) when the cache does not hold that archive.
+func (r *RunnerClient) UseCachedCode(ctx context.Context, sum string) (bool, error) {
+	err := r.c.do(ctx, http.MethodPost, "/api/v1/code?cached=true&sha256="+url.QueryEscape(sum), nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Run starts the submitted job.
 func (r *RunnerClient) Run(ctx context.Context) (RunResponse, error) {
 	var out RunResponse

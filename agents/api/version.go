@@ -21,7 +21,9 @@ const (
 	// every request, the health check included, carries the runner's bearer
 	// token. Version 3: the runner listens on a Unix socket only (or, in a
 	// Kubernetes pod, on the pod's loopback: hoist-runner --listen).
-	RunnerAPIVersion = 3
+	// Version 4: JobSpec.Code and POST /api/v1/code (an older runner would
+	// run the job without its code).
+	RunnerAPIVersion = 4
 )
 
 // Service names reported by the agents' health checks.

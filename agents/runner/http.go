@@ -21,6 +21,7 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("GET "+api.HealthPath, r.handleHealth)
 	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
 	mux.HandleFunc("POST /api/v1/upload", r.handleUpload)
+	mux.HandleFunc("POST /api/v1/code", r.handleCode)
 	mux.HandleFunc("POST /api/v1/run", r.handleRun)
 	mux.HandleFunc("GET /api/v1/state", r.handleState)
 	mux.HandleFunc("GET /api/v1/wait", r.handleWait)
@@ -69,6 +70,27 @@ func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 
 func (r *Runner) handleUpload(w http.ResponseWriter, req *http.Request) {
 	if err := r.Upload(req.Body); err != nil {
+		writeError(w, err)
+		return
+	}
+	agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
+}
+
+func (r *Runner) handleCode(w http.ResponseWriter, req *http.Request) {
+	sum := req.URL.Query().Get("sha256")
+	if req.URL.Query().Get("cached") == "true" {
+		if err := r.UseCachedCode(sum); err != nil {
+			if errors.Is(err, errNotCached) {
+				agenthttp.WriteJSON(w, http.StatusNotFound, api.Error{Message: err.Error()})
+				return
+			}
+			writeError(w, err)
+			return
+		}
+		agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
+		return
+	}
+	if err := r.UploadCodeSum(http.MaxBytesReader(w, req.Body, api.MaxCodeArchiveBytes), sum); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -19,8 +19,10 @@ import (
 )
 
 // DefaultWorkingDir is where a job runs when neither its spec nor the image
-// names a working dir, and what a relative working dir is resolved against.
-const DefaultWorkingDir = "/workflow"
+// names a working dir, and what a relative working dir is resolved against:
+// "/", as dstack documents for working_dir (the image's working directory,
+// or "/" when it has none; dstack: docs/docs/reference/dstack.yml/task.md).
+const DefaultWorkingDir = "/"
 
 // drainAfterExit bounds how long the runner keeps reading output after the
 // job's shell has exited and its process group was killed; only a process
@@ -55,6 +57,10 @@ type Config struct {
 	// LogSegmentBytes is the size of one log segment file, the unit in
 	// which acknowledged logs are deleted (0: 16 MiB).
 	LogSegmentBytes int64
+	// CodeCache, when set, is a directory the instance's jobs share, where
+	// the runner keeps the code archives it received by their SHA-256, so
+	// that a later job of the same code needs no upload ("" = no cache).
+	CodeCache string
 }
 
 // Runner runs one job. Create it with New; serve Handler.
@@ -66,19 +72,21 @@ type Runner struct {
 
 	activity atomic.Int64 // unix nanos of the last API request
 
-	mu          sync.Mutex
-	spec        *api.JobSpec
-	workDir     string
-	state       api.JobState
-	changed     chan struct{} // closed and replaced on every state change
-	done        chan struct{} // closed once the job has finished
-	pid         int           // the job shell, leader of its process group
-	stopReason  string
-	stopMessage string
-	killTimer   *time.Timer
-	killAt      time.Time // when killTimer fires
-	maxTimer    *time.Timer
-	logs        *logStore
+	mu      sync.Mutex
+	spec    *api.JobSpec
+	workDir string
+	// codeUploaded is set once the job's code archive has been placed.
+	codeUploaded bool
+	state        api.JobState
+	changed      chan struct{} // closed and replaced on every state change
+	done         chan struct{} // closed once the job has finished
+	pid          int           // the job shell, leader of its process group
+	stopReason   string
+	stopMessage  string
+	killTimer    *time.Timer
+	killAt       time.Time // when killTimer fires
+	maxTimer     *time.Timer
+	logs         *logStore
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
@@ -164,6 +172,9 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 	case !filepath.IsAbs(wd):
 		wd = filepath.Join(base, wd)
 	}
+	if spec.Code != nil && spec.Code.RepoIfExists != "" && spec.Code.RepoIfExists != api.RepoIfExistsError && spec.Code.RepoIfExists != api.RepoIfExistsSkip {
+		return fmt.Errorf("code: unknown repo_if_exists %q", spec.Code.RepoIfExists)
+	}
 	r.spec = &spec
 	r.workDir = filepath.Clean(wd)
 	r.log.Info("job_submitted", "run_name", spec.RunName, "job_id", spec.JobID, "working_dir", r.workDir)
@@ -179,6 +190,9 @@ func (r *Runner) Run() (api.RunResponse, error) {
 	}
 	if r.state.State != api.JobPending {
 		return api.RunResponse{}, fmt.Errorf("job is %s, run only once: %w", r.state.State, errConflict)
+	}
+	if r.spec.Code != nil && !r.codeUploaded {
+		return api.RunResponse{}, fmt.Errorf("%w: %w", errCodeNotUploaded, errConflict)
 	}
 	if err := r.startLocked(); err != nil {
 		r.log.Error("job_start_failed", "err", err)
@@ -254,6 +268,9 @@ func (r *Runner) env() []string {
 	m["HOIST_WORKING_DIR"] = r.workDir
 	m["DSTACK_RUN_NAME"] = r.spec.RunName
 	m["DSTACK_WORKING_DIR"] = r.workDir
+	if d := r.repoDirLocked(); d != "" {
+		m["DSTACK_REPO_DIR"] = d
+	}
 	env := make([]string, 0, len(m))
 	for k, v := range m {
 		env = append(env, k+"="+v)

@@ -228,6 +228,15 @@ func (s *Shim) containerConfig(spec api.TaskSpec, imgCfg *dockerspec.DockerOCIIm
 		// which the host sees inside the shim's 0700 task directory.
 		Cmd: []string{"--socket", RunnerHome + "/" + RunnerSocketFile, "--home", RunnerHome},
 	}
+	var codeBinds []string
+	if err := os.MkdirAll(s.CodeCacheDir(), 0o755); err == nil {
+		// Sticky and writable by every job user, like /tmp: a job of any
+		// user may store code, and none may remove another's.
+		if err := os.Chmod(s.CodeCacheDir(), 0o777|os.ModeSticky); err == nil {
+			cfg.Cmd = append(cfg.Cmd, "--code-cache", RunnerCodeCache)
+			codeBinds = append(codeBinds, s.CodeCacheDir()+":"+RunnerCodeCache)
+		}
+	}
 	if s.cfg.RunnerLinger > 0 {
 		cfg.Cmd = append(cfg.Cmd, "--linger", s.cfg.RunnerLinger.String())
 	}
@@ -250,6 +259,7 @@ func (s *Shim) containerConfig(spec api.TaskSpec, imgCfg *dockerspec.DockerOCIIm
 			s.RunnerDir(spec.ID) + ":" + RunnerHome,
 		},
 	}
+	hcfg.Binds = append(hcfg.Binds, codeBinds...)
 	for _, m := range spec.InstanceMounts {
 		b := m.InstancePath + ":" + m.Path
 		if m.ReadOnly {

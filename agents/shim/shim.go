@@ -38,6 +38,9 @@ const (
 	RunnerPath = "/hoist/bin/hoist-runner"
 	// RunnerHome is where the task's runner directory is mounted in the container.
 	RunnerHome = "/hoist/run"
+	// RunnerCodeCache is where the instance's code cache (shared by its
+	// tasks, see CodeCacheDir) is mounted in the container.
+	RunnerCodeCache = "/hoist/code"
 	// RunnerSocketFile is the runner's Unix socket in its directory: the
 	// runner API's only address (TaskInfo.RunnerAddr names it on the host).
 	RunnerSocketFile = "runner.sock"
@@ -211,6 +214,12 @@ func (s *Shim) Close() error {
 }
 
 func (s *Shim) taskDir(id string) string { return filepath.Join(s.cfg.StateDir, "tasks", id) }
+
+// CodeCacheDir returns the host directory the instance's tasks share as
+// their runners' code cache (hoist-runner --code-cache): a job of code an
+// earlier job on the instance received needs no upload. Runners check what
+// they read from it against the SHA-256 the server names.
+func (s *Shim) CodeCacheDir() string { return filepath.Join(s.cfg.StateDir, "code") }
 
 // RunnerDir returns the host directory mounted as the runner's home in the
 // task's container (job log and state file).

@@ -131,6 +131,13 @@ func (r *runner) handler() http.Handler {
 	})
 	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
 	mux.HandleFunc("POST /api/v1/upload", r.handleUpload)
+	mux.HandleFunc("POST /api/v1/code", func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("cached") == "true" {
+			writeJSON(w, http.StatusNotFound, api.Error{Message: "code archive not cached"})
+			return
+		}
+		r.handleUpload(w, req)
+	})
 	mux.HandleFunc("POST /api/v1/run", r.handleRun)
 	mux.HandleFunc("GET /api/v1/state", func(w http.ResponseWriter, _ *http.Request) {
 		st, _ := r.jobState()
@@ -209,7 +216,7 @@ func (r *runner) handleRun(w http.ResponseWriter, _ *http.Request) {
 	go r.execute(ctx, spec)
 	wd := spec.WorkingDir
 	if wd == "" || !strings.HasPrefix(wd, "/") {
-		wd = "/workflow/" + wd
+		wd = "/" + wd
 	}
 	writeJSON(w, http.StatusOK, api.RunResponse{WorkingDir: strings.TrimSuffix(wd, "/"), State: st})
 }

@@ -9,7 +9,7 @@ import (
 	"hoist/reconciler/support"
 )
 
-const reposTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nrepos: [.]\n"
+const reposTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nrepos: [https://github.com/dstackai/dstack]\n"
 
 func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{
@@ -20,7 +20,7 @@ func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, errOut)
 	}
-	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: repos: " + support.RefusedPrefix + "`repos`"
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:9: repos[0]: " + support.RefusedPrefix + "`url` entries"
 	if !strings.HasPrefix(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to start with:\n%s", errOut, want)
 	}
@@ -54,7 +54,7 @@ func TestValidateCmd_warningsAloneExitZero(t *testing.T) {
 func TestPlanCmd_refusesLocallyBeforeAskingTheServer(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{"train.dstack.yml": reposTask})
 	_, errOut, code := runValidateCmd(t, "plan", "--server", "http://127.0.0.1:1", "--token", "x", dir)
-	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: repos: " + support.RefusedPrefix
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:9: repos[0]: " + support.RefusedPrefix
 	if code != 1 || !strings.HasPrefix(errOut, want) {
 		t.Fatalf("code %d, stderr:\n%s\nwant exit 1 and %s…", code, errOut, want)
 	}

@@ -97,6 +97,10 @@ func loadSupported(files []string, pol *policy.Policy) (desired *schema.Desired,
 	}
 	warns = support.WarningsAll(desired)
 	errs = support.CheckAll(desired)
+	for i := range desired.Resources {
+		errs = append(errs, codePathsInWorkTree(&desired.Resources[i])...)
+	}
+	errs.Sort()
 	if pol != nil {
 		for i := range desired.Resources {
 			errs = append(errs, pol.Check(&desired.Resources[i])...)
@@ -192,4 +196,26 @@ func jsonErrors(es schema.Errors) []jsonError {
 		out = append(out, jsonError{File: e.Pos.File, Line: e.Pos.Line, Column: e.Pos.Column, Path: e.Path, Message: e.Msg})
 	}
 	return out
+}
+
+// codePathsInWorkTree applies support.CodePathsAt to a spec file that lies in
+// a Git work tree, whose root is the spec repository; a file outside any
+// work tree has no repository to judge its local paths against.
+func codePathsInWorkTree(r *schema.Resource) schema.Errors {
+	abs, err := filepath.Abs(filepath.FromSlash(r.Pos.File))
+	if err != nil {
+		return nil
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			rel, err := filepath.Rel(dir, abs)
+			if err != nil {
+				return nil
+			}
+			return support.CodePathsAt(r, filepath.ToSlash(rel))
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
 }

@@ -1,6 +1,10 @@
 package support
 
 import (
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
 	"slices"
 
 	"hoist/schema"
@@ -15,6 +19,41 @@ const RefusedPrefix = "not supported yet by hoist: "
 // reconciler.Check; any error rejects the revision.
 func Check(r *schema.Resource) schema.Errors {
 	return report(r, func(d Decision) bool { return d == Refused || d == Partial }, RefusedPrefix)
+}
+
+// CodePaths reports every local path of r's `repos` and `files` that does
+// not name a path of the spec repository: an absolute path, or one that
+// leaves the repository once resolved against the directory of the spec
+// file (dstack resolves local paths against the configuration file's
+// directory; hoist reads them from the repository at the applied commit).
+// r's position names its file relative to the repository root, as in a
+// revision the server loads; it has the signature of reconciler.Check.
+func CodePaths(r *schema.Resource) schema.Errors { return CodePathsAt(r, r.Pos.File) }
+
+// CodePathsAt is CodePaths for a resource whose spec file is file (a slash
+// path relative to the repository root), for callers that loaded it from
+// elsewhere (`hoist validate` of a path in a Git work tree).
+func CodePathsAt(r *schema.Resource, file string) schema.Errors {
+	c := r.RunConfig()
+	if c == nil {
+		return nil
+	}
+	base := path.Dir(filepath.ToSlash(file))
+	inRepo := func(local string) bool {
+		return !path.IsAbs(local) && !filepath.IsAbs(local) && fs.ValidPath(path.Join(base, filepath.ToSlash(local)))
+	}
+	var out schema.Errors
+	for i, repo := range c.Repos {
+		if repo.URL == "" && !inRepo(repo.LocalPath) {
+			out = append(out, r.FieldError(fmt.Sprintf("repos[%d]", i), "%q is outside the spec repository", repo.LocalPath))
+		}
+	}
+	for i, f := range c.Files {
+		if !inRepo(f.LocalPath) {
+			out = append(out, r.FieldError(fmt.Sprintf("files[%d]", i), "%q is outside the spec repository", f.LocalPath))
+		}
+	}
+	return out
 }
 
 // Warnings reports every use in r of a field that has no effect in hoist

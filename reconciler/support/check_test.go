@@ -21,6 +21,25 @@ func load(t *testing.T, src string) *schema.Desired {
 	return d
 }
 
+func TestCodePaths_refusesLocalPathsOutsideTheSpecRepository(t *testing.T) {
+	d := load(t, "type: task\nimage: x\ncommands: [ok]\nrepos: [..]\nfiles: [/etc/passwd, ../x:/x, a/../../y, b]\n")
+	got := CodePaths(&d.Resources[0])
+	want := []string{"4:9: repos[0]: \"..\" is outside the spec repository", "5:9: files[0]: \"/etc/passwd\" is outside",
+		"5:22: files[1]: \"../x\" is outside", "5:31: files[2]: \"a/../../y\" is outside"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors %q, want %d %q", len(got), got.Error(), len(want), want)
+	}
+	for i, e := range got {
+		if !strings.Contains(e.Error(), want[i]) {
+			t.Errorf("error %d = %q, want it to contain %q", i, e.Error(), want[i])
+		}
+	}
+	// The same spec one directory down names paths of the repository.
+	if got := CodePathsAt(&d.Resources[0], "specs/spec.dstack.yml"); len(got) != 1 {
+		t.Errorf("CodePathsAt in specs/ = %q, want /etc/passwd only", got.Error())
+	}
+}
+
 func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string
@@ -29,8 +48,9 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"a network volume by name is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - name: data\n    path: /data\n", nil},
 		{"a network volume in the short form is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - /host:/in\n  - data:/data\n", nil},
 		{"an instance volume is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - instance_path: /srv\n    path: /srv\n", nil},
-		{"repos and files", "type: task\nimage: x\ncommands: [ok]\nrepos: [.]\nfiles: [{local_path: a, path: /srv/a}]\n",
-			[]string{"4:8: repos: not supported", "5:8: files: not supported"}},
+		{"local repos and files of the spec repository are honoured", "type: task\nimage: x\ncommands: [ok]\nrepos: [.]\nfiles: [{local_path: a, path: /srv/a}, b/c:d]\n", nil},
+		{"a repo by url", "type: task\nimage: x\ncommands: [ok]\nrepos: [https://github.com/dstackai/dstack]\n",
+			[]string{"4:9: repos[0]: not supported yet by hoist: `url` entries"}},
 		{"an entrypoint is honoured", "type: task\nimage: x\ncommands: [ok]\nentrypoint: python -c 'print(1)'\n", nil},
 		{"an entrypoint with an unclosed quote", "type: task\nimage: x\nentrypoint: \"sh -c 'echo\"\n", []string{"3:13: entrypoint: not supported"}},
 		{"a multi-node task", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", []string{"4:8: nodes: not supported yet by hoist: multi-node"}},

@@ -106,10 +106,11 @@ var Table = []Row{
 		Note: "`NAME=value`, `${{ secrets.NAME }}` in values, and `env: [NAME]` from the project's secret NAME"},
 	{Kinds: runKinds, Field: "single_branch", Decision: Advisory, Note: "`single_branch` has no effect: hoist clones no repository into the run",
 		uses: writtenAt("single_branch")},
-	{Kinds: runKinds, Field: "repos", Decision: Refused, Note: "`repos` (no repository is cloned into the run)",
-		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Repos) > 0 }, "repos")},
-	{Kinds: runKinds, Field: "files", Decision: Refused, Note: "`files` (no local files are uploaded into the run)",
-		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Files) > 0 }, "files")},
+	{Kinds: runKinds, Field: "repos", Decision: Partial, Test: "e2e.TestSupport_codeFromTheSpecRepositoryReachesTheRun",
+		Note: "`url` entries (a local path of the spec repository, at the applied commit, is brought into the run)",
+		uses: eachRepo(func(r schema.Repo) bool { return r.URL != "" })},
+	{Kinds: runKinds, Field: "files", Decision: Honoured, Test: "e2e.TestSupport_codeFromTheSpecRepositoryReachesTheRun",
+		Note: "files and directories of the spec repository at the applied commit"},
 
 	// Runs: volumes, by form.
 	{Kinds: runKinds, Field: "volumes", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
@@ -452,6 +453,23 @@ func runIf(use func(c *schema.RunConfig) bool, path string) func(r *schema.Resou
 			return []string{path}
 		}
 		return nil
+	}
+}
+
+// eachRepo reports every repos entry that satisfies use.
+func eachRepo(use func(r schema.Repo) bool) func(r *schema.Resource) []string {
+	return func(r *schema.Resource) []string {
+		c := r.RunConfig()
+		if c == nil {
+			return nil
+		}
+		var out []string
+		for i, repo := range c.Repos {
+			if use(repo) {
+				out = append(out, fmt.Sprintf("repos[%d]", i))
+			}
+		}
+		return out
 	}
 }
 
