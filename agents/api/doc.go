@@ -41,7 +41,6 @@
 //
 //	GET  /api/healthcheck                 Health
 //	POST /api/v1/submit                   JobSpec (repeatable until run)
-//	POST /api/v1/upload                   tar.gz into the working dir (after submit, before run)
 //	POST /api/v1/code?sha256=             the job's code archive (JobSpec.Code; after submit, before run)
 //	POST /api/v1/code?cached=true&sha256= place the archive from the instance's code cache (404: not cached)
 //	POST /api/v1/run                      → RunResponse

@@ -49,17 +49,6 @@ func (r *RunnerClient) Submit(ctx context.Context, spec JobSpec) error {
 	return r.c.do(ctx, http.MethodPost, "/api/v1/submit", spec, nil)
 }
 
-// Upload extracts a tar.gz archive into the job's working directory. It may
-// be repeated, after Submit and before Run.
-func (r *RunnerClient) Upload(ctx context.Context, archive io.Reader) error {
-	resp, err := r.c.send(ctx, http.MethodPost, "/api/v1/upload", archive, "application/gzip")
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
-}
-
 // UploadCode hands the runner the job's code archive (tar.gz, laid out as
 // CodeSpec says), which it places as the submitted JobSpec.Code says. sum
 // is the archive's SHA-256 in hex ("" = not given): a runner with an

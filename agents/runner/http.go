@@ -20,7 +20,6 @@ func (r *Runner) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.HealthPath, r.handleHealth)
 	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
-	mux.HandleFunc("POST /api/v1/upload", r.handleUpload)
 	mux.HandleFunc("POST /api/v1/code", r.handleCode)
 	mux.HandleFunc("POST /api/v1/run", r.handleRun)
 	mux.HandleFunc("GET /api/v1/state", r.handleState)
@@ -66,14 +65,6 @@ func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	agenthttp.WriteJSON(w, http.StatusOK, r.State())
-}
-
-func (r *Runner) handleUpload(w http.ResponseWriter, req *http.Request) {
-	if err := r.Upload(req.Body); err != nil {
-		writeError(w, err)
-		return
-	}
-	agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (r *Runner) handleCode(w http.ResponseWriter, req *http.Request) {

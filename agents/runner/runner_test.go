@@ -120,22 +120,18 @@ func deref(p *int) any {
 	return *p
 }
 
-func TestRunner_envWorkingDirAndUpload(t *testing.T) {
+func TestRunner_envAndWorkingDir(t *testing.T) {
 	c, _, wd := newRunner(t)
 	job := api.JobSpec{
 		RunName:    "train",
 		JobID:      "job-1",
-		Commands:   []string{`echo "$GREETING $TOKEN $HOIST_RUN_NAME $HOIST_JOB_ID"`, "pwd", "cat data/hello.txt", "test -x run.sh && ./run.sh"},
+		Commands:   []string{`echo "$GREETING $TOKEN $HOIST_RUN_NAME $HOIST_JOB_ID"`, "pwd"},
 		Env:        map[string]string{"GREETING": "hi"},
 		Secrets:    map[string]string{"TOKEN": "s3cret"},
 		WorkingDir: filepath.Join(wd, "code"),
 	}
 	if err := c.Submit(ctx(t), job); err != nil {
 		t.Fatal(err)
-	}
-	archive := targz(t, map[string]string{"data/hello.txt": "from upload\n", "run.sh": "#!/bin/sh\necho script ran\n"})
-	if err := c.Upload(ctx(t), bytes.NewReader(archive)); err != nil {
-		t.Fatalf("Upload: %v", err)
 	}
 	if _, err := c.Run(ctx(t)); err != nil {
 		t.Fatal(err)
@@ -145,28 +141,9 @@ func TestRunner_envWorkingDirAndUpload(t *testing.T) {
 		t.Fatalf("Wait = %+v, %v; want done", st, err)
 	}
 	got, _ := stdout(t, c)
-	want := "hi s3cret train job-1\n" + filepath.Join(wd, "code") + "\nfrom upload\nscript ran\n"
+	want := "hi s3cret train job-1\n" + filepath.Join(wd, "code") + "\n"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
-	}
-}
-
-func TestRunner_uploadRefusesEscapingPaths(t *testing.T) {
-	for _, name := range []string{"../escape.txt", "/etc/escape.txt", "a/../../escape.txt"} {
-		t.Run(name, func(t *testing.T) {
-			c, _, wd := newRunner(t)
-			if err := c.Submit(ctx(t), api.JobSpec{Commands: []string{"true"}, WorkingDir: filepath.Join(wd, "w")}); err != nil {
-				t.Fatal(err)
-			}
-			err := c.Upload(ctx(t), bytes.NewReader(targz(t, map[string]string{name: "x"})))
-			var ae *api.Error
-			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
-				t.Fatalf("Upload(%s) = %v, want http 400", name, err)
-			}
-			if _, err := os.Stat(filepath.Join(wd, "escape.txt")); err == nil {
-				t.Errorf("%s was written outside the working dir", name)
-			}
-		})
 	}
 }
 
@@ -174,9 +151,6 @@ func TestRunner_requestsOutOfOrderConflict(t *testing.T) {
 	c, _, wd := newRunner(t)
 	if _, err := c.Run(ctx(t)); !errors.Is(err, api.ErrConflict) {
 		t.Errorf("Run before Submit: err = %v, want ErrConflict", err)
-	}
-	if err := c.Upload(ctx(t), bytes.NewReader(targz(t, nil))); !errors.Is(err, api.ErrConflict) {
-		t.Errorf("Upload before Submit: err = %v, want ErrConflict", err)
 	}
 	run(t, c, api.JobSpec{Commands: []string{"true"}, WorkingDir: wd})
 	if err := c.Submit(ctx(t), api.JobSpec{Commands: []string{"true"}}); !errors.Is(err, api.ErrConflict) {
@@ -336,32 +310,6 @@ func TestRunner_health(t *testing.T) {
 	if err != nil || h != want {
 		t.Errorf("Health = %+v, %v; want %+v", h, err, want)
 	}
-}
-
-func targz(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for name, body := range files {
-		mode := int64(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 func TestRunner_stopLetsChildrenCleanUpWithinGrace(t *testing.T) {

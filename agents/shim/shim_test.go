@@ -100,12 +100,13 @@ func TestShim_envWorkingDirAndFilesReachTheJob(t *testing.T) {
 		Env:        map[string]string{"FROM_JOB": "job-env"},
 		Secrets:    map[string]string{"SECRET": "hunter2"},
 		WorkingDir: "/workflow/src",
+		Code:       &api.CodeSpec{Files: []string{"conf/app.txt"}},
 	}
 	if err := rc.Submit(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.Upload(ctx, bytes.NewReader(targz(t, map[string]string{"conf/app.txt": "uploaded file\n"}))); err != nil {
-		t.Fatalf("Upload: %v", err)
+	if err := rc.UploadCode(ctx, bytes.NewReader(targz(t, map[string]string{api.CodeFilePrefix + "0": "uploaded file\n"})), ""); err != nil {
+		t.Fatalf("UploadCode: %v", err)
 	}
 	if _, err := rc.Run(ctx); err != nil {
 		t.Fatal(err)

@@ -130,13 +130,12 @@ func (r *runner) handler() http.Handler {
 		writeJSON(w, http.StatusOK, api.Health{Service: api.RunnerService, Version: "fake", APIVersion: api.RunnerAPIVersion})
 	})
 	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
-	mux.HandleFunc("POST /api/v1/upload", r.handleUpload)
 	mux.HandleFunc("POST /api/v1/code", func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Query().Get("cached") == "true" {
 			writeJSON(w, http.StatusNotFound, api.Error{Message: "code archive not cached"})
 			return
 		}
-		r.handleUpload(w, req)
+		r.handleCode(w, req)
 	})
 	mux.HandleFunc("POST /api/v1/run", r.handleRun)
 	mux.HandleFunc("GET /api/v1/state", func(w http.ResponseWriter, _ *http.Request) {
@@ -184,7 +183,7 @@ func (r *runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, r.state)
 }
 
-func (r *runner) handleUpload(w http.ResponseWriter, req *http.Request) {
+func (r *runner) handleCode(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.Copy(io.Discard, req.Body)
 	r.mu.Lock()
 	ok := r.spec != nil && r.state.State == api.JobPending
