@@ -33,6 +33,9 @@ func TestServe_dataDirIsOwnerOnly(t *testing.T) {
 			if ok, _ := filepath.Match("backends/*/instances/*/shim/tasks/*/run", filepath.ToSlash(rel)); ok {
 				return filepath.SkipDir // the runner's home belongs to the container's user
 			}
+			if ok, _ := filepath.Match("backends/*/instances/*/shim/code", filepath.ToSlash(rel)); ok {
+				return filepath.SkipDir // the code cache is written by every job user, sticky like /tmp
+			}
 			if d.Type()&fs.ModeSymlink != 0 || filepath.Dir(rel) == "agents" {
 				return nil
 			}

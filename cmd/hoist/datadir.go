@@ -16,6 +16,12 @@ import (
 // so agents/shim makes it 0777. The directories above it are 0700.
 const runnerHomePattern = "backends/*/instances/*/shim/tasks/*/run"
 
+// codeCachePattern matches the local backend's shims' code caches, which
+// every task of the instance mounts and its job user, whoever it is, writes
+// (sticky and 0777, as agents/shim makes it). The directories above it are
+// 0700.
+const codeCachePattern = "backends/*/instances/*/shim/code"
+
 // ownerOnlyUmask sets the process's umask to 077, so that every file and
 // directory hoist serve creates from then on — in the data directory: the
 // git cache's clones (go-git asks for 0644 and 0755), SQLite's journal
@@ -33,8 +39,9 @@ const maxModeWarnings = 20
 // restrictDataDir makes the data directory private to its owner, whatever
 // the umask was when its entries were made: the directory, every directory
 // and every file below it lose their group and other permissions (0700
-// directories, 0600 files), each change logged as a warning. Two kinds of entries keep their modes: runner homes
-// (runnerHomePattern) and the agent binaries in agents/, which are
+// directories, 0600 files), each change logged as a warning. Three kinds of
+// entries keep their modes: runner homes (runnerHomePattern), code caches
+// (codeCachePattern) and the agent binaries in agents/, which are
 // bind-mounted read-only into task containers of any user and hold nothing
 // secret. Symbolic links are not followed.
 func restrictDataDir(dir string, log *slog.Logger) error {
@@ -86,7 +93,7 @@ func restrictDataDir(dir string, log *slog.Logger) error {
 		perm := info.Mode().Perm()
 		switch {
 		case d.IsDir():
-			if ok, _ := filepath.Match(runnerHomePattern, filepath.ToSlash(rel)); ok {
+			if containerOwned(rel) {
 				return fs.SkipDir
 			}
 			err = restrict(path, perm, perm&^0o077)
@@ -114,4 +121,15 @@ func restrictDataDir(dir string, log *slog.Logger) error {
 		log.Warn("data_dir_mode_restrict_failed", "dir", dir, "count", len(failed), "error", errors.Join(failed...))
 	}
 	return nil
+}
+
+// containerOwned reports whether rel, relative to the data directory, is a
+// directory containers' users write (a runner home, a code cache).
+func containerOwned(rel string) bool {
+	for _, p := range []string{runnerHomePattern, codeCachePattern} {
+		if ok, _ := filepath.Match(p, filepath.ToSlash(rel)); ok {
+			return true
+		}
+	}
+	return false
 }
