@@ -181,6 +181,21 @@ func spendBars(pts []SpendPoint) spendChart {
 	return ch
 }
 
+// timeTicks labels five evenly spaced times from start to end on a time
+// axis that x maps to pixels, with seconds on spans under ten minutes.
+func timeTicks(start, end time.Time, x func(time.Time) int) []tick {
+	layout := "15:04"
+	if end.Sub(start) < 10*time.Minute {
+		layout = "15:04:05"
+	}
+	ticks := make([]tick, 0, 5)
+	for k := 0; k <= 4; k++ {
+		t := start.Add(end.Sub(start) * time.Duration(k) / 4)
+		ticks = append(ticks, tick{X: x(t), Label: t.UTC().Format(layout)})
+	}
+	return ticks
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // trafficChart is a service's requests per second and replica counts over
@@ -254,14 +269,7 @@ func serviceChart(samples []ServiceSample) trafficChart {
 	for k := 0; k <= maxRep; k += max(maxRep/4, 1) {
 		ch.ReplicaLabels = append(ch.ReplicaLabels, yLabel{Y: y(float64(k), float64(maxRep)), Label: strconv.Itoa(k)})
 	}
-	layout := "15:04"
-	if end.Sub(start) < 10*time.Minute {
-		layout = "15:04:05"
-	}
-	for k := 0; k <= 4; k++ {
-		t := start.Add(end.Sub(start) * time.Duration(k) / 4)
-		ch.Ticks = append(ch.Ticks, tick{X: x(t), Label: t.UTC().Format(layout)})
-	}
+	ch.Ticks = timeTicks(start, end, x)
 	last := samples[len(samples)-1]
 	ch.Summary = fmt.Sprintf("%d samples from %s to %s: peak %s rps, now %s rps with %d of %d replicas ready",
 		len(samples), samples[0].At.UTC().Format("15:04:05"), last.At.UTC().Format("15:04:05"),

@@ -222,14 +222,7 @@ func lineChart(title string, ps []MetricsPoint, n int, value func(MetricsPoint) 
 		v := top * float64(k) / 2
 		ch.YLabels = append(ch.YLabels, yLabel{Y: y(v), Label: strconv.FormatFloat(v, 'f', -1, 64)})
 	}
-	layout := "15:04"
-	if end.Sub(start) < 10*time.Minute {
-		layout = "15:04:05"
-	}
-	for k := 0; k <= 4; k++ {
-		t := start.Add(end.Sub(start) * time.Duration(k) / 4)
-		ch.Ticks = append(ch.Ticks, tick{X: x(t), Label: t.UTC().Format(layout)})
-	}
+	ch.Ticks = timeTicks(start, end, x)
 	ch.Summary = fmt.Sprintf("%s: %d samples from %s to %s, peak %s, %s", title, len(ps),
 		ps[0].At.UTC().Format("15:04:05"), ps[len(ps)-1].At.UTC().Format("15:04:05"), strconv.FormatFloat(peak, 'f', 1, 64), now)
 	return ch
