@@ -57,6 +57,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/creack/pty v1.1.24 // indirect
+
 require (
 	cloud.google.com/go/auth/oauth2adapt v0.3.1 // indirect
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect

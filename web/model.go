@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"time"
 )
 
@@ -43,6 +44,12 @@ type Run struct {
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
 	// set; empty for other runs.
 	ServiceURL string `json:"service_url,omitempty"`
+	// IDEURL is a dev environment's IDE deep link (dstack's
+	// vscode://vscode-remote/ssh-remote+<run>/<working dir>, and the
+	// cursor:// and windsurf:// forms), for the host `hoist attach` writes
+	// to ~/.ssh/config; empty for other runs and without `ide` (set by
+	// GetRun).
+	IDEURL string `json:"ide_url,omitempty"`
 	// Service is a service run's dashboard: replicas with their probe
 	// state, requests per second and their history (set by the run page
 	// and GET /api/v1/runs/{name} when the server has ServiceStatuses).
@@ -404,6 +411,19 @@ type Controller interface {
 	// ApplyRevision applies an older revision; only allowed while auto-sync
 	// is off.
 	ApplyRevision(ctx context.Context, sha string) error
+}
+
+// JobSSH is an optional Controller capability: SSH connections into
+// running jobs, for `hoist attach` and `hoist ssh` (GET
+// /api/v1/runs/{name}/ssh). Without it that route answers 501.
+type JobSSH interface {
+	// DialJobSSH opens an SSH connection to the runner of the job with id
+	// jobID through the connection hoist holds to its instance (never a
+	// public port); userKey is the connecting user's public key in
+	// authorized_keys form, which the runner accepts for this connection
+	// alone. hostKey is the runner's host key (authorized_keys form). It
+	// fails with ErrNotFound when the job is not running.
+	DialJobSSH(ctx context.Context, jobID, userKey string) (conn net.Conn, hostKey string, err error)
 }
 
 // Syncer is the reconciler's control surface that the web drives.

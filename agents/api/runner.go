@@ -57,6 +57,64 @@ type JobSpec struct {
 	// Code, when set, says where the code archive (RunnerClient.UploadCode)
 	// goes; the job does not start until that archive has been uploaded.
 	Code *CodeSpec `json:"code,omitempty"`
+	// AuthorizedKeys are authorized_keys lines (the project's key) that
+	// the runner's SSH server accepts on every connection; each connection
+	// may add the connecting user's key (AuthorizedKeyHeader).
+	AuthorizedKeys []string `json:"authorized_keys,omitempty"`
+	// IDE, when set, is the remote server of a dev environment's IDE that
+	// the runner installs before the commands run (dstack's `ide` and
+	// `version`).
+	IDE *IDESpec `json:"ide,omitempty"`
+}
+
+// IDESpec is a dev environment's IDE server, installed by the runner into
+// the job user's home before the commands run, as dstack's VS Code, Cursor
+// and Windsurf dev environments install theirs.
+type IDESpec struct {
+	// Name is vscode, cursor or windsurf.
+	Name string `json:"name"`
+	// Version is the IDE's commit the server is for (dstack's `version`).
+	Version string `json:"version"`
+	// DownloadURL is the tar.gz of the server; its top directory is
+	// stripped and the rest extracted into InstallDir.
+	DownloadURL string `json:"download_url"`
+	// InstallDir is where the server goes, relative to the job user's
+	// home (e.g. .vscode-server/bin/<version>).
+	InstallDir string `json:"install_dir"`
+}
+
+// SSH into a job. A client opens GET SSHPath on the runner's API with
+// "Connection: Upgrade" and "Upgrade: ssh" (SSHUpgrade); the runner answers
+// 101 Switching Protocols with its host key in HostKeyHeader and then
+// speaks SSH (RFC 4253) on the connection: sessions (shell with a PTY,
+// exec, env, window changes, signals) run as the job's user in the job's
+// environment and working directory, and direct-tcpip channels dial
+// inside the container (port forwarding). Public-key authentication
+// accepts JobSpec.AuthorizedKeys and the key of AuthorizedKeyHeader.
+const (
+	// SSHPath is the runner's SSH upgrade endpoint.
+	SSHPath = "/api/v1/ssh"
+	// SSHActivityPath answers SSHActivity.
+	SSHActivityPath = "/api/v1/ssh/activity"
+	// SSHUpgrade is the Upgrade header's protocol name.
+	SSHUpgrade = "ssh"
+	// AuthorizedKeyHeader carries one authorized_keys line accepted for
+	// this connection only: the connecting user's key, set by the server
+	// (only the server holds the runner's token).
+	AuthorizedKeyHeader = "Hoist-Authorized-Key"
+	// HostKeyHeader carries, on the 101 answer, the runner's SSH host key
+	// in authorized_keys form.
+	HostKeyHeader = "Hoist-Host-Key"
+)
+
+// SSHActivity is whether anybody is attached to the job over SSH, for
+// dstack's inactivity_duration.
+type SSHActivity struct {
+	// Connections is the number of SSH connections open now.
+	Connections int `json:"connections"`
+	// IdleSince is when the last SSH connection closed, or when the job
+	// started running if none was ever opened; zero while Connections > 0.
+	IdleSince time.Time `json:"idle_since"`
 }
 
 // CodeSpec places the parts of a code archive in the container, like

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -223,4 +224,29 @@ func (r *RunnerClient) Ack(ctx context.Context, seq int64) (AckResponse, error) 
 	var out AckResponse
 	err := r.c.do(ctx, http.MethodPost, "/api/v1/logs/ack", AckRequest{Seq: seq}, &out)
 	return out, err
+}
+
+// DialSSH opens an SSH connection to the job (see SSHPath): the returned
+// conn speaks SSH, the runner being the server, and hostKey is the
+// runner's host key in authorized_keys form, for the caller to pin.
+// authorizedKey, when not empty, is one authorized_keys line the runner
+// accepts for this connection alone. ctx bounds the handshake only; the
+// connection lives until closed. The http.Client must have no Timeout (it
+// would cut the connection).
+func (r *RunnerClient) DialSSH(ctx context.Context, authorizedKey string) (conn net.Conn, hostKey string, err error) {
+	return dialUpgrade(ctx, &r.c, SSHPath, SSHUpgrade, http.Header{AuthorizedKeyHeader: nonEmpty(authorizedKey)})
+}
+
+// SSHActivity reports the job's SSH connections (dstack's inactivity).
+func (r *RunnerClient) SSHActivity(ctx context.Context) (SSHActivity, error) {
+	var a SSHActivity
+	err := r.c.do(ctx, http.MethodGet, SSHActivityPath, nil, &a)
+	return a, err
+}
+
+func nonEmpty(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return []string{v}
 }

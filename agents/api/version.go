@@ -22,8 +22,11 @@ const (
 	// token. Version 3: the runner listens on a Unix socket only (or, in a
 	// Kubernetes pod, on the pod's loopback: hoist-runner --listen).
 	// Version 4: JobSpec.Code and POST /api/v1/code (an older runner would
-	// run the job without its code).
-	RunnerAPIVersion = 4
+	// run the job without its code). Version 5: SSH into the job
+	// (SSHPath), JobSpec.AuthorizedKeys and IDE, and code delivered by
+	// manifest and missing blobs (an older runner would refuse an attach
+	// and run a dev environment without its IDE server).
+	RunnerAPIVersion = 5
 )
 
 // Service names reported by the agents' health checks.
