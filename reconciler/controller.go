@@ -86,6 +86,11 @@ type Config struct {
 	// cmd/hoist passes the HF_ENDPOINT environment variable, as
 	// huggingface_hub reads it.
 	HFEndpoint string
+	// SSHAuthorizedKeys are authorized_keys lines (the server config's
+	// ssh.authorized_keys: hoist's project keys, e.g. a bastion's or CI's)
+	// that every job's runner accepts over SSH, besides the key of the
+	// user of each connection (DialJobSSH).
+	SSHAuthorizedKeys []string
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

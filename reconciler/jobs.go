@@ -298,7 +298,8 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		js := api.JobSpec{
 			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
-			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
+			MaxDuration:    time.Duration(spec.MaxDuration) * time.Second,
+			AuthorizedKeys: c.cfg.SSHAuthorizedKeys,
 		}
 		code, archive, err := c.codeArchive(ctx, run, spec)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v4"
+	"golang.org/x/crypto/ssh"
 
 	"hoist/agents/api"
 	"hoist/backends"
@@ -43,6 +45,41 @@ type serverConfig struct {
 	Policy policy.Config `yaml:"policy"`
 	// Gateways says how the server's gateways get certificates.
 	Gateways gatewaysConfig `yaml:"gateways"`
+	// SSH says who may SSH into every job besides the user of each
+	// connection (`hoist attach`, `hoist ssh`).
+	SSH sshConfig `yaml:"ssh"`
+}
+
+// sshConfig is the `ssh:` section: authorized_keys lines (hoist's project
+// keys, e.g. a bastion's or CI's) that every job's runner accepts, as
+// dstack adds its project key to every container.
+type sshConfig struct {
+	AuthorizedKeys []string `yaml:"authorized_keys"`
+}
+
+// check parses every authorized_keys line: a public key and an optional
+// comment, without options (the runner would not honour them).
+func (c sshConfig) check() error {
+	for i, line := range c.AuthorizedKeys {
+		_, _, opts, rest, err := ssh.ParseAuthorizedKey([]byte(line))
+		switch {
+		case err != nil:
+			return fmt.Errorf("ssh.authorized_keys[%d]: not an authorized_keys line (%q): %w", i, abbreviate(line, 40), err)
+		case len(opts) > 0:
+			return fmt.Errorf("ssh.authorized_keys[%d]: options (%s) are not supported", i, strings.Join(opts, ","))
+		case len(bytes.TrimSpace(rest)) > 0:
+			return fmt.Errorf("ssh.authorized_keys[%d]: one key per entry", i)
+		}
+	}
+	return nil
+}
+
+// abbreviate returns s cut to n bytes with an ellipsis.
+func abbreviate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // gatewaysConfig is the `gateways:` section: the ACME server gateways with
@@ -140,6 +177,9 @@ func loadServerConfig(path string) (serverConfig, error) {
 			return serverConfig{}, fmt.Errorf("config %s: backends[%d]: backend %q is configured twice", path, i, name)
 		}
 		seen[name] = true
+	}
+	if err := cfg.SSH.check(); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
 }
@@ -578,6 +618,16 @@ func (c controller) SetAutoSync(ctx context.Context, enabled bool) error {
 
 func (c controller) ConfirmRevision(ctx context.Context, sha string) error {
 	return c.ctrl.Confirm(ctx, sha)
+}
+
+// The web's SSH route (GET /api/v1/runs/{name}/ssh) reaches jobs through
+// the controller.
+var _ web.JobSSH = controller{}
+
+// DialJobSSH opens an SSH connection to a running job (web.JobSSH).
+func (c controller) DialJobSSH(ctx context.Context, jobID, userKey string) (net.Conn, string, error) {
+	conn, hostKey, err := c.ctrl.DialJobSSH(ctx, jobID, userKey)
+	return conn, hostKey, mapNotFound(err)
 }
 
 func (c controller) ApplyRevision(ctx context.Context, sha string) error {

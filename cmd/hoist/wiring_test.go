@@ -18,16 +18,22 @@ import (
 	"hoist/backends"
 )
 
+// testAuthorizedKey is an ed25519 public key with a comment.
+const testAuthorizedKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGb8dYbJ6fMPrV2vB3kq0h2Qm0a7d2s3K5m4x3c2b1a0 ci@example"
+
 func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ yaml, want string }{
-		"unknown field":            {"backendz:\n  - type: local\n", "backendz"},
-		"entry setting unknown":    {"backends:\n  - type: local\n    nmae: x\n", "nmae"},
-		"missing type":             {"backends:\n  - name: a\n", "type is required"},
-		"duplicate backend":        {"backends:\n  - type: local\n  - name: local\n    type: local\n", "configured twice"},
-		"policy typo":              {"policy:\n  privilegd: true\n", "privilegd"},
-		"policy granting docker":   {"policy:\n  docker: true\n", "docker"},
-		"policy granting the root": {"policy:\n  instance_volumes:\n    - path: /\n", "policy.instance_volumes[0].path: / can never be mounted"},
+		"unknown field":             {"backendz:\n  - type: local\n", "backendz"},
+		"entry setting unknown":     {"backends:\n  - type: local\n    nmae: x\n", "nmae"},
+		"missing type":              {"backends:\n  - name: a\n", "type is required"},
+		"duplicate backend":         {"backends:\n  - type: local\n  - name: local\n    type: local\n", "configured twice"},
+		"policy typo":               {"policy:\n  privilegd: true\n", "privilegd"},
+		"policy granting docker":    {"policy:\n  docker: true\n", "docker"},
+		"policy granting the root":  {"policy:\n  instance_volumes:\n    - path: /\n", "policy.instance_volumes[0].path: / can never be mounted"},
+		"ssh key that is not a key": {"ssh:\n  authorized_keys:\n    - ssh-ed25519 AAAAnope team\n", "ssh.authorized_keys[0]: not an authorized_keys line"},
+		"ssh key with options": {"ssh:\n  authorized_keys:\n    - 'command=\"true\" " + testAuthorizedKey + "'\n",
+			"ssh.authorized_keys[0]: options (command=\"true\") are not supported"},
 		"policy for a backend not configured": {"backends:\n  - type: local\npolicy:\n  backends:\n    ssh:\n      privileged: true\n",
 			`policy.backends.ssh: no backend "ssh" is configured`},
 	} {
@@ -50,6 +56,13 @@ func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 				t.Fatalf("loadServerConfig = %v, want an error mentioning %q", err, tc.want)
 			}
 		})
+	}
+	good := dir + "/ssh.yml"
+	if err := os.WriteFile(good, []byte("ssh:\n  authorized_keys:\n    - "+testAuthorizedKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := loadServerConfig(good); err != nil || len(cfg.SSH.AuthorizedKeys) != 1 {
+		t.Fatalf("ssh config = %+v, %v; want its one key", cfg.SSH, err)
 	}
 	if cfg, err := loadServerConfig(""); err != nil || len(cfg.Backends) != 2 {
 		t.Fatalf("default config = %+v, %v; want local and ssh", cfg, err)
