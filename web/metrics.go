@@ -25,6 +25,7 @@ type Metrics struct {
 	webhooks          *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
 	leaksReaped       *prometheus.CounterVec
+	sshConns          prometheus.Gauge
 }
 
 // NewMetrics registers hoist's instruments (and the Go and process
@@ -68,8 +69,13 @@ func NewMetrics() *Metrics {
 			Name: "hoist_leaked_resources_deleted_total",
 			Help: "Instances, volumes and placement groups tagged as this installation's that the store did not know, deleted by the leak audit, by backend and kind.",
 		}, []string{"backend", "kind"}),
+		sshConns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hoist_ssh_connections",
+			Help: "SSH connections into jobs open through this server (hoist attach, hoist ssh).",
+		}),
 	}
-	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped)
+	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped,
+		m.sshConns)
 	return m
 }
 

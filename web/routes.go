@@ -65,6 +65,7 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/runs/:name/rerun", s.apiRunAction("rerun"), s.requireAct)
 	api.POST("/runs/:name/suspend", s.apiRunAction("suspend"), s.requireAct)
 	api.POST("/runs/:name/resume", s.apiRunAction("resume"), s.requireAct)
+	api.GET("/runs/:name/ssh", s.apiRunSSH, s.requireAct) // ssh.go
 	api.GET("/jobs", s.apiListJobs)
 
 	// Fleets, instances, volumes and gateways (infra.go).

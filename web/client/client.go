@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"hoist/agents/api"
 	"hoist/web"
 )
 
@@ -459,4 +461,68 @@ func setIf(q url.Values, k, v string) {
 func (c *Client) Whoami(ctx context.Context) (web.Principal, error) {
 	var out web.Principal
 	return out, c.call(ctx, http.MethodGet, "/whoami", nil, nil, &out)
+}
+
+// DialSSH opens an SSH connection to a job of run (GET
+// /api/v1/runs/{name}/ssh): jobID picks a submission (its id or number; ""
+// is the newest running job) and pubKey is the user's public key in
+// authorized_keys form, which the job accepts for this connection. The
+// returned conn speaks SSH, the job being the server, and hostKey is the
+// job's host key (authorized_keys form) for the caller to pin. ctx bounds
+// the request only: the connection lives until closed. Errors are *Error
+// as for the other calls: 404 (ErrNotFound) when the run or job is not
+// there or has ended, 409 while the job is not running yet.
+func (c *Client) DialSSH(ctx context.Context, run, jobID, pubKey string) (conn net.Conn, hostKey string, err error) {
+	u := strings.TrimRight(c.BaseURL, "/") + "/api/v1/runs/" + url.PathEscape(run) + "/ssh"
+	if jobID != "" {
+		u += "?" + url.Values{"job": {jobID}}.Encode()
+	}
+	// The request's context must outlive the answer: the transport closes
+	// the switched connection when it is cancelled.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	fail := func(err error) (net.Conn, string, error) {
+		cancel()
+		return nil, "", fmt.Errorf("ssh into %s: %w", run, err)
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", web.SSHUpgrade)
+	req.Header.Set(web.SSHUserKeyHeader, pubKey)
+	// The same transport (TLS, proxies) as the other calls, without a
+	// client timeout, which would cut the connection.
+	hc := *c.httpClient()
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
+	if !stop() {
+		err = errors.Join(err, ctx.Err())
+		if resp != nil {
+			resp.Body.Close()
+			resp = nil
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e web.APIError
+		_ = json.Unmarshal(b, &e)
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+		return fail(&Error{Status: resp.StatusCode, Message: e.Message})
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return fail(errors.New("the switched connection is not writable"))
+	}
+	return api.NewUpgradedConn(rwc, cancel), resp.Header.Get(web.SSHHostKeyHeader), nil
 }
