@@ -42,6 +42,9 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newStopCmd())
 	root.AddCommand(newEventsCmd())
 	root.AddCommand(newLoginCmd())
+	root.AddCommand(newAttachCmd())
+	root.AddCommand(newSSHCmd())
+	root.AddCommand(newSSHProxyCmd())
 	root.AddCommand(newGatewayCmd())
 	return root
 }
