@@ -279,7 +279,11 @@ func TestMeasure_attach(t *testing.T) {
 	}
 	// The same page at the port the local backend published on this
 	// host's loopback, without SSH.
-	published := runContainer(t, s, "web", `{{range (index .NetworkSettings.Ports "8000/tcp")}}{{.HostIP}}:{{.HostPort}} {{end}}`)
+	pb, err := exec.Command("docker", "port", runContainer(t, s, "web", "{{.Id}}"), "8000/tcp").Output()
+	if err != nil {
+		t.Fatalf("docker port: %v", err)
+	}
+	published := string(pb)
 	var direct []time.Duration
 	for _, hp := range strings.Fields(published) {
 		for j := 0; j < requests; j++ {
