@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"hoist/e2e/testenv"
+	"hoist/web/client"
 )
 
 // webTask serves index.html (saying hello-from-<name>) on port 8000 with
@@ -134,6 +139,23 @@ func (a *attached) stop() error {
 	}
 }
 
+func newSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func authorizedKey(s ssh.Signer) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey())))
+}
+
 // get fetches url and returns its body.
 func get(url string) (string, error) {
 	resp, err := http.Get(url)
@@ -177,7 +199,9 @@ func runContainer(t *testing.T, s *server, run, format string) string {
 }
 
 // TestAttach_sshAndPortsReachTheRunningJob: through a real `hoist serve`
-// and the runner's SSH server in a busybox container, `hoist ssh RUN --
+// and the runner's SSH server in a busybox container, the server config's
+// ssh.authorized_keys reach the job (that key is accepted, another is
+// not), `hoist ssh RUN --
 // CMD` runs the command in the job (its output and exit status come back),
 // `hoist attach` forwards the run's port to localhost (busybox httpd
 // answers through it) and writes a ~/.ssh/config entry with which OpenSSH's
@@ -186,9 +210,50 @@ func TestAttach_sshAndPortsReachTheRunningJob(t *testing.T) {
 	r := newRepo(t)
 	r.write("web.dstack.yml", webTask("web"))
 	sha := r.commit("add web")
-	s := startServer(t, r.dir)
+	project := newSigner(t)
+	cfg := filepath.Join(t.TempDir(), "hoist.yml")
+	if err := os.WriteFile(cfg, []byte("backends:\n  - type: local\nssh:\n  authorized_keys:\n    - "+authorizedKey(project)+" ci@example\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, r.dir, "--config", cfg)
 	s.waitRun("web", sha, "running", 90*time.Second)
 	u := newCLIUser(t, s)
+
+	// The config's project key is accepted on every connection; a key
+	// that is neither it nor the connection's user key is not.
+	c := &client.Client{BaseURL: s.url, Token: s.token}
+	for _, tc := range []struct {
+		name   string
+		signer ssh.Signer
+		ok     bool
+	}{{"project key", project, true}, {"unknown key", newSigner(t), false}} {
+		conn, hostKey, err := c.DialSSH(t.Context(), "web", "", authorizedKey(newSigner(t)))
+		if err != nil {
+			t.Fatalf("%s: DialSSH: %v", tc.name, err)
+		}
+		hk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(hostKey))
+		if err != nil {
+			t.Fatalf("host key %q: %v", hostKey, err)
+		}
+		sc, chans, reqs, err := ssh.NewClientConn(conn, "web", &ssh.ClientConfig{User: "root",
+			Auth: []ssh.AuthMethod{ssh.PublicKeys(tc.signer)}, HostKeyCallback: ssh.FixedHostKey(hk), HostKeyAlgorithms: []string{hk.Type()}})
+		if (err == nil) != tc.ok {
+			t.Fatalf("%s: handshake error %v, want accepted %v", tc.name, err, tc.ok)
+		}
+		if err != nil {
+			conn.Close()
+			continue
+		}
+		sshc := ssh.NewClient(sc, chans, reqs)
+		sess, err := sshc.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := sess.Output("echo project key ok"); err != nil || string(out) != "project key ok\n" {
+			t.Errorf("%s: exec: %q, %v", tc.name, out, err)
+		}
+		sshc.Close()
+	}
 
 	out, errs, code := u.hoist("ssh", "web", "--", "cat", "/etc/hostname")
 	if want := containerHostname(t, s, "web"); code != 0 || strings.TrimSpace(out) != want {
@@ -209,9 +274,9 @@ func TestAttach_sshAndPortsReachTheRunningJob(t *testing.T) {
 	if body, err := get(url); err != nil || strings.TrimSpace(body) != "hello-from-web" {
 		t.Fatalf("GET %s through attach: %q, %v", url, body, err)
 	}
-	cfg, err := os.ReadFile(a.out.SSHConfig)
-	if err != nil || a.out.SSHConfig != filepath.Join(u.home, ".ssh", "config") || !strings.Contains(string(cfg), "Host web\n") {
-		t.Fatalf("ssh config %s: %v\n%s", a.out.SSHConfig, err, cfg)
+	sshCfg, err := os.ReadFile(a.out.SSHConfig)
+	if err != nil || a.out.SSHConfig != filepath.Join(u.home, ".ssh", "config") || !strings.Contains(string(sshCfg), "Host web\n") {
+		t.Fatalf("ssh config %s: %v\n%s", a.out.SSHConfig, err, sshCfg)
 	}
 	if _, err := exec.LookPath("ssh"); err != nil && os.Getenv("CI") != "true" {
 		t.Log("no OpenSSH client here: skipping `ssh web`")
