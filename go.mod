@@ -57,7 +57,7 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/creack/pty v1.1.24 // indirect
+require github.com/creack/pty v1.1.24
 
 require (
 	cloud.google.com/go/auth/oauth2adapt v0.3.1 // indirect

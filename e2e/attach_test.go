@@ -15,9 +15,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/crypto/ssh"
 
 	"hoist/e2e/testenv"
@@ -262,6 +264,40 @@ func TestAttach_sshAndPortsReachTheRunningJob(t *testing.T) {
 	if _, _, code := u.hoist("ssh", "web", "--", "exit 7"); code != 7 {
 		t.Errorf("hoist ssh web -- 'exit 7' exited %d, want the command's 7", code)
 	}
+	// A shell on a terminal gets a terminal of the same size in the job.
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 41, Cols: 123}); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command(filepath.Join(bin, "hoist"), "ssh", "web")
+	sh.Env = u.env()
+	sh.Stdin, sh.Stdout, sh.Stderr = tty, tty, tty
+	sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() { _, _ = io.Copy(&screen, ptmx); close(read) }()
+	_, _ = ptmx.Write([]byte("stty size; tty; exit 5\n"))
+	waited := make(chan error, 1)
+	go func() { waited <- sh.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		_ = sh.Process.Kill()
+		t.Fatalf("hoist ssh with a terminal did not end; screen:\n%s", screen.String())
+	}
+	<-read
+	if code := sh.ProcessState.ExitCode(); code != 5 || !strings.Contains(screen.String(), "41 123") || !strings.Contains(screen.String(), "/dev/pts/") {
+		t.Errorf("hoist ssh on a terminal: exit %d, screen:\n%s\nwant exit 5, a 41x123 pts", code, screen.String())
+	}
+
 	if _, errs, code := u.hoist("ssh", "nope", "--", "true"); code != 3 {
 		t.Errorf("hoist ssh of an unknown run exited %d (%s), want 3", code, errs)
 	}
