@@ -88,6 +88,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"POST /api/v1/runs/:name/rerun":     actRoute("POST", "/api/v1/runs/hello/rerun", "", 200),
 		"POST /api/v1/runs/:name/suspend":   actRoute("POST", "/api/v1/runs/hello/suspend", "", 200),
 		"POST /api/v1/runs/:name/resume":    actRoute("POST", "/api/v1/runs/hello/resume", "", 200),
+		"GET /api/v1/runs/:name/ssh":        actRoute("GET", "/api/v1/runs/hello/ssh", "", 501), // the fake has no JobSSH
 		"GET /api/v1/jobs":                  readRoute("GET", "/api/v1/jobs", 200),
 		"GET /api/v1/fleets":                readRoute("GET", "/api/v1/fleets", 200),
 		"GET /api/v1/fleets/:name":          readRoute("GET", "/api/v1/fleets/gpu", 200),
