@@ -40,6 +40,20 @@ commands:
 `, name, testenv.BusyboxImage)
 }
 
+// webDevEnv is a dev environment (no ide) whose init starts busybox httpd
+// in the background on port 8000, serving hello-from-<name>; the
+// environment then stays up.
+func webDevEnv(name string) string {
+	return fmt.Sprintf(`type: dev-environment
+name: %[1]s
+image: %[2]s
+ports: ["*:8000"]
+init:
+  - mkdir -p /tmp/www && echo hello-from-%[1]s > /tmp/www/index.html
+  - httpd -p 8000 -h /tmp/www
+`, name, testenv.BusyboxImage)
+}
+
 // cliUser is a user's machine: a home of its own (its ~/.ssh/config and
 // ~/.config/hoist), with the server's URL and token in the environment.
 type cliUser struct {
@@ -61,8 +75,15 @@ func (u *cliUser) env() []string {
 // exit code.
 func (u *cliUser) hoist(args ...string) (string, string, int) {
 	u.t.Helper()
+	return u.hoistIn("", args...)
+}
+
+// hoistIn is hoist with stdin.
+func (u *cliUser) hoistIn(stdin string, args ...string) (string, string, int) {
+	u.t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "hoist"), args...)
 	cmd.Env = u.env()
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -200,8 +221,9 @@ func runContainer(t *testing.T, s *server, run, format string) string {
 	return names[0]
 }
 
-// TestAttach_sshAndPortsReachTheRunningJob: through a real `hoist serve`
-// and the runner's SSH server in a busybox container, the server config's
+// TestAttach_sshAndPortsReachTheRunningJob: a dev environment starts (a
+// real `hoist serve`, the runner's SSH server in a busybox container); the
+// server config's
 // ssh.authorized_keys reach the job (that key is accepted, another is
 // not), `hoist ssh RUN --
 // CMD` runs the command in the job (its output and exit status come back),
@@ -210,7 +232,7 @@ func runContainer(t *testing.T, s *server, run, format string) string {
 // `ssh RUN` reaches the job, and Ctrl-C detaches cleanly.
 func TestAttach_sshAndPortsReachTheRunningJob(t *testing.T) {
 	r := newRepo(t)
-	r.write("web.dstack.yml", webTask("web"))
+	r.write("web.dstack.yml", webDevEnv("web"))
 	sha := r.commit("add web")
 	project := newSigner(t)
 	cfg := filepath.Join(t.TempDir(), "hoist.yml")
@@ -263,6 +285,10 @@ func TestAttach_sshAndPortsReachTheRunningJob(t *testing.T) {
 	}
 	if _, _, code := u.hoist("ssh", "web", "--", "exit 7"); code != 7 {
 		t.Errorf("hoist ssh web -- 'exit 7' exited %d, want the command's 7", code)
+	}
+	// A shell without a terminal reads its commands from stdin.
+	if out, errs, code := u.hoistIn("echo piped $((6*7))\nexit 4\n", "ssh", "web"); code != 4 || out != "piped 42\n" {
+		t.Errorf("hoist ssh web with commands on stdin: exit %d, %q (stderr %q); want 4, \"piped 42\"", code, out, errs)
 	}
 	// A shell on a terminal gets a terminal of the same size in the job.
 	ptmx, tty, err := pty.Open()
