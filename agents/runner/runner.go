@@ -240,16 +240,6 @@ func (r *Runner) argv() []string {
 	return []string{shell, "-c", script(spec.Commands)}
 }
 
-// jobShell returns the shell of the job's commands and SSH sessions.
-func (r *Runner) jobShell() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spec != nil && r.spec.Shell != "" {
-		return r.spec.Shell
-	}
-	return "/bin/sh"
-}
-
 // sessionBase returns the environment and working directory of an SSH
 // session: the job's, while it runs.
 func (r *Runner) sessionBase() (env []string, dir string, err error) {

@@ -674,3 +674,35 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+func TestSSH_sessionShellIsTheJobsOrTheUsersLoginShell(t *testing.T) {
+	login := "/bin/sh"
+	if b, err := os.ReadFile("/etc/passwd"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Split(l, ":"); len(f) == 7 && f[2] == strconv.Itoa(os.Getuid()) {
+				if fi, err := os.Stat(f[6]); err == nil && fi.Mode()&0o111 != 0 && !strings.HasSuffix(f[6], "nologin") && !strings.HasSuffix(f[6], "false") {
+					login = f[6]
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		shell string
+		want  string
+	}{
+		{"the job's shell when its spec names one", "/bin/sh", "/bin/sh"},
+		{"the user's login shell otherwise", "", login},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, line := userKey(t)
+			c, _ := sshRunner(t, runner.Config{})
+			startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, Shell: tt.shell, WorkingDir: t.TempDir()})
+			client := mustDial(t, c, key, "")
+			if out, _, err := output(t, client, `echo "$0"`, nil); err != nil || out != tt.want+"\n" {
+				t.Errorf("$0 = %q, %v; want %s", out, err, tt.want)
+			}
+		})
+	}
+}
