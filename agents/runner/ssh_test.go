@@ -3,14 +3,17 @@ package runner_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -30,7 +33,7 @@ const sshTestToken = "ssh-test-token-0123456789abcdef0123456789"
 
 // sshRunner serves a fresh runner on a Unix socket behind its token, as
 // Main does, and returns its client.
-func sshRunner(t *testing.T, cfg runner.Config) (*api.RunnerClient, *runner.Runner) {
+func sshRunner(t testing.TB, cfg runner.Config) (*api.RunnerClient, *runner.Runner) {
 	t.Helper()
 	if cfg.Home == "" {
 		cfg.Home = t.TempDir()
@@ -59,7 +62,7 @@ func sshRunner(t *testing.T, cfg runner.Config) (*api.RunnerClient, *runner.Runn
 }
 
 // userKey returns a fresh ed25519 key as a signer and an authorized_keys line.
-func userKey(t *testing.T) (ssh.Signer, string) {
+func userKey(t testing.TB) (ssh.Signer, string) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -73,7 +76,7 @@ func userKey(t *testing.T) (ssh.Signer, string) {
 }
 
 // startJob submits and runs job, which should keep running.
-func startJob(t *testing.T, c *api.RunnerClient, job api.JobSpec) {
+func startJob(t testing.TB, c *api.RunnerClient, job api.JobSpec) {
 	t.Helper()
 	if len(job.Commands) == 0 {
 		job.Commands = []string{"sleep 3600"}
@@ -89,7 +92,7 @@ func startJob(t *testing.T, c *api.RunnerClient, job api.JobSpec) {
 // dialSSH opens an SSH connection to the runner with key, pinning the host
 // key the upgrade answered with; headerKey is sent as the connection's own
 // authorized key.
-func dialSSH(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey string) (*ssh.Client, string, error) {
+func dialSSH(t testing.TB, c *api.RunnerClient, key ssh.Signer, headerKey string) (*ssh.Client, string, error) {
 	t.Helper()
 	conn, hostKey, err := c.DialSSH(ctx(t), headerKey)
 	if err != nil {
@@ -115,7 +118,7 @@ func dialSSH(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey string
 	return client, hostKey, nil
 }
 
-func mustDial(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey string) *ssh.Client {
+func mustDial(t testing.TB, c *api.RunnerClient, key ssh.Signer, headerKey string) *ssh.Client {
 	t.Helper()
 	client, _, err := dialSSH(t, c, key, headerKey)
 	if err != nil {
@@ -126,7 +129,7 @@ func mustDial(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey strin
 
 // output runs cmd in a new session and returns its stdout, stderr and
 // Wait's error.
-func output(t *testing.T, client *ssh.Client, cmd string, prepare func(*ssh.Session)) (string, string, error) {
+func output(t testing.TB, client *ssh.Client, cmd string, prepare func(*ssh.Session)) (string, string, error) {
 	t.Helper()
 	s, err := client.NewSession()
 	if err != nil {
@@ -673,4 +676,184 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+func TestSSH_sessionShellIsTheJobsOrTheUsersLoginShell(t *testing.T) {
+	login := "/bin/sh"
+	if b, err := os.ReadFile("/etc/passwd"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Split(l, ":"); len(f) == 7 && f[2] == strconv.Itoa(os.Getuid()) {
+				if fi, err := os.Stat(f[6]); err == nil && fi.Mode()&0o111 != 0 && !strings.HasSuffix(f[6], "nologin") && !strings.HasSuffix(f[6], "false") {
+					login = f[6]
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		shell string
+		want  string
+	}{
+		{"the job's shell when its spec names one", "/bin/sh", "/bin/sh"},
+		{"the user's login shell otherwise", "", login},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, line := userKey(t)
+			c, _ := sshRunner(t, runner.Config{})
+			startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, Shell: tt.shell, WorkingDir: t.TempDir()})
+			client := mustDial(t, c, key, "")
+			if out, _, err := output(t, client, `echo "$0"`, nil); err != nil || out != tt.want+"\n" {
+				t.Errorf("$0 = %q, %v; want %s", out, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSSH_openSSHClient drives the runner's SSH server with OpenSSH's ssh
+// and scp, as users and IDEs do, through a loopback listener that stands
+// in for hoist's proxy: each connection is spliced to DialSSH.
+func TestSSH_openSSHClient(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("SKIP: no OpenSSH client")
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ssh.NewSignerFromKey(priv)
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey())))
+	c, _ := sshRunner(t, runner.Config{})
+	wd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wd, "result.txt"), []byte("trained\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: wd})
+	svc := echoService(t)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proxies sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); proxies.Wait() })
+	proxies.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			proxies.Go(func() {
+				defer conn.Close()
+				up, _, err := c.DialSSH(context.Background(), "")
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, conn); up.Close() }()
+				_, _ = io.Copy(conn, up)
+			})
+		}
+	})
+	up, hostKey, err := c.DialSSH(ctx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	dir := t.TempDir()
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile, known := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(known, []byte("[127.0.0.1]:"+port+" "+hostKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", keyFile,
+		"-o", "UserKnownHostsFile=" + known, "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR"}
+	run := func(stdin string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx(t), args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), "HOIST_FROM_CLIENT=sent")
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", args[0], err)
+		}
+		if errs.Len() > 0 {
+			t.Logf("%s stderr: %s", args[0], errs.String())
+		}
+		return out.String(), code
+	}
+	sshArgs := func(extra ...string) []string {
+		return append(append(append([]string{"ssh"}, opts...), "-p", port), extra...)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string
+		want  string
+		code  int
+	}{
+		{"command with exit status and SendEnv", sshArgs("-o", "SendEnv=HOIST_FROM_CLIENT", "root@127.0.0.1", `echo "$HOIST_FROM_CLIENT in $PWD"; exit 3`), "",
+			"sent in " + wd + "\n", 3},
+		{"terminal", sshArgs("-tt", "root@127.0.0.1"), "echo pty-$((40+2)); exit\n", "pty-42\r\n", 0},
+		{"stdio forwarding (direct-tcpip)", sshArgs("-W", svc, "root@127.0.0.1"), "hello\n", "echo: hello\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, code := run(tt.stdin, tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.want) {
+				t.Errorf("output %q exit %d, want %q exit %d", out, code, tt.want, tt.code)
+			}
+		})
+	}
+	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err == nil {
+		t.Run("scp through the image's sftp-server", func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "result.txt")
+			args := append(append([]string{"scp"}, opts...), "-P", port, "root@127.0.0.1:result.txt", dst)
+			if _, code := run("", args...); code != 0 {
+				t.Fatalf("scp exit %d", code)
+			}
+			if b, err := os.ReadFile(dst); err != nil || string(b) != "trained\n" {
+				t.Errorf("copied %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// echoService listens on loopback and answers each line with "echo: "
+// and the line; it returns its address.
+func echoService(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	conns.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer conn.Close()
+				l, _ := bufio.NewReader(conn).ReadString('\n')
+				_, _ = io.WriteString(conn, "echo: "+l)
+			})
+		}
+	})
+	return ln.Addr().String()
 }
