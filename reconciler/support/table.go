@@ -205,7 +205,7 @@ var Table = []Row{
 
 	// Tasks and dev environments: ports.
 	{Kinds: taskDev, Field: "ports", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
-		Note: "published on the instance's loopback"},
+		Note: "published on the instance's loopback; `hoist attach` forwards them to the user's localhost (e2e.TestAttach_sshAndPortsReachTheRunningJob)"},
 
 	// Tasks.
 	{Kinds: task, Field: "nodes", Decision: Partial, Test: "e2e.TestSkeleton_gitCommitsDriveRuns",
