@@ -37,6 +37,16 @@ const sshHandshakeTimeout = 30 * time.Second
 // sshDialTimeout bounds the dial of a direct-tcpip channel's target.
 const sshDialTimeout = 10 * time.Second
 
+// sshKeepalive is how often the runner asks a quiet client whether it is
+// still there (keepalive@openssh.com, as sshd's ClientAliveInterval), and
+// sshKeepaliveMax how many intervals an answer may take before the
+// connection is closed as dead: a vanished client must not keep counting as
+// attached (api.SSHActivity). Variables for the tests, read by New.
+var (
+	sshKeepalive    = time.Minute
+	sshKeepaliveMax = 5
+)
+
 // sshServerVersion is the identification string the runner sends
 // (RFC 4253 section 4.2).
 const sshServerVersion = "SSH-2.0-hoist-runner"
@@ -49,6 +59,10 @@ type sshServer struct {
 	r       *Runner
 	signer  ssh.Signer
 	hostKey string // the public host key in authorized_keys form
+	// keepaliveEvery and keepaliveMax are sshKeepalive and
+	// sshKeepaliveMax when the server was made.
+	keepaliveEvery time.Duration
+	keepaliveMax   int
 
 	mu             sync.Mutex
 	authorizedKeys []ssh.PublicKey // the job spec's AuthorizedKeys, parsed
@@ -84,6 +98,9 @@ func newSSHServer(r *Runner, home string) (*sshServer, error) {
 		hostKey:  strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
 		conns:    map[*ssh.ServerConn]struct{}{},
 		sessions: map[int]struct{}{},
+
+		keepaliveEvery: sshKeepalive,
+		keepaliveMax:   sshKeepaliveMax,
 	}, nil
 }
 
@@ -244,6 +261,8 @@ func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 	s.r.log.Info("ssh_connection_opened", "user", sc.User(), "key", sc.Permissions.Extensions["fingerprint"])
 	var wg sync.WaitGroup
 	wg.Go(func() { ssh.DiscardRequests(reqs) })
+	gone := make(chan struct{})
+	wg.Go(func() { s.keepalive(sc, gone) })
 	for nch := range chans {
 		if msg, ok := s.r.sshAllowed(); !ok {
 			_ = nch.Reject(ssh.Prohibited, msg)
@@ -258,9 +277,41 @@ func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 			_ = nch.Reject(ssh.UnknownChannelType, "channel type "+nch.ChannelType()+" is not supported")
 		}
 	}
+	close(gone)
 	s.remove(sc)
 	s.r.log.Info("ssh_connection_closed", "user", sc.User())
 	wg.Wait()
+}
+
+// keepalive closes sc when its client leaves a keepalive unanswered for
+// keepaliveMax intervals; it returns once gone is closed.
+func (s *sshServer) keepalive(sc *ssh.ServerConn, gone <-chan struct{}) {
+	limit := time.Duration(s.keepaliveMax) * s.keepaliveEvery
+	tick := time.NewTicker(s.keepaliveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-gone:
+			return
+		case <-tick.C:
+		}
+		answered := make(chan struct{})
+		go func() {
+			// Any answer will do: clients refuse requests they do not know.
+			_, _, _ = sc.SendRequest("keepalive@openssh.com", true, nil)
+			close(answered)
+		}()
+		select {
+		case <-gone:
+			return
+		case <-answered:
+		case <-time.After(limit):
+			s.r.log.Warn("ssh_client_unresponsive", "user", sc.User(), "waited", limit)
+			sc.Close()
+			<-gone
+			return
+		}
+	}
 }
 
 // add registers an authenticated connection; false once the job has ended.

@@ -857,3 +857,38 @@ func echoService(t *testing.T) string {
 	})
 	return ln.Addr().String()
 }
+
+// Not parallel: it sets the keepalive of the runners made meanwhile.
+func TestSSH_unresponsiveClientIsDropped(t *testing.T) {
+	runner.SetSSHKeepalive(t, 20*time.Millisecond, 3)
+	key, line := userKey(t)
+	c, _ := sshRunner(t, runner.Config{})
+	startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: t.TempDir()})
+	live := mustDial(t, c, key, "")
+	// A client that never answers: its global requests are not serviced.
+	conn, hostKey, err := c.DialSSH(ctx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _, _, _, _ := ssh.ParseAuthorizedKey([]byte(hostKey))
+	dead, _, _, err := ssh.NewClientConn(conn, "runner", &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(key)},
+		HostKeyCallback: ssh.FixedHostKey(pub), HostKeyAlgorithms: []string{pub.Type()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	ended := make(chan error, 1)
+	go func() { ended <- dead.Wait() }()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the unresponsive client's connection ended without an error")
+		}
+	case <-ctx(t).Done():
+		t.Fatal("the runner kept the unresponsive client's connection")
+	}
+	waitActivity(t, c, 1)
+	if out, _, err := output(t, live, "echo alive", nil); err != nil || out != "alive\n" {
+		t.Errorf("the answering client after the other was dropped: %q, %v", out, err)
+	}
+}
