@@ -181,7 +181,9 @@ func (s *Server) runAction(c *echo.Context, action, name string) error {
 	var err error
 	switch action {
 	case "stop":
-		err = s.deps.Controller.StopRun(ctx, name)
+		err = s.deps.Controller.StopRun(ctx, name, false)
+	case "abort":
+		err = s.deps.Controller.StopRun(ctx, name, true)
 	case "rerun":
 		err = s.deps.Controller.RerunRun(ctx, name)
 	case "suspend":
@@ -198,6 +200,17 @@ func (s *Server) runAction(c *echo.Context, action, name string) error {
 
 func (s *Server) apiRunAction(action string) echo.HandlerFunc {
 	return func(c *echo.Context) error {
+		action := action
+		if action == "stop" {
+			// ?abort=true: dstack's `stop --abort`, no graceful stop.
+			switch c.QueryParam("abort") {
+			case "", "false":
+			case "true":
+				action = "abort"
+			default:
+				return echo.NewHTTPError(http.StatusBadRequest, "abort must be true or false")
+			}
+		}
 		if err := s.runAction(c, action, c.Param("name")); err != nil {
 			return err
 		}

@@ -43,9 +43,12 @@ type stopRecorder struct {
 	stopped []string
 }
 
-func (c *stopRecorder) StopRun(_ context.Context, name string) error {
+func (c *stopRecorder) StopRun(_ context.Context, name string, abort bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if abort {
+		name += " (abort)"
+	}
 	c.stopped = append(c.stopped, name)
 	return nil
 }
@@ -243,6 +246,8 @@ func TestRunCommands_printTheGoldenOutputInTextAndJSON(t *testing.T) {
 		{"stop", []string{"stop", "train"}, 0},
 		{"stop-json", []string{"stop", "train", "-o", "json"}, 0},
 		{"stop-unknown-run", []string{"stop", "nope"}, 3},
+		{"stop-abort", []string{"stop", "train", "--abort"}, 0},
+		{"stop-abort-json", []string{"stop", "train", "-x", "-o", "json"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out syncBuffer
@@ -259,8 +264,8 @@ func TestRunCommands_printTheGoldenOutputInTextAndJSON(t *testing.T) {
 	}
 	f.ctrl.mu.Lock()
 	defer f.ctrl.mu.Unlock()
-	if strings.Join(f.ctrl.stopped, ",") != "train,train" {
-		t.Errorf("stopped %v, want train twice", f.ctrl.stopped)
+	if got := strings.Join(f.ctrl.stopped, ","); got != "train,train,train (abort),train (abort)" {
+		t.Errorf("stopped %v, want train stopped twice, then aborted twice", got)
 	}
 }
 
