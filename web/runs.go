@@ -200,21 +200,21 @@ func (s *Server) runAction(c *echo.Context, action, name string) error {
 
 func (s *Server) apiRunAction(action string) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		action := action
+		act := action // this request's: a stop may be an abort
 		if action == "stop" {
 			// ?abort=true: dstack's `stop --abort`, no graceful stop.
 			switch c.QueryParam("abort") {
 			case "", "false":
 			case "true":
-				action = "abort"
+				act = "abort"
 			default:
 				return echo.NewHTTPError(http.StatusBadRequest, "abort must be true or false")
 			}
 		}
-		if err := s.runAction(c, action, c.Param("name")); err != nil {
+		if err := s.runAction(c, act, c.Param("name")); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, ActionDone{Message: action + " requested"})
+		return c.JSON(http.StatusOK, ActionDone{Message: act + " requested"})
 	}
 }
 
