@@ -824,3 +824,58 @@ func TestReconcileRun_serviceReplicaRetry(t *testing.T) {
 		t.Fatalf("run %s, replicas %+v; want running, replica 0 running, replica 1 resubmitted (#1)", run.Status, byReplica)
 	}
 }
+
+// TestStopRun_abortEndsTheRunAbortedByUser: an abort ends the run
+// terminated with reason aborted_by_user and its job aborted; an abort of a
+// run already stopping overrides the stop's reason, as dstack's stop_runs
+// does.
+func TestStopRun_abortEndsTheRunAbortedByUser(t *testing.T) {
+	for _, stopFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stopped first %v", stopFirst), func(t *testing.T) {
+			f := newFixture(t, map[string]string{"a.dstack.yml": "type: task\nname: job\nimage: busybox\ncommands: [x]\n"})
+			f.sync()
+			if stopFirst {
+				if err := f.c.StopRun(f.ctx, "job", false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.c.StopRun(f.ctx, "job", true); err != nil {
+				t.Fatal(err)
+			}
+			f.reconcileRun("job") // jobs → terminating
+			f.reconcileJobs("job")
+			f.reconcileRun("job")
+			run := f.run("job")
+			if run.Status != store.RunTerminated || run.TerminationReason != runReasonAbortedByUser {
+				t.Fatalf("aborted run = %s (%s), want terminated (aborted_by_user)", run.Status, run.TerminationReason)
+			}
+			if j := f.jobs(run.ID)[0]; j.Status != store.JobAborted || j.TerminationReason != reasonAbortedByUser {
+				t.Fatalf("job = %s (%s), want aborted (aborted_by_user)", j.Status, j.TerminationReason)
+			}
+		})
+	}
+}
+
+// TestStopGrace_abortedJobsGetNone: the grace a terminating job gets is
+// its stop_duration capped at 10 s, and none when its user aborted it.
+func TestStopGrace_abortedJobsGetNone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reason string
+		stop   int64
+		want   time.Duration
+	}{
+		{"stop_duration is the grace", reasonTerminatedByUser, 3, 3 * time.Second},
+		{"unset stop_duration is 10 s", reasonTerminatedByUser, 0, 10 * time.Second},
+		{"a longer stop_duration is capped", reasonTerminatedByServer, 60, 10 * time.Second},
+		{"an aborted job gets none", reasonAbortedByUser, 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec runSpec
+			spec.StopDuration = tc.stop
+			if got := stopGrace(store.Job{TerminationReason: tc.reason}, spec); got != tc.want {
+				t.Errorf("grace %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

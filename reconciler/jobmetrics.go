@@ -111,7 +111,8 @@ func (c *Controller) recordMetrics(ctx context.Context, l store.Lease, job store
 // the window has GPU samples and the oldest of them is no later than a
 // minute after the window's start, the job is under-utilized if any one GPU
 // stayed below min_gpu_utilization in every sample. A job without GPU
-// samples (a host without GPUs, or no nvidia-smi) never is.
+// samples (a host without GPUs, or without nvidia-smi, amd-smi and
+// rocm-smi) never is.
 func underUtilized(points []store.MetricsPoint, policy schema.UtilizationPolicy, now time.Time) bool {
 	after := now.Add(-time.Duration(policy.TimeWindow) * time.Second)
 	var series map[int][]float64

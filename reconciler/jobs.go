@@ -398,10 +398,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 		} else {
 			if job.RunnerAddr != "" {
 				runner := api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient())
-				grace := time.Duration(spec.StopDuration) * time.Second
-				if grace <= 0 || grace > 10*time.Second {
-					grace = 10 * time.Second
-				}
+				grace := stopGrace(*job, spec)
 				sctx, cancel := context.WithTimeout(ctx, grace+agentCallTimeout)
 				if st, err := runner.State(sctx); err == nil && !st.Finished() {
 					_, _ = runner.StopWithReason(sctx, grace, job.TerminationReason, job.TerminationMessage)
@@ -457,6 +454,22 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 		_ = cleanup() // logged; the sweep of dangling tasks tries again
 	}
 	return 0, nil
+}
+
+// stopGrace is how long a terminating job may take to exit after SIGTERM:
+// its stop_duration, at most 10 s (10 s when unset or off), and none for a
+// job aborted by its user, which is killed at once as dstack's `stop
+// --abort` does (src/dstack/_internal/server/background/pipeline_tasks/
+// runs/terminating.py gives aborted jobs no graceful termination).
+func stopGrace(job store.Job, spec runSpec) time.Duration {
+	if job.TerminationReason == reasonAbortedByUser {
+		return 0
+	}
+	grace := time.Duration(spec.StopDuration) * time.Second
+	if grace <= 0 || grace > 10*time.Second {
+		grace = 10 * time.Second
+	}
+	return grace
 }
 
 // wakeJobsOn wakes the submitted jobs waiting for an instance.

@@ -10,8 +10,10 @@ import (
 	"hoist/store"
 )
 
-// logFlushInterval bounds how long a job's output waits before it is
-// written to the store (and so reaches the API and the dashboard).
+// logFlushInterval is the least time between two writes of a job's output
+// to the store: output that follows a quiet spell is written at once (and
+// so reaches the API and the dashboard), output that follows a write waits
+// at most this long, batched with what comes meanwhile.
 const logFlushInterval = 25 * time.Millisecond
 
 func (c *Controller) pumping(id string) bool {
@@ -178,6 +180,8 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 		pending []store.LogLine
 		lastSeq int64 // the runner's sequence number of the last pending line
 		flushed = make(chan struct{})
+		// kick holds a wake-up for the flusher when lines are pending.
+		kick = make(chan struct{}, 1)
 	)
 	flush := func() error {
 		mu.Lock()
@@ -205,18 +209,27 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 	var ferr error
 	go func() {
 		defer close(flushed)
-		t := time.NewTicker(logFlushInterval)
-		defer t.Stop()
+		var last time.Time
 		for {
 			select {
 			case <-fctx.Done():
 				return
-			case <-t.C:
-				if err := flush(); err != nil {
-					ferr = err
-					cancel()
+			case <-kick:
+			}
+			if wait := logFlushInterval - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-fctx.Done():
+					t.Stop()
 					return
+				case <-t.C:
 				}
+			}
+			last = time.Now()
+			if err := flush(); err != nil {
+				ferr = err
+				cancel()
+				return
 			}
 		}
 	}()
@@ -225,6 +238,10 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 		pending = append(pending, store.LogLine{Time: line.Time, Stream: line.Stream, Data: line.Data})
 		lastSeq = line.Seq
 		mu.Unlock()
+		select {
+		case kick <- struct{}{}:
+		default: // a wake-up is already pending
+		}
 		return nil
 	})
 	cancel()

@@ -276,13 +276,14 @@ func (c *Controller) wakeWaitingRuns(ctx context.Context, name string) {
 	}
 }
 
-// StopRun stops the latest run named name on a user's request.
+// StopRun stops the latest run named name on a user's request: gracefully
+// (stopped_by_user), or with abort at once (aborted_by_user, its jobs
+// killed without their stop_duration).
 func (c *Controller) StopRun(ctx context.Context, name string, abort bool) error {
-	reason := runReasonStoppedByUser
 	if abort {
-		reason = runReasonAbortedByUser
+		return c.stopRunByName(ctx, name, runReasonAbortedByUser, "aborted by user", "", false)
 	}
-	return c.stopRunByName(ctx, name, reason, "stopped by user", "", false)
+	return c.stopRunByName(ctx, name, runReasonStoppedByUser, "stopped by user", "", false)
 }
 
 // RerunRun submits the latest spec of run name again (a task that is done
@@ -684,6 +685,11 @@ func (c *Controller) stopRun(ctx context.Context, run *store.Run, reason, msg, r
 		if active && run.Status != store.RunTerminating {
 			run.Status, run.TerminationReason, run.StatusMessage = store.RunTerminating, reason, "stopping"
 			changed = true
+		} else if active && reason == runReasonAbortedByUser && run.TerminationReason != reason {
+			// An abort overrides the reason of a run already stopping, as
+			// dstack's stop_runs does: its jobs not yet stopping are killed
+			// at once and the run ends aborted_by_user.
+			run.TerminationReason, changed = reason, true
 		}
 		if !changed {
 			return nil

@@ -19,7 +19,7 @@ type GPUSample struct {
 }
 
 // MetricsPoint is one sample of a job's resource use, as its runner read it
-// from the container's cgroup and nvidia-smi.
+// from the container's cgroup and nvidia-smi, amd-smi or rocm-smi.
 type MetricsPoint struct {
 	bun.BaseModel `bun:"table:job_metrics_points,alias:mp"`
 

@@ -258,7 +258,12 @@ func (f *fakeController) record(a string) error {
 	f.actions = append(f.actions, a)
 	return nil
 }
-func (f *fakeController) StopRun(_ context.Context, n string) error  { return f.record("stop " + n) }
+func (f *fakeController) StopRun(_ context.Context, n string, abort bool) error {
+	if abort {
+		return f.record("abort " + n)
+	}
+	return f.record("stop " + n)
+}
 func (f *fakeController) RerunRun(_ context.Context, n string) error { return f.record("rerun " + n) }
 func (f *fakeController) SetRunSuspended(_ context.Context, n string, s bool) error {
 	return f.record(fmt.Sprintf("suspend %s %v", n, s))

@@ -92,8 +92,8 @@ func newJobMetricsCollector(src JobMetrics) jobMetricsCollector {
 		cpu:   prometheus.NewDesc("hoist_job_cpu_usage_seconds_total", "CPU time the job's container consumed (from its cgroup).", jl, nil),
 		mem:   prometheus.NewDesc("hoist_job_memory_working_set_bytes", "The job container's memory in use less inactive file cache.", jl, nil),
 		limit: prometheus.NewDesc("hoist_job_memory_limit_bytes", "The job container's memory limit (absent without one).", jl, nil),
-		gu:    prometheus.NewDesc("hoist_job_gpu_utilization_percent", "A GPU's utilization in the job (nvidia-smi).", gl, nil),
-		gm:    prometheus.NewDesc("hoist_job_gpu_memory_used_bytes", "A GPU's memory in use in the job (nvidia-smi).", gl, nil),
+		gu:    prometheus.NewDesc("hoist_job_gpu_utilization_percent", "A GPU's utilization in the job (nvidia-smi, amd-smi or rocm-smi).", gl, nil),
+		gm:    prometheus.NewDesc("hoist_job_gpu_memory_used_bytes", "A GPU's memory in use in the job (nvidia-smi, amd-smi or rocm-smi).", gl, nil),
 	}
 }
 

@@ -399,8 +399,10 @@ type Planner interface {
 // without it action routes answer 501 and buttons are hidden.
 type Controller interface {
 	// StopRun stops the named run; it stays stopped until its spec changes
-	// or it is re-run.
-	StopRun(ctx context.Context, name string) error
+	// or it is re-run. A graceful stop gives its jobs their stop_duration;
+	// abort kills them at once and ends the run as aborted_by_user
+	// (dstack's `stop --abort`).
+	StopRun(ctx context.Context, name string, abort bool) error
 	// RerunRun submits the named run again from its current spec.
 	RerunRun(ctx context.Context, name string) error
 	// SetRunSuspended suspends or resumes reconciling the named run.

@@ -198,7 +198,7 @@ func TestServer_applyRevisionNeedsAutoSyncSuspended(t *testing.T) {
 
 func TestServer_actionsReachTheController(t *testing.T) {
 	f, ctl := fullFixture(t)
-	for _, a := range []string{"stop", "rerun", "suspend", "resume"} {
+	for _, a := range []string{"stop", "stop?abort=true", "rerun", "suspend", "resume"} {
 		if r := f.do(t, "POST", "/api/v1/runs/hello/"+a, userTok, nil); r.StatusCode != 200 {
 			t.Errorf("%s: %d", a, r.StatusCode)
 		}
@@ -206,7 +206,10 @@ func TestServer_actionsReachTheController(t *testing.T) {
 	if r := f.do(t, "POST", "/api/v1/runs/nope/stop", userTok, nil); r.StatusCode != 404 {
 		t.Errorf("stop missing run: %d", r.StatusCode)
 	}
-	want := "stop hello,rerun hello,suspend hello true,suspend hello false"
+	if r := f.do(t, "POST", "/api/v1/runs/hello/stop?abort=yes", userTok, nil); r.StatusCode != 400 {
+		t.Errorf("stop with abort=yes: %d, want 400", r.StatusCode)
+	}
+	want := "stop hello,abort hello,rerun hello,suspend hello true,suspend hello false"
 	if got := strings.Join(ctl.list(), ","); got != want {
 		t.Errorf("controller calls %q, want %q", got, want)
 	}
@@ -272,7 +275,9 @@ func TestServer_confirmWithoutTheCapabilityIs404(t *testing.T) {
 // noConfirm hides fakeController's ConfirmRevision.
 type noConfirm struct{ c *fakeController }
 
-func (n noConfirm) StopRun(ctx context.Context, name string) error  { return n.c.StopRun(ctx, name) }
+func (n noConfirm) StopRun(ctx context.Context, name string, abort bool) error {
+	return n.c.StopRun(ctx, name, abort)
+}
 func (n noConfirm) RerunRun(ctx context.Context, name string) error { return n.c.RerunRun(ctx, name) }
 func (n noConfirm) SetRunSuspended(ctx context.Context, name string, s bool) error {
 	return n.c.SetRunSuspended(ctx, name, s)

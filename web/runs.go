@@ -181,7 +181,9 @@ func (s *Server) runAction(c *echo.Context, action, name string) error {
 	var err error
 	switch action {
 	case "stop":
-		err = s.deps.Controller.StopRun(ctx, name)
+		err = s.deps.Controller.StopRun(ctx, name, false)
+	case "abort":
+		err = s.deps.Controller.StopRun(ctx, name, true)
 	case "rerun":
 		err = s.deps.Controller.RerunRun(ctx, name)
 	case "suspend":
@@ -198,10 +200,21 @@ func (s *Server) runAction(c *echo.Context, action, name string) error {
 
 func (s *Server) apiRunAction(action string) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		if err := s.runAction(c, action, c.Param("name")); err != nil {
+		act := action // this request's: a stop may be an abort
+		if action == "stop" {
+			// ?abort=true: dstack's `stop --abort`, no graceful stop.
+			switch c.QueryParam("abort") {
+			case "", "false":
+			case "true":
+				act = "abort"
+			default:
+				return echo.NewHTTPError(http.StatusBadRequest, "abort must be true or false")
+			}
+		}
+		if err := s.runAction(c, act, c.Param("name")); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, ActionDone{Message: action + " requested"})
+		return c.JSON(http.StatusOK, ActionDone{Message: act + " requested"})
 	}
 }
 

@@ -235,7 +235,8 @@ type Metrics struct {
 	MemoryWorkingSetBytes int64 `json:"memory_working_set_bytes"`
 	// MemoryLimitBytes is the cgroup's memory limit; 0 when it has none.
 	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
-	// GPUs is per-GPU utilization when nvidia-smi is present.
+	// GPUs is per-GPU utilization when nvidia-smi, amd-smi or rocm-smi is
+	// present.
 	GPUs []GPUMetrics `json:"gpus,omitempty"`
 }
 

@@ -3,8 +3,11 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,10 +19,10 @@ import (
 // namespaces make it the root of /sys/fs/cgroup inside the container).
 const cgroupRoot = "/sys/fs/cgroup"
 
-// Metrics samples the container's cgroup (v2 or v1) and, when nvidia-smi is
-// present, its GPUs, as dstack's runner does in
-// runner/internal/metrics/metrics.go (cgroup CPU usage, memory working set,
-// nvidia-smi utilization and memory per GPU).
+// Metrics samples the container's cgroup (v2 or v1) and, when nvidia-smi,
+// amd-smi or rocm-smi is present, its GPUs, as dstack's runner does in
+// runner/internal/runner/metrics/metrics.go (cgroup CPU usage, memory
+// working set, utilization and memory per GPU).
 func (r *Runner) Metrics() api.Metrics {
 	m := cgroupMetrics(cgroupRoot, r.now())
 	m.GPUs = r.gpuMetrics()
@@ -51,15 +54,31 @@ func cgroupMetrics(root string, now time.Time) api.Metrics {
 	return m
 }
 
+// gpuMetrics samples the GPUs with the first vendor tool found on PATH:
+// nvidia-smi, else amd-smi, else rocm-smi (older ROCm); none without them.
 func (r *Runner) gpuMetrics() []api.GPUMetrics {
-	if _, err := lookPath("nvidia-smi"); err != nil {
-		return nil
+	for _, tool := range []struct {
+		name  string
+		args  []string
+		parse func([]byte) []api.GPUMetrics
+	}{
+		{"nvidia-smi", []string{"--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits"}, parseNvidiaSMI},
+		// dstack's runner reads AMD GPUs the same way
+		// (runner/internal/runner/metrics/metrics.go, GetAMDGPUMetrics).
+		{"amd-smi", []string{"monitor", "-vu", "--csv"}, parseAMDSMI},
+		{"rocm-smi", []string{"--showuse", "--showmeminfo", "vram", "--json"}, parseROCmSMI},
+	} {
+		if _, err := lookPath(tool.name); err != nil {
+			continue
+		}
+		out, err := r.reaper.run(tool.name, tool.args...)
+		if err != nil {
+			r.log.Debug("gpu metrics failed", "tool", tool.name, "error", err)
+			return nil
+		}
+		return tool.parse(out)
 	}
-	out, err := r.reaper.run("nvidia-smi", "--query-gpu=index,memory.used,utilization.gpu", "--format=csv,noheader,nounits")
-	if err != nil {
-		return nil
-	}
-	return parseNvidiaSMI(out)
+	return nil
 }
 
 // parseNvidiaSMI reads the output of `nvidia-smi
@@ -82,6 +101,70 @@ func parseNvidiaSMI(out []byte) []api.GPUMetrics {
 		}
 		gpus = append(gpus, api.GPUMetrics{Index: idx, MemoryUsedBytes: mib << 20, UtilPercent: util})
 	}
+	return gpus
+}
+
+// parseAMDSMI reads the output of `amd-smi monitor -vu --csv`: a header
+// line naming the columns (their order changed between amd-smi versions),
+// then a line per GPU; "gpu" is the index, "gfx" the utilization in percent
+// and "vram_used" the memory in use in MB. Lines it cannot read, such as
+// "N/A" values, are skipped; without those columns there is nothing.
+func parseAMDSMI(out []byte) []api.GPUMetrics {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	col := map[string]int{}
+	for i, h := range strings.Split(lines[0], ",") {
+		col[strings.TrimSpace(h)] = i
+	}
+	ui, ok1 := col["gfx"]
+	mi, ok2 := col["vram_used"]
+	if !ok1 || !ok2 {
+		return nil
+	}
+	gi, hasIndex := col["gpu"]
+	var gpus []api.GPUMetrics
+	for n, line := range lines[1:] {
+		f := strings.Split(line, ",")
+		if len(f) <= max(ui, mi, gi) {
+			continue
+		}
+		util, err1 := strconv.ParseFloat(strings.TrimSpace(f[ui]), 64)
+		mb, err2 := strconv.ParseFloat(strings.TrimSpace(f[mi]), 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		idx := n
+		if hasIndex {
+			if idx, err1 = strconv.Atoi(strings.TrimSpace(f[gi])); err1 != nil {
+				continue
+			}
+		}
+		gpus = append(gpus, api.GPUMetrics{Index: idx, MemoryUsedBytes: int64(mb * (1 << 20)), UtilPercent: util})
+	}
+	return gpus
+}
+
+// parseROCmSMI reads the output of `rocm-smi --showuse --showmeminfo vram
+// --json`: an object per card ("card0", …) with "GPU use (%)" and "VRAM
+// Total Used Memory (B)" as strings. Cards it cannot read are skipped.
+func parseROCmSMI(out []byte) []api.GPUMetrics {
+	var cards map[string]map[string]any
+	if err := json.Unmarshal(out, &cards); err != nil {
+		return nil
+	}
+	var gpus []api.GPUMetrics
+	for name, card := range cards {
+		idx, err := strconv.Atoi(strings.TrimPrefix(name, "card"))
+		if err != nil || !strings.HasPrefix(name, "card") {
+			continue // e.g. "system"
+		}
+		util, err1 := strconv.ParseFloat(fmt.Sprint(card["GPU use (%)"]), 64)
+		used, err2 := strconv.ParseInt(fmt.Sprint(card["VRAM Total Used Memory (B)"]), 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		gpus = append(gpus, api.GPUMetrics{Index: idx, MemoryUsedBytes: used, UtilPercent: util})
+	}
+	slices.SortFunc(gpus, func(a, b api.GPUMetrics) int { return a.Index - b.Index })
 	return gpus
 }
 

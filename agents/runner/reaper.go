@@ -85,7 +85,7 @@ func (r *reaper) start(name string, argv []string, attr *os.ProcAttr) (*os.Proce
 	return p, ch, nil
 }
 
-// run starts a helper command (nvidia-smi) and returns its standard output.
+// run starts a helper command (nvidia-smi, amd-smi) and returns its standard output.
 func (r *reaper) run(name string, args ...string) ([]byte, error) {
 	path, err := lookPath(name)
 	if err != nil {

@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newLogsCmd())
 	root.AddCommand(newStopCmd())
 	root.AddCommand(newEventsCmd())
+	root.AddCommand(newMetricsCmd())
 	root.AddCommand(newLoginCmd())
 	root.AddCommand(newAttachCmd())
 	root.AddCommand(newSSHCmd())

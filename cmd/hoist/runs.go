@@ -303,18 +303,23 @@ func (j *jsonLines) flush() error {
 func newStopCmd() *cobra.Command {
 	var o clientOptions
 	var output string
+	var abort bool
 	cmd := &cobra.Command{
 		Use:   "stop RUN",
 		Short: "Stop a run; it stays stopped until its spec changes or it is re-run",
-		Long: `Ask the server to stop RUN. The stop is graceful, as dstack's stop without
---abort: the job gets its stop grace (stop_duration, see the README's support
-table). hoist has no stop that skips the grace, so it has no --abort flag.
+		Long: `Ask the server to stop RUN. The stop is graceful, as dstack's stop: each
+job gets SIGTERM and its stop grace (stop_duration, at most 10 s in hoist)
+before SIGKILL, and the run ends terminated (stopped_by_user). With -x/--abort
+the jobs are killed at once, without the grace, and the run ends terminated
+with reason aborted_by_user, its jobs aborted (dstack's stop --abort). An
+abort also hurries a run already stopping; jobs already in their grace keep it.
 
 ` + clientHelp + "\n\n" + exitHelp,
 		Args: cobra.ExactArgs(1),
 	}
 	check := outputFlag(cmd, &output)
 	o.addFlags(cmd.Flags())
+	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill the jobs at once, without their graceful stop")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := o.applyEnv(cmd.Flags()); err != nil {
 			return err
@@ -326,7 +331,7 @@ table). hoist has no stop that skips the grace, so it has no --abort flag.
 		if err != nil {
 			return err
 		}
-		done, err := c.Stop(cmd.Context(), args[0])
+		done, err := c.Stop(cmd.Context(), args[0], abort)
 		if err != nil {
 			return fmt.Errorf("stop %s: %w", args[0], err)
 		}

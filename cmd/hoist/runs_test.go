@@ -43,9 +43,12 @@ type stopRecorder struct {
 	stopped []string
 }
 
-func (c *stopRecorder) StopRun(_ context.Context, name string) error {
+func (c *stopRecorder) StopRun(_ context.Context, name string, abort bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if abort {
+		name += " (abort)"
+	}
 	c.stopped = append(c.stopped, name)
 	return nil
 }
@@ -127,8 +130,21 @@ func newCLIFixture(t *testing.T) *cliFixture {
 			t.Fatal(err)
 		}
 	}
+	// Two samples of train's job, 10 s apart: 5 s of CPU between them
+	// (50 % of a core), two GPUs.
+	for i, p := range []store.MetricsPoint{
+		{Time: cliNow.Add(-20 * time.Second), CPUUsageMicros: 100e6, MemoryUsageBytes: 700 << 20, MemoryWorkingSetBytes: 600 << 20, MemoryLimitBytes: 2 << 30,
+			GPUs: []store.GPUSample{{Index: 0, MemoryUsedBytes: 30 << 30, UtilPercent: 85}, {Index: 1, MemoryUsedBytes: 512 << 20, UtilPercent: 0}}},
+		{Time: cliNow.Add(-10 * time.Second), CPUUsageMicros: 105e6, MemoryUsageBytes: 900 << 20, MemoryWorkingSetBytes: 1536 << 20, MemoryLimitBytes: 2 << 30,
+			GPUs: []store.GPUSample{{Index: 0, MemoryUsedBytes: 31 << 30, UtilPercent: 97}, {Index: 1, MemoryUsedBytes: 700 << 20, UtilPercent: 12}}},
+	} {
+		p.JobID = f.train.ID
+		if err := st.AddMetricsPoint(ctx, p, time.Time{}); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+	}
 	view := storeview.New(st, "")
-	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: noSync{view}, Controller: f.ctrl})
+	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: noSync{view}, Controller: f.ctrl, JobMetrics: view})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +259,15 @@ func TestRunCommands_printTheGoldenOutputInTextAndJSON(t *testing.T) {
 		{"stop", []string{"stop", "train"}, 0},
 		{"stop-json", []string{"stop", "train", "-o", "json"}, 0},
 		{"stop-unknown-run", []string{"stop", "nope"}, 3},
+		{"metrics", []string{"metrics", "train"}, 0},
+		{"metrics-json", []string{"metrics", "train", "-o", "json"}, 0},
+		{"metrics-finished-job", []string{"metrics", "hello", "--job", "0"}, 0},
+		{"metrics-finished-run", []string{"metrics", "hello"}, 1},
+		{"metrics-queued-run", []string{"metrics", "queued"}, 1},
+		{"metrics-unknown-job", []string{"metrics", "train", "--job", "7"}, 1},
+		{"metrics-unknown-run", []string{"metrics", "nope"}, 3},
+		{"stop-abort", []string{"stop", "train", "--abort"}, 0},
+		{"stop-abort-json", []string{"stop", "train", "-x", "-o", "json"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out syncBuffer
@@ -259,8 +284,8 @@ func TestRunCommands_printTheGoldenOutputInTextAndJSON(t *testing.T) {
 	}
 	f.ctrl.mu.Lock()
 	defer f.ctrl.mu.Unlock()
-	if strings.Join(f.ctrl.stopped, ",") != "train,train" {
-		t.Errorf("stopped %v, want train twice", f.ctrl.stopped)
+	if got := strings.Join(f.ctrl.stopped, ","); got != "train,train,train (abort),train (abort)" {
+		t.Errorf("stopped %v, want train stopped twice, then aborted twice", got)
 	}
 }
 

@@ -596,8 +596,8 @@ type controller struct {
 	st   *store.Store
 }
 
-func (c controller) StopRun(ctx context.Context, name string) error {
-	return mapNotFound(c.ctrl.StopRun(ctx, name, false))
+func (c controller) StopRun(ctx context.Context, name string, abort bool) error {
+	return mapNotFound(c.ctrl.StopRun(ctx, name, abort))
 }
 
 func (c controller) RerunRun(ctx context.Context, name string) error {

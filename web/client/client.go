@@ -355,11 +355,16 @@ func (c *Client) Logs(ctx context.Context, name string, q LogsQuery, w io.Writer
 	return nil
 }
 
-// Stop asks the server to stop a run gracefully
-// (POST /api/v1/runs/{name}/stop); ErrNotFound when there is none.
-func (c *Client) Stop(ctx context.Context, name string) (web.ActionDone, error) {
+// Stop asks the server to stop a run (POST /api/v1/runs/{name}/stop):
+// gracefully, or with abort at once, without the jobs' stop_duration
+// (?abort=true). ErrNotFound when there is none.
+func (c *Client) Stop(ctx context.Context, name string, abort bool) (web.ActionDone, error) {
+	var q url.Values
+	if abort {
+		q = url.Values{"abort": {"true"}}
+	}
 	var out web.ActionDone
-	return out, c.call(ctx, http.MethodPost, "/runs/"+url.PathEscape(name)+"/stop", nil, nil, &out)
+	return out, c.call(ctx, http.MethodPost, "/runs/"+url.PathEscape(name)+"/stop", q, nil, &out)
 }
 
 // EventsQuery narrows Events; empty fields match everything.

@@ -94,7 +94,7 @@ func TestClient_typedErrorsCarryTheServersMessage(t *testing.T) {
 			_, err := (&client.Client{BaseURL: url, Token: "wrong"}).Runs(ctx, client.RunsQuery{})
 			return err
 		}, client.ErrUnauthorized, 401},
-		{"viewer stops", func() error { _, err := viewer.Stop(ctx, "train"); return err }, client.ErrForbidden, 403},
+		{"viewer stops", func() error { _, err := viewer.Stop(ctx, "train", false); return err }, client.ErrForbidden, 403},
 		{"viewer sets a secret", func() error { return viewer.SetSecret(ctx, "K", "v") }, client.ErrForbidden, 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,8 +37,8 @@ type sshController struct {
 	wg      sync.WaitGroup
 }
 
-func (f *sshController) StopRun(context.Context, string) error  { return errors.ErrUnsupported }
-func (f *sshController) RerunRun(context.Context, string) error { return errors.ErrUnsupported }
+func (f *sshController) StopRun(context.Context, string, bool) error { return errors.ErrUnsupported }
+func (f *sshController) RerunRun(context.Context, string) error      { return errors.ErrUnsupported }
 func (f *sshController) SetRunSuspended(context.Context, string, bool) error {
 	return errors.ErrUnsupported
 }
