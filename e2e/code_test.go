@@ -156,6 +156,7 @@ func TestSupport_reposURLIsFetchedWithATokenFromAProjectSecret(t *testing.T) {
 	if len(jobs) == 0 || !strings.Contains(jobs[0].TerminationMessage, "repos[0].url "+base+"/nothere.git") {
 		t.Fatalf("urlmissing: run %+v jobs %+v: want a message naming repos[0].url", failed, jobs)
 	}
+	t.Logf("urlmissing: %s", jobs[0].TerminationMessage)
 
 	// Upstream moves on; the next spec commit's runs see it, except the
 	// one pinned to a hash.

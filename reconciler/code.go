@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"hoist/agents/api"
@@ -121,7 +122,8 @@ func (c *Controller) runCode(ctx context.Context, run *store.Run, spec runSpec) 
 	for i, r := range spec.Repos {
 		if r.URL != "" {
 			if err := c.repoFromURL(ctx, j, r); err != nil {
-				return nil, fmt.Errorf("repos[%d].url %s: %w", i, r.URL, err)
+				// go-git ends some errors with an empty detail (": ").
+				return nil, fmt.Errorf("repos[%d].url %s: %s", i, r.URL, strings.TrimSuffix(err.Error(), ": "))
 			}
 		} else {
 			p, ok := specRepoPath(base, r.LocalPath)

@@ -3,6 +3,13 @@
 // captures stdout and stderr into a sequence-numbered log on disk, and serves
 // the job's state, logs and resource metrics until the server has read them.
 //
+// A job's code arrives content-addressed (api.CodePath): a manifest of its
+// directories and files, then only the blobs (file contents by SHA-256)
+// missing from the instance's blob cache, a directory the shim shares
+// between the instance's jobs (--code-cache; bounded, least recently used
+// blobs evicted). Every blob is checked against its hash before the code is
+// placed; the job does not start until it is.
+//
 // The runner is the container's entrypoint (the shim bind-mounts the static
 // hoist-runner binary into the container), so it may be PID 1: it reaps every
 // orphaned child. It needs nothing from the image but the job's shell.

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -35,6 +36,9 @@ func ServeGit(t testing.TB, root, token string) string {
 	var h http.Handler = &cgi.Handler{
 		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
 		Env:  append(env, "GIT_PROJECT_ROOT="+root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"),
+		// A request for a missing repository is answered 404; the
+		// backend's complaint about it is no test output.
+		Stderr: io.Discard,
 	}
 	if token != "" {
 		backend := h
