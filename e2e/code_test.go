@@ -101,8 +101,9 @@ func deliveries(log string) []map[string]string {
 // token a user set as the project secret HOIST_GIT_TOKEN_<HOST> (`hoist
 // secret set`), at the default branch, at a `branch` and at a `hash`; the
 // next spec commit's run sees what was pushed since; a url the server
-// cannot fetch fails the job with a message naming repos[0].url and the
-// cause; and the token appears in no log.
+// cannot fetch (missing, or refused for want of a token) fails the job
+// with a message naming repos[0].url and the cause; and the token appears
+// in no log.
 func TestSupport_reposURLIsFetchedWithATokenFromAProjectSecret(t *testing.T) {
 	const token = "tok-3f9a1c27e6"
 	lib := newRepo(t)
@@ -138,6 +139,9 @@ func TestSupport_reposURLIsFetchedWithATokenFromAProjectSecret(t *testing.T) {
 	r.write("urlbranch.dstack.yml", spec("urlbranch", "  - url: "+url+"\n    branch: stable\n    path: lib\n", "1"))
 	r.write("urlhash.dstack.yml", spec("urlhash", "  - url: "+url+"\n    hash: "+v1+"\n    path: lib\n", "1"))
 	r.write("urlmissing.dstack.yml", spec("urlmissing", "  - url: "+base+"/nothere.git\n    path: lib\n", "1"))
+	// The same server by another host name, for which no secret is set.
+	noauth := strings.Replace(url, "127.0.0.1", "localhost", 1)
+	r.write("urlnoauth.dstack.yml", spec("urlnoauth", "  - url: "+noauth+"\n    path: lib\n", "1"))
 	sha1 := r.commit("runs of a url repo")
 
 	s.waitRun("urlmain", sha1, "done", 90*time.Second)
@@ -157,6 +161,14 @@ func TestSupport_reposURLIsFetchedWithATokenFromAProjectSecret(t *testing.T) {
 		t.Fatalf("urlmissing: run %+v jobs %+v: want a message naming repos[0].url", failed, jobs)
 	}
 	t.Logf("urlmissing: %s", jobs[0].TerminationMessage)
+	s.waitRun("urlnoauth", sha1, "failed", 90*time.Second)
+	jobs = nil
+	s.getJSON("/api/v1/runs/urlnoauth/jobs", &jobs)
+	if len(jobs) == 0 || !strings.Contains(jobs[0].TerminationMessage, "repos[0].url "+noauth) ||
+		!strings.Contains(jobs[0].TerminationMessage, "authentication required") || !strings.Contains(jobs[0].TerminationMessage, "HOIST_GIT_TOKEN_LOCALHOST") {
+		t.Fatalf("urlnoauth jobs %+v: want a message naming repos[0].url, the refusal and the secret to set", jobs)
+	}
+	t.Logf("urlnoauth: %s", jobs[0].TerminationMessage)
 
 	// Upstream moves on; the next spec commit's runs see it, except the
 	// one pinned to a hash.

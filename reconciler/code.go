@@ -122,8 +122,10 @@ func (c *Controller) runCode(ctx context.Context, run *store.Run, spec runSpec) 
 	for i, r := range spec.Repos {
 		if r.URL != "" {
 			if err := c.repoFromURL(ctx, j, r); err != nil {
-				// go-git ends some errors with an empty detail (": ").
-				return nil, fmt.Errorf("repos[%d].url %s: %s", i, r.URL, strings.TrimSuffix(err.Error(), ": "))
+				// go-git ends some errors with an empty detail (": ") or
+				// with the server's answer and its newline: one line.
+				msg := strings.Join(strings.Fields(strings.TrimSuffix(err.Error(), ": ")), " ")
+				return nil, fmt.Errorf("repos[%d].url %s: %s", i, r.URL, strings.TrimSuffix(msg, ":"))
 			}
 		} else {
 			p, ok := specRepoPath(base, r.LocalPath)
