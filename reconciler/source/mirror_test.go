@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"golang.org/x/crypto/ssh"
 )
 
 // treeFiles reads every file of a mirrored tree.
@@ -36,7 +38,7 @@ func treeFiles(t *testing.T, tr *Tree) map[string]string {
 	return out
 }
 
-func TestMirrors_fetchBranchHashAndDefaultWithATokenAndOnlyNewObjectsLater(t *testing.T) {
+func TestMirrors_fetchDefaultBranchBranchAndHashWithATokenReusingTheMirror(t *testing.T) {
 	const token = "tok-123"
 	var packs atomic.Int32
 	f := newRemoteFixture(t, func(h http.Handler) http.Handler {
@@ -111,5 +113,42 @@ func TestMirrors_refuseFileURLsAndSSHWithoutKnownHosts(t *testing.T) {
 		if _, err := m.Fetch(context.Background(), tc.url, tc.creds, MirrorRef{}); err == nil {
 			t.Errorf("Fetch(%s) succeeded", tc.url)
 		}
+	}
+}
+
+// TestMirrors_sshWithAKeyAndKnownHostsByValue fetches over SSH with the
+// private key and known_hosts given as values (project secrets), pinning
+// the host key: a wrong pinned key is refused.
+func TestMirrors_sshWithAKeyAndKnownHostsByValue(t *testing.T) {
+	work := newGoGitRepo(t, "main")
+	sha := work.commit(t, "first", map[string]string{"a.txt": "over ssh"})
+	root := t.TempDir()
+	newBareRemote(t, root, "lib", work.dir)
+	hostKey := ed25519Signer(t)
+	srv := newSSHGitServer(t, root, hostKey)
+	key, err := os.ReadFile(srv.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := func(k ssh.PublicKey) string {
+		b, err := os.ReadFile(knownHostsFile(t, srv.addr, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	m := NewMirrors(t.TempDir(), testLogger(t))
+	url := "ssh://git@" + srv.addr + "/lib.git"
+	tr, err := m.Fetch(context.Background(), url, Credentials{SSHKey: string(key), KnownHosts: known(hostKey.PublicKey())}, MirrorRef{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if got := treeFiles(t, tr); got["a.txt"] != "over ssh" || tr.Commit != sha {
+		t.Fatalf("tree at %s = %v", tr.Commit, got)
+	}
+	_, err = m.Fetch(context.Background(), url, Credentials{SSHKey: string(key), KnownHosts: known(ed25519Signer(t).PublicKey())}, MirrorRef{Branch: "main"})
+	if err == nil || !strings.Contains(err.Error(), "key mismatch") {
+		t.Fatalf("Fetch with a wrong pinned host key = %v, want a key mismatch", err)
 	}
 }
