@@ -1,94 +1,159 @@
 package reconciler
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strconv"
+	"strings"
+	"time"
 
 	"hoist/agents/api"
 	"hoist/store"
 )
 
-// errCodeTooLarge is returned when a run's code exceeds the runner's limit.
-var errCodeTooLarge = errors.New("the code archive is larger than the runner accepts")
+// codeDeliveryTimeout bounds sending a job's code to its runner: the
+// manifest and every missing blob (up to api.MaxCodeExtractedBytes).
+const codeDeliveryTimeout = 5 * time.Minute
 
-// codeArchive builds what a run's `repos` (local paths) and `files` bring
-// into its container, read from the spec repository at the revision the run
-// was applied from (never a working tree): a tar.gz laid out as
-// api.CodeSpec says, and the CodeSpec placing it. Local paths are relative
-// to the directory of the spec file, as dstack resolves them against the
+// errCodeTooLarge is returned when a run's code exceeds the runner's limit.
+var errCodeTooLarge = errors.New("the code is larger than the runner accepts")
+
+// jobCode is what a run's `repos` and `files` bring into its container, as
+// it travels to the runner (see api.CodePath): the CodeSpec placing it, the
+// manifest of its directories and files, and how to read each file's
+// content by its SHA-256.
+type jobCode struct {
+	spec     *api.CodeSpec
+	manifest api.CodeManifest
+	blobs    map[string]func() (io.ReadCloser, error)
+	size     int64
+	closers  []func() error
+}
+
+// addDir adds a directory entry.
+func (j *jobCode) addDir(p string) {
+	j.manifest.Entries = append(j.manifest.Entries, api.CodeEntry{Path: p, Type: api.CodeEntryDir, Mode: 0o755})
+}
+
+// addFile adds a file entry of the given size and content hash; open
+// reads the content.
+func (j *jobCode) addFile(p string, exec bool, size int64, sum string, open func() (io.ReadCloser, error)) error {
+	if j.size += size; j.size > api.MaxCodeExtractedBytes {
+		return fmt.Errorf("%w: more than %d bytes", errCodeTooLarge, api.MaxCodeExtractedBytes)
+	}
+	mode := uint32(0o644)
+	if exec {
+		mode = 0o755
+	}
+	j.manifest.Entries = append(j.manifest.Entries, api.CodeEntry{Path: p, Type: api.CodeEntryFile, Mode: mode, Size: size, SHA256: sum})
+	if _, ok := j.blobs[sum]; !ok {
+		j.blobs[sum] = open
+	}
+	return nil
+}
+
+// open reads the blob whose SHA-256 is sum (api.RunnerClient.SendCode).
+func (j *jobCode) open(sum string) (io.ReadCloser, error) {
+	o, ok := j.blobs[sum]
+	if !ok {
+		return nil, fmt.Errorf("no blob %s", sum)
+	}
+	return o()
+}
+
+// Close releases the repositories the code is read from.
+func (j *jobCode) Close() {
+	for _, c := range j.closers {
+		_ = c()
+	}
+}
+
+// runCode builds a run's code from the spec repository at the revision the
+// run was applied from (never a working tree), for `repos` with a local
+// path and for `files`, and from the mirror of a remote repository for a
+// `repos` entry with a `url` (repoFromURL). Local paths are relative to
+// the directory of the spec file, as dstack resolves them against the
 // configuration file's directory (dstack:
 // src/dstack/_internal/core/models/configurations.py, RepoSpec and
-// FilePathMapping). It returns nil, nil for a run that brings no code.
-func (c *Controller) codeArchive(ctx context.Context, run *store.Run, spec runSpec) (*api.CodeSpec, []byte, error) {
+// FilePathMapping). It returns nil, nil for a run that brings no code: a
+// task without `repos` gets none, as in dstack 0.20.
+func (c *Controller) runCode(ctx context.Context, run *store.Run, spec runSpec) (*jobCode, error) {
 	if len(spec.Repos) == 0 && len(spec.Files) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
-	res, err := c.st.GetResource(ctx, run.Project, run.ResourceKind, run.ResourceName)
-	if err != nil {
-		return nil, nil, fmt.Errorf("find the spec file of %s/%s: %w", run.ResourceKind, run.ResourceName, err)
-	}
-	snap, err := c.src.CheckoutAt(ctx, run.Revision)
-	if err != nil {
-		return nil, nil, fmt.Errorf("check out %s: %w", run.Revision, err)
-	}
-	defer snap.Close()
-	// The resource's file is the one of its latest revision; a run of an
-	// older revision whose spec has moved since cannot say where its paths
-	// start.
-	if _, err := fs.Stat(snap.FS, res.File); err != nil {
-		return nil, nil, fmt.Errorf("the spec file %s is not in revision %.12s: %w", res.File, run.Revision, err)
-	}
-	base := path.Dir(res.File)
-	cs := &api.CodeSpec{}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, r := range spec.Repos {
-		if r.LocalPath == "" {
-			return nil, nil, errors.New("repos: only local paths are supported")
-		}
-		local, ok := specRepoPath(base, r.LocalPath)
+	j := &jobCode{spec: &api.CodeSpec{}, blobs: map[string]func() (io.ReadCloser, error){}}
+	ok := false
+	defer func() {
 		if !ok {
-			return nil, nil, fmt.Errorf("repos: %s is outside the spec repository", r.LocalPath)
+			j.Close()
 		}
-		if err := addTree(tw, snap.FS, local, api.CodeRepoPrefix, &buf); err != nil {
-			return nil, nil, fmt.Errorf("repos: %s: %w", r.LocalPath, err)
+	}()
+	local := len(spec.Files) > 0
+	for _, r := range spec.Repos {
+		local = local || r.URL == ""
+	}
+	var fsys fs.FS
+	base := "."
+	if local {
+		res, err := c.st.GetResource(ctx, run.Project, run.ResourceKind, run.ResourceName)
+		if err != nil {
+			return nil, fmt.Errorf("find the spec file of %s/%s: %w", run.ResourceKind, run.ResourceName, err)
 		}
-		cs.Repo = r.Path
-		if cs.Repo == "" {
-			cs.Repo = "."
+		snap, err := c.src.CheckoutAt(ctx, run.Revision)
+		if err != nil {
+			return nil, fmt.Errorf("check out %s: %w", run.Revision, err)
 		}
-		cs.RepoIfExists = r.IfExists
+		j.closers = append(j.closers, snap.Close)
+		// The resource's file is the one of its latest revision; a run of
+		// an older revision whose spec has moved since cannot say where its
+		// paths start.
+		if _, err := fs.Stat(snap.FS, res.File); err != nil {
+			return nil, fmt.Errorf("the spec file %s is not in revision %.12s: %w", res.File, run.Revision, err)
+		}
+		fsys, base = snap.FS, path.Dir(res.File)
+	}
+	for i, r := range spec.Repos {
+		if r.URL != "" {
+			if err := c.repoFromURL(ctx, j, r); err != nil {
+				// go-git ends some errors with an empty detail (": ") or
+				// with the server's answer and its newline: one line.
+				msg := strings.Join(strings.Fields(strings.TrimSuffix(err.Error(), ": ")), " ")
+				return nil, fmt.Errorf("repos[%d].url %s: %s", i, r.URL, strings.TrimSuffix(msg, ":"))
+			}
+		} else {
+			p, ok := specRepoPath(base, r.LocalPath)
+			if !ok {
+				return nil, fmt.Errorf("repos: %s is outside the spec repository", r.LocalPath)
+			}
+			if err := addTree(j, fsys, p, api.CodeRepoPrefix); err != nil {
+				return nil, fmt.Errorf("repos: %s: %w", r.LocalPath, err)
+			}
+		}
+		j.spec.Repo = r.Path
+		if j.spec.Repo == "" {
+			j.spec.Repo = "."
+		}
+		j.spec.RepoIfExists = r.IfExists
 	}
 	for i, f := range spec.Files {
-		local, ok := specRepoPath(base, f.LocalPath)
+		p, ok := specRepoPath(base, f.LocalPath)
 		if !ok {
-			return nil, nil, fmt.Errorf("files: %s is outside the spec repository", f.LocalPath)
+			return nil, fmt.Errorf("files: %s is outside the spec repository", f.LocalPath)
 		}
-		if err := addTree(tw, snap.FS, local, api.CodeFilePrefix+strconv.Itoa(i), &buf); err != nil {
-			return nil, nil, fmt.Errorf("files: %s: %w", f.LocalPath, err)
+		if err := addTree(j, fsys, p, api.CodeFilePrefix+strconv.Itoa(i)); err != nil {
+			return nil, fmt.Errorf("files: %s: %w", f.LocalPath, err)
 		}
-		cs.Files = append(cs.Files, f.Path)
+		j.spec.Files = append(j.spec.Files, f.Path)
 	}
-	if err := tw.Close(); err != nil {
-		return nil, nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, nil, err
-	}
-	if buf.Len() > api.MaxCodeArchiveBytes {
-		return nil, nil, fmt.Errorf("%w: %d bytes, the limit is %d", errCodeTooLarge, buf.Len(), api.MaxCodeArchiveBytes)
-	}
-	return cs, buf.Bytes(), nil
+	ok = true
+	return j, nil
 }
 
 // specRepoPath resolves a local path of a spec file in directory base to a
@@ -105,9 +170,9 @@ func specRepoPath(base, local string) (string, bool) {
 	return p, true
 }
 
-// addTree writes the file or directory tree at p of fsys to tw under name.
-// out is the archive being written, watched to stop early when too large.
-func addTree(tw *tar.Writer, fsys fs.FS, p, name string, out *bytes.Buffer) error {
+// addTree adds the file or directory tree at p of fsys (an in-memory
+// snapshot) to j under name.
+func addTree(j *jobCode, fsys fs.FS, p, name string) error {
 	return fs.WalkDir(fsys, p, func(fp string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -119,12 +184,13 @@ func addTree(tw *tar.Writer, fsys fs.FS, p, name string, out *bytes.Buffer) erro
 				rel = name + "/" + fp
 			}
 		}
+		if d.IsDir() {
+			j.addDir(rel)
+			return nil
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err
-		}
-		if d.IsDir() {
-			return tw.WriteHeader(&tar.Header{Name: rel + "/", Mode: 0o755, Typeflag: tar.TypeDir})
 		}
 		if !info.Mode().IsRegular() {
 			return nil
@@ -133,40 +199,25 @@ func addTree(tw *tar.Writer, fsys fs.FS, p, name string, out *bytes.Buffer) erro
 		if err != nil {
 			return err
 		}
-		mode := int64(0o644)
-		if info.Mode().Perm()&0o111 != 0 {
-			mode = 0o755
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return err
-		}
-		if out.Len() > api.MaxCodeArchiveBytes {
-			return errCodeTooLarge
-		}
-		return nil
+		h := sha256.Sum256(data)
+		open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+		return j.addFile(rel, info.Mode().Perm()&0o111 != 0, int64(len(data)), hex.EncodeToString(h[:]), open)
 	})
 }
 
-// uploadCode hands the runner a job's code archive, unless its instance's
-// code cache holds that archive already (same SHA-256): then only the
-// request to use it travels.
-func (c *Controller) uploadCode(ctx context.Context, runner *api.RunnerClient, job *store.Job, run *store.Run, archive []byte) error {
-	h := sha256.Sum256(archive)
-	sum := hex.EncodeToString(h[:])
-	cached, err := runner.UseCachedCode(ctx, sum)
+// deliverCode sends a job's code to its runner: the manifest, then only
+// the blobs the instance's cache lacks (after a one-file commit, that
+// file).
+func (c *Controller) deliverCode(ctx context.Context, runner *api.RunnerClient, job *store.Job, run *store.Run, j *jobCode) error {
+	ctx, cancel := context.WithTimeout(ctx, codeDeliveryTimeout)
+	defer cancel()
+	start := c.now()
+	d, err := runner.SendCode(ctx, j.manifest, j.open)
 	if err != nil {
 		return err
 	}
-	if cached {
-		c.log.Info("job_code_cached", "job_id", job.ID, "revision", run.Revision, "sha256", sum)
-		return nil
-	}
-	if err := runner.UploadCode(ctx, bytes.NewReader(archive), sum); err != nil {
-		return err
-	}
-	c.log.Info("job_code_uploaded", "job_id", job.ID, "revision", run.Revision, "sha256", sum, "bytes", len(archive))
+	c.log.Info("job_code_delivered", "job_id", job.ID, "revision", run.Revision, "entries", len(j.manifest.Entries),
+		"blobs", len(j.blobs), "blobs_sent", d.Blobs, "bytes", j.size, "bytes_sent", d.Bytes, "wire_bytes", d.Sent,
+		"duration", c.now().Sub(start))
 	return nil
 }

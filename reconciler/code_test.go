@@ -1,10 +1,9 @@
 package reconciler
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"testing"
 	"testing/fstest"
@@ -32,46 +31,62 @@ func TestSpecRepoPath_resolvesAgainstTheSpecDirAndStaysInTheRepository(t *testin
 	}
 }
 
-func TestAddTree_archivesAFileOrADirectoryUnderItsName(t *testing.T) {
+func TestAddTree_listsAFileOrADirectoryUnderItsNameWithContentHashes(t *testing.T) {
 	fsys := fstest.MapFS{
 		"app/a.txt":     {Data: []byte("A")},
+		"app/b.txt":     {Data: []byte("A")},
 		"app/bin/run":   {Data: []byte("R"), Mode: 0o755},
 		"conf/settings": {Data: []byte("S")},
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	if err := addTree(tw, fsys, "app", "repo", &buf); err != nil {
+	j := &jobCode{blobs: map[string]func() (io.ReadCloser, error){}}
+	if err := addTree(j, fsys, "app", "repo"); err != nil {
 		t.Fatal(err)
 	}
-	if err := addTree(tw, fsys, "conf/settings", "files/0", &buf); err != nil {
+	if err := addTree(j, fsys, "conf/settings", "files/0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := addTree(tw, fsys, "missing", "files/1", &buf); err == nil {
+	if err := addTree(j, fsys, "missing", "files/1"); err == nil {
 		t.Error("addTree of a missing path succeeded")
 	}
-	if err := errors.Join(tw.Close(), zw.Close()); err != nil {
-		t.Fatal(err)
+	var got []string
+	for _, e := range j.manifest.Entries {
+		got = append(got, fmt.Sprintf("%s %s %o %d", e.Path, e.Type, e.Mode, e.Size))
 	}
-	zr, err := gzip.NewReader(&buf)
+	want := []string{"repo dir 755 0", "repo/a.txt file 644 1", "repo/b.txt file 644 1", "repo/bin dir 755 0", "repo/bin/run file 755 1", "files/0 file 644 1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("manifest (-want +got):\n%s", diff)
+	}
+	// Two files of the same content are one blob.
+	if len(j.blobs) != 3 {
+		t.Errorf("%d blobs, want 3 (a.txt and b.txt share one)", len(j.blobs))
+	}
+	h := sha256.Sum256([]byte("R"))
+	rc, err := j.open(hex.EncodeToString(h[:]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
-	var got []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
-		got = append(got, h.Name+" "+string(rune('0'+h.Mode>>6&7))+" "+string(body))
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "R" {
+		t.Errorf("blob of bin/run = %q", b)
 	}
-	want := []string{"repo/ 7 ", "repo/a.txt 6 A", "repo/bin/ 7 ", "repo/bin/run 7 R", "files/0 6 S"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("archive (-want +got):\n%s", diff)
+}
+
+func TestGitSecrets_nameTheHostSpecificSecretFirst(t *testing.T) {
+	for _, tc := range []struct {
+		url   string
+		names []string
+		ssh   bool
+		err   bool
+	}{
+		{"https://git.example.com/org/repo.git", []string{"HOIST_GIT_TOKEN_GIT_EXAMPLE_COM", "HOIST_GIT_TOKEN"}, false, false},
+		{"http://127.0.0.1:8080/r.git", []string{"HOIST_GIT_TOKEN_127_0_0_1", "HOIST_GIT_TOKEN"}, false, false},
+		{"git@github.com:org/repo.git", []string{"HOIST_GIT_SSH_KEY_GITHUB_COM", "HOIST_GIT_SSH_KEY"}, true, false},
+		{"ssh://git@gitlab.example.org:2222/org/repo.git", []string{"HOIST_GIT_SSH_KEY_GITLAB_EXAMPLE_ORG", "HOIST_GIT_SSH_KEY"}, true, false},
+		{"file:///etc", nil, false, true},
+	} {
+		names, ssh, err := gitSecrets(tc.url)
+		if (err != nil) != tc.err || ssh != tc.ssh || !cmp.Equal(names, tc.names) {
+			t.Errorf("gitSecrets(%q) = %v, %v, %v; want %v, %v, error %v", tc.url, names, ssh, err, tc.names, tc.ssh, tc.err)
+		}
 	}
 }

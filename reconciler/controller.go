@@ -91,6 +91,10 @@ type Config struct {
 	// that every job's runner accepts over SSH, besides the key of the
 	// user of each connection (DialJobSSH).
 	SSHAuthorizedKeys []string
+	// RepoCacheDir keeps the mirrors of the remote repositories runs bring
+	// with `repos[].url` (cmd/hoist: <data-dir>/repos); empty fetches each
+	// into memory afresh.
+	RepoCacheDir string
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -193,6 +197,9 @@ type Controller struct {
 	scales map[string]*scaleState // by run id: the autoscaler's state
 
 	history *serviceHistory // each service's recent traffic and replica count, for the dashboard
+
+	mirrors  *source.Mirrors // of `repos[].url` repositories
+	blobSums *blobSums       // SHA-256 of Git blobs of mirrored repositories
 }
 
 // New returns a Controller; Run starts it.
@@ -278,6 +285,10 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		gwStats: map[string]gatewayTraffic{},
 
 		traffic: deps.Traffic,
+
+		mirrors:  source.NewMirrors(cfg.RepoCacheDir, cfg.Logger),
+		blobSums: &blobSums{sums: map[string]string{}},
+
 		passes:  map[string][]int{},
 		scales:  map[string]*scaleState{},
 		history: newServiceHistory(serviceSampleEvery, serviceSampleKeep),

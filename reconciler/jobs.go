@@ -301,11 +301,14 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			MaxDuration:    time.Duration(spec.MaxDuration) * time.Second,
 			AuthorizedKeys: c.cfg.SSHAuthorizedKeys,
 		}
-		code, archive, err := c.codeArchive(ctx, run, spec)
+		code, err := c.runCode(ctx, run, spec)
 		if err != nil {
 			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the run's code: "+err.Error())
 		}
-		js.Code = code
+		if code != nil {
+			defer code.Close()
+			js.Code = code.spec
+		}
 		if b, err := json.Marshal(js); err == nil && len(b) > api.MaxJobSpecBytes {
 			return 0, c.setTerminating(ctx, l, job, reasonExecutorError,
 				fmt.Sprintf("the job spec is %d bytes, more than the runner's limit of %d", len(b), api.MaxJobSpecBytes))
@@ -317,11 +320,11 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			return 0, fmt.Errorf("submit job: %w", err)
 		}
 		if code != nil {
-			if err := c.uploadCode(rctx, runner, job, run, archive); err != nil {
+			if err := c.deliverCode(ctx, runner, job, run, code); err != nil {
 				if msg, ok := refusedByAgent(err); ok {
 					return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the runner refused the run's code: "+msg)
 				}
-				return 0, fmt.Errorf("upload code: %w", err)
+				return 0, fmt.Errorf("deliver code: %w", err)
 			}
 		}
 		if _, err := runner.Run(rctx); err != nil && !errors.Is(err, api.ErrConflict) {

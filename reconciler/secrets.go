@@ -221,6 +221,15 @@ func (c *Controller) maskFor(ctx context.Context, job *store.Job) logMasker {
 			_, _ = r.get(m[1], "")
 		}
 	}
+	for _, repo := range spec.Repos {
+		// The token or key (not the user name or host keys, which are no
+		// secrets and would mask ordinary words).
+		if names, _, err := gitSecrets(repo.URL); repo.URL != "" && err == nil {
+			for _, n := range names {
+				_, _ = r.get(n, "")
+			}
+		}
+	}
 	var m logMasker
 	for _, v := range r.values {
 		m.add(v)

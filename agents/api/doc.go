@@ -41,8 +41,8 @@
 //
 //	GET  /api/healthcheck                 Health
 //	POST /api/v1/submit                   JobSpec (repeatable until run)
-//	POST /api/v1/code?sha256=             the job's code archive (JobSpec.Code; after submit, before run)
-//	POST /api/v1/code?cached=true&sha256= place the archive from the instance's code cache (404: not cached)
+//	POST /api/v1/code                     CodeManifest → CodeStatus (JobSpec.Code; after submit, before run)
+//	POST /api/v1/code/blobs               tar.gz of the missing blobs → CodeStatus
 //	POST /api/v1/run                      → RunResponse
 //	GET  /api/v1/state                    JobState
 //	GET  /api/v1/wait?timeout_ms=         JobState once finished (long-poll)

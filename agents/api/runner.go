@@ -54,8 +54,8 @@ type JobSpec struct {
 	// grows beyond the quota is stopped with log_quota_exceeded. Without
 	// acknowledgements the quota bounds the job's whole output.
 	LogQuotaBytes int64 `json:"log_quota_bytes,omitempty"`
-	// Code, when set, says where the code archive (RunnerClient.UploadCode)
-	// goes; the job does not start until that archive has been uploaded.
+	// Code, when set, says where the job's code (RunnerClient.SendCode)
+	// goes; the job does not start until that code has been placed.
 	Code *CodeSpec `json:"code,omitempty"`
 	// AuthorizedKeys are authorized_keys lines (the project's key) that
 	// the runner's SSH server accepts on every connection; each connection
@@ -117,14 +117,15 @@ type SSHActivity struct {
 	IdleSince time.Time `json:"idle_since"`
 }
 
-// CodeSpec places the parts of a code archive in the container, like
+// CodeSpec places the parts of a job's code in the container, like
 // dstack's repo_dir, repo_exists_action and file_archives
-// (dstack: runner/internal/runner/schemas/schemas.go). The archive holds the
-// repository directory under CodeRepoPrefix and the i-th file mapping under
-// CodeFilePrefix + i (a file, or a directory with its tree).
+// (dstack: runner/internal/runner/schemas/schemas.go). The code's
+// CodeManifest holds the repository directory under CodeRepoPrefix and the
+// i-th file mapping under CodeFilePrefix + i (a file, or a directory with
+// its tree).
 type CodeSpec struct {
 	// Repo is where the repository directory goes, absolute or relative to
-	// the working directory ("" = the archive brings no repository).
+	// the working directory ("" = the code brings no repository).
 	Repo string `json:"repo,omitempty"`
 	// RepoIfExists is dstack's if_exists: RepoIfExistsError fails the job
 	// when Repo is a non-empty directory, RepoIfExistsSkip leaves it as it is.
@@ -140,17 +141,73 @@ const (
 	RepoIfExistsSkip  = "skip"
 )
 
-// Prefixes of the code archive's entries.
+// Prefixes of the paths of a CodeManifest's entries.
 const (
 	CodeRepoPrefix = "repo"
 	CodeFilePrefix = "files/"
 )
 
-// MaxCodeArchiveBytes bounds a code archive as uploaded (gzip), and
-// MaxCodeExtractedBytes what it may extract to.
+// Code travels content-addressed: the server sends the job's CodeManifest
+// (POST CodePath, after submit and before run); the runner answers a
+// CodeStatus naming the blobs (file contents, by SHA-256) that its
+// instance's blob cache lacks; the server sends those (POST CodeBlobsPath,
+// a gzip-compressed tar whose entries are named by their SHA-256, in as
+// many requests of at most MaxCodeArchiveBytes as it needs) and each answer
+// names what is still missing. Once nothing is missing, the runner checks
+// every blob's hash, places the code as CodeSpec says and answers Placed.
+// After a one-file commit only that file's blob travels.
+const (
+	// CodePath takes a CodeManifest.
+	CodePath = "/api/v1/code"
+	// CodeBlobsPath takes blobs the runner said were missing.
+	CodeBlobsPath = "/api/v1/code/blobs"
+)
+
+// CodeManifest lists a job's code: directories and files, each file by the
+// SHA-256 of its content.
+type CodeManifest struct {
+	// Entries are in placement order: a directory before what it holds.
+	Entries []CodeEntry `json:"entries"`
+}
+
+// Types of a CodeEntry.
+const (
+	CodeEntryDir  = "dir"
+	CodeEntryFile = "file"
+)
+
+// CodeEntry is one directory or file of the code.
+type CodeEntry struct {
+	// Path is slash-separated: CodeRepoPrefix, or CodeRepoPrefix + "/" and
+	// a path in the repository, or CodeFilePrefix + i, optionally followed
+	// by "/" and a path in that mapping's directory.
+	Path string `json:"path"`
+	// Type is CodeEntryDir or CodeEntryFile.
+	Type string `json:"type"`
+	// Mode holds the permission bits (0o644, or 0o755 for executables and
+	// directories).
+	Mode uint32 `json:"mode"`
+	// Size is a file's length in bytes.
+	Size int64 `json:"size,omitempty"`
+	// SHA256 is a file's content hash in lowercase hex: the blob's name.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// CodeStatus is the runner's answer to a manifest or to blobs.
+type CodeStatus struct {
+	// Missing are the SHA-256 of the blobs the runner still needs.
+	Missing []string `json:"missing,omitempty"`
+	// Placed is set once the code is in place; the job may run.
+	Placed bool `json:"placed"`
+}
+
+// MaxCodeArchiveBytes bounds one request of blobs as it travels (gzip),
+// MaxCodeExtractedBytes the size of the files a job's code places, and
+// MaxCodeManifestBytes a manifest's JSON.
 const (
 	MaxCodeArchiveBytes   = 64 << 20
 	MaxCodeExtractedBytes = 1 << 30
+	MaxCodeManifestBytes  = 64 << 20
 )
 
 // JobState is the runner's view of the job.

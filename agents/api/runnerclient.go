@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,30 +51,29 @@ func (r *RunnerClient) Submit(ctx context.Context, spec JobSpec) error {
 	return r.c.do(ctx, http.MethodPost, "/api/v1/submit", spec, nil)
 }
 
-// UploadCode hands the runner the job's code archive (tar.gz, laid out as
-// CodeSpec says), which it places as the submitted JobSpec.Code says. sum
-// is the archive's SHA-256 in hex ("" = not given): a runner with an
-// instance code cache checks the archive against it and keeps it there for
-// UseCachedCode. It may be called after Submit and before Run; once the code
-// is placed, a repeated call places nothing.
-func (r *RunnerClient) UploadCode(ctx context.Context, archive io.Reader, sum string) error {
-	resp, err := r.c.send(ctx, http.MethodPost, "/api/v1/code?sha256="+url.QueryEscape(sum), archive, "application/gzip")
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
+// SendCodeManifest hands the runner the job's code manifest (see
+// CodePath). It may be called after Submit and before Run; once the code is
+// placed, a repeated call answers Placed and places nothing.
+func (r *RunnerClient) SendCodeManifest(ctx context.Context, m CodeManifest) (CodeStatus, error) {
+	var st CodeStatus
+	err := r.c.do(ctx, http.MethodPost, CodePath, m, &st)
+	return st, err
 }
 
-// UseCachedCode asks the runner to place the code archive whose SHA-256 is
-// sum from its instance's code cache, as UploadCode would; it reports false
-// (and no error) when the cache does not hold that archive.
-func (r *RunnerClient) UseCachedCode(ctx context.Context, sum string) (bool, error) {
-	err := r.c.do(ctx, http.MethodPost, "/api/v1/code?cached=true&sha256="+url.QueryEscape(sum), nil, nil)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
+// SendCodeBlobs hands the runner blobs it said were missing: blobs is a
+// gzip-compressed tar whose entries are named by their SHA-256 (see
+// CodeBlobsPath), at most MaxCodeArchiveBytes long.
+func (r *RunnerClient) SendCodeBlobs(ctx context.Context, blobs io.Reader) (CodeStatus, error) {
+	resp, err := r.c.send(ctx, http.MethodPost, CodeBlobsPath, blobs, "application/gzip")
+	if err != nil {
+		return CodeStatus{}, err
 	}
-	return err == nil, err
+	defer resp.Body.Close()
+	var st CodeStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxCodeManifestBytes)).Decode(&st); err != nil {
+		return st, fmt.Errorf("%s POST %s: decode answer: %w", r.c.service, CodeBlobsPath, err)
+	}
+	return st, nil
 }
 
 // Run starts the submitted job.

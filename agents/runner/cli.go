@@ -48,7 +48,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	imageWorkDir := fs.String("image-workdir", "", "the image's WORKDIR, the job's default working dir")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required); the runner deletes it once read")
 	terminationLog := fs.String("termination-log", "", "file the runner writes its last job state to, as JSON, when it exits (in a pod: the container's terminationMessagePath, which the kubelet reports once the container has terminated)")
-	codeCache := fs.String("code-cache", "", "directory shared by the instance's jobs where code archives are kept by their SHA-256 (\"\" = none)")
+	codeCache := fs.String("code-cache", "", "directory shared by the instance's jobs where code blobs are kept by their SHA-256 (\"\" = none: every blob travels)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -3,8 +3,6 @@ package runner
 import (
 	"archive/tar"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,16 +12,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"hoist/agents/api"
 )
 
-// maxCodeEntries bounds the number of entries of a code archive.
+// maxCodeEntries bounds the number of entries of a code manifest.
 const maxCodeEntries = 200_000
-
-// errCodeNotUploaded refuses Run while a job's code archive is missing.
-var errCodeNotUploaded = errors.New("the job's code has not been uploaded")
 
 // codeDest resolves a CodeSpec path against the working directory; "~" and
 // "~/..." are under the job's home directory, as dstack expands them
@@ -50,140 +44,244 @@ func (r *Runner) repoDirLocked() string {
 	return r.codeDest(r.spec.Code.Repo)
 }
 
-// UploadCode places the job's code archive as its JobSpec.Code says, like
-// dstack's runner (runner/internal/executor/repo.go): the repository
-// directory goes to Code.Repo unless that is a non-empty directory, which
-// fails the upload with if_exists "error" and is left alone with "skip";
-// each file mapping goes to its path. Once placed, the code is not placed
-// again (a retried start re-sends it). Entries that would leave their
-// destination, and symbolic links pointing out of it, are refused.
-func (r *Runner) UploadCode(archive io.Reader) error { return r.UploadCodeSum(archive, "") }
+// errCodeNotUploaded refuses Run while a job's code is not in place.
+var errCodeNotUploaded = errors.New("the job's code has not been placed")
 
-// errNotCached is returned by UseCachedCode when the cache lacks the archive.
-var errNotCached = errors.New("code archive not cached")
-
-// validSum matches a SHA-256 in lowercase hex.
-func validSum(s string) bool {
-	if len(s) != sha256.Size*2 {
-		return false
+// pendingCodeLocked returns the job's CodeSpec while the job waits for its
+// code; placed reports that its code is in place already. Callers hold mu.
+func (r *Runner) pendingCodeLocked() (code api.CodeSpec, placed bool, err error) {
+	if r.spec == nil || r.state.State != api.JobPending || r.spec.Code == nil {
+		return api.CodeSpec{}, false, fmt.Errorf("code only after submitting a job with code and before run (job is %s): %w", r.state.State, errConflict)
 	}
-	_, err := hex.DecodeString(s)
-	return err == nil && strings.ToLower(s) == s
+	return *r.spec.Code, r.codePlaced, nil
 }
 
-// UploadCodeSum is UploadCode for an archive whose SHA-256 is sum (hex; ""
-// = unknown): with Config.CodeCache set, the archive is checked against sum
-// and kept in the cache for UseCachedCode.
-func (r *Runner) UploadCodeSum(archive io.Reader, sum string) error {
-	if sum == "" || r.cfg.CodeCache == "" {
-		return r.placeCode(archive)
-	}
-	if !validSum(sum) {
-		return fmt.Errorf("code upload: sha256 %q is not a SHA-256 in hex", sum)
-	}
-	tmp, err := os.CreateTemp(r.cfg.CodeCache, ".upload-*")
+// ReceiveCodeManifest takes the job's code manifest (see api.CodePath) and
+// answers which blobs are missing, or, when none is, places the code as
+// the JobSpec's CodeSpec says, like dstack's runner
+// (runner/internal/executor/repo.go): the repository directory goes to
+// Code.Repo unless that is a non-empty directory, which fails with
+// if_exists "error" and is left alone with "skip"; each file mapping goes
+// to its path. Once placed, the code is not placed again (a retried start
+// re-sends the manifest and is answered Placed). A manifest received
+// before replaces the earlier one.
+func (r *Runner) ReceiveCodeManifest(m api.CodeManifest) (api.CodeStatus, error) {
+	r.codeMu.Lock()
+	defer r.codeMu.Unlock()
+	r.mu.Lock()
+	code, placed, err := r.pendingCodeLocked()
+	r.mu.Unlock()
 	if err != nil {
-		// A job user that may not write the cache still gets its code.
-		r.log.Warn("code_cache_unwritable", "dir", r.cfg.CodeCache, "err", err)
-		return r.placeCode(archive)
+		return api.CodeStatus{}, err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(archive, api.MaxCodeArchiveBytes+1)); err != nil {
-		return fmt.Errorf("code upload: %w", err)
+	if placed {
+		return api.CodeStatus{Placed: true}, nil
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("code upload: the archive's sha256 is %s, not %s", got, sum)
+	if err := checkManifest(m, len(code.Files)); err != nil {
+		return api.CodeStatus{}, fmt.Errorf("code manifest: %w", err)
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
+	if r.blobs == nil {
+		if r.blobs, err = r.openBlobCache(); err != nil {
+			return api.CodeStatus{}, fmt.Errorf("code: %w", err)
+		}
 	}
-	if err := r.placeCode(tmp); err != nil {
-		return err
+	r.manifest = &m
+	return r.advanceCode(code)
+}
+
+// ReceiveCodeBlobs stores blobs the runner said were missing (a tar.gz of
+// entries named by their SHA-256; see api.CodeBlobsPath), each checked
+// against its name and size, and answers what is still missing, or places
+// the code as ReceiveCodeManifest does once nothing is.
+func (r *Runner) ReceiveCodeBlobs(body io.Reader) (api.CodeStatus, error) {
+	r.codeMu.Lock()
+	defer r.codeMu.Unlock()
+	r.mu.Lock()
+	code, placed, err := r.pendingCodeLocked()
+	r.mu.Unlock()
+	if err != nil {
+		return api.CodeStatus{}, err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(r.cfg.CodeCache, sum+".tar.gz")); err != nil {
-		r.log.Warn("code_cache_store_failed", "sha256", sum, "err", err)
+	if placed {
+		_, _ = io.Copy(io.Discard, body)
+		return api.CodeStatus{Placed: true}, nil
 	}
-	r.trimCodeCache()
+	if r.manifest == nil {
+		return api.CodeStatus{}, fmt.Errorf("code blobs before the code manifest: %w", errConflict)
+	}
+	need := r.neededBlobs()
+	zr, err := gzip.NewReader(io.LimitReader(body, api.MaxCodeArchiveBytes+1))
+	if err != nil {
+		return api.CodeStatus{}, fmt.Errorf("code blobs: gunzip: %w", err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	var n int
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return api.CodeStatus{}, fmt.Errorf("code blobs: read tar: %w", err)
+		}
+		e, ok := need[h.Name]
+		if !ok {
+			return api.CodeStatus{}, fmt.Errorf("code blobs: %q is not a blob of the manifest", h.Name)
+		}
+		if total += h.Size; total > api.MaxCodeExtractedBytes {
+			return api.CodeStatus{}, fmt.Errorf("code blobs: more than %d bytes", api.MaxCodeExtractedBytes)
+		}
+		if err := r.blobs.put(h.Name, e.Size, tr); err != nil {
+			return api.CodeStatus{}, fmt.Errorf("code blob %s of %s: %w", h.Name, e.Path, err)
+		}
+		n++
+	}
+	r.log.Info("code_blobs_received", "blobs", n, "bytes", total)
+	return r.advanceCode(code)
+}
+
+// neededBlobs maps each blob of the manifest to its first file entry.
+func (r *Runner) neededBlobs() map[string]api.CodeEntry {
+	need := map[string]api.CodeEntry{}
+	for _, e := range r.manifest.Entries {
+		if _, ok := need[e.SHA256]; e.Type == api.CodeEntryFile && !ok {
+			need[e.SHA256] = e
+		}
+	}
+	return need
+}
+
+// advanceCode answers the blobs still missing; when none is, it checks
+// every blob (one whose content is not what its name says counts as
+// missing: the server sends it again) and places the code. Callers hold
+// codeMu.
+func (r *Runner) advanceCode(code api.CodeSpec) (api.CodeStatus, error) {
+	need := r.neededBlobs()
+	var missing []string
+	for sum, e := range need {
+		if !r.blobs.has(sum, e.Size) {
+			missing = append(missing, sum)
+		}
+	}
+	if len(missing) == 0 {
+		for sum, e := range need {
+			if err := r.blobs.verify(sum); err != nil {
+				r.log.Warn("code_blob_refused", "sha256", sum, "path", e.Path, "err", err)
+				missing = append(missing, sum)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return api.CodeStatus{Missing: missing}, nil
+	}
+	if err := r.placeCode(code); err != nil {
+		return api.CodeStatus{}, err
+	}
+	r.mu.Lock()
+	r.codePlaced = true
+	r.mu.Unlock()
+	keep := make(map[string]bool, len(need))
+	for sum := range need {
+		keep[sum] = true
+	}
+	if r.blobs.private {
+		_ = os.RemoveAll(r.blobs.dir)
+	} else {
+		r.blobs.evict(keep)
+	}
+	return api.CodeStatus{Placed: true}, nil
+}
+
+// privateBlobDir is where a runner without a writable instance code cache
+// keeps the blobs of its job's code, under its home, until they are placed.
+const privateBlobDir = "code-blobs"
+
+// openBlobCache returns the instance's blob cache (Config.CodeCache), or,
+// without one or when this job's user may not write it, a directory of the
+// job's own under the runner's home: then every blob travels.
+func (r *Runner) openBlobCache() (*blobCache, error) {
+	limit := r.cfg.CodeCacheBytes
+	if limit <= 0 {
+		limit = defaultCodeCacheBytes
+	}
+	c := &blobCache{dir: r.cfg.CodeCache, maxBytes: limit, now: r.now, log: r.log}
+	if c.dir != "" {
+		f, err := os.CreateTemp(c.dir, tempPrefix+"probe-*")
+		if err == nil {
+			f.Close()
+			_ = os.Remove(f.Name())
+			return c, nil
+		}
+		r.log.Warn("code_cache_unwritable", "dir", c.dir, "err", err)
+	}
+	c.dir, c.private = filepath.Join(r.cfg.Home, privateBlobDir), true
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkManifest refuses a manifest whose entries are not where CodeSpec
+// puts code (nfiles file mappings), unsafe, or too many or too large.
+func checkManifest(m api.CodeManifest, nfiles int) error {
+	if len(m.Entries) > maxCodeEntries {
+		return fmt.Errorf("more than %d entries", maxCodeEntries)
+	}
+	var total int64
+	for _, e := range m.Entries {
+		if e.Path != path.Clean(e.Path) || path.IsAbs(e.Path) || e.Path == ".." || strings.HasPrefix(e.Path, "../") || strings.Contains(e.Path, "/../") {
+			return fmt.Errorf("%q: %w", e.Path, errUnsafePath)
+		}
+		if _, _, ok := codeRoot(e.Path, nfiles); !ok {
+			return fmt.Errorf("%q is neither the repository nor a file mapping", e.Path)
+		}
+		if e.Mode&^0o777 != 0 {
+			return fmt.Errorf("%q: mode %o is more than permission bits", e.Path, e.Mode)
+		}
+		switch e.Type {
+		case api.CodeEntryDir:
+		case api.CodeEntryFile:
+			if !validSum(e.SHA256) {
+				return fmt.Errorf("%q: sha256 %q is not a SHA-256 in lowercase hex", e.Path, e.SHA256)
+			}
+			if e.Size < 0 {
+				return fmt.Errorf("%q: negative size", e.Path)
+			}
+			if total += e.Size; total > api.MaxCodeExtractedBytes {
+				return fmt.Errorf("the code is more than %d bytes", api.MaxCodeExtractedBytes)
+			}
+		default:
+			return fmt.Errorf("%q: unknown type %q", e.Path, e.Type)
+		}
+	}
 	return nil
 }
 
-// maxCachedCode bounds the archives an instance's code cache keeps (each at
-// most api.MaxCodeArchiveBytes); the least recently used go first.
-const maxCachedCode = 8
-
-// trimCodeCache removes the least recently used archives beyond
-// maxCachedCode.
-func (r *Runner) trimCodeCache() {
-	ents, err := os.ReadDir(r.cfg.CodeCache)
-	if err != nil {
-		return
+// codeRoot splits a manifest path into its part (-1 for the repository,
+// else the file mapping's index) and the path under it.
+func codeRoot(name string, nfiles int) (part int, rel string, ok bool) {
+	if name == api.CodeRepoPrefix || strings.HasPrefix(name, api.CodeRepoPrefix+"/") {
+		return -1, strings.TrimPrefix(strings.TrimPrefix(name, api.CodeRepoPrefix), "/"), true
 	}
-	type entry struct {
-		name string
-		used time.Time
+	rest, found := strings.CutPrefix(name, api.CodeFilePrefix)
+	if !found {
+		return 0, "", false
 	}
-	var kept []entry
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".tar.gz") {
-			continue
-		}
-		if info, err := e.Info(); err == nil {
-			kept = append(kept, entry{e.Name(), info.ModTime()})
-		}
+	idx, sub, _ := strings.Cut(rest, "/")
+	i, err := strconv.Atoi(idx)
+	if err != nil || i < 0 || i >= nfiles || strconv.Itoa(i) != idx {
+		return 0, "", false
 	}
-	if len(kept) <= maxCachedCode {
-		return
-	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].used.After(kept[j].used) })
-	for _, e := range kept[maxCachedCode:] {
-		_ = os.Remove(filepath.Join(r.cfg.CodeCache, e.name))
-	}
+	return i, sub, true
 }
 
-// UseCachedCode places the cached code archive whose SHA-256 is sum, as
-// UploadCode would. It fails with errNotCached when the cache does not hold
-// it, or holds a file of other content (the cache is shared by the
-// instance's jobs, so what it holds is checked before use).
-func (r *Runner) UseCachedCode(sum string) error {
-	if r.cfg.CodeCache == "" || !validSum(sum) {
-		return errNotCached
-	}
-	f, err := os.Open(filepath.Join(r.cfg.CodeCache, sum+".tar.gz"))
-	if err != nil {
-		return errNotCached
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, api.MaxCodeArchiveBytes+1)); err != nil || hex.EncodeToString(h.Sum(nil)) != sum {
-		r.log.Warn("code_cache_entry_mismatch", "sha256", sum)
-		return errNotCached
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	now := r.now()
-	_ = os.Chtimes(f.Name(), now, now) // most recently used
-	r.log.Info("code_cache_hit", "sha256", sum)
-	return r.placeCode(f)
-}
-
-// placeCode places a code archive (see UploadCode).
-func (r *Runner) placeCode(archive io.Reader) error {
+// placeCode writes the manifest's directories and files from the blob
+// cache (see ReceiveCodeManifest). Callers hold codeMu.
+func (r *Runner) placeCode(code api.CodeSpec) error {
 	r.mu.Lock()
-	if r.spec == nil || r.state.State != api.JobPending || r.spec.Code == nil {
-		st := r.state.State
-		r.mu.Unlock()
-		return fmt.Errorf("code upload only after submitting a job with code and before run (job is %s): %w", st, errConflict)
-	}
-	if r.codeUploaded {
-		// A server retrying its start of the job sends the code again.
-		r.mu.Unlock()
-		_, _ = io.Copy(io.Discard, archive)
-		return nil
-	}
-	code := *r.spec.Code
 	repo := r.repoDirLocked()
 	files := make([]string, len(code.Files))
 	for i, f := range code.Files {
@@ -201,61 +299,13 @@ func (r *Runner) placeCode(archive io.Reader) error {
 			return fmt.Errorf("repository directory %s exists and is not empty (if_exists: error)", repo)
 		}
 	}
-	dest := func(name string) (root, rel string, ok bool) {
-		if name == api.CodeRepoPrefix || strings.HasPrefix(name, api.CodeRepoPrefix+"/") {
-			if repo == "" || skipRepo {
-				return "", "", false
-			}
-			return repo, strings.TrimPrefix(strings.TrimPrefix(name, api.CodeRepoPrefix), "/"), true
-		}
-		rest, found := strings.CutPrefix(name, api.CodeFilePrefix)
-		if !found {
-			return "", "", false
-		}
-		idx, sub, _ := strings.Cut(rest, "/")
-		i, err := strconv.Atoi(idx)
-		if err != nil || i < 0 || i >= len(files) {
-			return "", "", false
-		}
-		return files[i], sub, true
-	}
-	if err := extractCode(archive, dest); err != nil {
-		return fmt.Errorf("code upload: %w", err)
-	}
-	r.mu.Lock()
-	r.codeUploaded = true
-	r.mu.Unlock()
-	r.log.Info("code_extracted", "repo_dir", repo, "files", len(files))
-	return nil
-}
-
-// extractCode extracts a tar.gz archive, each entry to where dest says
-// (root, and the path under it; ok false drops the entry).
-func extractCode(archive io.Reader, dest func(name string) (root, rel string, ok bool)) error {
-	zr, err := gzip.NewReader(io.LimitReader(archive, api.MaxCodeArchiveBytes+1))
-	if err != nil {
-		return fmt.Errorf("gunzip: %w", err)
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
-	var total int64
-	for n := 0; ; n++ {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
-		}
-		if n >= maxCodeEntries {
-			return fmt.Errorf("more than %d entries in the archive", maxCodeEntries)
-		}
-		name := path.Clean(h.Name)
-		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("%q: %w", h.Name, errUnsafePath)
-		}
-		root, rel, ok := dest(name)
-		if !ok {
+	var placed int64
+	for _, e := range r.manifest.Entries {
+		part, rel, _ := codeRoot(e.Path, len(files))
+		root := repo
+		if part >= 0 {
+			root = files[part]
+		} else if repo == "" || skipRepo {
 			continue
 		}
 		target := root
@@ -263,53 +313,23 @@ func extractCode(archive io.Reader, dest func(name string) (root, rel string, ok
 			target = filepath.Join(root, filepath.FromSlash(rel))
 		}
 		if err := noSymlinkBetween(root, filepath.Dir(target)); err != nil {
-			return fmt.Errorf("%q: %w", h.Name, err)
+			return fmt.Errorf("%s: %w", e.Path, err)
 		}
-		mode := os.FileMode(h.Mode) & os.ModePerm
-		switch h.Typeflag {
-		case tar.TypeDir:
+		mode := os.FileMode(e.Mode) & os.ModePerm
+		if e.Type == api.CodeEntryDir {
 			if err := os.MkdirAll(target, mode|0o700); err != nil {
-				return err
+				return fmt.Errorf("%s: %w", e.Path, err)
 			}
-		case tar.TypeReg:
-			if total += h.Size; total > api.MaxCodeExtractedBytes {
-				return fmt.Errorf("the archive extracts to more than %d bytes", api.MaxCodeExtractedBytes)
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			_ = os.Remove(target)
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("write %s: %w", h.Name, err)
-			}
-		case tar.TypeSymlink:
-			// A link may point within its destination only.
-			if filepath.IsAbs(h.Linkname) || !within(root, filepath.Join(filepath.Dir(target), h.Linkname)) {
-				return fmt.Errorf("%q links out of its destination: %w", h.Name, errUnsafePath)
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			_ = os.Remove(target)
-			if err := os.Symlink(h.Linkname, target); err != nil {
-				return err
-			}
-		default:
-			// Devices, fifos and hard links have no place in code.
+			continue
 		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+		if err := r.blobs.copyTo(e.SHA256, target, mode); err != nil {
+			return fmt.Errorf("place %s (blob %s): %w", e.Path, e.SHA256, err)
+		}
+		placed += e.Size
 	}
-}
-
-// within reports whether p is root or under it (both clean).
-func within(root, p string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	r.log.Info("code_placed", "repo_dir", repo, "files", len(files), "entries", len(r.manifest.Entries), "bytes", placed)
+	return nil
 }

@@ -9,6 +9,12 @@
 // directory, with or without a terminal, and direct-tcpip channels dial from
 // the container's network namespace. Connections and the sessions'
 // processes end with the job.
+// A job's code arrives content-addressed (api.CodePath): a manifest of its
+// directories and files, then only the blobs (file contents by SHA-256)
+// missing from the instance's blob cache, a directory the shim shares
+// between the instance's jobs (--code-cache; bounded, least recently used
+// blobs evicted). Every blob is checked against its hash before the code is
+// placed; the job does not start until it is.
 //
 // The runner is the container's entrypoint (the shim bind-mounts the static
 // hoist-runner binary into the container), so it may be PID 1: it reaps every

@@ -20,7 +20,8 @@ func (r *Runner) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.HealthPath, r.handleHealth)
 	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
-	mux.HandleFunc("POST /api/v1/code", r.handleCode)
+	mux.HandleFunc("POST "+api.CodePath, r.handleCode)
+	mux.HandleFunc("POST "+api.CodeBlobsPath, r.handleCodeBlobs)
 	mux.HandleFunc("POST /api/v1/run", r.handleRun)
 	mux.HandleFunc("GET /api/v1/state", r.handleState)
 	mux.HandleFunc("GET /api/v1/wait", r.handleWait)
@@ -70,24 +71,28 @@ func (r *Runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 }
 
 func (r *Runner) handleCode(w http.ResponseWriter, req *http.Request) {
-	sum := req.URL.Query().Get("sha256")
-	if req.URL.Query().Get("cached") == "true" {
-		if err := r.UseCachedCode(sum); err != nil {
-			if errors.Is(err, errNotCached) {
-				agenthttp.WriteJSON(w, http.StatusNotFound, api.Error{Message: err.Error()})
-				return
-			}
-			writeError(w, err)
-			return
-		}
-		agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
+	var m api.CodeManifest
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, api.MaxCodeManifestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		writeError(w, fmt.Errorf("decode code manifest: %w", err))
 		return
 	}
-	if err := r.UploadCodeSum(http.MaxBytesReader(w, req.Body, api.MaxCodeArchiveBytes), sum); err != nil {
+	st, err := r.ReceiveCodeManifest(m)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	agenthttp.WriteJSON(w, http.StatusOK, struct{}{})
+	agenthttp.WriteJSON(w, http.StatusOK, st)
+}
+
+func (r *Runner) handleCodeBlobs(w http.ResponseWriter, req *http.Request) {
+	st, err := r.ReceiveCodeBlobs(http.MaxBytesReader(w, req.Body, api.MaxCodeArchiveBytes))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	agenthttp.WriteJSON(w, http.StatusOK, st)
 }
 
 func (r *Runner) handleRun(w http.ResponseWriter, _ *http.Request) {

@@ -60,9 +60,13 @@ type Config struct {
 	// which acknowledged logs are deleted (0: 16 MiB).
 	LogSegmentBytes int64
 	// CodeCache, when set, is a directory the instance's jobs share, where
-	// the runner keeps the code archives it received by their SHA-256, so
-	// that a later job of the same code needs no upload ("" = no cache).
+	// the runner keeps the code blobs it received by their SHA-256, so that
+	// a later job receives only the files that changed ("" = no cache:
+	// every blob travels).
 	CodeCache string
+	// CodeCacheBytes bounds CodeCache; the least recently used blobs beyond
+	// it are evicted (0: 2 GiB).
+	CodeCacheBytes int64
 }
 
 // Runner runs one job. Create it with New; serve Handler.
@@ -75,21 +79,26 @@ type Runner struct {
 
 	activity atomic.Int64 // unix nanos of the last API request
 
+	// codeMu serializes the code's delivery; it guards manifest and blobs.
+	codeMu   sync.Mutex
+	manifest *api.CodeManifest
+	blobs    *blobCache
+
 	mu      sync.Mutex
 	spec    *api.JobSpec
 	workDir string
-	// codeUploaded is set once the job's code archive has been placed.
-	codeUploaded bool
-	state        api.JobState
-	changed      chan struct{} // closed and replaced on every state change
-	done         chan struct{} // closed once the job has finished
-	pid          int           // the job shell, leader of its process group
-	stopReason   string
-	stopMessage  string
-	killTimer    *time.Timer
-	killAt       time.Time // when killTimer fires
-	maxTimer     *time.Timer
-	logs         *logStore
+	// codePlaced is set once the job's code is in place.
+	codePlaced  bool
+	state       api.JobState
+	changed     chan struct{} // closed and replaced on every state change
+	done        chan struct{} // closed once the job has finished
+	pid         int           // the job shell, leader of its process group
+	stopReason  string
+	stopMessage string
+	killTimer   *time.Timer
+	killAt      time.Time // when killTimer fires
+	maxTimer    *time.Timer
+	logs        *logStore
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
@@ -206,7 +215,7 @@ func (r *Runner) Run() (api.RunResponse, error) {
 	if r.state.State != api.JobPending {
 		return api.RunResponse{}, fmt.Errorf("job is %s, run only once: %w", r.state.State, errConflict)
 	}
-	if r.spec.Code != nil && !r.codeUploaded {
+	if r.spec.Code != nil && !r.codePlaced {
 		return api.RunResponse{}, fmt.Errorf("%w: %w", errCodeNotUploaded, errConflict)
 	}
 	if err := r.startLocked(); err != nil {

@@ -216,9 +216,10 @@ func (s *Shim) Close() error {
 func (s *Shim) taskDir(id string) string { return filepath.Join(s.cfg.StateDir, "tasks", id) }
 
 // CodeCacheDir returns the host directory the instance's tasks share as
-// their runners' code cache (hoist-runner --code-cache): a job of code an
-// earlier job on the instance received needs no upload. Runners check what
-// they read from it against the SHA-256 the server names.
+// their runners' code blob cache (hoist-runner --code-cache): a job
+// receives only the files of its code that no earlier job on the instance
+// received. Runners check each blob they read from it against its SHA-256
+// name.
 func (s *Shim) CodeCacheDir() string { return filepath.Join(s.cfg.StateDir, "code") }
 
 // RunnerDir returns the host directory mounted as the runner's home in the

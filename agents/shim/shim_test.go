@@ -3,6 +3,8 @@ package shim_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -105,8 +107,12 @@ func TestShim_envWorkingDirAndFilesReachTheJob(t *testing.T) {
 	if err := rc.Submit(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.UploadCode(ctx, bytes.NewReader(targz(t, map[string]string{api.CodeFilePrefix + "0": "uploaded file\n"})), ""); err != nil {
-		t.Fatalf("UploadCode: %v", err)
+	content := []byte("uploaded file\n")
+	h := sha256.Sum256(content)
+	sum := hex.EncodeToString(h[:])
+	m := api.CodeManifest{Entries: []api.CodeEntry{{Path: api.CodeFilePrefix + "0", Type: api.CodeEntryFile, Mode: 0o644, Size: int64(len(content)), SHA256: sum}}}
+	if _, err := rc.SendCode(ctx, m, func(string) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(content)), nil }); err != nil {
+		t.Fatalf("SendCode: %v", err)
 	}
 	if _, err := rc.Run(ctx); err != nil {
 		t.Fatal(err)

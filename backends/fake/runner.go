@@ -130,13 +130,8 @@ func (r *runner) handler() http.Handler {
 		writeJSON(w, http.StatusOK, api.Health{Service: api.RunnerService, Version: "fake", APIVersion: api.RunnerAPIVersion})
 	})
 	mux.HandleFunc("POST /api/v1/submit", r.handleSubmit)
-	mux.HandleFunc("POST /api/v1/code", func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Query().Get("cached") == "true" {
-			writeJSON(w, http.StatusNotFound, api.Error{Message: "code archive not cached"})
-			return
-		}
-		r.handleCode(w, req)
-	})
+	mux.HandleFunc("POST "+api.CodePath, r.handleCode)
+	mux.HandleFunc("POST "+api.CodeBlobsPath, r.handleCode)
 	mux.HandleFunc("POST /api/v1/run", r.handleRun)
 	mux.HandleFunc("GET /api/v1/state", func(w http.ResponseWriter, _ *http.Request) {
 		st, _ := r.jobState()
@@ -183,16 +178,38 @@ func (r *runner) handleSubmit(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, r.state)
 }
 
+// handleCode takes a code manifest or blobs like the real runner, without
+// a cache and without placing anything: a manifest is answered with every
+// blob it names as missing, blobs with the code placed.
 func (r *runner) handleCode(w http.ResponseWriter, req *http.Request) {
-	_, _ = io.Copy(io.Discard, req.Body)
 	r.mu.Lock()
 	ok := r.spec != nil && r.state.State == api.JobPending
 	r.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusConflict, api.Error{Message: "upload needs a submitted job that has not run"})
+		_, _ = io.Copy(io.Discard, req.Body)
+		writeJSON(w, http.StatusConflict, api.Error{Message: "code needs a submitted job that has not run"})
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	if req.URL.Path == api.CodeBlobsPath {
+		_, _ = io.Copy(io.Discard, req.Body)
+		writeJSON(w, http.StatusOK, api.CodeStatus{Placed: true})
+		return
+	}
+	var m api.CodeManifest
+	if err := decodeStrict(req, &m); err != nil {
+		writeJSON(w, http.StatusBadRequest, api.Error{Message: "decode code manifest: " + err.Error()})
+		return
+	}
+	var st api.CodeStatus
+	seen := map[string]bool{}
+	for _, e := range m.Entries {
+		if e.Type == api.CodeEntryFile && !seen[e.SHA256] {
+			seen[e.SHA256] = true
+			st.Missing = append(st.Missing, e.SHA256)
+		}
+	}
+	st.Placed = len(st.Missing) == 0
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (r *runner) handleRun(w http.ResponseWriter, _ *http.Request) {

@@ -240,6 +240,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		UnreachableGrace: o.unreachableGrace, MetricsInterval: o.metricsInterval, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
 		SSHAuthorizedKeys: cfg.SSH.AuthorizedKeys,
+		RepoCacheDir:      filepath.Join(o.dataDir, "repos"),
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check, support.CodePaths}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})

@@ -9,18 +9,18 @@ import (
 	"hoist/reconciler/support"
 )
 
-const reposTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nrepos: [https://github.com/dstackai/dstack]\n"
+const multiNodeTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nnodes: 2\n"
 
 func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{
-		"train.dstack.yml": reposTask,
+		"train.dstack.yml": multiNodeTask,
 		"web.dstack.yml":   "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\npriority: 5\n",
 	})
 	_, errOut, code := runValidateCmd(t, "validate", dir)
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, errOut)
 	}
-	want := filepath.Join(dir, "train.dstack.yml") + ":5:9: repos[0]: " + support.RefusedPrefix + "`url` entries"
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: nodes: " + support.RefusedPrefix + "multi-node"
 	if !strings.HasPrefix(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to start with:\n%s", errOut, want)
 	}
@@ -52,9 +52,9 @@ func TestValidateCmd_warningsAloneExitZero(t *testing.T) {
 // TestPlanCmd_refusesLocallyBeforeAskingTheServer: the refusal comes from
 // the local check, so no server is needed (the address is unused).
 func TestPlanCmd_refusesLocallyBeforeAskingTheServer(t *testing.T) {
-	dir := writeSpecs(t, map[string]string{"train.dstack.yml": reposTask})
+	dir := writeSpecs(t, map[string]string{"train.dstack.yml": multiNodeTask})
 	_, errOut, code := runValidateCmd(t, "plan", "--server", "http://127.0.0.1:1", "--token", "x", dir)
-	want := filepath.Join(dir, "train.dstack.yml") + ":5:9: repos[0]: " + support.RefusedPrefix
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: nodes: " + support.RefusedPrefix
 	if code != 1 || !strings.HasPrefix(errOut, want) {
 		t.Fatalf("code %d, stderr:\n%s\nwant exit 1 and %s…", code, errOut, want)
 	}

@@ -24,12 +24,18 @@ type Credentials struct {
 	// SSHKeyFile is a PEM private key for ssh:// and scp-like URLs. Empty
 	// means the SSH agent.
 	SSHKeyFile string
-	// SSHKeyPassphrase decrypts SSHKeyFile.
+	// SSHKey is a PEM private key given by value (a project secret); it
+	// wins over SSHKeyFile.
+	SSHKey string
+	// SSHKeyPassphrase decrypts SSHKeyFile or SSHKey.
 	SSHKeyPassphrase string
 	// KnownHostsFile pins the server's host keys. Empty means
 	// $SSH_KNOWN_HOSTS, ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts.
 	// Host keys are always checked.
 	KnownHostsFile string
+	// KnownHosts is known_hosts content given by value (a project
+	// secret); it wins over KnownHostsFile.
+	KnownHosts string
 	// CAFile is a PEM bundle of extra certificate authorities trusted for
 	// https:// remotes (a self-hosted server with an internal CA), in
 	// addition to the system's.
@@ -75,6 +81,12 @@ func (c Credentials) String() string {
 	}
 	if c.SSHKeyFile != "" {
 		parts = append(parts, "ssh_key("+c.SSHKeyFile+", passphrase="+redacted(c.SSHKeyPassphrase)+")")
+	}
+	if c.SSHKey != "" {
+		parts = append(parts, "ssh_key(inline, passphrase="+redacted(c.SSHKeyPassphrase)+")")
+	}
+	if c.KnownHosts != "" {
+		parts = append(parts, "known_hosts(inline)")
 	}
 	if c.KnownHostsFile != "" {
 		parts = append(parts, "known_hosts("+c.KnownHostsFile+")")
@@ -190,12 +202,18 @@ func defaultPort(p int) int {
 // they are set from the known_hosts entries of the host: otherwise a host
 // known only by its ed25519 key fails when it offers ECDSA first.
 func sshAuth(user, hostPort string, creds Credentials) (transport.AuthMethod, error) {
-	if creds.SSHKeyFile == "" && creds.KnownHostsFile == "" {
+	if creds.SSHKeyFile == "" && creds.KnownHostsFile == "" && creds.SSHKey == "" && creds.KnownHosts == "" {
 		return nil, nil // go-git's default: the agent, default known_hosts, algorithms set
 	}
 	var helper *gitssh.HostKeyCallbackHelper
 	var auth transport.AuthMethod
-	if creds.SSHKeyFile != "" {
+	if creds.SSHKey != "" {
+		pk, err := gitssh.NewPublicKeys(user, []byte(creds.SSHKey), creds.SSHKeyPassphrase)
+		if err != nil {
+			return nil, fmt.Errorf("read the ssh key: %w", err)
+		}
+		helper, auth = &pk.HostKeyCallbackHelper, pk
+	} else if creds.SSHKeyFile != "" {
 		pk, err := gitssh.NewPublicKeysFromFile(user, creds.SSHKeyFile, creds.SSHKeyPassphrase)
 		if err != nil {
 			return nil, fmt.Errorf("read ssh key %s: %w", creds.SSHKeyFile, err)
@@ -208,7 +226,31 @@ func sshAuth(user, hostPort string, creds Credentials) (transport.AuthMethod, er
 		}
 		helper, auth = &ag.HostKeyCallbackHelper, ag
 	}
-	if creds.KnownHostsFile != "" {
+	if creds.KnownHosts != "" {
+		// go-git reads known_hosts from files only; the file lives as long
+		// as reading it takes.
+		f, err := os.CreateTemp("", "hoist-known-hosts-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(f.Name())
+		_, err = f.WriteString(creds.KnownHosts)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		db, err := gitssh.NewKnownHostsDb(f.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read known hosts: %w", err)
+		}
+		helper.HostKeyCallback = db.HostKeyCallback()
+		helper.HostKeyAlgorithms = db.HostKeyAlgorithms(hostPort)
+		if len(helper.HostKeyAlgorithms) == 0 {
+			return nil, fmt.Errorf("the known hosts have no key for %s", hostPort)
+		}
+	} else if creds.KnownHostsFile != "" {
 		db, err := gitssh.NewKnownHostsDb(creds.KnownHostsFile)
 		if err != nil {
 			return nil, fmt.Errorf("read known hosts %s: %w", creds.KnownHostsFile, err)

@@ -32,6 +32,11 @@
 // HOIST_GIT_KNOWN_HOSTS and HOIST_GIT_CA_FILE. SSH host keys are always
 // verified; secrets are never logged or put in errors.
 //
+// Mirrors serves another purpose: it keeps bare mirrors of the remote
+// repositories runs bring with `repos[].url`, fetched with the same auth
+// code from credentials given by value (the project's secrets) and never
+// from the environment, and reads the tree of one commit of them.
+//
 // The package is imported by the reconciler's revision pipeline and by
 // cmd/hoist, which builds the Config from flags. It does no validation of
 // spec content and knows nothing about runs; it only reads files.

@@ -3,9 +3,11 @@ package support
 import (
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"hoist/schema"
 )
@@ -47,6 +49,9 @@ func CodePathsAt(r *schema.Resource, file string) schema.Errors {
 		if repo.URL == "" && !inRepo(repo.LocalPath) {
 			out = append(out, r.FieldError(fmt.Sprintf("repos[%d]", i), "%q is outside the spec repository", repo.LocalPath))
 		}
+		if msg := repoURLProblem(repo.URL); msg != "" {
+			out = append(out, r.FieldError(fmt.Sprintf("repos[%d].url", i), "%s", msg))
+		}
 	}
 	for i, f := range c.Files {
 		if !inRepo(f.LocalPath) {
@@ -54,6 +59,39 @@ func CodePathsAt(r *schema.Resource, file string) schema.Errors {
 		}
 	}
 	return out
+}
+
+// repoURLProblem says what is wrong with a `repos[].url` ("" = nothing):
+// the server fetches https, http, ssh (or scp-like user@host:path) and git
+// URLs, with credentials from the project's secrets only, never from the
+// spec file.
+func repoURLProblem(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if raw == "" || !ok {
+		return ""
+	}
+	switch strings.ToLower(scheme) {
+	case "https", "http", "ssh", "git":
+	default:
+		return fmt.Sprintf("%s urls are not fetched; use https, http, ssh or git", scheme)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "not a url: " + strings.ReplaceAll(err.Error(), raw, scheme+"://"+redactUserinfo(rest))
+	}
+	if _, has := u.User.Password(); has {
+		return "credentials in `url` are not accepted: set the token as the project secret HOIST_GIT_TOKEN (or HOIST_GIT_TOKEN_<HOST>)"
+	}
+	return ""
+}
+
+// redactUserinfo hides what precedes "@" in the authority of a URL's rest.
+func redactUserinfo(rest string) string {
+	host, _, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		return "***" + rest[i:]
+	}
+	return rest
 }
 
 // Warnings reports every use in r of a field that has no effect in hoist

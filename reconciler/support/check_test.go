@@ -40,6 +40,21 @@ func TestCodePaths_refusesLocalPathsOutsideTheSpecRepository(t *testing.T) {
 	}
 }
 
+func TestCodePaths_refusesCredentialsInARepoURLAndFileURLs(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"https://user:s3cret@git.example.com/r.git", "credentials in `url` are not accepted"},
+		{"file:///srv/git/r.git", "file urls are not fetched"},
+		{"https://git.example.com/r.git", ""},
+		{"git@github.com:org/r.git", ""},
+	} {
+		d := load(t, "type: task\nimage: x\ncommands: [ok]\nrepos:\n  - url: "+tc.url+"\n")
+		got := CodePaths(&d.Resources[0]).Error()
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) || strings.Contains(got, "s3cret") {
+			t.Errorf("CodePaths of url %s = %q, want %q", tc.url, got, tc.want)
+		}
+	}
+}
+
 func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string
@@ -49,8 +64,7 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"a network volume in the short form is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - /host:/in\n  - data:/data\n", nil},
 		{"an instance volume is honoured", "type: task\nimage: x\ncommands: [ok]\nvolumes:\n  - instance_path: /srv\n    path: /srv\n", nil},
 		{"local repos and files of the spec repository are honoured", "type: task\nimage: x\ncommands: [ok]\nrepos: [.]\nfiles: [{local_path: a, path: /srv/a}, b/c:d]\n", nil},
-		{"a repo by url", "type: task\nimage: x\ncommands: [ok]\nrepos: [https://github.com/dstackai/dstack]\n",
-			[]string{"4:9: repos[0]: not supported yet by hoist: `url` entries"}},
+		{"a repo by url is honoured", "type: task\nimage: x\ncommands: [ok]\nrepos: [https://github.com/dstackai/dstack]\n", nil},
 		{"an entrypoint is honoured", "type: task\nimage: x\ncommands: [ok]\nentrypoint: python -c 'print(1)'\n", nil},
 		{"an entrypoint with an unclosed quote", "type: task\nimage: x\nentrypoint: \"sh -c 'echo\"\n", []string{"3:13: entrypoint: not supported"}},
 		{"a multi-node task", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", []string{"4:8: nodes: not supported yet by hoist: multi-node"}},

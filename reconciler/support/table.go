@@ -104,11 +104,12 @@ var Table = []Row{
 		Note: "as written or from `${{ secrets.NAME }}`"},
 	{Kinds: runKinds, Field: "env", Decision: Honoured, Test: "e2e.TestSecrets_setByCLIReachEnvAndRegistryAuthAndNeverLeak",
 		Note: "`NAME=value`, `${{ secrets.NAME }}` in values, and `env: [NAME]` from the project's secret NAME"},
-	{Kinds: runKinds, Field: "single_branch", Decision: Advisory, Note: "`single_branch` has no effect: hoist clones no repository into the run",
+	{Kinds: runKinds, Field: "single_branch", Decision: Advisory,
+		Note: "`single_branch` has no effect: the run receives the files of one commit, fetched by the server, without a `.git` directory",
 		uses: writtenAt("single_branch")},
-	{Kinds: runKinds, Field: "repos", Decision: Partial, Test: "e2e.TestSupport_codeFromTheSpecRepositoryReachesTheRun",
-		Note: "`url` entries (a local path of the spec repository, at the applied commit, is brought into the run)",
-		uses: eachRepo(func(r schema.Repo) bool { return r.URL != "" })},
+	{Kinds: runKinds, Field: "repos", Decision: Honoured, Test: "e2e.TestSupport_reposURLIsFetchedWithATokenFromAProjectSecret",
+		Note: "a local path of the spec repository at the applied commit, or a `url` (+ `branch`, `hash`) that the server fetches " +
+			"with the token or SSH key of the project's HOIST_GIT_* secrets; the run receives the files without a `.git` directory"},
 	{Kinds: runKinds, Field: "files", Decision: Honoured, Test: "e2e.TestSupport_codeFromTheSpecRepositoryReachesTheRun",
 		Note: "files and directories of the spec repository at the applied commit"},
 
