@@ -86,6 +86,12 @@ type Config struct {
 	// cmd/hoist passes the HF_ENDPOINT environment variable, as
 	// huggingface_hub reads it.
 	HFEndpoint string
+	// IDEDownloadURLs replace, by IDE (vscode, cursor, windsurf), the
+	// download URL template of the IDE server a dev environment pinning
+	// its `version` gets installed (dstack's URLs when absent), so that a
+	// mirror can serve them: {version}, {commit} and {arch} are replaced
+	// as in dstack's URLs (see ideServers).
+	IDEDownloadURLs map[string]string
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

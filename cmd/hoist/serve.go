@@ -173,6 +173,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
+	ideURLs, err := cfg.IDE.downloadURLs()
+	if err != nil {
+		return fmt.Errorf("config %s: %w", o.config, err)
+	}
 	src, err := source.Open(ctx, source.Config{
 		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
 		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
@@ -239,6 +243,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, MetricsInterval: o.metricsInterval, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
+		IDEDownloadURLs: ideURLs,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check, support.CodePaths}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})
