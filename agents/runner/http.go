@@ -29,6 +29,8 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
 	mux.HandleFunc("GET /api/v1/logs/stream", r.handleLogStream)
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
+	mux.HandleFunc("GET "+api.SSHPath, r.handleSSH)
+	mux.HandleFunc("GET "+api.SSHActivityPath, r.handleSSHActivity)
 	// Only admitted requests touch the runner: a stranger's calls must not
 	// keep it alive.
 	touched := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

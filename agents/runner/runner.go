@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"hoist/agents/api"
 )
 
@@ -87,10 +89,14 @@ type Runner struct {
 	killTimer    *time.Timer
 	killAt       time.Time // when killTimer fires
 	maxTimer     *time.Timer
+	logs         *logStore
 	// installing cancels the installation of the job's IDE server while
 	// it is under way (startWithIDELocked); the job has no process yet.
 	installing context.CancelFunc
-	logs       *logStore
+	// authorizedKeys are the spec's AuthorizedKeys, parsed.
+	authorizedKeys []ssh.PublicKey
+	startedAt      time.Time // when the job started running
+	ssh            *sshServer
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
@@ -123,6 +129,9 @@ func New(cfg Config) (*Runner, error) {
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
 		logs:    logs,
+	}
+	if r.ssh, err = newSSHServer(r, cfg.Home); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r.state = api.JobState{State: api.JobPending, Time: r.now()}
 	r.touch()
@@ -179,7 +188,16 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 	if spec.Code != nil && spec.Code.RepoIfExists != "" && spec.Code.RepoIfExists != api.RepoIfExistsError && spec.Code.RepoIfExists != api.RepoIfExistsSkip {
 		return fmt.Errorf("code: unknown repo_if_exists %q", spec.Code.RepoIfExists)
 	}
+	keys := make([]ssh.PublicKey, 0, len(spec.AuthorizedKeys))
+	for i, line := range spec.AuthorizedKeys {
+		k, err := parseAuthorizedKey(line)
+		if err != nil {
+			return fmt.Errorf("authorized_keys[%d]: %w", i, err)
+		}
+		keys = append(keys, k)
+	}
 	r.spec = &spec
+	r.authorizedKeys = keys
 	r.workDir = filepath.Clean(wd)
 	r.log.Info("job_submitted", "run_name", spec.RunName, "job_id", spec.JobID, "working_dir", r.workDir)
 	return nil
@@ -227,6 +245,27 @@ func (r *Runner) argv() []string {
 		shell = "/bin/sh"
 	}
 	return []string{shell, "-c", script(spec.Commands)}
+}
+
+// jobShell returns the shell of the job's commands and SSH sessions.
+func (r *Runner) jobShell() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spec != nil && r.spec.Shell != "" {
+		return r.spec.Shell
+	}
+	return "/bin/sh"
+}
+
+// sessionBase returns the environment and working directory of an SSH
+// session: the job's, while it runs.
+func (r *Runner) sessionBase() (env []string, dir string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.State != api.JobRunning {
+		return nil, "", fmt.Errorf("the job is %s, not running", r.state.State)
+	}
+	return r.env(), r.workDir, nil
 }
 
 // jobEnvPath returns the PATH the job will see.
@@ -336,6 +375,7 @@ func (r *Runner) startLocked() error {
 	r.pid = pid
 	_ = proc.Release() // the reaper waits for it, not os.Process
 	r.setStateLocked(api.JobState{State: api.JobRunning})
+	r.startedAt = r.state.Time
 	r.log.Info("job_started", "pid", pid, "program", argv[0])
 
 	var pumps sync.WaitGroup
@@ -472,6 +512,8 @@ func (r *Runner) finishLocked(st api.JobState) {
 	}
 	r.setStateLocked(st)
 	close(r.done)
+	// Nothing is left to SSH into.
+	r.ssh.closeAll()
 }
 
 // Stop ends the job: SIGTERM to its process group, SIGKILL after grace. The
@@ -545,8 +587,10 @@ func (r *Runner) waitChange() (api.JobState, <-chan struct{}) {
 	return r.state, r.changed
 }
 
-// Close closes the log files. It does not stop the job.
+// Close closes the SSH connections and the log files. It does not stop
+// the job.
 func (r *Runner) Close() error {
+	r.ssh.closeAll()
 	return r.logs.closeFiles()
 }
 

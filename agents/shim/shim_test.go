@@ -518,6 +518,7 @@ var (
 		"GET /api/healthcheck", "POST /api/v1/submit", "POST /api/v1/upload", "POST /api/v1/run",
 		"GET /api/v1/state", "GET /api/v1/wait", "POST /api/v1/stop", "GET /api/v1/logs",
 		"POST /api/v1/logs/ack", "GET /api/v1/logs/stream", "GET /api/v1/metrics",
+		"GET /api/v1/ssh", "GET /api/v1/ssh/activity",
 	}
 )
 
