@@ -225,7 +225,7 @@ var Table = []Row{
 		}},
 
 	// Dev environments.
-	{Kinds: devEnv, Field: "ide", Decision: Honoured, Test: "web/storeview.TestGetRun_ideURLIsDstacksDeepLinkToTheJobsWorkingDir",
+	{Kinds: devEnv, Field: "ide", Decision: Honoured, Test: "e2e.TestDevEnvironment_ideLinkAndInactivityStop",
 		Note: "the IDE's deep link in dstack's form (`vscode://vscode-remote/ssh-remote+<run>/<working dir>`, `cursor://` and `windsurf://` alike, " +
 			"`zed://ssh/<run>/<working dir>`), to the working directory the runner reported, is on the run page and in the API's `ide_url`; " +
 			"it opens the host `hoist attach <run>` writes to ~/.ssh/config"},
