@@ -51,6 +51,8 @@
 //	POST /api/v1/logs/ack                 AckRequest → AckResponse (deletes stored records)
 //	GET  /api/v1/logs/stream?after_seq=   live JSON lines until the job's end
 //	GET  /api/v1/metrics                  Metrics
+//	GET  /api/v1/ssh                      Upgrade: ssh → 101, then SSH (DialSSH; see SSHPath)
+//	GET  /api/v1/ssh/activity             SSHActivity
 //
 // Package api imports nothing of hoist. The server (reconciler, backends), the
 // shim and the runner import it.

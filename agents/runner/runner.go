@@ -72,12 +72,17 @@ type Runner struct {
 	log    *slog.Logger
 	now    func() time.Time
 	reaper *reaper
+	ssh    *sshServer
 
 	activity atomic.Int64 // unix nanos of the last API request
 
 	mu      sync.Mutex
 	spec    *api.JobSpec
 	workDir string
+	// authorizedKeys are the spec's AuthorizedKeys, parsed.
+	authorizedKeys []ssh.PublicKey
+	// startedAt is when the job started running.
+	startedAt time.Time
 	// codeUploaded is set once the job's code archive has been placed.
 	codeUploaded bool
 	state        api.JobState
@@ -93,10 +98,6 @@ type Runner struct {
 	// installing cancels the installation of the job's IDE server while
 	// it is under way (startWithIDELocked); the job has no process yet.
 	installing context.CancelFunc
-	// authorizedKeys are the spec's AuthorizedKeys, parsed.
-	authorizedKeys []ssh.PublicKey
-	startedAt      time.Time // when the job started running
-	ssh            *sshServer
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
@@ -245,16 +246,6 @@ func (r *Runner) argv() []string {
 		shell = "/bin/sh"
 	}
 	return []string{shell, "-c", script(spec.Commands)}
-}
-
-// jobShell returns the shell of the job's commands and SSH sessions.
-func (r *Runner) jobShell() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spec != nil && r.spec.Shell != "" {
-		return r.spec.Shell
-	}
-	return "/bin/sh"
 }
 
 // sessionBase returns the environment and working directory of an SSH

@@ -3,14 +3,17 @@ package runner_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -673,4 +676,184 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+func TestSSH_sessionShellIsTheJobsOrTheUsersLoginShell(t *testing.T) {
+	login := "/bin/sh"
+	if b, err := os.ReadFile("/etc/passwd"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Split(l, ":"); len(f) == 7 && f[2] == strconv.Itoa(os.Getuid()) {
+				if fi, err := os.Stat(f[6]); err == nil && fi.Mode()&0o111 != 0 && !strings.HasSuffix(f[6], "nologin") && !strings.HasSuffix(f[6], "false") {
+					login = f[6]
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		shell string
+		want  string
+	}{
+		{"the job's shell when its spec names one", "/bin/sh", "/bin/sh"},
+		{"the user's login shell otherwise", "", login},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, line := userKey(t)
+			c, _ := sshRunner(t, runner.Config{})
+			startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, Shell: tt.shell, WorkingDir: t.TempDir()})
+			client := mustDial(t, c, key, "")
+			if out, _, err := output(t, client, `echo "$0"`, nil); err != nil || out != tt.want+"\n" {
+				t.Errorf("$0 = %q, %v; want %s", out, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSSH_openSSHClient drives the runner's SSH server with OpenSSH's ssh
+// and scp, as users and IDEs do, through a loopback listener that stands
+// in for hoist's proxy: each connection is spliced to DialSSH.
+func TestSSH_openSSHClient(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("SKIP: no OpenSSH client")
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ssh.NewSignerFromKey(priv)
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey())))
+	c, _ := sshRunner(t, runner.Config{})
+	wd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wd, "result.txt"), []byte("trained\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: wd})
+	svc := echoService(t)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proxies sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); proxies.Wait() })
+	proxies.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			proxies.Go(func() {
+				defer conn.Close()
+				up, _, err := c.DialSSH(context.Background(), "")
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, conn); up.Close() }()
+				_, _ = io.Copy(conn, up)
+			})
+		}
+	})
+	up, hostKey, err := c.DialSSH(ctx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	dir := t.TempDir()
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile, known := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(known, []byte("[127.0.0.1]:"+port+" "+hostKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", keyFile,
+		"-o", "UserKnownHostsFile=" + known, "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR"}
+	run := func(stdin string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx(t), args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), "HOIST_FROM_CLIENT=sent")
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", args[0], err)
+		}
+		if errs.Len() > 0 {
+			t.Logf("%s stderr: %s", args[0], errs.String())
+		}
+		return out.String(), code
+	}
+	sshArgs := func(extra ...string) []string {
+		return append(append(append([]string{"ssh"}, opts...), "-p", port), extra...)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string
+		want  string
+		code  int
+	}{
+		{"command with exit status and SendEnv", sshArgs("-o", "SendEnv=HOIST_FROM_CLIENT", "root@127.0.0.1", `echo "$HOIST_FROM_CLIENT in $PWD"; exit 3`), "",
+			"sent in " + wd + "\n", 3},
+		{"terminal", sshArgs("-tt", "root@127.0.0.1"), "echo pty-$((40+2)); exit\n", "pty-42\r\n", 0},
+		{"stdio forwarding (direct-tcpip)", sshArgs("-W", svc, "root@127.0.0.1"), "hello\n", "echo: hello\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, code := run(tt.stdin, tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.want) {
+				t.Errorf("output %q exit %d, want %q exit %d", out, code, tt.want, tt.code)
+			}
+		})
+	}
+	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err == nil {
+		t.Run("scp through the image's sftp-server", func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "result.txt")
+			args := append(append([]string{"scp"}, opts...), "-P", port, "root@127.0.0.1:result.txt", dst)
+			if _, code := run("", args...); code != 0 {
+				t.Fatalf("scp exit %d", code)
+			}
+			if b, err := os.ReadFile(dst); err != nil || string(b) != "trained\n" {
+				t.Errorf("copied %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// echoService listens on loopback and answers each line with "echo: "
+// and the line; it returns its address.
+func echoService(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	conns.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer conn.Close()
+				l, _ := bufio.NewReader(conn).ReadString('\n')
+				_, _ = io.WriteString(conn, "echo: "+l)
+			})
+		}
+	})
+	return ln.Addr().String()
 }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,7 +191,7 @@ func (ss *session) handle(req *ssh.Request) (ok bool, then func()) {
 // command returns what a shell, exec or subsystem request runs: the job's
 // shell, interactive or with -c; or the sftp server.
 func (ss *session) command(req *ssh.Request) ([]string, error) {
-	shell := ss.srv.r.jobShell()
+	shell := ss.srv.r.sessionShell()
 	switch req.Type {
 	case "shell":
 		return []string{shell}, nil
@@ -222,16 +225,22 @@ func (ss *session) start(kind string, argv []string) error {
 	if err != nil {
 		return err
 	}
-	set := ss.env
-	if ss.master != nil {
-		set = map[string]string{"SSH_TTY": ss.slave.Name()}
-		if ss.term != "" {
-			set["TERM"] = ss.term
-		}
-		for k, v := range ss.env {
-			if _, fixed := set[k]; !fixed {
+	// What sshd sets for the user (see sshd(8), ENVIRONMENT) unless the
+	// job's environment has it; then the client's env requests; then the
+	// terminal's.
+	set := map[string]string{}
+	if u, ok := passwdEntry(os.Getuid()); ok {
+		for k, v := range map[string]string{"USER": u.name, "LOGNAME": u.name, "SHELL": r.sessionShell()} {
+			if envValue(base, k) == "" {
 				set[k] = v
 			}
+		}
+	}
+	maps.Copy(set, ss.env)
+	if ss.master != nil {
+		set["SSH_TTY"] = ss.slave.Name()
+		if ss.term != "" {
+			set["TERM"] = ss.term
 		}
 	}
 	env := mergeEnv(base, set)
@@ -370,6 +379,51 @@ func (ss *session) closeOutputs() {
 	for _, f := range ss.outputs {
 		f.Close()
 	}
+}
+
+// sessionShell returns the shell of SSH sessions: the job's shell when its
+// spec names one, else the user's login shell, as sshd runs it, else
+// /bin/sh.
+func (r *Runner) sessionShell() string {
+	r.mu.Lock()
+	shell := ""
+	if r.spec != nil {
+		shell = r.spec.Shell
+	}
+	r.mu.Unlock()
+	if shell != "" {
+		return shell
+	}
+	if u, ok := passwdEntry(os.Getuid()); ok && u.shell != "" {
+		if base := filepath.Base(u.shell); base != "nologin" && base != "false" {
+			if fi, err := os.Stat(u.shell); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				return u.shell
+			}
+		}
+	}
+	return "/bin/sh"
+}
+
+// passwdUser is a user's entry in /etc/passwd.
+type passwdUser struct {
+	name, shell string
+}
+
+// passwdEntry returns uid's entry in the container's /etc/passwd.
+func passwdEntry(uid int) (passwdUser, bool) {
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return passwdUser{}, false
+	}
+	want := strconv.Itoa(uid)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// name:password:uid:gid:gecos:home:shell (see passwd(5)).
+		f := strings.Split(line, ":")
+		if len(f) == 7 && f[2] == want {
+			return passwdUser{name: f[0], shell: f[6]}, true
+		}
+	}
+	return passwdUser{}, false
 }
 
 // mergeEnv returns env (KEY=VALUE lines) with set's variables replacing or
