@@ -50,12 +50,10 @@ func (c *Controller) collectMetrics(ctx context.Context, job store.Job, lease fu
 		sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
 		m, err := runner.Metrics(sctx)
 		cancel()
-
 		if err != nil {
 			c.log.Debug("job metrics: sample failed", "job", job.JobName, "error", err)
 		} else if stop, err := c.recordMetrics(ctx, lease(), job, spec, m); err != nil {
 			c.log.Warn("job metrics: record failed", "job", job.JobName, "error", err)
-
 		} else if stop {
 			return true
 		}
