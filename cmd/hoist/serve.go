@@ -239,11 +239,11 @@ func serve(ctx context.Context, o serveOptions) error {
 		gateways.AdminTokenSHA256 = hex.EncodeToString(sum[:])
 	}
 	ctrl, err := reconciler.New(reconciler.Config{
-		Gateways:     gateways,
-		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
+		Gateways:        gateways,
+		IDEDownloadURLs: ideURLs,
+		Installation:    o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, MetricsInterval: o.metricsInterval, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
-		IDEDownloadURLs: ideURLs,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check, support.CodePaths}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})
