@@ -300,6 +300,15 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration: time.Duration(spec.MaxDuration) * time.Second,
 		}
+		code, archive, err := c.codeArchive(ctx, run, spec)
+		if err != nil {
+			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the run's code: "+err.Error())
+		}
+		js.Code = code
+		if b, err := json.Marshal(js); err == nil && len(b) > api.MaxJobSpecBytes {
+			return 0, c.setTerminating(ctx, l, job, reasonExecutorError,
+				fmt.Sprintf("the job spec is %d bytes, more than the runner's limit of %d", len(b), api.MaxJobSpecBytes))
+		}
 		if spec.IDE != "" && spec.Version != "" {
 			// The IDE server's download is the instance's architecture's.
 			host, err := shim.HostInfo(rctx)
@@ -309,15 +318,6 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			if js.IDE, err = c.ideSpec(spec, host.Arch); err != nil {
 				return 0, c.setTerminating(ctx, l, job, reasonExecutorError, err.Error())
 			}
-		}
-		code, archive, err := c.codeArchive(ctx, run, spec)
-		if err != nil {
-			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the run's code: "+err.Error())
-		}
-		js.Code = code
-		if b, err := json.Marshal(js); err == nil && len(b) > api.MaxJobSpecBytes {
-			return 0, c.setTerminating(ctx, l, job, reasonExecutorError,
-				fmt.Sprintf("the job spec is %d bytes, more than the runner's limit of %d", len(b), api.MaxJobSpecBytes))
 		}
 		if err := runner.Submit(rctx, js); err != nil && !errors.Is(err, api.ErrConflict) {
 			if msg, ok := refusedByAgent(err); ok {
