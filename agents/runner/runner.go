@@ -73,6 +73,10 @@ type Runner struct {
 	now    func() time.Time
 	reaper *reaper
 	ssh    *sshServer
+	// installing cancels the installation of the job's IDE server while
+	// it is under way (startWithIDELocked), when the job has no process
+	// yet; guarded by mu.
+	installing context.CancelFunc
 
 	activity atomic.Int64 // unix nanos of the last API request
 
@@ -95,9 +99,6 @@ type Runner struct {
 	killAt       time.Time // when killTimer fires
 	maxTimer     *time.Timer
 	logs         *logStore
-	// installing cancels the installation of the job's IDE server while
-	// it is under way (startWithIDELocked); the job has no process yet.
-	installing context.CancelFunc
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
