@@ -2,6 +2,8 @@ package runner_test
 
 import (
 	"bufio"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,4 +62,71 @@ func BenchmarkRunner_logThroughput(b *testing.B) {
 		best = max(best, r)
 	}
 	b.ReportMetric(best, "best-MB/s")
+}
+
+// BenchmarkSSH_connect measures one SSH connection to a running job over
+// the runner's Unix socket: the HTTP upgrade, key exchange and public-key
+// authentication, then a session running `true` to its exit status.
+func BenchmarkSSH_connect(b *testing.B) {
+	key, line := userKey(b)
+	c, _ := sshRunner(b, runner.Config{})
+	startJob(b, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: b.TempDir()})
+	var connect, session time.Duration
+	for b.Loop() {
+		start := time.Now()
+		client := mustDial(b, c, key, "")
+		connect += time.Since(start)
+		start = time.Now()
+		if _, _, err := output(b, client, "true", nil); err != nil {
+			b.Fatal(err)
+		}
+		session += time.Since(start)
+		client.Close()
+	}
+	b.ReportMetric(float64(connect.Microseconds())/float64(b.N)/1000, "connect-ms")
+	b.ReportMetric(float64(session.Microseconds())/float64(b.N)/1000, "exec-true-ms")
+}
+
+// BenchmarkSSH_forwardThroughput measures a direct-tcpip channel (port
+// forwarding) reading 256 MiB from a loopback service.
+func BenchmarkSSH_forwardThroughput(b *testing.B) {
+	const size = 256 << 20
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		chunk := make([]byte, 1<<20)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				for range size / len(chunk) {
+					if _, err := conn.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	key, line := userKey(b)
+	c, _ := sshRunner(b, runner.Config{})
+	startJob(b, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: b.TempDir()})
+	client := mustDial(b, c, key, "")
+	b.SetBytes(size)
+	for b.Loop() {
+		conn, err := client.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, conn)
+		conn.Close()
+		if err != nil || n != size {
+			b.Fatalf("read %d bytes, %v; want %d", n, err, size)
+		}
+	}
 }

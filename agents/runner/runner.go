@@ -83,10 +83,6 @@ type Runner struct {
 	mu      sync.Mutex
 	spec    *api.JobSpec
 	workDir string
-	// authorizedKeys are the spec's AuthorizedKeys, parsed.
-	authorizedKeys []ssh.PublicKey
-	// startedAt is when the job started running.
-	startedAt time.Time
 	// codeUploaded is set once the job's code archive has been placed.
 	codeUploaded bool
 	state        api.JobState
@@ -198,8 +194,8 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 		}
 		keys = append(keys, k)
 	}
+	r.ssh.setAuthorizedKeys(keys)
 	r.spec = &spec
-	r.authorizedKeys = keys
 	r.workDir = filepath.Clean(wd)
 	r.log.Info("job_submitted", "run_name", spec.RunName, "job_id", spec.JobID, "working_dir", r.workDir)
 	return nil
@@ -247,17 +243,6 @@ func (r *Runner) argv() []string {
 		shell = "/bin/sh"
 	}
 	return []string{shell, "-c", script(spec.Commands)}
-}
-
-// sessionBase returns the environment and working directory of an SSH
-// session: the job's, while it runs.
-func (r *Runner) sessionBase() (env []string, dir string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.state.State != api.JobRunning {
-		return nil, "", fmt.Errorf("the job is %s, not running", r.state.State)
-	}
-	return r.env(), r.workDir, nil
 }
 
 // jobEnvPath returns the PATH the job will see.
@@ -367,7 +352,7 @@ func (r *Runner) startLocked() error {
 	r.pid = pid
 	_ = proc.Release() // the reaper waits for it, not os.Process
 	r.setStateLocked(api.JobState{State: api.JobRunning})
-	r.startedAt = r.state.Time
+	r.ssh.jobStarted(r.state.Time)
 	r.log.Info("job_started", "pid", pid, "program", argv[0])
 
 	var pumps sync.WaitGroup

@@ -44,7 +44,7 @@ func newRunnerWith(t testing.TB, cfg runner.Config) (*api.RunnerClient, *runner.
 	return api.NewRunnerClient(srv.URL, nil), r, t.TempDir()
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c

@@ -50,11 +50,27 @@ type sshServer struct {
 	signer  ssh.Signer
 	hostKey string // the public host key in authorized_keys form
 
-	mu         sync.Mutex
-	conns      map[*ssh.ServerConn]struct{}
-	sessions   map[int]struct{} // session ids (leader pids) of the sessions' processes
-	lastClosed time.Time        // when the last connection closed
-	closed     bool             // the job ended: no more connections
+	mu             sync.Mutex
+	authorizedKeys []ssh.PublicKey // the job spec's AuthorizedKeys, parsed
+	started        time.Time       // when the job started running
+	conns          map[*ssh.ServerConn]struct{}
+	sessions       map[int]struct{} // session ids (leader pids) of the sessions' processes
+	lastClosed     time.Time        // when the last connection closed
+	closed         bool             // the job ended: no more connections
+}
+
+// setAuthorizedKeys records the job spec's authorized keys.
+func (s *sshServer) setAuthorizedKeys(keys []ssh.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.authorizedKeys = keys
+}
+
+// jobStarted records when the job started running (api.SSHActivity).
+func (s *sshServer) jobStarted(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = t
 }
 
 func newSSHServer(r *Runner, home string) (*sshServer, error) {
@@ -205,7 +221,7 @@ var errKeyNotAuthorized = errors.New("public key not authorized")
 func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
-			if !s.r.keyAuthorized(key, extra) {
+			if !s.keyAuthorized(key, extra) {
 				return nil, errKeyNotAuthorized
 			}
 			return &ssh.Permissions{Extensions: map[string]string{"fingerprint": ssh.FingerprintSHA256(key)}}, nil
@@ -311,11 +327,11 @@ func (s *sshServer) closeAll() {
 
 // keyAuthorized reports whether key is one of the job's authorized keys or
 // of extra.
-func (r *Runner) keyAuthorized(key ssh.PublicKey, extra []ssh.PublicKey) bool {
+func (s *sshServer) keyAuthorized(key ssh.PublicKey, extra []ssh.PublicKey) bool {
 	want := key.Marshal()
-	r.mu.Lock()
-	keys := r.authorizedKeys
-	r.mu.Unlock()
+	s.mu.Lock()
+	keys := s.authorizedKeys
+	s.mu.Unlock()
 	for _, set := range [][]ssh.PublicKey{keys, extra} {
 		for _, k := range set {
 			if bytes.Equal(k.Marshal(), want) {

@@ -33,7 +33,7 @@ const sshTestToken = "ssh-test-token-0123456789abcdef0123456789"
 
 // sshRunner serves a fresh runner on a Unix socket behind its token, as
 // Main does, and returns its client.
-func sshRunner(t *testing.T, cfg runner.Config) (*api.RunnerClient, *runner.Runner) {
+func sshRunner(t testing.TB, cfg runner.Config) (*api.RunnerClient, *runner.Runner) {
 	t.Helper()
 	if cfg.Home == "" {
 		cfg.Home = t.TempDir()
@@ -62,7 +62,7 @@ func sshRunner(t *testing.T, cfg runner.Config) (*api.RunnerClient, *runner.Runn
 }
 
 // userKey returns a fresh ed25519 key as a signer and an authorized_keys line.
-func userKey(t *testing.T) (ssh.Signer, string) {
+func userKey(t testing.TB) (ssh.Signer, string) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -76,7 +76,7 @@ func userKey(t *testing.T) (ssh.Signer, string) {
 }
 
 // startJob submits and runs job, which should keep running.
-func startJob(t *testing.T, c *api.RunnerClient, job api.JobSpec) {
+func startJob(t testing.TB, c *api.RunnerClient, job api.JobSpec) {
 	t.Helper()
 	if len(job.Commands) == 0 {
 		job.Commands = []string{"sleep 3600"}
@@ -92,7 +92,7 @@ func startJob(t *testing.T, c *api.RunnerClient, job api.JobSpec) {
 // dialSSH opens an SSH connection to the runner with key, pinning the host
 // key the upgrade answered with; headerKey is sent as the connection's own
 // authorized key.
-func dialSSH(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey string) (*ssh.Client, string, error) {
+func dialSSH(t testing.TB, c *api.RunnerClient, key ssh.Signer, headerKey string) (*ssh.Client, string, error) {
 	t.Helper()
 	conn, hostKey, err := c.DialSSH(ctx(t), headerKey)
 	if err != nil {
@@ -118,7 +118,7 @@ func dialSSH(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey string
 	return client, hostKey, nil
 }
 
-func mustDial(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey string) *ssh.Client {
+func mustDial(t testing.TB, c *api.RunnerClient, key ssh.Signer, headerKey string) *ssh.Client {
 	t.Helper()
 	client, _, err := dialSSH(t, c, key, headerKey)
 	if err != nil {
@@ -129,7 +129,7 @@ func mustDial(t *testing.T, c *api.RunnerClient, key ssh.Signer, headerKey strin
 
 // output runs cmd in a new session and returns its stdout, stderr and
 // Wait's error.
-func output(t *testing.T, client *ssh.Client, cmd string, prepare func(*ssh.Session)) (string, string, error) {
+func output(t testing.TB, client *ssh.Client, cmd string, prepare func(*ssh.Session)) (string, string, error) {
 	t.Helper()
 	s, err := client.NewSession()
 	if err != nil {

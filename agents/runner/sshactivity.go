@@ -13,9 +13,6 @@ import (
 // running; it is zero while a connection is open, and before the job runs
 // when no connection ever closed.
 func (r *Runner) SSHActivity() api.SSHActivity {
-	r.mu.Lock()
-	started := r.startedAt
-	r.mu.Unlock()
 	s := r.ssh
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -23,8 +20,8 @@ func (r *Runner) SSHActivity() api.SSHActivity {
 		return api.SSHActivity{Connections: n}
 	}
 	idle := s.lastClosed
-	if started.After(idle) {
-		idle = started
+	if s.started.After(idle) {
+		idle = s.started
 	}
 	return api.SSHActivity{IdleSince: idle}
 }

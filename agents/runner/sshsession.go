@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"hoist/agents/api"
 )
 
 // sftpServers are where images keep OpenSSH's sftp-server; the sftp
@@ -379,6 +381,17 @@ func (ss *session) closeOutputs() {
 	for _, f := range ss.outputs {
 		f.Close()
 	}
+}
+
+// sessionBase returns the environment and working directory of an SSH
+// session: the job's, while it runs.
+func (r *Runner) sessionBase() (env []string, dir string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.State != api.JobRunning {
+		return nil, "", fmt.Errorf("the job is %s, not running", r.state.State)
+	}
+	return r.env(), r.workDir, nil
 }
 
 // sessionShell returns the shell of SSH sessions: the job's shell when its
