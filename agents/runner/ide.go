@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -38,6 +39,7 @@ const (
 // one).
 var ideClient = &http.Client{Transport: &http.Transport{
 	Proxy:                 http.ProxyFromEnvironment,
+	DialContext:           (&net.Dialer{Timeout: 30 * time.Second}).DialContext,
 	ResponseHeaderTimeout: time.Minute,
 	TLSHandshakeTimeout:   30 * time.Second,
 }}
