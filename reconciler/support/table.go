@@ -230,12 +230,9 @@ var Table = []Row{
 			"`zed://ssh/<run>/<working dir>`), to the working directory the runner reported, is on the run page and in the API's `ide_url`; " +
 			"it opens the host `hoist attach <run>` writes to ~/.ssh/config"},
 	{Kinds: devEnv, Field: "version", Decision: Partial, Test: "reconciler.TestWorkers_devEnvironmentGetsItsIDEServerAndStopsWhenNobodyIsAttached",
-		Note: "`version` with `ide: zed` (Zed installs the server matching the client on first connect; dstack ignores it). " +
-			"For vscode, cursor and windsurf the runner downloads that version's server (dstack's URLs, or the server config's " +
-			"`ide.<name>.download_url`) for the instance's architecture and extracts it where the IDE looks for it " +
-			"(~/.vscode-server/bin/<commit>, ~/.cursor-server/cli/servers/Stable-<version>/server, ~/.windsurf-server/bin/<commit>) " +
-			"before `init` runs; a failed download fails the job. The Python and Jupyter extensions and ipykernel dstack also installs are not. " +
-			"Without `version` nothing is installed, and the IDE installs its server on first connect, as in dstack",
+		Note: "`version` with `ide: zed`, which installs its server on first connect (for vscode, cursor and windsurf the runner installs " +
+			"that version's server, from dstack's URLs or the server config's `ide` mirror, where the IDE looks for it, before `init` runs, " +
+			"and a failed download fails the job; dstack's Python and Jupyter extensions and ipykernel are not installed)",
 		uses: func(r *schema.Resource) []string {
 			if e := r.Spec.(*schema.DevEnvironment); e.Version != "" && e.IDE == "zed" {
 				return []string{"version"}
