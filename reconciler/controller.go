@@ -49,6 +49,12 @@ type Config struct {
 	LoadTimeout time.Duration
 	// DefaultImage runs specs that name no image (dstack uses its base image).
 	DefaultImage string
+	// IDEDownloadURLs replace, by IDE (vscode, cursor, windsurf), the
+	// download URL template of the IDE server a dev environment pinning
+	// its `version` gets installed (dstack's URLs when absent), so that a
+	// mirror can serve them: {version}, {commit} and {arch} are replaced
+	// as in dstack's URLs (see ideServers).
+	IDEDownloadURLs map[string]string
 	// LocalFleet is the name of the fleet of this host, created by default
 	// when a backend named LocalBackend is configured ("local" when empty).
 	LocalFleet string

@@ -23,14 +23,16 @@ const utilizationSlack = time.Minute
 
 // collectMetrics samples a running job's resource use from its runner every
 // MetricsInterval until ctx ends, keeping a window of samples in the store
-// and applying the run's utilization_policy to it. It returns true when it
-// terminated the job.
+// and applying the run's utilization_policy to it; a dev environment's SSH
+// activity is checked at the same pace (checkInactivity). It returns true
+// when it terminated the job.
 func (c *Controller) collectMetrics(ctx context.Context, job store.Job, lease func() store.Lease) bool {
 	spec, err := decodeRunSpec(job.Spec)
 	if err != nil {
 		c.log.Warn("job metrics: decode job spec failed", "job", job.JobName, "error", err)
 		return false
 	}
+	devEnv := schema.Kind(spec.Type) == schema.KindDevEnvironment
 	t := time.NewTimer(c.cfg.MetricsInterval)
 	defer t.Stop()
 	for {
@@ -44,15 +46,22 @@ func (c *Controller) collectMetrics(ctx context.Context, job store.Job, lease fu
 		if err != nil {
 			continue
 		}
+		runner := api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient())
 		sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
-		m, err := api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient()).Metrics(sctx)
+		m, err := runner.Metrics(sctx)
 		cancel()
 		if err != nil {
 			c.log.Debug("job metrics: sample failed", "job", job.JobName, "error", err)
+		} else if stop, err := c.recordMetrics(ctx, lease(), job, spec, m); err != nil {
+			c.log.Warn("job metrics: record failed", "job", job.JobName, "error", err)
+		} else if stop {
+			return true
+		}
+		if !devEnv {
 			continue
 		}
-		if stop, err := c.recordMetrics(ctx, lease(), job, spec, m); err != nil {
-			c.log.Warn("job metrics: record failed", "job", job.JobName, "error", err)
+		if stop, err := c.checkInactivity(ctx, lease(), job, runner); err != nil {
+			c.log.Debug("job inactivity: check failed", "job", job.JobName, "error", err)
 		} else if stop {
 			return true
 		}

@@ -149,11 +149,7 @@ func (c *Controller) setTerminating(ctx context.Context, l store.Lease, job *sto
 }
 
 // runtimeData is what a job keeps about where it runs.
-type runtimeData struct {
-	// ServiceAddr is host:port of the service port as seen from the
-	// instance (services only).
-	ServiceAddr string `json:"service_addr,omitempty"`
-}
+type runtimeData = store.JobRuntime
 
 // createTask asks the instance's shim for the job's container. The task id
 // is the job id, so asking twice is harmless.
@@ -286,6 +282,10 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	if err != nil {
 		return 50 * time.Millisecond, nil // the runner is still starting
 	}
+	// workingDir is where the runner says the job runs, when this call
+	// started it; a job found already started (a retried start) records
+	// none, and its IDE link falls back to the spec's working_dir.
+	var workingDir string
 	if st.State == api.JobPending {
 		sec, err := c.resolveJobSecrets(ctx, spec)
 		if err != nil {
@@ -313,6 +313,16 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 			return 0, c.setTerminating(ctx, l, job, reasonExecutorError,
 				fmt.Sprintf("the job spec is %d bytes, more than the runner's limit of %d", len(b), api.MaxJobSpecBytes))
 		}
+		if spec.IDE != "" && spec.Version != "" {
+			// The IDE server's download is the instance's architecture's.
+			host, err := shim.HostInfo(rctx)
+			if err != nil {
+				return 0, fmt.Errorf("host info: %w", err)
+			}
+			if js.IDE, err = c.ideSpec(spec, host.Arch); err != nil {
+				return 0, c.setTerminating(ctx, l, job, reasonExecutorError, err.Error())
+			}
+		}
 		if err := runner.Submit(rctx, js); err != nil && !errors.Is(err, api.ErrConflict) {
 			if msg, ok := refusedByAgent(err); ok {
 				return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the runner refused the job: "+msg)
@@ -327,15 +337,21 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 				return 0, fmt.Errorf("deliver code: %w", err)
 			}
 		}
-		if _, err := runner.Run(rctx); err != nil && !errors.Is(err, api.ErrConflict) {
+		resp, err := runner.Run(rctx)
+		if err != nil && !errors.Is(err, api.ErrConflict) {
 			if msg, ok := refusedByAgent(err); ok {
 				return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the runner refused to run the job: "+msg)
 			}
 			return 0, fmt.Errorf("run job: %w", err)
 		}
+		workingDir = resp.WorkingDir
 	}
 	// The runner's address is its Unix socket on the instance (unix://path).
 	job.RunnerAddr = info.RunnerAddr
+	rt := job.Runtime()
+	if workingDir != "" {
+		rt.WorkingDir = workingDir
+	}
 	if spec.Port != nil {
 		// Where the service answers through the instance's Conn, for the
 		// probes: the docker shim publishes ports on the instance's
@@ -349,9 +365,12 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 				addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Host))
 			}
 			if addr != "" {
-				job.RuntimeData, _ = json.Marshal(runtimeData{ServiceAddr: addr})
+				rt.ServiceAddr = addr
 			}
 		}
+	}
+	if rt != (runtimeData{}) {
+		job.RuntimeData, _ = json.Marshal(rt)
 	}
 	job.Status, job.StartedAt = store.JobRunning, c.now().UTC()
 	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {

@@ -47,7 +47,7 @@ func jobFinalStatus(reason string) string {
 	case reasonDoneByRunner:
 		return store.JobDone
 	case reasonTerminatedByUser, reasonTerminatedByServer, reasonMaxDuration, reasonScaledDown,
-		"inactivity_duration_exceeded", reasonUtilizationPolicy:
+		reasonInactivity, reasonUtilizationPolicy:
 		return store.JobTerminated
 	case reasonAbortedByUser:
 		return store.JobAborted

@@ -21,7 +21,13 @@ type runSpec struct {
 	Probes   []schema.Probe       `json:"probes"`
 	Nodes    int                  `json:"nodes"`
 	Replicas *schema.Range        `json:"replicas"`
-	Init     []string             `json:"init"`
+	// A dev environment's init commands, IDE, the version of the IDE's
+	// server to install, and the seconds without SSH connections after
+	// which it stops (0: never) (schema.DevEnvironment).
+	Init               []string `json:"init"`
+	IDE                string   `json:"ide"`
+	Version            string   `json:"version"`
+	InactivityDuration int64    `json:"inactivity_duration"`
 	// A service's routing and scaling (schema.Service).
 	Auth        bool               `json:"auth"`
 	StripPrefix bool               `json:"strip_prefix"`

@@ -364,7 +364,7 @@ type Job struct {
 	RunnerAddr string `bun:"runner_addr,notnull"`
 	// ProvisioningData is backend detail about the placement, as JSON.
 	ProvisioningData json.RawMessage `bun:"provisioning_data,type:text"`
-	// RuntimeData is detail known once running (ports, ...), as JSON.
+	// RuntimeData is detail known once running, a JobRuntime as JSON.
 	RuntimeData json.RawMessage `bun:"runtime_data,type:text"`
 	// LogCursor is the runner's log sequence number already copied into the store.
 	LogCursor int64 `bun:"log_cursor,notnull"`
@@ -385,6 +385,23 @@ type Job struct {
 	// UpdatedAt is when the row was last written.
 	UpdatedAt time.Time `bun:"updated_at,notnull"`
 	LeaseColumns
+}
+
+// JobRuntime is what a job keeps about where it runs (Job.RuntimeData).
+type JobRuntime struct {
+	// ServiceAddr is host:port of the service port as seen from the
+	// instance (services only).
+	ServiceAddr string `json:"service_addr,omitempty"`
+	// WorkingDir is the absolute directory the job runs in, as its runner
+	// reported on starting it (dstack's JobRuntimeData.working_dir).
+	WorkingDir string `json:"working_dir,omitempty"`
+}
+
+// Runtime decodes RuntimeData (the zero JobRuntime when there is none).
+func (j Job) Runtime() JobRuntime {
+	var rt JobRuntime
+	_ = json.Unmarshal(j.RuntimeData, &rt)
+	return rt
 }
 
 // Instance is one machine (VM, SSH host or local host) hoist provisioned or adopted.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,10 @@ type Runner struct {
 	now    func() time.Time
 	reaper *reaper
 	ssh    *sshServer
+	// installing cancels the installation of the job's IDE server while
+	// it is under way (startWithIDELocked), when the job has no process
+	// yet; guarded by mu.
+	installing context.CancelFunc
 
 	activity atomic.Int64 // unix nanos of the last API request
 
@@ -218,6 +223,10 @@ func (r *Runner) Run() (api.RunResponse, error) {
 	if r.spec.Code != nil && !r.codePlaced {
 		return api.RunResponse{}, fmt.Errorf("%w: %w", errCodeNotUploaded, errConflict)
 	}
+	if r.spec.IDE != nil {
+		r.startWithIDELocked()
+		return api.RunResponse{WorkingDir: r.workDir, State: r.state}, nil
+	}
 	if err := r.startLocked(); err != nil {
 		r.log.Error("job_start_failed", "err", err)
 		r.finishLocked(api.JobState{State: api.JobFailed, TerminationReason: api.ReasonExecutorError, TerminationMessage: err.Error()})
@@ -304,7 +313,6 @@ func (r *Runner) env() []string {
 }
 
 func (r *Runner) startLocked() error {
-	spec := r.spec
 	if err := os.MkdirAll(r.workDir, 0o755); err != nil {
 		return fmt.Errorf("create working dir: %w", err)
 	}
@@ -360,12 +368,7 @@ func (r *Runner) startLocked() error {
 	pumps.Add(2)
 	go func() { defer pumps.Done(); r.pump(api.StreamStdout, outR) }()
 	go func() { defer pumps.Done(); r.pump(api.StreamStderr, errR) }()
-	if d := spec.MaxDuration; d > 0 {
-		r.maxTimer = time.AfterFunc(d, func() {
-			r.log.Info("job_max_duration_exceeded", "max_duration", d)
-			r.Stop(10*time.Second, api.ReasonMaxDurationExceeded, fmt.Sprintf("job ran longer than its max duration %s", d))
-		})
-	}
+	r.startMaxTimerLocked()
 	go func() {
 		ws := <-exited
 		r.mu.Lock()
@@ -394,6 +397,19 @@ func (r *Runner) startLocked() error {
 		r.exited(ws)
 	}()
 	return nil
+}
+
+// startMaxTimerLocked stops the job once it has run for its max duration,
+// counted from its start (an IDE server's installation included).
+func (r *Runner) startMaxTimerLocked() {
+	d := r.spec.MaxDuration
+	if d <= 0 || r.maxTimer != nil {
+		return
+	}
+	r.maxTimer = time.AfterFunc(d, func() {
+		r.log.Info("job_max_duration_exceeded", "max_duration", d)
+		r.Stop(10*time.Second, api.ReasonMaxDurationExceeded, fmt.Sprintf("job ran longer than its max duration %s", d))
+	})
 }
 
 // pump records one output stream: whole lines, in records of up to 256 KiB;
@@ -506,6 +522,11 @@ func (r *Runner) Stop(grace time.Duration, reason, message string) <-chan struct
 	}
 	if r.stopReason == "" {
 		r.stopReason, r.stopMessage = reason, message
+	}
+	if r.installing != nil {
+		// No process yet: the installation ends, and with it the job.
+		r.installing()
+		return r.done
 	}
 	pid := r.pid
 	r.log.Info("job_stopping", "reason", reason, "grace", grace)

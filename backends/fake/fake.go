@@ -623,6 +623,46 @@ func (b *Backend) Acked(instance, task string) (int64, bool) {
 	return r.firstSeq - 1, true
 }
 
+// JobSpec returns the job spec the runner of task (job) id on instance
+// was submitted, and whether it was.
+func (b *Backend) JobSpec(instance, task string) (api.JobSpec, bool) {
+	in := b.instance(instance)
+	if in == nil {
+		return api.JobSpec{}, false
+	}
+	r := in.runner(task)
+	if r == nil {
+		return api.JobSpec{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spec == nil {
+		return api.JobSpec{}, false
+	}
+	return *r.spec, true
+}
+
+// SetSSHConnections sets the number of SSH connections the runner of task
+// (job) id on instance reports open; when it drops to zero, the runner is
+// idle from now (Config.Now). It reports whether the task exists.
+func (b *Backend) SetSSHConnections(instance, task string, n int) bool {
+	in := b.instance(instance)
+	if in == nil {
+		return false
+	}
+	r := in.runner(task)
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n == 0 && r.sshConns > 0 {
+		r.idleSince = b.cfg.Now()
+	}
+	r.sshConns = n
+	return true
+}
+
 func (b *Backend) instance(id string) *instance {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +44,11 @@ type runner struct {
 	firstSeq int64
 	nextSeq  int64
 	ended    bool
+	// SSH activity (GET api.SSHActivityPath), set by SetSSHConnections:
+	// the connections open, and since when none is (the job's start
+	// until one was opened).
+	sshConns  int
+	idleSince time.Time
 }
 
 func newRunner(in *instance) (*runner, error) {
@@ -141,6 +146,15 @@ func (r *runner) handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/stop", r.handleStop)
 	mux.HandleFunc("GET /api/v1/logs", r.handleLogs)
 	mux.HandleFunc("POST /api/v1/logs/ack", r.handleAck)
+	mux.HandleFunc("GET "+api.SSHActivityPath, func(w http.ResponseWriter, _ *http.Request) {
+		r.mu.Lock()
+		a := api.SSHActivity{Connections: r.sshConns}
+		if a.Connections == 0 {
+			a.IdleSince = r.idleSince
+		}
+		r.mu.Unlock()
+		writeJSON(w, http.StatusOK, a)
+	})
 	mux.HandleFunc("GET /api/v1/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		var m api.Metrics
 		if r.in.b.cfg.Metrics != nil {
@@ -226,15 +240,13 @@ func (r *runner) handleRun(w http.ResponseWriter, _ *http.Request) {
 	}
 	r.cancel = cancel
 	r.state = api.JobState{State: api.JobRunning, Time: r.in.b.cfg.Now()}
+	r.idleSince = r.state.Time
 	r.notifyLocked()
 	st := r.state
 	r.mu.Unlock()
 	go r.execute(ctx, spec)
-	wd := spec.WorkingDir
-	if wd == "" || !strings.HasPrefix(wd, "/") {
-		wd = "/" + wd
-	}
-	writeJSON(w, http.StatusOK, api.RunResponse{WorkingDir: strings.TrimSuffix(wd, "/"), State: st})
+	// A relative working dir is the image's (/ in the fake) joined with it.
+	writeJSON(w, http.StatusOK, api.RunResponse{WorkingDir: path.Join("/", spec.WorkingDir), State: st})
 }
 
 // execute runs the job's script and records its end.

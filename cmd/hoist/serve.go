@@ -173,6 +173,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
+	ideURLs, err := cfg.IDE.downloadURLs()
+	if err != nil {
+		return fmt.Errorf("config %s: %w", o.config, err)
+	}
 	src, err := source.Open(ctx, source.Config{
 		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
 		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
@@ -235,8 +239,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		gateways.AdminTokenSHA256 = hex.EncodeToString(sum[:])
 	}
 	ctrl, err := reconciler.New(reconciler.Config{
-		Gateways:     gateways,
-		Installation: o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
+		Gateways:        gateways,
+		IDEDownloadURLs: ideURLs,
+		Installation:    o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
 		UnreachableGrace: o.unreachableGrace, MetricsInterval: o.metricsInterval, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
 		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
 		SSHAuthorizedKeys: cfg.SSH.AuthorizedKeys,

@@ -43,6 +43,8 @@ type serverConfig struct {
 	// Policy says what specs may ask of the hosts that run them; the zero
 	// policy allows no host path and no privileged container.
 	Policy policy.Config `yaml:"policy"`
+	// IDE says where dev environments' IDE servers are downloaded from.
+	IDE ideConfig `yaml:"ide"`
 	// Gateways says how the server's gateways get certificates.
 	Gateways gatewaysConfig `yaml:"gateways"`
 	// SSH says who may SSH into every job besides the user of each

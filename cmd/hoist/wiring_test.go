@@ -142,3 +142,41 @@ func testCertificate(t *testing.T) (string, string) {
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}))
 }
+
+// TestIDEConfig_downloadURLsReachTheReconciler: the `ide:` section's URL
+// templates are passed on by IDE; an URL that is not http(s), or an IDE
+// whose server hoist does not install, is refused.
+func TestIDEConfig_downloadURLsReachTheReconciler(t *testing.T) {
+	dir := t.TempDir()
+	load := func(yaml string) (serverConfig, error) {
+		t.Helper()
+		p := filepath.Join(dir, "config.yml")
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return loadServerConfig(p)
+	}
+	cfg, err := load("ide:\n  vscode:\n    download_url: http://127.0.0.1:9000/vscode/{version}/server-linux-{arch}.tar.gz\n" +
+		"  windsurf:\n    download_url: https://mirror.example/ws/{commit}/{version}-{arch}.tgz\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cfg.IDE.downloadURLs()
+	if err != nil || len(got) != 2 || got["vscode"] != "http://127.0.0.1:9000/vscode/{version}/server-linux-{arch}.tar.gz" ||
+		got["windsurf"] != "https://mirror.example/ws/{commit}/{version}-{arch}.tgz" {
+		t.Fatalf("downloadURLs = %v, %v", got, err)
+	}
+	if got, err := (ideConfig{}).downloadURLs(); err != nil || len(got) != 0 {
+		t.Errorf("no ide section = %v, %v; want dstack's URLs (none replaced)", got, err)
+	}
+	cfg, err = load("ide:\n  cursor:\n    download_url: file:///srv/cursor.tar.gz\n")
+	if err == nil {
+		_, err = cfg.IDE.downloadURLs()
+	}
+	if err == nil || !strings.Contains(err.Error(), "ide.cursor.download_url") {
+		t.Errorf("a file URL: %v, want refused", err)
+	}
+	if _, err := load("ide:\n  zed:\n    download_url: https://x/\n"); err == nil || !strings.Contains(err.Error(), "zed") {
+		t.Errorf("an ide hoist installs no server of: %v, want refused", err)
+	}
+}

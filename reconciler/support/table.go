@@ -226,27 +226,24 @@ var Table = []Row{
 		}},
 
 	// Dev environments.
-	{Kinds: devEnv, Field: "ide", Decision: Refused, Note: "`ide` (no IDE server is installed into the container)",
+	{Kinds: devEnv, Field: "ide", Decision: Honoured, Test: "e2e.TestDevEnvironment_ideLinkAndInactivityStop",
+		Note: "the IDE's deep link in dstack's form (`vscode://vscode-remote/ssh-remote+<run>/<working dir>`, `cursor://` and `windsurf://` alike, " +
+			"`zed://ssh/<run>/<working dir>`), to the working directory the runner reported, is on the run page and in the API's `ide_url`; " +
+			"it opens the host `hoist attach <run>` writes to ~/.ssh/config"},
+	{Kinds: devEnv, Field: "version", Decision: Partial, Test: "reconciler.TestWorkers_devEnvironmentGetsItsIDEServerAndStopsWhenNobodyIsAttached",
+		Note: "`version` with `ide: zed`, which installs its server on first connect (for vscode, cursor and windsurf the runner installs " +
+			"that version's server, from dstack's URLs or the server config's `ide` mirror, where the IDE looks for it, before `init` runs, " +
+			"and a failed download fails the job; dstack's Python and Jupyter extensions and ipykernel are not installed)",
 		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.DevEnvironment).IDE != "" {
-				return []string{"ide"}
-			}
-			return nil
-		}},
-	{Kinds: devEnv, Field: "version", Decision: Refused, Note: "`version` (no IDE server is installed into the container)",
-		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.DevEnvironment).Version != "" {
+			if e := r.Spec.(*schema.DevEnvironment); e.Version != "" && e.IDE == "zed" {
 				return []string{"version"}
 			}
 			return nil
 		}},
-	{Kinds: devEnv, Field: "inactivity_duration", Decision: Refused, Note: "`inactivity_duration` (dev environments are not stopped when unused)",
-		uses: func(r *schema.Resource) []string {
-			if r.Spec.(*schema.DevEnvironment).InactivityDuration > 0 {
-				return []string{"inactivity_duration"}
-			}
-			return nil
-		}},
+	{Kinds: devEnv, Field: "inactivity_duration", Decision: Honoured, Test: "reconciler.TestWorkers_devEnvironmentGetsItsIDEServerAndStopsWhenNobodyIsAttached",
+		Note: "a dev environment with no SSH connection to its runner (`hoist attach`, `hoist ssh`, an IDE) for that long is terminated " +
+			"with `inactivity_duration_exceeded` and dstack's message, checked every 10 s, and its run ends as dstack's does (job_failed); " +
+			"updatable in place"},
 
 	// Services.
 	{Kinds: service, Field: "port", Decision: Honoured, Test: "e2e.TestRollingDeployment_waitsForProbes",

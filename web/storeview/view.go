@@ -206,6 +206,9 @@ func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
 		if err != nil {
 			return web.Run{}, err
 		}
+		if pr.ID == r.ID {
+			wr.IDEURL = ideURL(r, jobs)
+		}
 		for _, j := range jobs {
 			wj := jobView(j, inst)
 			if pr.ID != r.ID {
@@ -224,6 +227,35 @@ func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
 		wr.Jobs = []web.Job{}
 	}
 	return wr, nil
+}
+
+// ideURL is a dev environment's IDE deep link (web.IDEURL) for the SSH
+// host `hoist attach` names after the run, to the working directory its
+// runner reported on starting its latest submission, else to its spec's
+// working_dir when that is absolute; "" for other runs and without `ide`.
+func ideURL(r store.Run, jobs []store.Job) string {
+	if r.Type != "dev-environment" {
+		return ""
+	}
+	var spec struct {
+		IDE        string `json:"ide"`
+		WorkingDir string `json:"working_dir"`
+	}
+	if json.Unmarshal(r.Spec, &spec) != nil || spec.IDE == "" {
+		return ""
+	}
+	wd, latest := spec.WorkingDir, -1
+	for _, j := range jobs {
+		if j.JobNum == 0 && j.ReplicaNum == 0 && j.SubmissionNum > latest {
+			latest = j.SubmissionNum
+			if rt := j.Runtime(); rt.WorkingDir != "" {
+				wd = rt.WorkingDir
+			} else {
+				wd = spec.WorkingDir
+			}
+		}
+	}
+	return web.IDEURL(spec.IDE, r.Name, wd)
 }
 
 func sortJobs(js []web.Job) {
