@@ -253,3 +253,9 @@ func (r *Runner) logLine(stream, line string) {
 		r.log.Error("log_append_failed", "err", err)
 	}
 }
+
+// within reports whether p is root or below it (both cleaned, absolute).
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
