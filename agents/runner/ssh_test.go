@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -775,25 +776,28 @@ func TestSSH_openSSHClient(t *testing.T) {
 	}
 	opts := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", keyFile,
 		"-o", "UserKnownHostsFile=" + known, "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR"}
-	run := func(stdin string, args ...string) (string, int) {
+	// run runs args under sh, which reports their exit status: the
+	// runner's reaper in this process may reap sh before os/exec does.
+	run := func(t *testing.T, stdin string, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx(t), args[0], args[1:]...)
+		cmd := exec.CommandContext(ctx(t), "sh", append([]string{"-c", `"$@"; echo "exit=$?"`, "sh"}, args...)...)
 		cmd.Env = append(os.Environ(), "HOIST_FROM_CLIENT=sent")
 		cmd.Stdin = strings.NewReader(stdin)
 		var out, errs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
+		if err := cmd.Run(); err != nil && !errors.Is(err, syscall.ECHILD) {
 			t.Fatalf("%s: %v", args[0], err)
 		}
 		if errs.Len() > 0 {
 			t.Logf("%s stderr: %s", args[0], errs.String())
 		}
-		return out.String(), code
+		o := out.String()
+		i := strings.LastIndex(o, "exit=")
+		if i < 0 {
+			t.Fatalf("%s: no exit status in %q", args[0], o)
+		}
+		code, _ := strconv.Atoi(strings.TrimSpace(o[i+len("exit="):]))
+		return o[:i], code
 	}
 	sshArgs := func(extra ...string) []string {
 		return append(append(append([]string{"ssh"}, opts...), "-p", port), extra...)
@@ -812,7 +816,7 @@ func TestSSH_openSSHClient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, code := run(tt.stdin, tt.args...)
+			out, code := run(t, tt.stdin, tt.args...)
 			if code != tt.code || !strings.Contains(out, tt.want) {
 				t.Errorf("output %q exit %d, want %q exit %d", out, code, tt.want, tt.code)
 			}
@@ -822,7 +826,7 @@ func TestSSH_openSSHClient(t *testing.T) {
 		t.Run("scp through the image's sftp-server", func(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "result.txt")
 			args := append(append([]string{"scp"}, opts...), "-P", port, "root@127.0.0.1:result.txt", dst)
-			if _, code := run("", args...); code != 0 {
+			if _, code := run(t, "", args...); code != 0 {
 				t.Fatalf("scp exit %d", code)
 			}
 			if b, err := os.ReadFile(dst); err != nil || string(b) != "trained\n" {
