@@ -68,7 +68,7 @@ type sshServer struct {
 	authorizedKeys []ssh.PublicKey // the job spec's AuthorizedKeys, parsed
 	started        time.Time       // when the job started running
 	conns          map[*ssh.ServerConn]struct{}
-	sessions       map[int]struct{} // session ids (leader pids) of the sessions' processes
+	sessions       map[int]struct{} // session ids (leader pids) of the sessions started
 	lastClosed     time.Time        // when the last connection closed
 	closed         bool             // the job ended: no more connections
 }
@@ -336,8 +336,9 @@ func (s *sshServer) remove(sc *ssh.ServerConn) {
 	sc.Close()
 }
 
-// trackSession registers a session's process (the leader of its own
-// session); false once the job has ended, and the caller must kill it.
+// trackSession registers a session's process, the leader of its own
+// session, whose processes are killed when the job ends (those it left
+// behind too); false once the job has ended, and the caller must kill it.
 func (s *sshServer) trackSession(sid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -346,12 +347,6 @@ func (s *sshServer) trackSession(sid int) bool {
 	}
 	s.sessions[sid] = struct{}{}
 	return true
-}
-
-func (s *sshServer) untrackSession(sid int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.sessions, sid)
 }
 
 // closeAll ends SSH for good: it closes every connection and kills every

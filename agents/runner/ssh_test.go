@@ -463,14 +463,22 @@ func TestSSH_jobEndClosesConnectionsAndSessions(t *testing.T) {
 	if left == 0 {
 		t.Fatal("the shell printed no pid")
 	}
+	// A command that ended leaves a process behind.
+	out, _, err := output(t, client, "sleep 3600 >/dev/null 2>&1 & echo $!", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, _ := strconv.Atoi(strings.TrimSpace(out))
 	if _, err := c.Stop(ctx(t), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.Wait(); err == nil {
 		t.Errorf("connection Wait = nil after the job ended")
 	}
-	if alive(left) {
-		t.Errorf("process %d the session started survived the job", left)
+	for _, pid := range []int{left, orphan} {
+		if alive(pid) {
+			t.Errorf("process %d a session started survived the job", pid)
+		}
 	}
 	if _, _, err := c.DialSSH(ctx(t), line); !errors.Is(err, api.ErrConflict) {
 		t.Errorf("DialSSH after the job ended: err = %v, want conflict", err)

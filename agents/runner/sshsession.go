@@ -336,17 +336,12 @@ func (ss *session) wait() {
 		var ws syscall.WaitStatus
 		select {
 		case ws = <-ss.exited:
-			ss.srv.untrackSession(ss.pid)
 		case <-ss.hangup:
 			// The client left: hang up as a terminal does. What ignores
 			// SIGHUP lives on until the job ends.
 			_ = syscall.Kill(-ss.pid, syscall.SIGHUP)
 			ss.closeOutputs()
 			ss.out.Wait()
-			go func() {
-				<-ss.exited
-				ss.srv.untrackSession(ss.pid)
-			}()
 			return
 		}
 		drained := make(chan struct{})
