@@ -302,7 +302,8 @@ func TestSSH_ptyShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RequestPty("xterm-256color", 24, 80, ssh.TerminalModes{}); err != nil {
+	// The client's terminal modes apply: backspace sends ^H, no echo.
+	if err := s.RequestPty("xterm-256color", 24, 80, ssh.TerminalModes{ssh.VERASE: 8, ssh.ECHO: 0}); err != nil {
 		t.Fatalf("RequestPty: %v", err)
 	}
 	stdin, err := s.StdinPipe()
@@ -319,7 +320,7 @@ func TestSSH_ptyShell(t *testing.T) {
 	}
 	// The size is read back once the window change has surely arrived: the
 	// requests of one channel are handled in order, and so is the input.
-	if _, err := io.WriteString(stdin, "tty; echo \"term=$TERM\"; stty size; echo hi; exit 4\n"); err != nil {
+	if _, err := io.WriteString(stdin, "tty; echo \"term=$TERM\"; stty size; stty -a; echo hi; exit 4\n"); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Wait()
@@ -328,7 +329,7 @@ func TestSSH_ptyShell(t *testing.T) {
 		t.Errorf("Wait: %v, want exit status 4", err)
 	}
 	got := out.String()
-	for _, want := range []string{"/dev/pts/", "term=xterm-256color\r\n", "50 132\r\n", "hi\r\n"} {
+	for _, want := range []string{"/dev/pts/", "term=xterm-256color\r\n", "50 132\r\n", "erase = ^H;", " -echo ", "hi\r\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("terminal output %q lacks %q", got, want)
 		}

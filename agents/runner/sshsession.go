@@ -152,6 +152,9 @@ func (ss *session) handle(req *ssh.Request) (ok bool, then func()) {
 			return false, nil
 		}
 		_ = setWinsize(master, p.Cols, p.Rows, p.Width, p.Height)
+		if err := setModes(slave, []byte(p.Modes)); err != nil {
+			ss.srv.r.log.Warn("ssh_pty_modes_failed", "err", err)
+		}
 		ss.master, ss.slave, ss.term = master, slave, p.Term
 		return true, nil
 	case "window-change":
