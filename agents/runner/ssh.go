@@ -273,6 +273,8 @@ func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 			wg.Go(func() { s.session(nch) })
 		case "direct-tcpip":
 			wg.Go(func() { s.directTCPIP(nch) })
+		case "direct-streamlocal@openssh.com":
+			wg.Go(func() { s.directStreamLocal(nch) })
 		default:
 			_ = nch.Reject(ssh.UnknownChannelType, "channel type "+nch.ChannelType()+" is not supported")
 		}
@@ -423,9 +425,34 @@ func (s *sshServer) directTCPIP(nch ssh.NewChannel) {
 		_ = nch.Reject(ssh.ConnectionFailed, "malformed direct-tcpip request")
 		return
 	}
-	addr := net.JoinHostPort(p.Host, strconv.FormatUint(uint64(p.Port), 10))
+	forward(nch, "tcp", net.JoinHostPort(p.Host, strconv.FormatUint(uint64(p.Port), 10)))
+}
+
+// directStreamLocalRequest is the payload of a
+// direct-streamlocal@openssh.com channel open (OpenSSH's PROTOCOL, section
+// 2.4).
+type directStreamLocalRequest struct {
+	SocketPath string
+	Reserved0  string
+	Reserved1  uint32
+}
+
+// directStreamLocal serves Unix socket forwarding (ssh -L to a socket path;
+// VS Code's remote.SSH.remoteServerListenOnSocket), like directTCPIP.
+func (s *sshServer) directStreamLocal(nch ssh.NewChannel) {
+	var p directStreamLocalRequest
+	if err := ssh.Unmarshal(nch.ExtraData(), &p); err != nil || p.SocketPath == "" {
+		_ = nch.Reject(ssh.ConnectionFailed, "malformed direct-streamlocal request")
+		return
+	}
+	forward(nch, "unix", p.SocketPath)
+}
+
+// forward dials addr on network and relays a channel's bytes to it and
+// back until both directions have ended or the channel is closed.
+func forward(nch ssh.NewChannel, network, addr string) {
 	ctx, cancel := context.WithTimeout(context.Background(), sshDialTimeout)
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	cancel()
 	if err != nil {
 		_ = nch.Reject(ssh.ConnectionFailed, err.Error())
@@ -447,8 +474,8 @@ func (s *sshServer) directTCPIP(nch ssh.NewChannel) {
 	var copies sync.WaitGroup
 	copies.Go(func() {
 		_, _ = io.Copy(c, ch)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if hc, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = hc.CloseWrite()
 		}
 	})
 	copies.Go(func() {

@@ -368,7 +368,7 @@ func TestSSH_signalReachesTheCommand(t *testing.T) {
 	}
 }
 
-func TestSSH_directTCPIPDialsFromTheRunner(t *testing.T) {
+func TestSSH_forwardingDialsFromTheRunner(t *testing.T) {
 	key, line := userKey(t)
 	c, _ := sshRunner(t, runner.Config{})
 	startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: t.TempDir()})
@@ -404,6 +404,28 @@ func TestSSH_directTCPIPDialsFromTheRunner(t *testing.T) {
 			t.Errorf("answer %q, %v; want %q", got, err, want)
 		}
 	}
+	// A Unix socket inside (direct-streamlocal@openssh.com).
+	sock := filepath.Join(t.TempDir(), "svc.sock")
+	uln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uln.Close()
+	go func() {
+		conn, err := uln.Accept()
+		if err == nil {
+			_, _ = io.WriteString(conn, "from the socket\n")
+			conn.Close()
+		}
+	}()
+	uc, err := client.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("dial %s through SSH: %v", sock, err)
+	}
+	if got, err := io.ReadAll(uc); err != nil || string(got) != "from the socket\n" {
+		t.Errorf("from the Unix socket: %q, %v", got, err)
+	}
+	uc.Close()
 	// A port nobody listens on is refused at channel open.
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := closed.Addr().String()
