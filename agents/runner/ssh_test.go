@@ -667,7 +667,8 @@ func sshGoroutines() int {
 	stacks = stacks[:runtime.Stack(stacks, true)]
 	n := 0
 	for g := range bytes.SplitSeq(stacks, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("hoist/agents/runner.(*sshServer)")) || bytes.Contains(g, []byte("hoist/agents/runner.(*session)")) {
+		if bytes.Contains(g, []byte("hoist/agents/runner.(*sshServer)")) || bytes.Contains(g, []byte("hoist/agents/runner.(*session)")) ||
+			bytes.Contains(g, []byte("hoist/agents/runner.forward")) {
 			n++
 		}
 	}
