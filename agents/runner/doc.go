@@ -3,6 +3,10 @@
 // captures stdout and stderr into a sequence-numbered log on disk, and serves
 // the job's state, logs and resource metrics until the server has read them.
 //
+// The runner is the container's entrypoint (the shim bind-mounts the static
+// hoist-runner binary into the container), so it may be PID 1: it reaps every
+// orphaned child. It needs nothing from the image but the job's shell.
+//
 // The runner is also the job's SSH server (ssh.go, sshsession.go), reached
 // through its own API by an HTTP Upgrade (api.SSHPath), never on a port of
 // its own: sessions run as the job's user, in its environment and working
@@ -15,10 +19,6 @@
 // between the instance's jobs (--code-cache; bounded, least recently used
 // blobs evicted). Every blob is checked against its hash before the code is
 // placed; the job does not start until it is.
-//
-// The runner is the container's entrypoint (the shim bind-mounts the static
-// hoist-runner binary into the container), so it may be PID 1: it reaps every
-// orphaned child. It needs nothing from the image but the job's shell.
 //
 // cmd/hoist-runner and `hoist agent runner` (cmd/hoist) run it through Main;
 // tests import it too. It imports agents/api and agents/internal/agenthttp,

@@ -68,7 +68,7 @@ type sshServer struct {
 	authorizedKeys []ssh.PublicKey // the job spec's AuthorizedKeys, parsed
 	started        time.Time       // when the job started running
 	conns          map[*ssh.ServerConn]struct{}
-	sessions       map[int]struct{} // session ids (leader pids) of the sessions' processes
+	sessions       map[int]struct{} // session ids (leader pids) of the sessions started
 	lastClosed     time.Time        // when the last connection closed
 	closed         bool             // the job ended: no more connections
 }
@@ -273,6 +273,8 @@ func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 			wg.Go(func() { s.session(nch) })
 		case "direct-tcpip":
 			wg.Go(func() { s.directTCPIP(nch) })
+		case "direct-streamlocal@openssh.com":
+			wg.Go(func() { s.directStreamLocal(nch) })
 		default:
 			_ = nch.Reject(ssh.UnknownChannelType, "channel type "+nch.ChannelType()+" is not supported")
 		}
@@ -336,8 +338,9 @@ func (s *sshServer) remove(sc *ssh.ServerConn) {
 	sc.Close()
 }
 
-// trackSession registers a session's process (the leader of its own
-// session); false once the job has ended, and the caller must kill it.
+// trackSession registers a session's process, the leader of its own
+// session, whose processes are killed when the job ends (those it left
+// behind too); false once the job has ended, and the caller must kill it.
 func (s *sshServer) trackSession(sid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -346,12 +349,6 @@ func (s *sshServer) trackSession(sid int) bool {
 	}
 	s.sessions[sid] = struct{}{}
 	return true
-}
-
-func (s *sshServer) untrackSession(sid int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.sessions, sid)
 }
 
 // closeAll ends SSH for good: it closes every connection and kills every
@@ -428,9 +425,34 @@ func (s *sshServer) directTCPIP(nch ssh.NewChannel) {
 		_ = nch.Reject(ssh.ConnectionFailed, "malformed direct-tcpip request")
 		return
 	}
-	addr := net.JoinHostPort(p.Host, strconv.FormatUint(uint64(p.Port), 10))
+	forward(nch, "tcp", net.JoinHostPort(p.Host, strconv.FormatUint(uint64(p.Port), 10)))
+}
+
+// directStreamLocalRequest is the payload of a
+// direct-streamlocal@openssh.com channel open (OpenSSH's PROTOCOL, section
+// 2.4).
+type directStreamLocalRequest struct {
+	SocketPath string
+	Reserved0  string
+	Reserved1  uint32
+}
+
+// directStreamLocal serves Unix socket forwarding (ssh -L to a socket path;
+// VS Code's remote.SSH.remoteServerListenOnSocket), like directTCPIP.
+func (s *sshServer) directStreamLocal(nch ssh.NewChannel) {
+	var p directStreamLocalRequest
+	if err := ssh.Unmarshal(nch.ExtraData(), &p); err != nil || p.SocketPath == "" {
+		_ = nch.Reject(ssh.ConnectionFailed, "malformed direct-streamlocal request")
+		return
+	}
+	forward(nch, "unix", p.SocketPath)
+}
+
+// forward dials addr on network and relays a channel's bytes to it and
+// back until both directions have ended or the channel is closed.
+func forward(nch ssh.NewChannel, network, addr string) {
 	ctx, cancel := context.WithTimeout(context.Background(), sshDialTimeout)
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	cancel()
 	if err != nil {
 		_ = nch.Reject(ssh.ConnectionFailed, err.Error())
@@ -452,8 +474,8 @@ func (s *sshServer) directTCPIP(nch ssh.NewChannel) {
 	var copies sync.WaitGroup
 	copies.Go(func() {
 		_, _ = io.Copy(c, ch)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		if hc, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = hc.CloseWrite()
 		}
 	})
 	copies.Go(func() {

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,7 +302,8 @@ func TestSSH_ptyShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.RequestPty("xterm-256color", 24, 80, ssh.TerminalModes{}); err != nil {
+	// The client's terminal modes apply: backspace sends ^H, no echo.
+	if err := s.RequestPty("xterm-256color", 24, 80, ssh.TerminalModes{ssh.VERASE: 8, ssh.ECHO: 0}); err != nil {
 		t.Fatalf("RequestPty: %v", err)
 	}
 	stdin, err := s.StdinPipe()
@@ -318,7 +320,7 @@ func TestSSH_ptyShell(t *testing.T) {
 	}
 	// The size is read back once the window change has surely arrived: the
 	// requests of one channel are handled in order, and so is the input.
-	if _, err := io.WriteString(stdin, "tty; echo \"term=$TERM\"; stty size; echo hi; exit 4\n"); err != nil {
+	if _, err := io.WriteString(stdin, "tty; echo \"term=$TERM\"; stty size; stty -a; echo hi; exit 4\n"); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Wait()
@@ -327,7 +329,7 @@ func TestSSH_ptyShell(t *testing.T) {
 		t.Errorf("Wait: %v, want exit status 4", err)
 	}
 	got := out.String()
-	for _, want := range []string{"/dev/pts/", "term=xterm-256color\r\n", "50 132\r\n", "hi\r\n"} {
+	for _, want := range []string{"/dev/pts/", "term=xterm-256color\r\n", "50 132\r\n", "erase = ^H;", " -echo ", "hi\r\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("terminal output %q lacks %q", got, want)
 		}
@@ -366,7 +368,7 @@ func TestSSH_signalReachesTheCommand(t *testing.T) {
 	}
 }
 
-func TestSSH_directTCPIPDialsFromTheRunner(t *testing.T) {
+func TestSSH_forwardingDialsFromTheRunner(t *testing.T) {
 	key, line := userKey(t)
 	c, _ := sshRunner(t, runner.Config{})
 	startJob(t, c, api.JobSpec{AuthorizedKeys: []string{line}, WorkingDir: t.TempDir()})
@@ -402,6 +404,28 @@ func TestSSH_directTCPIPDialsFromTheRunner(t *testing.T) {
 			t.Errorf("answer %q, %v; want %q", got, err, want)
 		}
 	}
+	// A Unix socket inside (direct-streamlocal@openssh.com).
+	sock := filepath.Join(t.TempDir(), "svc.sock")
+	uln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uln.Close()
+	go func() {
+		conn, err := uln.Accept()
+		if err == nil {
+			_, _ = io.WriteString(conn, "from the socket\n")
+			conn.Close()
+		}
+	}()
+	uc, err := client.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("dial %s through SSH: %v", sock, err)
+	}
+	if got, err := io.ReadAll(uc); err != nil || string(got) != "from the socket\n" {
+		t.Errorf("from the Unix socket: %q, %v", got, err)
+	}
+	uc.Close()
 	// A port nobody listens on is refused at channel open.
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := closed.Addr().String()
@@ -462,14 +486,22 @@ func TestSSH_jobEndClosesConnectionsAndSessions(t *testing.T) {
 	if left == 0 {
 		t.Fatal("the shell printed no pid")
 	}
+	// A command that ended leaves a process behind.
+	out, _, err := output(t, client, "sleep 3600 >/dev/null 2>&1 & echo $!", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, _ := strconv.Atoi(strings.TrimSpace(out))
 	if _, err := c.Stop(ctx(t), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.Wait(); err == nil {
 		t.Errorf("connection Wait = nil after the job ended")
 	}
-	if alive(left) {
-		t.Errorf("process %d the session started survived the job", left)
+	for _, pid := range []int{left, orphan} {
+		if alive(pid) {
+			t.Errorf("process %d a session started survived the job", pid)
+		}
 	}
 	if _, _, err := c.DialSSH(ctx(t), line); !errors.Is(err, api.ErrConflict) {
 		t.Errorf("DialSSH after the job ended: err = %v, want conflict", err)
@@ -635,7 +667,8 @@ func sshGoroutines() int {
 	stacks = stacks[:runtime.Stack(stacks, true)]
 	n := 0
 	for g := range bytes.SplitSeq(stacks, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("hoist/agents/runner.(*sshServer)")) || bytes.Contains(g, []byte("hoist/agents/runner.(*session)")) {
+		if bytes.Contains(g, []byte("hoist/agents/runner.(*sshServer)")) || bytes.Contains(g, []byte("hoist/agents/runner.(*session)")) ||
+			bytes.Contains(g, []byte("hoist/agents/runner.forward")) {
 			n++
 		}
 	}
@@ -775,25 +808,28 @@ func TestSSH_openSSHClient(t *testing.T) {
 	}
 	opts := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", keyFile,
 		"-o", "UserKnownHostsFile=" + known, "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR"}
-	run := func(stdin string, args ...string) (string, int) {
+	// run runs args under sh, which reports their exit status: the
+	// runner's reaper in this process may reap sh before os/exec does.
+	run := func(t *testing.T, stdin string, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx(t), args[0], args[1:]...)
+		cmd := exec.CommandContext(ctx(t), "sh", append([]string{"-c", `"$@"; echo "exit=$?"`, "sh"}, args...)...)
 		cmd.Env = append(os.Environ(), "HOIST_FROM_CLIENT=sent")
 		cmd.Stdin = strings.NewReader(stdin)
 		var out, errs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
+		if err := cmd.Run(); err != nil && !errors.Is(err, syscall.ECHILD) {
 			t.Fatalf("%s: %v", args[0], err)
 		}
 		if errs.Len() > 0 {
 			t.Logf("%s stderr: %s", args[0], errs.String())
 		}
-		return out.String(), code
+		o := out.String()
+		i := strings.LastIndex(o, "exit=")
+		if i < 0 {
+			t.Fatalf("%s: no exit status in %q", args[0], o)
+		}
+		code, _ := strconv.Atoi(strings.TrimSpace(o[i+len("exit="):]))
+		return o[:i], code
 	}
 	sshArgs := func(extra ...string) []string {
 		return append(append(append([]string{"ssh"}, opts...), "-p", port), extra...)
@@ -812,7 +848,7 @@ func TestSSH_openSSHClient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, code := run(tt.stdin, tt.args...)
+			out, code := run(t, tt.stdin, tt.args...)
 			if code != tt.code || !strings.Contains(out, tt.want) {
 				t.Errorf("output %q exit %d, want %q exit %d", out, code, tt.want, tt.code)
 			}
@@ -822,7 +858,7 @@ func TestSSH_openSSHClient(t *testing.T) {
 		t.Run("scp through the image's sftp-server", func(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "result.txt")
 			args := append(append([]string{"scp"}, opts...), "-P", port, "root@127.0.0.1:result.txt", dst)
-			if _, code := run("", args...); code != 0 {
+			if _, code := run(t, "", args...); code != 0 {
 				t.Fatalf("scp exit %d", code)
 			}
 			if b, err := os.ReadFile(dst); err != nil || string(b) != "trained\n" {

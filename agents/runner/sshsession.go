@@ -152,6 +152,9 @@ func (ss *session) handle(req *ssh.Request) (ok bool, then func()) {
 			return false, nil
 		}
 		_ = setWinsize(master, p.Cols, p.Rows, p.Width, p.Height)
+		if err := setModes(slave, []byte(p.Modes)); err != nil {
+			ss.srv.r.log.Warn("ssh_pty_modes_failed", "err", err)
+		}
 		ss.master, ss.slave, ss.term = master, slave, p.Term
 		return true, nil
 	case "window-change":
@@ -336,17 +339,12 @@ func (ss *session) wait() {
 		var ws syscall.WaitStatus
 		select {
 		case ws = <-ss.exited:
-			ss.srv.untrackSession(ss.pid)
 		case <-ss.hangup:
 			// The client left: hang up as a terminal does. What ignores
 			// SIGHUP lives on until the job ends.
 			_ = syscall.Kill(-ss.pid, syscall.SIGHUP)
 			ss.closeOutputs()
 			ss.out.Wait()
-			go func() {
-				<-ss.exited
-				ss.srv.untrackSession(ss.pid)
-			}()
 			return
 		}
 		drained := make(chan struct{})
