@@ -107,6 +107,7 @@ type attached struct {
 		} `json:"ports"`
 		SSHHost   string `json:"ssh_host"`
 		SSHConfig string `json:"ssh_config"`
+		IDEURL    string `json:"ide_url"`
 	}
 	stderr bytes.Buffer
 	done   chan error
