@@ -54,6 +54,29 @@ func (o *clientOptions) applyEnv(fs *pflag.FlagSet) error {
 	return nil
 }
 
+// prepare is the start of every API command's RunE: the environment's
+// flags (applyEnv), then checks of the command's own flags (e.g. the one
+// outputFlag returns), in order.
+func (o *clientOptions) prepare(cmd *cobra.Command, checks ...func() error) error {
+	if err := o.applyEnv(cmd.Flags()); err != nil {
+		return err
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connect is prepare followed by client.
+func (o *clientOptions) connect(cmd *cobra.Command, checks ...func() error) (*client.Client, error) {
+	if err := o.prepare(cmd, checks...); err != nil {
+		return nil, err
+	}
+	return o.client()
+}
+
 // client resolves the server and token as clientHelp says.
 func (o *clientOptions) client() (*client.Client, error) {
 	return client.New(client.Options{Server: o.server, Token: o.token, DataDir: o.dataDir})

@@ -92,10 +92,7 @@ It needs the server and token from the environment or the login config
 	cmd.Flags().StringVar(&sshConfig, "ssh-config", "", "the OpenSSH config file to write the run's Host entry to (default ~/.ssh/config)")
 	cmd.Flags().BoolVar(&noSSHConfig, "no-ssh-config", false, "do not write a Host entry for the run")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.applyEnv(cmd.Flags()); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
+		if err := o.prepare(cmd, check); err != nil {
 			return err
 		}
 		name := args[0]

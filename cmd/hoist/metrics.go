@@ -55,13 +55,7 @@ unfinished job has no metrics: exit 1.
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default every unfinished job)")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every 10 seconds until interrupted or the run ends")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.applyEnv(cmd.Flags()); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
-			return err
-		}
-		c, err := o.client()
+		c, err := o.connect(cmd, check)
 		if err != nil {
 			return err
 		}

@@ -53,13 +53,7 @@ interrupted (with -o json: one JSON array per line at each redraw).
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "show finished runs too")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every 2 seconds until interrupted")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.applyEnv(cmd.Flags()); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
-			return err
-		}
-		c, err := o.client()
+		c, err := o.connect(cmd, check)
 		if err != nil {
 			return err
 		}
@@ -181,10 +175,7 @@ of its own (JSON Lines).
 	cmd.Flags().StringVar(&since, "since", "", "only lines newer than this duration (10m) or RFC 3339 time")
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.applyEnv(cmd.Flags()); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
+		if err := o.prepare(cmd, check); err != nil {
 			return err
 		}
 		t, err := parseSince(since, time.Now())
@@ -321,13 +312,7 @@ abort also hurries a run already stopping; jobs already in their grace keep it.
 	o.addFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill the jobs at once, without their graceful stop")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.applyEnv(cmd.Flags()); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
-			return err
-		}
-		c, err := o.client()
+		c, err := o.connect(cmd, check)
 		if err != nil {
 			return err
 		}
@@ -367,10 +352,7 @@ array, or with -f one JSON object per line (JSON Lines).
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many of the newest events (default the server's, 200)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.applyEnv(cmd.Flags()); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
+		if err := o.prepare(cmd, check); err != nil {
 			return err
 		}
 		q := client.EventsQuery{Kind: kind, Name: run, Limit: limit}
