@@ -26,8 +26,15 @@ const MaxJobSpecBytes = 16 << 20
 type JobSpec struct {
 	// RunName is the run's name (exported as HOIST_RUN_NAME).
 	RunName string `json:"run_name"`
-	// JobID is the job's id (exported as HOIST_JOB_ID).
+	// JobID is the job's id, one submission of it (exported as
+	// HOIST_JOB_ID and DSTACK_JOB_ID).
 	JobID string `json:"job_id"`
+	// RunID is the run's id (exported as DSTACK_RUN_ID).
+	RunID string `json:"run_id,omitempty"`
+	// Cluster, when set, is where the job's replica runs: the runner
+	// exports it as dstack's cluster environment and writes the MPI
+	// hostfile (see ClusterInfo).
+	Cluster *ClusterInfo `json:"cluster,omitempty"`
 	// Commands run one after another in one shell; the first failure ends
 	// the job. With Entrypoint set they are its arguments instead. With
 	// neither, the job runs the image's entrypoint and cmd.
@@ -65,6 +72,30 @@ type JobSpec struct {
 	// the runner installs before the commands run (dstack's `ide` and
 	// `version`).
 	IDE *IDESpec `json:"ide,omitempty"`
+}
+
+// ClusterInfo describes the nodes of the job's replica (the jobs of one
+// multi-node task run together, one per node), as dstack's runner receives
+// it and exports it (runner/internal/runner/executor/executor.go, execJob):
+// DSTACK_NODE_RANK, DSTACK_NODES_NUM, DSTACK_NODES_IPS (newline-separated),
+// DSTACK_MASTER_NODE_IP, DSTACK_GPUS_PER_NODE, DSTACK_GPUS_NUM and
+// DSTACK_MPI_HOSTFILE, a file of one line per node: "<ip> slots=<gpus per
+// node>", or just "<ip>" on nodes without GPUs (and no line at all when a
+// node's IP is unknown). A single-node job is a cluster of one.
+type ClusterInfo struct {
+	// NodeRank is the job's rank: its job number, 0 for the master.
+	NodeRank int `json:"node_rank"`
+	// NodesNum is the number of nodes (jobs) of the replica.
+	NodesNum int `json:"nodes_num"`
+	// NodesIPs are the nodes' internal IPs in rank order: the addresses
+	// the nodes reach each other at ("" for a node whose IP is unknown).
+	NodesIPs []string `json:"nodes_ips"`
+	// MasterIP is the rank 0 node's IP (NodesIPs[0]).
+	MasterIP string `json:"master_ip"`
+	// GPUsPerNode is the number of GPUs each node's job has.
+	GPUsPerNode int `json:"gpus_per_node"`
+	// GPUsNum is the number of GPUs of all nodes (NodesNum × GPUsPerNode).
+	GPUsNum int `json:"gpus_num"`
 }
 
 // IDESpec is a dev environment's IDE server, installed by the runner into

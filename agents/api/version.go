@@ -25,8 +25,12 @@ const (
 	// run the job without its code). Version 5: SSH into the job
 	// (SSHPath), JobSpec.AuthorizedKeys and IDE, and code delivered by
 	// manifest and missing blobs (an older runner would refuse an attach
-	// and run a dev environment without its IDE server).
-	RunnerAPIVersion = 5
+	// and run a dev environment without its IDE server). Version 6:
+	// JobSpec.RunID and Cluster, dstack's cluster environment (an older
+	// runner would run a multi-node job without DSTACK_MASTER_NODE_IP,
+	// DSTACK_NODES_IPS and the MPI hostfile its nodes need to find each
+	// other).
+	RunnerAPIVersion = 6
 )
 
 // Service names reported by the agents' health checks.

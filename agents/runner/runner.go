@@ -68,6 +68,9 @@ type Config struct {
 	// CodeCacheBytes bounds CodeCache; the least recently used blobs beyond
 	// it are evicted (0: 2 GiB).
 	CodeCacheBytes int64
+	// MPIHostfile is where the job's MPI hostfile is written ("" =
+	// DefaultMPIHostfile); tests point it into a temporary directory.
+	MPIHostfile string
 }
 
 // Runner runs one job. Create it with New; serve Handler.
@@ -290,6 +293,9 @@ func (r *Runner) env() []string {
 	if m["PATH"] == "" {
 		m["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
+	// dstack's variables come first: the spec's env and secrets may
+	// override them, as in dstack's runner; hoist's own come last.
+	r.dstackEnv(m)
 	for k, v := range r.spec.Env {
 		m[k] = v
 	}
@@ -299,11 +305,6 @@ func (r *Runner) env() []string {
 	m["HOIST_RUN_NAME"] = r.spec.RunName
 	m["HOIST_JOB_ID"] = r.spec.JobID
 	m["HOIST_WORKING_DIR"] = r.workDir
-	m["DSTACK_RUN_NAME"] = r.spec.RunName
-	m["DSTACK_WORKING_DIR"] = r.workDir
-	if d := r.repoDirLocked(); d != "" {
-		m["DSTACK_REPO_DIR"] = d
-	}
 	env := make([]string, 0, len(m))
 	for k, v := range m {
 		env = append(env, k+"="+v)
@@ -315,6 +316,9 @@ func (r *Runner) env() []string {
 func (r *Runner) startLocked() error {
 	if err := os.MkdirAll(r.workDir, 0o755); err != nil {
 		return fmt.Errorf("create working dir: %w", err)
+	}
+	if err := r.writeHostfile(); err != nil {
+		return err
 	}
 	argv := r.argv()
 	path, err := lookPathIn(argv[0], r.jobEnvPath())
