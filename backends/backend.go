@@ -117,6 +117,9 @@ type SSHHost struct {
 	KnownHosts string
 	// ProxyJump is the host to jump through, if any.
 	ProxyJump *SSHHost
+	// InternalIP is the address the fleet's other hosts reach this one at
+	// (the fleet spec's internal_ip); "" means Hostname.
+	InternalIP string
 }
 
 // Instance statuses as a backend observes them. The reconciler owns the
@@ -156,6 +159,12 @@ type Instance struct {
 	Region string
 	// Hostname is the address the server uses to reach the instance.
 	Hostname string
+	// InternalIP is the address the other instances of its fleet reach it
+	// at (dstack's internal_ip): an SSH host's internal_ip, or its
+	// address; the local host's loopback; a cloud VM's private IP where
+	// the driver knows it. "" when unknown: such an instance cannot take a
+	// node of a multi-node run.
+	InternalIP string
 	// Status is one of the Status* constants.
 	Status string
 	// Message explains the status, e.g. why the instance is unreachable.

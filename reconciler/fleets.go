@@ -135,7 +135,7 @@ func offerInstance(num int, be string, offer offers.Offer) store.Instance {
 }
 
 func sshHost(cfg *schema.SSHConfig, h schema.SSHHost) backends.SSHHost {
-	out := backends.SSHHost{Hostname: h.Hostname, Port: h.Port, User: h.User, IdentityFile: h.IdentityFile}
+	out := backends.SSHHost{Hostname: h.Hostname, Port: h.Port, User: h.User, IdentityFile: h.IdentityFile, InternalIP: h.InternalIP}
 	if out.Port == 0 {
 		out.Port = cfg.Port
 	}

@@ -382,6 +382,9 @@ func (c *Controller) observeInstance(inst *store.Instance, bi backends.Instance)
 	if bi.Hostname != "" {
 		inst.Hostname = bi.Hostname
 	}
+	if bi.InternalIP != "" {
+		inst.InternalIP = bi.InternalIP
+	}
 	if bi.Region != "" {
 		inst.Region = bi.Region
 	}

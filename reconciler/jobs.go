@@ -154,6 +154,18 @@ type runtimeData = store.JobRuntime
 // createTask asks the instance's shim for the job's container. The task id
 // is the job id, so asking twice is harmless.
 func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
+	// The nodes of a cluster start once all of them have instances, in
+	// the run's startup_order.
+	gate, err := c.clusterFor(ctx, job, run, spec, true)
+	if err != nil {
+		return 0, err
+	}
+	if gate.Fail != "" {
+		return 0, c.setTerminating(ctx, l, job, reasonTerminatedByServer, gate.Fail)
+	}
+	if gate.Wait != "" {
+		return c.waitForNodes(ctx, l, job, run, gate.Wait)
+	}
 	shim, _, err := c.shimFor(ctx, job.InstanceID)
 	if err != nil {
 		return 0, err
@@ -177,8 +189,13 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		return 0, c.failForSecrets(ctx, l, job, run, err)
 	}
 	ts.RegistryAuth = sec.registryAuth
-	if g := spec.Resources.GPU; g.Count.Min != nil && *g.Count.Min > 0 {
-		ts.GPUCount, ts.GPUVendor = int(*g.Count.Min), g.Vendor
+	if g := taskGPUs(spec); g > 0 {
+		ts.GPUCount, ts.GPUVendor = g, spec.Resources.GPU.Vendor
+	}
+	if spec.multiNode() {
+		// Nodes see each other on their hosts' interfaces (NCCL, Gloo,
+		// MPI), as dstack runs multi-node jobs with host networking.
+		ts.NetworkMode = api.NetworkHost
 	}
 	if s := spec.Resources.ShmSize; s != nil {
 		ts.ShmSizeBytes = int64(*s * (1 << 30))
@@ -218,7 +235,7 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		}
 		return 0, fmt.Errorf("create task: %w", err)
 	}
-	job.ShimTaskID, job.Status = job.ID, store.JobPulling
+	job.ShimTaskID, job.Status, job.StatusMessage = job.ID, store.JobPulling, ""
 	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
 		return 0, err
 	}
@@ -295,8 +312,18 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		if err != nil {
 			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, err.Error())
 		}
+		gate, err := c.clusterFor(ctx, job, run, spec, false)
+		if err != nil {
+			return 0, err
+		}
+		if gate.Info == nil {
+			// A node lost its instance since this one's container was
+			// created: the run retries or fails.
+			return 0, c.setTerminating(ctx, l, job, reasonTerminatedByServer, "the cluster is incomplete: "+gate.Wait+gate.Fail)
+		}
 		js := api.JobSpec{
-			RunName: run.Name, JobID: job.ID, Commands: spec.script(), Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
+			RunName: run.Name, RunID: run.ID, JobID: job.ID, Cluster: gate.Info,
+			Commands: spec.script(), Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration:    time.Duration(spec.MaxDuration) * time.Second,
 			AuthorizedKeys: c.cfg.SSHAuthorizedKeys,
@@ -378,20 +405,19 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	}
 	c.event(ctx, "job", job.JobName, job.ID, "running", run.Revision, "job running in container "+info.ContainerName)
 	c.runs.Add(run.ID)
+	c.wakeNodes(ctx, job, spec)
 	return time.Millisecond, nil
 }
 
 // jobEnv is the job's environment: the spec's env with secrets resolved
-// (resolveJobSecrets) and hoist's own variables.
+// (resolveJobSecrets) and hoist's own variables. dstack's (DSTACK_RUN_NAME,
+// the cluster's) the runner sets from JobSpec, as dstack's runner does.
 func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec, env map[string]string) map[string]string {
 	out := map[string]string{
-		"HOIST_RUN_NAME":   run.Name,
-		"HOIST_JOB_ID":     job.ID,
-		"HOIST_NODE_RANK":  strconv.Itoa(job.JobNum),
-		"HOIST_NODES_NUM":  strconv.Itoa(max(spec.Nodes, 1)),
-		"DSTACK_RUN_NAME":  run.Name,
-		"DSTACK_NODE_RANK": strconv.Itoa(job.JobNum),
-		"DSTACK_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
+		"HOIST_RUN_NAME":  run.Name,
+		"HOIST_JOB_ID":    job.ID,
+		"HOIST_NODE_RANK": strconv.Itoa(job.JobNum),
+		"HOIST_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
 	}
 	for k, v := range env {
 		out[k] = v

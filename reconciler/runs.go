@@ -154,6 +154,10 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 			}
 		}
 	}
+	if term == "" && masterDone(spec, latest) {
+		// stop_criteria master-done: the master is done, the workers stop.
+		term = runReasonAllJobsDone
+	}
 	if term != "" {
 		run.Status, run.TerminationReason, run.StatusMessage = store.RunTerminating, term, "terminating"
 		if err := c.st.UpdateRunLeased(ctx, l, &run); err != nil {
@@ -170,10 +174,11 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 	if allPulling(latest) {
 		msg = "pulling"
 	}
-	if status == store.RunSubmitted {
-		// Say what a waiting job waits for (a fleet's instances).
+	if status == store.RunSubmitted || status == store.RunProvisioning {
+		// Say what a waiting job waits for (a fleet's instances, the other
+		// nodes of its cluster).
 		for _, j := range latest {
-			if j.Status == store.JobSubmitted && j.StatusMessage != "" {
+			if (j.Status == store.JobSubmitted || j.Status == store.JobProvisioning) && j.StatusMessage != "" {
 				msg = j.StatusMessage
 				break
 			}

@@ -428,6 +428,10 @@ type Instance struct {
 	Price float64 `bun:"price,notnull"`
 	// Hostname is the address hoist reaches the instance at.
 	Hostname string `bun:"hostname,notnull"`
+	// InternalIP is the address the other instances of its fleet reach it
+	// at (dstack's internal_ip), "" when unknown: the nodes of a
+	// multi-node run find each other by it.
+	InternalIP string `bun:"internal_ip,notnull"`
 	// SSHPort is the instance's SSH port.
 	SSHPort int `bun:"ssh_port,notnull"`
 	// SSHUser is the SSH login user.

@@ -56,6 +56,10 @@ type Config struct {
 	Metrics func() api.Metrics
 	// Now is the clock of provisioning delays; nil means time.Now.
 	Now func() time.Time
+	// NoInternalIPs makes instances report no internal IP, as a driver
+	// that does not know its VMs' private addresses; otherwise instance n
+	// (from 1, in creation order) reports 10.0.<n/256>.<n%256>.
+	NoInternalIPs bool
 }
 
 // DefaultOffers are a small CPU offer and a one-GPU offer in region "loop".
@@ -189,6 +193,9 @@ func (b *Backend) Create(_ context.Context, spec backends.InstanceSpec) (backend
 		return backends.Instance{}, fmt.Errorf("fake backend: %w", err)
 	}
 	in.spec = spec
+	if !b.cfg.NoInternalIPs {
+		in.internalIP = fmt.Sprintf("10.0.%d.%d", b.seq/256, b.seq%256)
+	}
 	b.insts[spec.ID] = in
 	return b.describeLocked(in), nil
 }
@@ -210,7 +217,7 @@ func (b *Backend) Describe(_ context.Context, id string) (backends.Instance, err
 func (b *Backend) describeLocked(in *instance) backends.Instance {
 	out := backends.Instance{
 		ID: in.id, Backend: b.cfg.Name, ProviderID: in.providerID, Region: in.offer.Region,
-		Hostname: "127.0.0.1", Status: backends.StatusRunning, Runtime: b.cfg.Runtime,
+		Hostname: "127.0.0.1", InternalIP: in.internalIP, Status: backends.StatusRunning, Runtime: b.cfg.Runtime,
 		Offer: in.offer, Price: in.offer.Price, Arch: "amd64", Tags: backends.CopyTags(in.tags), CreatedAt: in.created,
 	}
 	if b.cfg.Now().Before(in.created.Add(b.cfg.ProvisionFor)) || b.neverBoots[in.offer.Instance] {

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -252,6 +253,11 @@ func (r *runner) handleRun(w http.ResponseWriter, _ *http.Request) {
 // execute runs the job's script and records its end.
 func (r *runner) execute(ctx context.Context, spec api.JobSpec) {
 	env := map[string]string{"HOIST_RUN_NAME": spec.RunName, "HOIST_JOB_ID": spec.JobID}
+	if c := spec.Cluster; c != nil {
+		// The cluster variables the real runner exports (a subset).
+		env["DSTACK_NODE_RANK"], env["DSTACK_NODES_NUM"] = strconv.Itoa(c.NodeRank), strconv.Itoa(c.NodesNum)
+		env["DSTACK_MASTER_NODE_IP"], env["DSTACK_NODES_IPS"] = c.MasterIP, strings.Join(c.NodesIPs, "\n")
+	}
 	for k, v := range spec.Env {
 		env[k] = v
 	}

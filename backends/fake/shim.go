@@ -29,6 +29,7 @@ type instance struct {
 	offer      offers.Offer
 	tags       map[string]string
 	spec       backends.InstanceSpec // as created
+	internalIP string                // what it reports as its internal IP
 	created    time.Time
 	token      string
 	shimURL    string

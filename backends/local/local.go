@@ -337,7 +337,7 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 
 func (b *Backend) toInstance(in *instance) backends.Instance {
 	return backends.Instance{
-		ID: in.rec.ID, Backend: b.cfg.Name, Region: Region, Hostname: "127.0.0.1",
+		ID: in.rec.ID, Backend: b.cfg.Name, Region: Region, Hostname: "127.0.0.1", InternalIP: "127.0.0.1",
 		Status: backends.StatusRunning, Runtime: backends.RuntimeShim, Offer: in.rec.Offer,
 		Arch: goarch(), Tags: backends.CopyTags(in.rec.Tags), CreatedAt: in.rec.CreatedAt,
 	}

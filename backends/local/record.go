@@ -59,7 +59,7 @@ func (b *Backend) deleteRecord(ctx context.Context, id string) error {
 // through that server.
 func (b *Backend) othersInstance(r record) backends.Instance {
 	return backends.Instance{
-		ID: r.ID, Backend: b.cfg.Name, Region: Region, Hostname: "127.0.0.1",
+		ID: r.ID, Backend: b.cfg.Name, Region: Region, Hostname: "127.0.0.1", InternalIP: "127.0.0.1",
 		Status: backends.StatusRunning, Runtime: backends.RuntimeShim, Offer: r.Offer,
 		Message: "served by hoist server " + r.Server, Arch: goarch(),
 		Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,

@@ -286,11 +286,21 @@ func (b *Backend) offersLocked() []offers.Offer {
 
 func (b *Backend) instance(r *record) backends.Instance {
 	return backends.Instance{
-		ID: r.ID, Backend: b.cfg.Name, Region: Region, Hostname: r.Host.Hostname,
+		ID: r.ID, Backend: b.cfg.Name, Region: Region, Hostname: r.Host.Hostname, InternalIP: internalIP(r.Host),
 		Status: r.Status, Message: r.Message, Runtime: backends.RuntimeShim,
 		Offer: r.Offer, Arch: r.Arch, HostKey: r.HostKey,
 		Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,
 	}
+}
+
+// internalIP is the address the fleet's other hosts reach h at: its
+// internal_ip, else the address the server dials (dstack takes a host's
+// internal_ip, or its address, for the nodes of a cluster).
+func internalIP(h backends.SSHHost) string {
+	if h.InternalIP != "" {
+		return h.InternalIP
+	}
+	return h.Hostname
 }
 
 // Offers returns one offer per host of the fleet that is not being

@@ -1,0 +1,175 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"hoist/agents/api"
+	"hoist/schema"
+	"hoist/store"
+)
+
+// The values of a run's startup_order and stop_criteria other than the
+// defaults (any, all-done), dstack's StartupOrder and StopCriteria.
+const (
+	startupMasterFirst  = "master-first"
+	startupWorkersFirst = "workers-first"
+	stopMasterDone      = "master-done"
+)
+
+// clusterWaitPoll is how often a node waiting for the other nodes of its
+// replica looks again; a node that starts running wakes the others at once.
+const clusterWaitPoll = time.Second
+
+// multiNode reports whether the run's jobs are the nodes of a cluster (a
+// task with nodes above 1): they run with host networking on whole
+// instances and wait for each other before they start.
+func (s runSpec) multiNode() bool {
+	return schema.Kind(s.Type) == schema.KindTask && s.Nodes > 1
+}
+
+// taskGPUs is the number of GPUs a job's container gets: the low end of
+// its resources' GPU count.
+func taskGPUs(spec runSpec) int {
+	if g := spec.Resources.GPU; g.Count.Min != nil && *g.Count.Min > 0 {
+		return int(*g.Count.Min)
+	}
+	return 0
+}
+
+// clusterGate is what the nodes of a job's replica say about starting it.
+type clusterGate struct {
+	// Info is the job's cluster, set once every node of the replica has
+	// its instance.
+	Info *api.ClusterInfo
+	// Wait says what the job waits for; "" when it may start.
+	Wait string
+	// Fail says why the job can never start; "" when it can.
+	Fail string
+}
+
+// clusterFor returns the cluster of job: the latest submissions of the
+// jobs of its replica, one node each in job number order, with the
+// internal IPs of their instances (dstack's _get_cluster_info in
+// server/background/pipeline_tasks/jobs_running.py). Like dstack, a job
+// waits until every node of its replica has an instance; with order it
+// also waits as the run's startup_order says (_should_wait_for_other_nodes):
+// master-first keeps the workers until the master (job 0) runs,
+// workers-first keeps the master until every worker runs. A multi-node
+// job on an instance without an internal IP fails: its nodes could not
+// find each other.
+func (c *Controller) clusterFor(ctx context.Context, job *store.Job, run *store.Run, spec runSpec, order bool) (clusterGate, error) {
+	jobs, err := c.st.ListJobs(ctx, run.ID)
+	if err != nil {
+		return clusterGate{}, err
+	}
+	var nodes []store.Job
+	for _, j := range latestSubmissions(jobs) {
+		if j.ReplicaNum == job.ReplicaNum {
+			nodes = append(nodes, j)
+		}
+	}
+	slices.SortFunc(nodes, func(a, b store.Job) int { return a.JobNum - b.JobNum })
+	if len(nodes) == 0 || !slices.ContainsFunc(nodes, func(j store.Job) bool { return j.ID == job.ID }) {
+		// An older submission: it is its own cluster.
+		nodes = []store.Job{*job}
+	}
+	n := len(nodes)
+	missing := 0
+	for _, j := range nodes {
+		if j.InstanceID == "" || j.Status == store.JobSubmitted {
+			missing++
+		}
+	}
+	if missing > 0 {
+		return clusterGate{Wait: fmt.Sprintf("waiting for %d of %d nodes to get an instance", missing, n)}, nil
+	}
+	ips := make([]string, n)
+	for i, j := range nodes {
+		inst, err := c.st.GetInstance(ctx, j.InstanceID)
+		if err != nil {
+			return clusterGate{}, err
+		}
+		if n > 1 && inst.InternalIP == "" {
+			return clusterGate{Fail: fmt.Sprintf("instance %s of node %d has no internal IP for the other nodes to reach it at "+
+				"(an SSH fleet's host needs an address or internal_ip; backend %s reports none)", inst.Name, j.JobNum, inst.Backend)}, nil
+		}
+		ips[i] = inst.InternalIP
+	}
+	if order {
+		if wait := startupWait(nodes, job, spec.StartupOrder); wait != "" {
+			return clusterGate{Wait: wait}, nil
+		}
+	}
+	gpus := taskGPUs(spec)
+	info := &api.ClusterInfo{NodeRank: job.JobNum, NodesNum: n, NodesIPs: ips, MasterIP: ips[0], GPUsPerNode: gpus, GPUsNum: n * gpus}
+	return clusterGate{Info: info}, nil
+}
+
+// startupWait says what job waits for under startup_order (nodes are its
+// replica's, master first), "" when nothing.
+func startupWait(nodes []store.Job, job *store.Job, order string) string {
+	switch order {
+	case startupMasterFirst:
+		if job.JobNum != 0 && nodes[0].Status != store.JobRunning {
+			return "waiting for the master node to run (startup_order: master-first)"
+		}
+	case startupWorkersFirst:
+		if job.JobNum != 0 {
+			return ""
+		}
+		waiting := 0
+		for _, j := range nodes[1:] {
+			if j.Status != store.JobRunning {
+				waiting++
+			}
+		}
+		if waiting > 0 {
+			return fmt.Sprintf("waiting for %d of %d worker nodes to run (startup_order: workers-first)", waiting, len(nodes)-1)
+		}
+	}
+	return ""
+}
+
+// waitForNodes keeps a provisioning job waiting for the other nodes of its
+// replica, its status message saying what for.
+func (c *Controller) waitForNodes(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string) (time.Duration, error) {
+	if job.StatusMessage != msg {
+		job.StatusMessage = msg
+		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
+		c.runs.Add(run.ID)
+	}
+	return clusterWaitPoll, nil
+}
+
+// wakeNodes wakes the other nodes of a multi-node job's replica: one of
+// them may wait for this job (startup_order).
+func (c *Controller) wakeNodes(ctx context.Context, job *store.Job, spec runSpec) {
+	if !spec.multiNode() {
+		return
+	}
+	jobs, err := c.st.ListJobs(ctx, job.RunID)
+	if err != nil {
+		return
+	}
+	for _, j := range latestSubmissions(jobs) {
+		if j.ReplicaNum == job.ReplicaNum && j.ID != job.ID && j.Status == store.JobProvisioning {
+			c.jobs.Add(j.ID)
+		}
+	}
+}
+
+// masterDone reports whether the run stops because its master is done:
+// stop_criteria master-done and a job 0 done (dstack's
+// _should_stop_on_master_done in server/background/pipeline_tasks/runs/active.py).
+func masterDone(spec runSpec, latest []store.Job) bool {
+	if spec.StopCriteria != stopMasterDone {
+		return false
+	}
+	return slices.ContainsFunc(latest, func(j store.Job) bool { return j.JobNum == 0 && j.Status == store.JobDone })
+}
