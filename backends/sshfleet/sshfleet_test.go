@@ -168,12 +168,21 @@ func TestFleet_deploysShimsAndRunsTasksOnTwoHosts(t *testing.T) {
 	ctx := t.Context()
 	var insts []backends.Instance
 	for i := range f.hosts {
-		inst, err := f.b.Create(ctx, f.spec(i, "host-"+strconv.Itoa(i)))
+		spec := f.spec(i, "host-"+strconv.Itoa(i))
+		wantIP := f.hosts[i].IP // a host's internal IP is its address ...
+		if i == 0 {
+			// ... or the fleet spec's internal_ip.
+			spec.Host.InternalIP, wantIP = "10.1.2.3", "10.1.2.3"
+		}
+		inst, err := f.b.Create(ctx, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if inst.Status != backends.StatusRunning || inst.HostKey != tunnel.MarshalHostKey(f.hosts[i].HostKey()) {
 			t.Fatalf("host %d: status %q, host key %q (want the sshd's, recorded on first contact)", i, inst.Status, inst.HostKey)
+		}
+		if inst.InternalIP != wantIP {
+			t.Errorf("host %d: internal IP %q, want %q", i, inst.InternalIP, wantIP)
 		}
 		insts = append(insts, inst)
 		t.Cleanup(func() { _ = f.b.Terminate(context.Background(), inst.ID) })

@@ -179,10 +179,11 @@ var Table = []Row{
 		uses: writtenAt("idle_duration")},
 	{Kinds: runKinds, Field: "utilization_policy", Decision: Honoured, Test: "reconciler.TestWorkers_runningJobMetricsAreCollectedAndAnIdleGPUStopsTheRun",
 		Note: "a job whose GPU stayed under `min_gpu_utilization` in every sample of `time_window` (sampled every 10 s) is terminated with `terminated_due_to_utilization_policy`, as dstack does; a job without GPUs is never"},
-	{Kinds: runKinds, Field: "startup_order", Decision: Refused, Note: "`startup_order` other than `any`",
-		uses: runIf(func(c *schema.RunConfig) bool { return c.StartupOrder != "" && c.StartupOrder != "any" }, "startup_order")},
-	{Kinds: runKinds, Field: "stop_criteria", Decision: Refused, Note: "`stop_criteria: master-done`",
-		uses: runIf(func(c *schema.RunConfig) bool { return c.StopCriteria == "master-done" }, "stop_criteria")},
+	{Kinds: runKinds, Field: "startup_order", Decision: Honoured, Test: "reconciler.TestWorkers_clusterStartupOrder",
+		Note: "as dstack: every node waits until all nodes of its replica have instances; `master-first` then keeps the workers' containers until the master runs, " +
+			"`workers-first` keeps the master's until every worker runs"},
+	{Kinds: runKinds, Field: "stop_criteria", Decision: Honoured, Test: "reconciler.TestWorkers_clusterMasterDoneStopsTheWorkers",
+		Note: "`master-done`: the run ends `done` (all_jobs_done) once the master (job 0) is done, and the nodes still running are stopped"},
 	{Kinds: runKinds, Field: "schedule", Decision: Honoured, Test: "reconciler.TestReconcileRun_schedule"},
 	{Kinds: runKinds, Field: "fleets", Decision: Partial, Test: "e2e.TestSSHFleet",
 		Note: "fleets of another project (`project/fleet`)",
@@ -347,9 +348,10 @@ var Table = []Row{
 			}
 			return out
 		}},
-	{Kinds: fleet, Field: "ssh_config.hosts[].internal_ip", Decision: Advisory, Note: "`internal_ip` has no effect: hoist runs no multi-node jobs yet",
-		uses: eachHost("internal_ip")},
-	{Kinds: fleet, Field: "ssh_config.network", Decision: Advisory, Note: "`network` has no effect: hoist runs no multi-node jobs yet",
+	{Kinds: fleet, Field: "ssh_config.hosts[].internal_ip", Decision: Honoured, Test: "backends/sshfleet.TestFleet_deploysShimsAndRunsTasksOnTwoHosts",
+		Note: "the host's internal IP (else its `hostname`): the address the other nodes of a cluster reach it at, in `DSTACK_NODES_IPS`, `DSTACK_MASTER_NODE_IP` and the MPI hostfile " +
+			"(reconciler.TestWorkers_clusterNodesStartTogetherWithTheClusterEnvironment)"},
+	{Kinds: fleet, Field: "ssh_config.network", Decision: Advisory, Note: "`network` has no effect: a host's internal IP is its `internal_ip`, else its `hostname`",
 		uses: writtenAt("ssh_config.network")},
 
 	// Volumes: network volumes of the backends with volumes.
