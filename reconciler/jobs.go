@@ -70,9 +70,6 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 	case store.JobSubmitted:
 		return c.placeJob(ctx, l, &job, &run, spec)
 	case store.JobProvisioning:
-		if now.Sub(job.SubmittedAt) > provisioningTimeout {
-			return 0, c.setTerminating(ctx, l, &job, reasonWaitingInstance, "provisioning timed out")
-		}
 		return c.createTask(ctx, l, &job, &run, spec)
 	case store.JobPulling:
 		return c.startJob(ctx, l, &job, &run, spec)
@@ -165,6 +162,23 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	}
 	if gate.Wait != "" {
 		return c.waitForNodes(ctx, l, job, run, gate.Wait)
+	}
+	// A job's container must exist provisioningTimeout after its
+	// submission; a node of a cluster's, after it stopped waiting for the
+	// other nodes (no timeout while it waits: their own timeouts or
+	// failures end the run).
+	since := job.SubmittedAt
+	if spec.multiNode() {
+		if job.StatusMessage != "" {
+			job.StatusMessage = ""
+			if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+				return 0, err
+			}
+		}
+		since = job.UpdatedAt
+	}
+	if c.now().Sub(since) > provisioningTimeout {
+		return 0, c.setTerminating(ctx, l, job, reasonWaitingInstance, "provisioning timed out")
 	}
 	shim, _, err := c.shimFor(ctx, job.InstanceID)
 	if err != nil {

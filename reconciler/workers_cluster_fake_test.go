@@ -360,3 +360,25 @@ func TestWorkers_clusterNodeWithoutInternalIPFails(t *testing.T) {
 		t.Errorf("run = %s (%s), want failed", run.Status, run.TerminationReason)
 	}
 }
+
+// TestWorkers_clusterNodeWaitingForTheMasterDoesNotTimeOut: a worker that
+// waits for its master (startup_order master-first) longer than the
+// provisioning timeout keeps waiting, and starts once the master runs.
+func TestWorkers_clusterNodeWaitingForTheMasterDoesNotTimeOut(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": clusterFleet,
+		"task.dstack.yml":  clusterTask("sleep 1h", "startup_order: master-first\n"),
+	})
+	be := f.withFakeBackend(fake.Config{})
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	f.provisionNode("train", 0)
+	f.provisionNode("train", 1)
+	f.stepNode("train", 0, store.JobPulling)
+	f.assertWaits(be, "train", 1, "waiting for the master node to run")
+	f.clock.Advance(provisioningTimeout + time.Minute)
+	f.assertWaits(be, "train", 1, "waiting for the master node to run")
+	f.stepNode("train", 0, store.JobRunning)
+	f.stepNode("train", 1, store.JobRunning)
+}

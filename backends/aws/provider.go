@@ -269,6 +269,7 @@ func (p *Provider) machine(region string, in types.Instance) vm.Machine {
 		Message:      awssdk.ToString(in.StateTransitionReason),
 		CreatedAt:    awssdk.ToTime(in.LaunchTime),
 	}
+	m.PrivateAddress = awssdk.ToString(in.PrivateIpAddress)
 	if p.publicIPs {
 		m.Address = awssdk.ToString(in.PublicIpAddress)
 	} else {

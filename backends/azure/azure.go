@@ -193,7 +193,7 @@ func newProvider(ctx context.Context, opts options, log *slog.Logger, transport 
 		sub: opts.SubscriptionID, rg: opts.ResourceGroup, regions: opts.Regions, subnets: subnets,
 		publicIPs: opts.PublicIPs == nil || *opts.PublicIPs, tags: opts.Tags, log: log,
 		images: map[bool]*armcompute.ImageReference{false: cpuRef, true: nvidiaRef},
-		nets:   map[string]*network{}, gwNSGs: map[string]string{}, addrs: map[string]string{}, deleted: map[string]bool{},
+		nets:   map[string]*network{}, gwNSGs: map[string]string{}, addrs: map[string]vmAddrs{}, deleted: map[string]bool{},
 		poll: 2 * time.Second,
 	}
 	if p.rg == "" {
@@ -317,7 +317,7 @@ type provider struct {
 	mu      sync.Mutex
 	nets    map[string]*network // by location, once made
 	gwNSGs  map[string]string   // gateways' network security group id by location, once made
-	addrs   map[string]string   // VM ref → address, once known (it does not change)
+	addrs   map[string]vmAddrs  // VM ref → addresses, once known (they do not change)
 	deleted map[string]bool     // VM refs this process deleted (not spot evictions)
 }
 

@@ -188,9 +188,11 @@ func (p *provider) Get(ctx context.Context, r string) (vm.Machine, error) {
 	}
 	m := machine(r, &res.VirtualMachine)
 	if m.State == vm.StateRunning {
-		if m.Address, err = p.address(ctx, r, &res.VirtualMachine); err != nil {
+		a, err := p.address(ctx, r, &res.VirtualMachine)
+		if err != nil {
 			return vm.Machine{}, err
 		}
+		m.Address, m.PrivateAddress = a.ssh, a.private
 	}
 	return m, nil
 }
@@ -241,9 +243,13 @@ func machine(r string, v *armcompute.VirtualMachine) vm.Machine {
 	return m
 }
 
-// address returns the address to SSH to: the public IP of the VM's
-// primary network interface, or its private IP without public IPs.
-func (p *provider) address(ctx context.Context, r string, v *armcompute.VirtualMachine) (string, error) {
+// vmAddrs are a VM's addresses: the one to SSH to and its private IP.
+type vmAddrs struct{ ssh, private string }
+
+// address returns the addresses of the VM's primary network interface:
+// to SSH to, its public IP, or its private IP without public IPs; and its
+// private IP.
+func (p *provider) address(ctx context.Context, r string, v *armcompute.VirtualMachine) (vmAddrs, error) {
 	p.mu.Lock()
 	a, ok := p.addrs[r]
 	p.mu.Unlock()
@@ -256,32 +262,33 @@ func (p *provider) address(ctx context.Context, r string, v *armcompute.VirtualM
 	}
 	nicRes, err := arm.ParseResourceID(nicID)
 	if err != nil {
-		return "", fmt.Errorf("azure: virtual machine %s: network interface %q: %w", deref(v.Name), nicID, err)
+		return vmAddrs{}, fmt.Errorf("azure: virtual machine %s: network interface %q: %w", deref(v.Name), nicID, err)
 	}
 	nic, err := p.nics.Get(ctx, nicRes.ResourceGroupName, nicRes.Name, nil)
 	if err != nil {
-		return "", classify("get network interface "+nicRes.Name, err)
+		return vmAddrs{}, classify("get network interface "+nicRes.Name, err)
 	}
 	if nic.Properties == nil || len(nic.Properties.IPConfigurations) == 0 || nic.Properties.IPConfigurations[0].Properties == nil {
-		return "", nil
+		return vmAddrs{}, nil
 	}
 	ip := nic.Properties.IPConfigurations[0].Properties
+	a.private = deref(ip.PrivateIPAddress)
 	if !p.publicIPs {
-		a = deref(ip.PrivateIPAddress)
+		a.ssh = a.private
 	} else if ip.PublicIPAddress != nil {
 		pipRes, err := arm.ParseResourceID(deref(ip.PublicIPAddress.ID))
 		if err != nil {
-			return "", fmt.Errorf("azure: network interface %s: public IP %q: %w", nicRes.Name, deref(ip.PublicIPAddress.ID), err)
+			return vmAddrs{}, fmt.Errorf("azure: network interface %s: public IP %q: %w", nicRes.Name, deref(ip.PublicIPAddress.ID), err)
 		}
 		pip, err := p.pips.Get(ctx, pipRes.ResourceGroupName, pipRes.Name, nil)
 		if err != nil {
-			return "", classify("get public IP address "+pipRes.Name, err)
+			return vmAddrs{}, classify("get public IP address "+pipRes.Name, err)
 		}
 		if pip.Properties != nil {
-			a = deref(pip.Properties.IPAddress)
+			a.ssh = deref(pip.Properties.IPAddress)
 		}
 	}
-	if a != "" {
+	if a.ssh != "" {
 		p.mu.Lock()
 		p.addrs[r] = a
 		p.mu.Unlock()

@@ -367,6 +367,7 @@ func (p *Provider) machine(in *computepb.Instance) vm.Machine {
 	}
 	if nics := in.GetNetworkInterfaces(); len(nics) > 0 {
 		m.Address = nics[0].GetNetworkIP()
+		m.PrivateAddress = m.Address
 		if p.publicIPs {
 			m.Address = ""
 			if acs := nics[0].GetAccessConfigs(); len(acs) > 0 {

@@ -90,6 +90,9 @@ type Machine struct {
 	// Address is the address to SSH to: the public IP, or the private one
 	// when the backend is configured without public IPs.
 	Address string
+	// PrivateAddress is the VM's private IP, the address the other VMs of
+	// its network reach it at (dstack's internal_ip); "" when unknown.
+	PrivateAddress string
 	// Region is the region or zone the VM landed in.
 	Region string
 	// InstanceType is the instance type the VM runs as, when known.

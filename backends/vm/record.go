@@ -19,18 +19,20 @@ import (
 // record is what the engine keeps about one instance in backends.Records
 // (encrypted at rest: it holds the instance's private key).
 type record struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	Ref        string            `json:"ref,omitempty"`
-	Region     string            `json:"region,omitempty"`
-	Address    string            `json:"address,omitempty"`
-	Offer      offers.Offer      `json:"offer"`
-	User       string            `json:"user"`
-	PrivateKey []byte            `json:"private_key"`
-	PublicKey  string            `json:"public_key"`
-	Tags       map[string]string `json:"tags"`
-	CreatedAt  time.Time         `json:"created_at"`
-	LaunchedAt time.Time         `json:"launched_at,omitzero"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Ref     string `json:"ref,omitempty"`
+	Region  string `json:"region,omitempty"`
+	Address string `json:"address,omitempty"`
+	// PrivateAddress is the VM's private IP (Machine.PrivateAddress).
+	PrivateAddress string            `json:"private_address,omitempty"`
+	Offer          offers.Offer      `json:"offer"`
+	User           string            `json:"user"`
+	PrivateKey     []byte            `json:"private_key"`
+	PublicKey      string            `json:"public_key"`
+	Tags           map[string]string `json:"tags"`
+	CreatedAt      time.Time         `json:"created_at"`
+	LaunchedAt     time.Time         `json:"launched_at,omitzero"`
 	// Running is set once the VM was taken over and its shim answered:
 	// from then on the boot timeout no longer applies.
 	Running bool `json:"running,omitempty"`

@@ -226,7 +226,7 @@ func (b *Backend) instance(r *record, status string) backends.Instance {
 	return backends.Instance{
 		ID: r.ID, Backend: b.cfg.Name, ProviderID: r.Ref, Region: r.Region, Status: status,
 		Runtime: backends.RuntimeShim, Offer: r.Offer, Price: r.Offer.Price,
-		Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt, Hostname: r.Address,
+		Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt, Hostname: r.Address, InternalIP: r.PrivateAddress,
 	}
 }
 
@@ -310,8 +310,8 @@ func (b *Backend) takeover(ctx context.Context, r *record, m Machine, giveUp boo
 		inst.Message = m.Message
 		return inst, nil
 	}
-	if r.Address != m.Address {
-		r.Address = m.Address
+	if r.Address != m.Address || r.PrivateAddress != m.PrivateAddress {
+		r.Address, r.PrivateAddress = m.Address, m.PrivateAddress
 		if err := b.recs.save(r); err != nil {
 			return b.instance(r, backends.StatusProvisioning), err
 		}
@@ -662,7 +662,7 @@ func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.
 			status = backends.StatusTerminating
 		}
 		out = append(out, backends.Instance{
-			ID: id, Backend: b.cfg.Name, ProviderID: m.Ref, Region: m.Region, Hostname: m.Address,
+			ID: id, Backend: b.cfg.Name, ProviderID: m.Ref, Region: m.Region, Hostname: m.Address, InternalIP: m.PrivateAddress,
 			Status: status, Message: m.Message, Interrupted: m.Interrupted, Runtime: backends.RuntimeShim,
 			Offer: offers.Offer{Backend: b.cfg.Name, Instance: m.InstanceType, Region: m.Region},
 			Tags:  backends.CopyTags(m.Tags), CreatedAt: m.CreatedAt,
