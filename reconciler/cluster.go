@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -89,7 +90,9 @@ func (c *Controller) clusterFor(ctx context.Context, job *store.Job, run *store.
 	ips := make([]string, n)
 	for i, j := range nodes {
 		inst, err := c.st.GetInstance(ctx, j.InstanceID)
-		if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			inst = store.Instance{Name: j.InstanceID, Backend: j.Backend} // gone: no IP
+		} else if err != nil {
 			return clusterGate{}, err
 		}
 		if n > 1 && inst.InternalIP == "" {

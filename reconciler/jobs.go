@@ -151,6 +151,13 @@ type runtimeData = store.JobRuntime
 // createTask asks the instance's shim for the job's container. The task id
 // is the job id, so asking twice is harmless.
 func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
+	// A job's container must exist provisioningTimeout after its
+	// submission; a node of a cluster's, after it stopped waiting for the
+	// other nodes (no timeout while it waits: their own timeouts or
+	// failures end the run).
+	if !spec.multiNode() && c.now().Sub(job.SubmittedAt) > provisioningTimeout {
+		return 0, c.setTerminating(ctx, l, job, reasonWaitingInstance, "provisioning timed out")
+	}
 	// The nodes of a cluster start once all of them have instances, in
 	// the run's startup_order.
 	gate, err := c.clusterFor(ctx, job, run, spec, true)
@@ -163,22 +170,16 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	if gate.Wait != "" {
 		return c.waitForNodes(ctx, l, job, run, gate.Wait)
 	}
-	// A job's container must exist provisioningTimeout after its
-	// submission; a node of a cluster's, after it stopped waiting for the
-	// other nodes (no timeout while it waits: their own timeouts or
-	// failures end the run).
-	since := job.SubmittedAt
 	if spec.multiNode() {
 		if job.StatusMessage != "" {
-			job.StatusMessage = ""
+			job.StatusMessage = "" // waiting is over: the timeout counts from now
 			if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
 				return 0, err
 			}
 		}
-		since = job.UpdatedAt
-	}
-	if c.now().Sub(since) > provisioningTimeout {
-		return 0, c.setTerminating(ctx, l, job, reasonWaitingInstance, "provisioning timed out")
+		if c.now().Sub(job.UpdatedAt) > provisioningTimeout {
+			return 0, c.setTerminating(ctx, l, job, reasonWaitingInstance, "provisioning timed out")
+		}
 	}
 	shim, _, err := c.shimFor(ctx, job.InstanceID)
 	if err != nil {

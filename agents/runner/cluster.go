@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,8 +16,12 @@ import (
 // mpi/hostfile).
 const DefaultMPIHostfile = "/dstack/mpi/hostfile"
 
-// mpiHostfile returns the path of the job's MPI hostfile.
+// mpiHostfile returns the path of the job's MPI hostfile: where it was
+// written, else where it goes.
 func (r *Runner) mpiHostfile() string {
+	if r.hostfile != "" {
+		return r.hostfile
+	}
 	if r.cfg.MPIHostfile != "" {
 		return r.cfg.MPIHostfile
 	}
@@ -68,17 +73,32 @@ func hostfile(c *api.ClusterInfo) []byte {
 }
 
 // writeHostfile writes the job's MPI hostfile, when the job has a cluster.
+// dstack's runner runs as root; hoist's runs as the image's user, who may
+// not create /dstack: the hostfile then goes into the runner's home. A job
+// of several nodes fails without one; a single node's job goes on (it has
+// no peers to list).
 func (r *Runner) writeHostfile() error {
 	c := r.spec.Cluster
 	if c == nil {
 		return nil
 	}
-	path := r.mpiHostfile()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write MPI hostfile: %w", err)
+	data := hostfile(c)
+	var errs []error
+	for _, path := range []string{r.mpiHostfile(), filepath.Join(r.cfg.Home, "mpi", "hostfile")} {
+		err := os.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
+			err = os.WriteFile(path, data, 0o644)
+		}
+		if err == nil {
+			r.hostfile = path
+			return nil
+		}
+		errs = append(errs, err)
 	}
-	if err := os.WriteFile(path, hostfile(c), 0o644); err != nil {
-		return fmt.Errorf("write MPI hostfile: %w", err)
+	err := fmt.Errorf("write MPI hostfile: %w", errors.Join(errs...))
+	if c.NodesNum > 1 {
+		return err
 	}
+	r.log.Warn("mpi_hostfile_not_written", "err", err)
 	return nil
 }

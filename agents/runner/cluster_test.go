@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,5 +89,26 @@ func TestRunner_noClusterNoClusterEnvironment(t *testing.T) {
 	}
 	if got, _ := stdout(t, c); got != "run=run-1 job=job-1 rank=unset hostfile=unset\n" {
 		t.Errorf("output %q", got)
+	}
+}
+
+// TestRunner_hostfileFallsBackToTheRunnersHome: when the hostfile's place
+// cannot be created (an image's user who may not create /dstack), the
+// hostfile goes into the runner's home and DSTACK_MPI_HOSTFILE says so.
+func TestRunner_hostfileFallsBackToTheRunnersHome(t *testing.T) {
+	home := t.TempDir()
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := newRunnerWith(t, runner.Config{Home: home, Version: "test", MPIHostfile: filepath.Join(blocked, "mpi", "hostfile")})
+	cl := api.ClusterInfo{NodeRank: 0, NodesNum: 2, NodesIPs: []string{"10.0.0.1", "10.0.0.2"}, MasterIP: "10.0.0.1"}
+	st := run(t, c, api.JobSpec{RunName: "train", JobID: "job-1", Cluster: &cl, Commands: []string{`echo "$DSTACK_MPI_HOSTFILE"`, `cat "$DSTACK_MPI_HOSTFILE"`}})
+	if st.State != api.JobDone {
+		t.Fatalf("job = %+v, want done", st)
+	}
+	want := filepath.Join(home, "mpi", "hostfile") + "\n10.0.0.1\n10.0.0.2\n"
+	if got, _ := stdout(t, c); got != want {
+		t.Errorf("output %q, want %q", got, want)
 	}
 }

@@ -107,6 +107,9 @@ type Runner struct {
 	killAt      time.Time // when killTimer fires
 	maxTimer    *time.Timer
 	logs        *logStore
+	// hostfile is where the job's MPI hostfile was written (writeHostfile);
+	// guarded by mu.
+	hostfile string
 }
 
 // New returns a runner that keeps its files in cfg.Home and starts reaping
