@@ -15,6 +15,11 @@
 // up there at DevicePrefix + its provider id; the fake shim fails a task
 // whose network volume is not attached to its instance (see volumes.go).
 //
+// Instance n (from 1, in creation order) reports the internal IP
+// 10.0.<n/256>.<n%256>, or none with Config.NoInternalIPs; the fake runner
+// exports the cluster's DSTACK_NODE_RANK, DSTACK_NODES_NUM,
+// DSTACK_MASTER_NODE_IP and DSTACK_NODES_IPS to the script.
+//
 // Faults are set on the Backend: no capacity (for every offer or for one
 // instance type), a provisioning delay on the injected clock, an instance
 // type that never boots or fails to boot (the cloud engine's boot timeout),
