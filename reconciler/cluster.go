@@ -150,12 +150,9 @@ func (c *Controller) waitForNodes(ctx context.Context, l store.Lease, job *store
 	return clusterWaitPoll, nil
 }
 
-// wakeNodes wakes the other nodes of a multi-node job's replica: one of
-// them may wait for this job (startup_order).
-func (c *Controller) wakeNodes(ctx context.Context, job *store.Job, spec runSpec) {
-	if !spec.multiNode() {
-		return
-	}
+// wakeNodes wakes the other nodes of a job's replica that wait for the
+// cluster: this job just got its instance or runs.
+func (c *Controller) wakeNodes(ctx context.Context, job *store.Job) {
 	jobs, err := c.st.ListJobs(ctx, job.RunID)
 	if err != nil {
 		return

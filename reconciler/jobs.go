@@ -420,7 +420,7 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	}
 	c.event(ctx, "job", job.JobName, job.ID, "running", run.Revision, "job running in container "+info.ContainerName)
 	c.runs.Add(run.ID)
-	c.wakeNodes(ctx, job, spec)
+	c.wakeNodes(ctx, job)
 	return time.Millisecond, nil
 }
 

@@ -135,6 +135,7 @@ func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, 
 	c.event(ctx, "job", job.JobName, job.ID, "provisioning", run.Revision, "assigned to instance "+inst.Name)
 	c.markInstance(ctx, inst.ID)
 	c.runs.Add(run.ID)
+	c.wakeNodes(ctx, job) // the other nodes of its cluster may wait for its instance
 	return time.Millisecond, nil
 }
 

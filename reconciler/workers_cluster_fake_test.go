@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -381,4 +382,76 @@ func TestWorkers_clusterNodeWaitingForTheMasterDoesNotTimeOut(t *testing.T) {
 	f.assertWaits(be, "train", 1, "waiting for the master node to run")
 	f.stepNode("train", 0, store.JobRunning)
 	f.stepNode("train", 1, store.JobRunning)
+}
+
+// TestWorkers_clusterOfEightNodesRunsUnderTheRunningController: the
+// controller's own workers (not stepped by the test) take an eight-node
+// task from its sync to all nodes running on eight grown instances, every
+// node with the same eight IPs in rank order. It logs how long that took
+// and the time between the first and the last node running, and the same
+// for a single-node task to compare.
+func TestWorkers_clusterOfEightNodesRunsUnderTheRunningController(t *testing.T) {
+	for _, n := range []int{1, 8} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) { testClusterRunsUnderTheRunningController(t, n) })
+	}
+}
+
+func testClusterRunsUnderTheRunningController(t *testing.T, n int) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": fmt.Sprintf("type: fleet\nname: cloud\nnodes: 0..%d\nidle_duration: 1m\n", n),
+		"task.dstack.yml":  fmt.Sprintf("type: task\nname: train\nimage: busybox\nnodes: %d\ncommands: [sleep 1h]\n", n),
+	})
+	be := f.withFakeBackend(fake.Config{})
+	start := time.Now()
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.c.Run(ctx) }()
+	go func() { // the fixture's clock follows real time: the queues' delays run on it
+		for last := time.Now(); ctx.Err() == nil; {
+			time.Sleep(time.Millisecond)
+			now := time.Now()
+			f.clock.Advance(now.Sub(last))
+			last = now
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	running := map[int]time.Duration{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(running) < n {
+		if time.Now().After(deadline) {
+			var st []string
+			for _, j := range f.nodes("train") {
+				st = append(st, j.Status+" "+j.StatusMessage)
+			}
+			t.Fatalf("after 60 s %d of %d nodes run: %q", len(running), n, st)
+		}
+		for _, j := range f.nodes("train") {
+			if _, ok := running[j.JobNum]; !ok && j.Status == store.JobRunning {
+				running[j.JobNum] = time.Since(start)
+			}
+			if store.IsJobFinished(j.Status) {
+				t.Fatalf("node %d ended %s (%s %q)", j.JobNum, j.Status, j.TerminationReason, j.TerminationMessage)
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	first, last := time.Duration(1<<62), time.Duration(0)
+	for _, d := range running {
+		first, last = min(first, d), max(last, d)
+	}
+	t.Logf("%d nodes: sync to all running %s; first node running after %s, last after %s (spread %s)",
+		n, last.Round(time.Millisecond), first.Round(time.Millisecond), last.Round(time.Millisecond), (last - first).Round(time.Millisecond))
+	var want []string
+	for _, j := range f.nodes("train") {
+		want = append(want, f.instance(j.InstanceID).InternalIP)
+	}
+	for _, j := range f.nodes("train") {
+		js, _ := be.JobSpec(j.InstanceID, j.ID)
+		if js.Cluster == nil || !slices.Equal(js.Cluster.NodesIPs, want) || js.Cluster.NodeRank != j.JobNum {
+			t.Errorf("node %d's cluster = %+v, want rank %d of IPs %v", j.JobNum, js.Cluster, j.JobNum, want)
+		}
+	}
 }
