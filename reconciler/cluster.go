@@ -87,6 +87,10 @@ func (c *Controller) clusterFor(ctx context.Context, job *store.Job, run *store.
 	if missing > 0 {
 		return clusterGate{Wait: fmt.Sprintf("waiting for %d of %d nodes to get an instance", missing, n)}, nil
 	}
+	if failed, ok := firstFailed(nodes); ok && failed.ID != job.ID {
+		// The run worker stops the cluster or resubmits it whole.
+		return clusterGate{Wait: fmt.Sprintf("node %d ended %s; waiting for the run to stop or retry", failed.JobNum, failed.TerminationReason)}, nil
+	}
 	ips := make([]string, n)
 	for i, j := range nodes {
 		inst, err := c.st.GetInstance(ctx, j.InstanceID)

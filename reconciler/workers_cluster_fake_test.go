@@ -386,7 +386,7 @@ func TestWorkers_clusterNodeWaitingForTheMasterDoesNotTimeOut(t *testing.T) {
 
 // TestWorkers_clusterOfEightNodesRunsUnderTheRunningController: the
 // controller's own workers (not stepped by the test) take an eight-node
-// task from its sync to all nodes running on eight grown instances, every
+// task from its sync to all nodes running on a fleet of eight, every
 // node with the same eight IPs in rank order. It logs how long that took
 // and the time between the first and the last node running, and the same
 // for a single-node task to compare.
@@ -398,7 +398,7 @@ func TestWorkers_clusterOfEightNodesRunsUnderTheRunningController(t *testing.T) 
 
 func testClusterRunsUnderTheRunningController(t *testing.T, n int) {
 	f := newFixture(t, map[string]string{
-		"fleet.dstack.yml": fmt.Sprintf("type: fleet\nname: cloud\nnodes: 0..%d\nidle_duration: 1m\n", n),
+		"fleet.dstack.yml": fmt.Sprintf("type: fleet\nname: cloud\nnodes: %d\n", n),
 		"task.dstack.yml":  fmt.Sprintf("type: task\nname: train\nimage: busybox\nnodes: %d\ncommands: [sleep 1h]\n", n),
 	})
 	be := f.withFakeBackend(fake.Config{})
