@@ -22,9 +22,9 @@ import (
 // node fails the run and stops the others, or with retry the whole cluster
 // is resubmitted together.
 
-// clusterFleet is a backend fleet that grows an instance per node, up to
-// three.
-const clusterFleet = "type: fleet\nname: cloud\nnodes: 0..3\nidle_duration: 1m\n"
+// clusterFleet is a cluster fleet (dstack places multi-node runs on those
+// only) that grows an instance per node, up to three.
+const clusterFleet = "type: fleet\nname: cloud\nnodes: 0..3\nplacement: cluster\nidle_duration: 1m\n"
 
 // clusterTask is a two-node task named train running commands, with extra
 // spec lines.
@@ -97,26 +97,41 @@ func (f *fixture) waitNode(name string, num int, status string) store.Job {
 	}
 }
 
-// provisionNode places job num of run name: the fleet grows an instance
-// for it, the instance worker creates it, and the job is assigned to it.
-func (f *fixture) provisionNode(name string, num int) store.Instance {
+// provisionNodes places the jobs of run name on fleet cloud: the job
+// worker runs on every submitted job and the instance worker on every
+// instance coming up until all jobs are provisioning. It returns their
+// instances by job number.
+func (f *fixture) provisionNodes(name string) []store.Instance {
 	f.t.Helper()
-	j := f.node(name, num)
-	if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
-		f.t.Fatal(err)
-	}
-	j = f.node(name, num)
-	if j.Status != store.JobSubmitted || j.InstanceID == "" {
-		f.t.Fatalf("job %d = %s on %q (%q %s), want submitted waiting for a new instance", num, j.Status, j.InstanceID, j.StatusMessage, j.TerminationMessage)
-	}
-	for range 10 {
-		if inst := f.instance(j.InstanceID); inst.Status == store.InstanceIdle || inst.Status == store.InstanceTerminated {
-			break
+	for range 50 {
+		waiting := 0
+		for _, j := range f.nodes(name) {
+			switch j.Status {
+			case store.JobSubmitted:
+				waiting++
+				if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
+					f.t.Fatal(err)
+				}
+			case store.JobProvisioning:
+			default:
+				f.t.Fatalf("job %d = %s (%s %q), want it provisioned", j.JobNum, j.Status, j.TerminationReason, j.TerminationMessage)
+			}
 		}
-		f.reconcileInstance(j.InstanceID)
+		if waiting == 0 {
+			var out []store.Instance
+			for _, j := range f.nodes(name) {
+				out = append(out, f.instance(j.InstanceID))
+			}
+			return out
+		}
+		for _, i := range f.fleetInstances("cloud") {
+			if i.Status == store.InstancePending || i.Status == store.InstanceProvisioning {
+				f.reconcileInstance(i.ID)
+			}
+		}
 	}
-	f.stepNode(name, num, store.JobProvisioning)
-	return f.instance(j.InstanceID)
+	f.t.Fatalf("run %s's jobs are not all provisioning: %+v", name, f.nodes(name))
+	return nil
 }
 
 // assertWaits runs the job worker on job num of run name and checks that
@@ -151,13 +166,25 @@ func TestWorkers_clusterNodesStartTogetherWithTheClusterEnvironment(t *testing.T
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s", res)
 	}
-	i0 := f.provisionNode("train", 0)
+	insts := f.provisionNodes("train")
+	i0, i1 := insts[0], insts[1]
+	// A node without its instance (as before a gang is placed, or once a
+	// node lost it) holds the others back.
+	w := f.node("train", 1)
+	w.Status, w.InstanceID = store.JobSubmitted, ""
+	if err := f.st.UpdateJob(f.ctx, &w); err != nil {
+		t.Fatal(err)
+	}
 	f.assertWaits(be, "train", 0, "waiting for 1 of 2 nodes to get an instance")
 	f.reconcileRun("train")
 	if run := f.run("train"); !strings.Contains(run.StatusMessage, "nodes to get an instance") {
 		t.Errorf("run = %s %q, want it to say what its master waits for", run.Status, run.StatusMessage)
 	}
-	i1 := f.provisionNode("train", 1)
+	w = f.node("train", 1)
+	w.Status, w.InstanceID = store.JobProvisioning, i1.ID
+	if err := f.st.UpdateJob(f.ctx, &w); err != nil {
+		t.Fatal(err)
+	}
 	if i0.InternalIP == "" || i1.InternalIP == "" || i0.InternalIP == i1.InternalIP {
 		t.Fatalf("instances' internal IPs %q and %q, want two known ones", i0.InternalIP, i1.InternalIP)
 	}
@@ -214,8 +241,7 @@ func TestWorkers_clusterStartupOrder(t *testing.T) {
 			if res := f.sync(); res != resultSynced {
 				t.Fatalf("sync = %s", res)
 			}
-			f.provisionNode("train", 0)
-			f.provisionNode("train", 1)
+			f.provisionNodes("train")
 			if tc.wait != "" {
 				f.assertWaits(be, "train", tc.second, tc.wait)
 			} else {
@@ -240,8 +266,7 @@ func TestWorkers_clusterMasterDoneStopsTheWorkers(t *testing.T) {
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s", res)
 	}
-	f.provisionNode("train", 0)
-	f.provisionNode("train", 1)
+	f.provisionNodes("train")
 	f.stepNode("train", 0, store.JobRunning)
 	f.stepNode("train", 1, store.JobRunning)
 	f.reconcileJobs("train")
@@ -286,8 +311,7 @@ func TestWorkers_clusterFailedNodeFailsTheRunOrRetriesTheWholeCluster(t *testing
 			if res := f.sync(); res != resultSynced {
 				t.Fatalf("sync = %s", res)
 			}
-			f.provisionNode("train", 0)
-			i1 := f.provisionNode("train", 1)
+			i1 := f.provisionNodes("train")[1]
 			f.stepNode("train", 0, store.JobRunning)
 			w := f.stepNode("train", 1, store.JobRunning)
 			f.reconcileJobs("train")
@@ -344,8 +368,7 @@ func TestWorkers_clusterNodeWithoutInternalIPFails(t *testing.T) {
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s", res)
 	}
-	f.provisionNode("train", 0)
-	i1 := f.provisionNode("train", 1)
+	i1 := f.provisionNodes("train")[1]
 	j := f.stepNode("train", 1, store.JobTerminated)
 	if !strings.Contains(j.TerminationMessage, "no internal IP") {
 		t.Errorf("node 1 ended %s %q, want a message about the internal IP", j.TerminationReason, j.TerminationMessage)
@@ -374,8 +397,7 @@ func TestWorkers_clusterNodeWaitingForTheMasterDoesNotTimeOut(t *testing.T) {
 	if res := f.sync(); res != resultSynced {
 		t.Fatalf("sync = %s", res)
 	}
-	f.provisionNode("train", 0)
-	f.provisionNode("train", 1)
+	f.provisionNodes("train")
 	f.stepNode("train", 0, store.JobPulling)
 	f.assertWaits(be, "train", 1, "waiting for the master node to run")
 	f.clock.Advance(provisioningTimeout + time.Minute)
@@ -398,7 +420,7 @@ func TestWorkers_clusterOfEightNodesRunsUnderTheRunningController(t *testing.T) 
 
 func testClusterRunsUnderTheRunningController(t *testing.T, n int) {
 	f := newFixture(t, map[string]string{
-		"fleet.dstack.yml": fmt.Sprintf("type: fleet\nname: cloud\nnodes: %d\n", n),
+		"fleet.dstack.yml": fmt.Sprintf("type: fleet\nname: cloud\nnodes: %d\nplacement: cluster\n", n),
 		"task.dstack.yml":  fmt.Sprintf("type: task\nname: train\nimage: busybox\nnodes: %d\ncommands: [sleep 1h]\n", n),
 	})
 	be := f.withFakeBackend(fake.Config{})
