@@ -106,6 +106,7 @@ func (f *fixture) provisionNodes(name string) []store.Instance {
 	for range 50 {
 		waiting := 0
 		for _, j := range f.nodes(name) {
+			j = f.node(name, j.JobNum) // a gang's master places the others too
 			switch j.Status {
 			case store.JobSubmitted:
 				waiting++
