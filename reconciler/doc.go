@@ -44,6 +44,8 @@
 //     service scaling and rolling deployments); runspec.go decodes a run's
 //     spec; lifecycle.go maps statuses and termination reasons;
 //   - jobs.go: the job worker (container task, runner submission, finish);
+//     cluster.go: the nodes of a multi-node run waiting for each other
+//     (startup_order), their cluster (api.ClusterInfo), stop_criteria;
 //   - placement.go: placing a job on an instance of a matching fleet,
 //     waiting for a fleet's instances, the offers a job tried;
 //   - instances.go: the instance worker (provision, observe, idle reaping,

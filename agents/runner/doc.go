@@ -13,6 +13,13 @@
 // directory, with or without a terminal, and direct-tcpip channels dial from
 // the container's network namespace. Connections and the sessions'
 // processes end with the job.
+//
+// The job's environment carries dstack's variables (cluster.go): the run's
+// and job's ids and name, and from the job's api.ClusterInfo the cluster's
+// (DSTACK_NODE_RANK, DSTACK_NODES_IPS, DSTACK_MASTER_NODE_IP, the GPU
+// counts) with an MPI hostfile at DSTACK_MPI_HOSTFILE; the job's env and
+// secrets may override them, as in dstack's runner.
+//
 // A job's code arrives content-addressed (api.CodePath): a manifest of its
 // directories and files, then only the blobs (file contents by SHA-256)
 // missing from the instance's blob cache, a directory the shim shares
