@@ -47,18 +47,18 @@ func (f *fixture) readyFleetInstance(name string) store.Instance {
 func TestWorkers_blocksShareAnInstanceBetweenJobs(t *testing.T) {
 	f := newFixture(t, map[string]string{
 		"fleet.dstack.yml": blocksFleet,
-		"a.dstack.yml":     "name: a\n" + oneGPUTask,
-		"b.dstack.yml":     "name: b\n" + oneGPUTask,
-		"c.dstack.yml":     "name: c\n" + oneGPUTask + "retry: {on_events: [no-capacity], duration: 1h}\n",
+		"a.dstack.yml":     "name: ja\n" + oneGPUTask,
+		"b.dstack.yml":     "name: jb\n" + oneGPUTask,
+		"c.dstack.yml":     "name: jc\n" + oneGPUTask + "retry: {on_events: [no-capacity], duration: 1h}\n",
 	})
 	be := f.withFakeBackend(fake.Config{Offers: twoGPUOffer})
 	if res := f.sync(); res != resultSynced {
-		t.Fatalf("sync = %s", res)
+		t.Fatalf("sync = %s: %+v", res, f.syncState())
 	}
 	inst := f.readyFleetInstance("shared")
 
 	// a and b each take one block: half the CPUs, memory and GPUs.
-	for _, name := range []string{"a", "b"} {
+	for _, name := range []string{"ja", "jb"} {
 		j := f.stepJob(name, store.JobPulling)
 		if j.InstanceID != inst.ID || j.Blocks != 1 {
 			t.Fatalf("job %s on %s holding %d blocks, want 1 block of %s", name, j.InstanceID, j.Blocks, inst.ID)
@@ -74,26 +74,26 @@ func TestWorkers_blocksShareAnInstanceBetweenJobs(t *testing.T) {
 	}
 
 	// c finds no free block: it fails for capacity and its run retries.
-	f.reconcileJobs("c")
-	f.reconcileJobs("c")
-	if j := f.job("c"); j.InstanceID == inst.ID && !store.IsJobFinished(j.Status) {
+	f.reconcileJobs("jc")
+	f.reconcileJobs("jc")
+	if j := f.job("jc"); j.InstanceID == inst.ID && !store.IsJobFinished(j.Status) {
 		t.Fatalf("job c = %s on the full instance", j.Status)
 	} else if j.TerminationReason != reasonNoCapacity {
 		t.Fatalf("job c = %s (%s %q), want failed for no capacity", j.Status, j.TerminationReason, j.TerminationMessage)
 	}
-	f.reconcileRun("c")
-	if run := f.run("c"); run.Status != store.RunPending {
+	f.reconcileRun("jc")
+	if run := f.run("jc"); run.Status != store.RunPending {
 		t.Fatalf("run c = %s (%s), want pending for a retry", run.Status, run.StatusMessage)
 	}
 
 	// a ends: its block is free and c's next submission takes it.
-	if err := f.c.terminateJob(f.ctx, f.job("a").ID, reasonTerminatedByUser, "stop"); err != nil {
+	if err := f.c.terminateJob(f.ctx, f.job("ja").ID, reasonTerminatedByUser, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	f.stepJob("a", store.JobTerminated)
+	f.stepJob("ja", store.JobTerminated)
 	f.clock.Advance(time.Minute)
-	f.reconcileRun("c")
-	j := f.stepJob("c", store.JobPulling)
+	f.reconcileRun("jc")
+	j := f.stepJob("jc", store.JobPulling)
 	if j.InstanceID != inst.ID || j.Blocks != 1 {
 		t.Fatalf("job c on %s holding %d blocks, want 1 block of %s", j.InstanceID, j.Blocks, inst.ID)
 	}
@@ -107,26 +107,26 @@ func TestWorkers_blocksShareAnInstanceBetweenJobs(t *testing.T) {
 func TestWorkers_blocksWholeInstanceJob(t *testing.T) {
 	f := newFixture(t, map[string]string{
 		"fleet.dstack.yml": blocksFleet,
-		"a.dstack.yml":     "name: a\n" + oneGPUTask,
+		"a.dstack.yml":     "name: ja\n" + oneGPUTask,
 		"big.dstack.yml":   "type: task\nname: big\nimage: busybox\ncommands: [sleep 1h]\nresources: {cpu: 3.., memory: 1GB.., gpu: 2}\n",
 	})
 	be := f.withFakeBackend(fake.Config{Offers: twoGPUOffer})
 	if res := f.sync(); res != resultSynced {
-		t.Fatalf("sync = %s", res)
+		t.Fatalf("sync = %s: %+v", res, f.syncState())
 	}
 	inst := f.readyFleetInstance("shared")
-	f.stepJob("a", store.JobPulling)
+	f.stepJob("ja", store.JobPulling)
 	f.reconcileJobs("big")
 	if j := f.job("big"); j.InstanceID == inst.ID && !store.IsJobFinished(j.Status) {
 		t.Fatalf("job big = %s on an instance with a block taken", j.Status)
 	}
-	if err := f.c.terminateJob(f.ctx, f.job("a").ID, reasonTerminatedByUser, "stop"); err != nil {
+	if err := f.c.terminateJob(f.ctx, f.job("ja").ID, reasonTerminatedByUser, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	f.stepJob("a", store.JobTerminated)
+	f.stepJob("ja", store.JobTerminated)
 	f.write("big.dstack.yml", "type: task\nname: big\nimage: busybox\ncommands: [sleep 2h]\nresources: {cpu: 3.., memory: 1GB.., gpu: 2}\n")
 	if res := f.sync(); res != resultSynced {
-		t.Fatalf("sync = %s", res)
+		t.Fatalf("sync = %s: %+v", res, f.syncState())
 	}
 	j := f.stepJob("big", store.JobPulling)
 	if j.InstanceID != inst.ID || j.Blocks != 2 {
@@ -135,5 +135,55 @@ func TestWorkers_blocksWholeInstanceJob(t *testing.T) {
 	ts, _ := be.TaskSpec(inst.ID, j.ID)
 	if ts.GPUCount != 2 || ts.CPUs != 0 || ts.MemoryBytes != 0 {
 		t.Errorf("whole-instance task: %d gpus, %g cpus, %d bytes; want 2 gpus and no limits", ts.GPUCount, ts.CPUs, ts.MemoryBytes)
+	}
+}
+
+// TestPlaceJob_sshHostBlocks is the proof the support table cites for an
+// SSH host's own `blocks`: a host of 2 GPUs split in two by its
+// `blocks: 2` takes two one-GPU jobs, one block each, and no third; a host
+// whose `blocks` does not divide its GPUs takes no job.
+func TestPlaceJob_sshHostBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name, blocks string
+		placed       int
+	}{
+		{"two blocks", "2", 2},
+		{"auto", "auto", 2},
+		{"not divisible", "3", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := func(name string) string {
+				return "type: task\nname: " + name + "\nimage: busybox\ncommands: [x]\nfleets: [gpu-host]\nresources: {cpu: 1.., memory: 1GB.., gpu: 1}\n"
+			}
+			f := newFixture(t, map[string]string{
+				"fleet.dstack.yml": "type: fleet\nname: gpu-host\nssh_config:\n  user: ubuntu\n  identity_file: ~/.ssh/id\n  hosts:\n  - {hostname: 127.0.0.201, blocks: " + tc.blocks + "}\n",
+				"ja.dstack.yml":    task("ja"),
+				"jb.dstack.yml":    task("jb"),
+				"jc.dstack.yml":    task("jc"),
+			}).withSSHBackend()
+			if res := f.sync(); res != resultSynced {
+				t.Fatalf("sync = %s: %+v", res, f.syncState())
+			}
+			insts := f.setFleetInstances("gpu-host", store.InstanceIdle)
+			insts[0].Offer = []byte(`{"backend":"ssh","cpus":2,"cpu_arch":"x86","memory_gb":8,"gpu_count":2,"gpu_vendor":"nvidia","gpu_name":"A10","gpu_memory_gb":24}`)
+			if err := f.st.UpdateInstance(f.ctx, &insts[0]); err != nil {
+				t.Fatal(err)
+			}
+			placed := 0
+			for _, name := range []string{"ja", "jb", "jc"} {
+				f.reconcileJobs(name)
+				j := f.job(name)
+				switch {
+				case j.Status == store.JobProvisioning && j.InstanceID == insts[0].ID && j.Blocks == 1:
+					placed++
+				case j.Status == store.JobTerminating && j.TerminationReason == reasonNoCapacity:
+				default:
+					t.Fatalf("job %s = %s (%s %q) on %q holding %d blocks", name, j.Status, j.TerminationReason, j.TerminationMessage, j.InstanceID, j.Blocks)
+				}
+			}
+			if placed != tc.placed {
+				t.Errorf("%d jobs placed on the host, want %d", placed, tc.placed)
+			}
+		})
 	}
 }

@@ -30,11 +30,13 @@ import (
 // GPU, with /dev/nvidiactl and the UVM devices where they exist.
 // NVIDIA_VISIBLE_DEVICES names the task's GPUs either way.
 
-// gpuPool returns the GPU ids the shim hands out: Config.GPUs when set,
-// else the indexes of the host's NVIDIA GPUs (nvidia-smi), probed once.
-func (s *Shim) gpuPool(ctx context.Context) []string {
+// gpuPool returns the GPU ids the shim hands out: Config.GPUs when set
+// (known is then true, even when it is empty), else the indexes of the
+// host's NVIDIA GPUs (nvidia-smi), probed once (known when there are
+// some).
+func (s *Shim) gpuPool(ctx context.Context) (pool []string, known bool) {
 	if s.cfg.GPUs != nil {
-		return s.cfg.GPUs
+		return s.cfg.GPUs, true
 	}
 	s.gpuOnce.Do(func() {
 		h, err := hostinfo.Probe(ctx, s.cfg.StateDir)
@@ -48,7 +50,7 @@ func (s *Shim) gpuPool(ctx context.Context) []string {
 			s.gpus = append(s.gpus, strconv.Itoa(g.Index))
 		}
 	})
-	return s.gpus
+	return s.gpus, len(s.gpus) > 0
 }
 
 // heldGPUsLocked returns the GPU ids that the unterminated tasks hold;
@@ -81,6 +83,9 @@ func pickGPUs(pool []string, held map[string]bool, count int) ([]string, error) 
 	}
 	if count < 0 {
 		return free, nil
+	}
+	if len(pool) < count {
+		return nil, fmt.Errorf("%d asked, the host has %d: %w", count, len(pool), errInvalid)
 	}
 	if len(free) < count {
 		return nil, fmt.Errorf("%d asked, %d of %d free: %w", count, len(free), len(pool), errGPUsBusy)

@@ -133,6 +133,7 @@ func TestPickGPUs(t *testing.T) {
 		{"all free ones", map[string]bool{"1": true}, -1, []string{"0", "2", "3"}, false},
 		{"all of none free", map[string]bool{"0": true, "1": true, "2": true, "3": true}, -1, nil, false},
 		{"too few free", map[string]bool{"0": true, "1": true, "2": true}, 2, nil, true},
+		{"more than the host has", nil, 5, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

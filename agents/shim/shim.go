@@ -89,7 +89,8 @@ type Config struct {
 	Now func() time.Time
 	// GPUs are the GPU ids (NVIDIA indexes) the shim hands out to tasks
 	// that ask for a number of GPUs; nil means the host's, found with
-	// nvidia-smi. The local backend gives each instance its own.
+	// nvidia-smi; empty means none. The local backend gives each instance
+	// its own.
 	GPUs []string
 	// DeviceDir is where the GPUs' device nodes are (nvidia<index>,
 	// nvidiactl), mapped into containers when Docker has no NVIDIA
@@ -278,8 +279,10 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 	auth := spec.RegistryAuth
 	spec.RegistryAuth = nil
 	var pool []string
+	allocate := false
 	if wantsGPUAllocation(spec) {
-		pool = s.gpuPool(s.ctx)
+		// Without known GPUs the count goes to Docker as it is.
+		pool, allocate = s.gpuPool(s.ctx)
 	}
 
 	s.mu.Lock()
@@ -287,8 +290,7 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 	if _, ok := s.tasks[spec.ID]; ok {
 		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, errConflict)
 	}
-	if len(pool) > 0 {
-		// Without known GPUs the count goes to Docker as it is.
+	if allocate {
 		ids, err := pickGPUs(pool, s.heldGPUsLocked(), spec.GPUCount)
 		if err != nil {
 			return api.TaskInfo{}, fmt.Errorf("task %s gpus: %w", spec.ID, err)
