@@ -161,7 +161,8 @@ func (c *Controller) shareOn(ctx context.Context, f store.Fleet, inst store.Inst
 }
 
 // jobShare returns the share of instance inst a job of spec takes,
-// whether or not its blocks are free (the assignment checks that).
+// whether or not its blocks are free (the assignment checks that); none
+// when the instance cannot be split as its fleet asks or no share fits.
 func (c *Controller) jobShare(ctx context.Context, inst store.Instance, spec runSpec) (share, error) {
 	if inst.FleetID == "" {
 		return share{blocks: 1, total: 1}, nil
@@ -177,6 +178,9 @@ func (c *Controller) jobShare(ctx context.Context, inst store.Instance, spec run
 	total, err := instanceBlocks(f, inst, o)
 	if err != nil {
 		return share{}, nil
+	}
+	if total == 1 {
+		return share{blocks: 1, total: 1}, nil // the whole instance, as placed
 	}
 	return share{blocks: blocksFor(o, total, instanceQuery(spec), spec.Nodes > 1), total: total}, nil
 }

@@ -132,7 +132,13 @@ func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, 
 			return 0, err
 		}
 		if sh.blocks == 0 {
-			return time.Millisecond, nil // no longer fits: placed anew
+			// No share of the instance fits (it cannot be split as its
+			// fleet asks): the job is placed anew, elsewhere.
+			job.InstanceID = ""
+			if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+				return 0, err
+			}
+			return time.Second, nil
 		}
 		total, job.Blocks = sh.total, sh.blocks
 	}
