@@ -101,6 +101,9 @@ func instanceBlocks(f store.Fleet, inst store.Instance, o offers.Offer) (int, er
 	if want == 1 {
 		return 1, nil
 	}
+	if !splittableGPUs(o) {
+		return 0, fmt.Errorf("cannot split %s GPUs into blocks", o.GPUVendor)
+	}
 	n, ok := splitBlocks(o.CPUs, o.GPUCount, want)
 	if !ok {
 		what := fmt.Sprint(want)
@@ -112,6 +115,13 @@ func instanceBlocks(f store.Fleet, inst store.Instance, o offers.Offer) (int, er
 	return n, nil
 }
 
+// splittableGPUs reports whether an instance of offer o may be split as
+// far as its GPUs go: only NVIDIA GPUs are handed to tasks one by one
+// (agents/shim), so a share of other GPUs would not be its own.
+func splittableGPUs(o offers.Offer) bool {
+	return o.GPUCount == 0 || o.GPUVendor == "" || o.GPUVendor == "nvidia"
+}
+
 // divisibleOffers keeps the offers an instance could be made of for a
 // fleet that asks for want blocks (dstack's _get_shareable_offers).
 func divisibleOffers(all []offers.Offer, want int) []offers.Offer {
@@ -120,7 +130,7 @@ func divisibleOffers(all []offers.Offer, want int) []offers.Offer {
 	}
 	var out []offers.Offer
 	for _, o := range all {
-		if _, ok := splitBlocks(o.CPUs, o.GPUCount, want); ok {
+		if _, ok := splitBlocks(o.CPUs, o.GPUCount, want); ok && splittableGPUs(o) {
 			out = append(out, o)
 		}
 	}

@@ -122,6 +122,8 @@ func TestInstanceBlocks(t *testing.T) {
 		{"fleet blocks", fleet(schema.Fleet{Name: "f", Blocks: 2}), host(""), gpuHost, 2, false},
 		{"fleet auto", fleet(schema.Fleet{Name: "f", Blocks: 0}), host(""), gpuHost, 2, false},
 		{"not divisible", fleet(schema.Fleet{Name: "f", Blocks: 4}), host(""), gpuHost, 0, true},
+		{"amd gpus are not split", fleet(schema.Fleet{Name: "f", Blocks: 2}), host(""), offers.Offer{CPUs: 8, GPUCount: 2, GPUVendor: "amd"}, 0, true},
+		{"unsplit amd host", fleet(schema.Fleet{Name: "f", Blocks: 1}), host(""), offers.Offer{CPUs: 8, GPUCount: 2, GPUVendor: "amd"}, 1, false},
 		{"unsplit fleet", fleet(schema.Fleet{Name: "f", Blocks: 1}), host(""), gpuHost, 1, false},
 		{"ssh host takes the fleet's", fleet(ssh), host("a"), gpuHost, 2, false},
 		{"ssh host's own auto", fleet(ssh), host("b"), offers.Offer{CPUs: 8}, 8, false},
@@ -140,7 +142,11 @@ func TestInstanceBlocks(t *testing.T) {
 
 func TestDivisibleOffers(t *testing.T) {
 	three := offers.Offer{Instance: "three", CPUs: 6, GPUCount: 3}
+	amd := offers.Offer{Instance: "amd", CPUs: 8, GPUCount: 2, GPUVendor: "amd"}
 	all := []offers.Offer{gpuHost, three}
+	if got := divisibleOffers([]offers.Offer{gpuHost, amd}, 2); len(got) != 1 || got[0].Instance != "host" {
+		t.Errorf("two blocks of nvidia and amd offers kept %v, want the nvidia one", got)
+	}
 	if got := divisibleOffers(all, 1); len(got) != 2 {
 		t.Errorf("one block kept %d offers, want both", len(got))
 	}

@@ -310,8 +310,8 @@ var Table = []Row{
 	{Kinds: fleet, Field: "blocks", Decision: Honoured, Test: "reconciler.TestWorkers_blocksShareAnInstanceBetweenJobs",
 		Note: "each instance is split into `blocks` (or `auto`: as many as its GPUs, or CPUs without GPUs) equal shares of CPUs, memory and GPUs, " +
 			"the disk whole; a job takes the fewest blocks whose share fits its resources (a multi-node job all of them), and on part of an instance runs " +
-			"on bridge networking confined to its share's CPUs and memory, with GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs); " +
-			"a fleet provisions only offers that divide evenly, and an instance that does not takes no jobs"},
+			"on bridge networking confined to its share's CPUs and memory, with NVIDIA GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs); " +
+			"a fleet provisions only offers that divide evenly, and an instance that does not (or whose GPUs are not NVIDIA's) takes no jobs"},
 	{Kinds: fleet, Field: "reservation", Decision: Refused, Note: "`reservation`",
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Reservation != "" }, "reservation")},
 	{Kinds: fleet, Field: "availability_zones", Decision: Refused, Note: "`availability_zones`",
@@ -336,7 +336,7 @@ var Table = []Row{
 	{Kinds: fleet, Field: "ssh_config.hosts[].proxy_jump.ssh_key", Decision: Refused, Note: "`ssh_key` (give the key as `identity_file`)",
 		uses: eachHost("proxy_jump.ssh_key")},
 	{Kinds: fleet, Field: "ssh_config.hosts[].blocks", Decision: Honoured, Test: "reconciler.TestPlaceJob_sshHostBlocks",
-		Note: "the host's own `blocks`, as the fleet's `blocks`; a host whose CPUs or GPUs do not divide into them takes no jobs"},
+		Note: "the host's own `blocks`, as the fleet's `blocks`; a host whose CPUs or GPUs do not divide into them (or whose GPUs are not NVIDIA's) takes no jobs"},
 	{Kinds: fleet, Field: "ssh_config.hosts[].internal_ip", Decision: Advisory, Note: "`internal_ip` has no effect: hoist runs no multi-node jobs yet",
 		uses: eachHost("internal_ip")},
 	{Kinds: fleet, Field: "ssh_config.network", Decision: Advisory, Note: "`network` has no effect: hoist runs no multi-node jobs yet",
