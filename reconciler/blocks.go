@@ -160,7 +160,7 @@ func (c *Controller) shareOn(ctx context.Context, f store.Fleet, inst store.Inst
 	if k == 0 {
 		return share{total: total}, nil
 	}
-	busy, err := c.st.BusyBlocks(ctx, inst.ID, "")
+	busy, err := c.st.BusyBlocks(ctx, inst.ID, "", total)
 	if err != nil {
 		return share{}, err
 	}

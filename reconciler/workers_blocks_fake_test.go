@@ -97,7 +97,7 @@ func TestWorkers_blocksShareAnInstanceBetweenJobs(t *testing.T) {
 	if j.InstanceID != inst.ID || j.Blocks != 1 {
 		t.Fatalf("job c on %s holding %d blocks, want 1 block of %s", j.InstanceID, j.Blocks, inst.ID)
 	}
-	if busy, err := f.st.BusyBlocks(f.ctx, inst.ID, ""); err != nil || busy != 2 {
+	if busy, err := f.st.BusyBlocks(f.ctx, inst.ID, "", 2); err != nil || busy != 2 {
 		t.Errorf("busy blocks = %d (%v), want 2", busy, err)
 	}
 }

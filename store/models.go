@@ -358,7 +358,7 @@ type Job struct {
 	// Backend is the backend of that instance.
 	Backend string `bun:"backend,notnull"`
 	// Blocks is how many of the instance's blocks the job holds (its
-	// fleet's `blocks`); every block when the instance is not split.
+	// fleet's `blocks`); 0 (or every block) holds the whole instance.
 	Blocks int `bun:"blocks,notnull"`
 	// ShimTaskID is the shim's task ID for the job's container.
 	ShimTaskID string `bun:"shim_task_id,notnull"`

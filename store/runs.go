@@ -188,8 +188,9 @@ func (s *Store) AssignJobLeased(ctx context.Context, l Lease, j *Job, exclusive 
 }
 
 // AssignJobBlocksLeased writes j under lease l, placed on j.InstanceID,
-// only while the instance's totalBlocks hold j.Blocks next to the blocks
-// of its other active jobs (a job counts at least one block). Like
+// only while the instance's totalBlocks hold j.Blocks (all of them when
+// it records none) next to the blocks its other active jobs hold
+// (BusyBlocks). Like
 // AssignJobLeased it locks the instance's row first, so two placements on
 // the last free blocks never both win: the loser gets ErrInstanceBusy.
 // totalBlocks 0 is an instance shared without a count (the server's own
@@ -209,26 +210,32 @@ func (s *Store) AssignJobBlocksLeased(ctx context.Context, l Lease, j *Job, tota
 			Where("id = ?", j.InstanceID).Exec(ctx); err != nil {
 			return fmt.Errorf("assign job %s: lock instance: %w", j.ID, err)
 		}
-		busy, err := busyBlocks(ctx, tx, j.InstanceID, j.ID)
+		busy, err := busyBlocks(ctx, tx, j.InstanceID, j.ID, totalBlocks)
 		if err != nil {
 			return fmt.Errorf("assign job %s: %w", j.ID, err)
 		}
-		if busy+max(j.Blocks, 1) > totalBlocks {
+		want := j.Blocks
+		if want < 1 {
+			want = totalBlocks
+		}
+		if busy+want > totalBlocks {
 			return fmt.Errorf("assign job %s to instance %s (%d of %d blocks busy): %w", j.ID, j.InstanceID, busy, totalBlocks, ErrInstanceBusy)
 		}
 		return updateRow(ctx, tx, now, j, &l)
 	})
 }
 
-// BusyBlocks returns the blocks the active jobs on an instance hold (a job
-// counts at least one), the job except.
-func (s *Store) BusyBlocks(ctx context.Context, instanceID, except string) (int, error) {
-	return busyBlocks(ctx, s.db, instanceID, except)
+// BusyBlocks returns the blocks of an instance of totalBlocks that its
+// active jobs hold, the job except; a job that records none (placed by a
+// caller that does not split instances, or waiting for the instance)
+// holds them all.
+func (s *Store) BusyBlocks(ctx context.Context, instanceID, except string, totalBlocks int) (int, error) {
+	return busyBlocks(ctx, s.db, instanceID, except, totalBlocks)
 }
 
-func busyBlocks(ctx context.Context, db bun.IDB, instanceID, except string) (int, error) {
+func busyBlocks(ctx context.Context, db bun.IDB, instanceID, except string, totalBlocks int) (int, error) {
 	var n int
-	err := db.NewSelect().Model((*Job)(nil)).ColumnExpr("COALESCE(SUM(CASE WHEN blocks < 1 THEN 1 ELSE blocks END), 0)").
+	err := db.NewSelect().Model((*Job)(nil)).ColumnExpr("COALESCE(SUM(CASE WHEN blocks < 1 THEN ? ELSE blocks END), 0)", totalBlocks).
 		Where("instance_id = ? AND id <> ? AND status NOT IN (?)", instanceID, except,
 			bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).Scan(ctx, &n)
 	return n, err

@@ -400,7 +400,7 @@ func TestAssignJobBlocksLeased_jobsShareAnInstancesBlocks(t *testing.T) {
 				t.Fatalf("assign %s (%d blocks): %v", j.JobName, blocks, err)
 			}
 		}
-		if busy, err := s.BusyBlocks(ctx, inst.ID, ""); err != nil || busy != 4 {
+		if busy, err := s.BusyBlocks(ctx, inst.ID, "", 4); err != nil || busy != 4 {
 			t.Fatalf("busy blocks = %d, %v; want 4", busy, err)
 		}
 		c := jobs[2]
@@ -418,8 +418,18 @@ func TestAssignJobBlocksLeased_jobsShareAnInstancesBlocks(t *testing.T) {
 		if err := s.AssignJobBlocksLeased(ctx, lc, &c, 4); err != nil {
 			t.Fatalf("assignment to the freed block: %v", err)
 		}
-		if busy, err := s.BusyBlocks(ctx, inst.ID, c.ID); err != nil || busy != 3 {
+		if busy, err := s.BusyBlocks(ctx, inst.ID, c.ID, 4); err != nil || busy != 3 {
 			t.Errorf("busy blocks but c's = %d, %v; want 3", busy, err)
+		}
+		// A job that records no blocks (a node of a multi-node run) holds
+		// the whole instance.
+		b := jobs[1]
+		b.Blocks = 0
+		if err := s.UpdateJob(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		if busy, err := s.BusyBlocks(ctx, inst.ID, c.ID, 4); err != nil || busy != 4 {
+			t.Errorf("busy blocks with a job of no recorded blocks = %d, %v; want all 4", busy, err)
 		}
 	})
 }
