@@ -187,3 +187,20 @@ func TestPlaceJob_sshHostBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkers_blocksFleetProvisionsDivisibleOffers: a fleet of `blocks: 2`
+// is provisioned from the cheapest offer whose CPUs and GPUs divide in two,
+// passing over a cheaper one of 3 GPUs.
+func TestWorkers_blocksFleetProvisionsDivisibleOffers(t *testing.T) {
+	three := twoGPUOffer[0]
+	three.Instance, three.CPUs, three.GPUCount, three.Price = "fake-3gpu", 6, 3, 0.50
+	f := newFixture(t, map[string]string{"fleet.dstack.yml": blocksFleet})
+	f.withFakeBackend(fake.Config{Offers: []offers.Offer{three, twoGPUOffer[0]}})
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s: %+v", res, f.syncState())
+	}
+	inst := f.readyFleetInstance("shared")
+	if o := instanceOffer(t, inst); o.Instance != "fake-2gpu" {
+		t.Errorf("instance from offer %s, want fake-2gpu (the 3-GPU one does not divide in two)", o.Instance)
+	}
+}
