@@ -307,10 +307,10 @@ var Table = []Row{
 	{Kinds: fleet, Field: "placement", Decision: Honoured, Test: "reconciler.TestWorkers_clusterFleetPlacementGroup",
 		Note: "`cluster`: a cloud fleet's instances are provisioned in the backend and region of its first one and, on backends with placement groups, " +
 			"in one placement group per fleet and region, created before the first instance and deleted after the last; an SSH fleet's hosts are taken as they are"},
-	{Kinds: fleet, Field: "blocks", Decision: Honoured, Test: "reconciler.TestWorkers_blocksShareAnInstanceBetweenJobs",
+	{Kinds: fleet, Field: "blocks", Decision: Honoured, Test: "e2e.TestBlocks_twoJobsShareAnInstanceAndAThirdWaits",
 		Note: "each instance is split into `blocks` (or `auto`: as many as its GPUs, or CPUs without GPUs) equal shares of CPUs, memory and GPUs, " +
 			"the disk whole; a job takes the fewest blocks whose share fits its resources (a multi-node job all of them), and on part of an instance runs " +
-			"on bridge networking confined to its share's CPUs and memory, with NVIDIA GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs); " +
+			"on bridge networking confined to its share's CPUs and memory, with NVIDIA GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs, reconciler.TestWorkers_blocksShareAnInstanceBetweenJobs); " +
 			"a fleet provisions only offers that divide evenly, and an instance that does not (or whose GPUs are not NVIDIA's) takes no jobs"},
 	{Kinds: fleet, Field: "reservation", Decision: Refused, Note: "`reservation`",
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Reservation != "" }, "reservation")},
