@@ -31,8 +31,9 @@ func (s runSpec) multiNode() bool {
 	return schema.Kind(s.Type) == schema.KindTask && s.Nodes > 1
 }
 
-// taskGPUs is the number of GPUs a job's container gets: the low end of
-// its resources' GPU count.
+// taskGPUs is the number of GPUs a job's container gets on a whole
+// instance: the low end of its resources' GPU count (on some of an
+// instance's blocks, its share's: jobPart).
 func taskGPUs(spec runSpec) int {
 	if g := spec.Resources.GPU; g.Count.Min != nil && *g.Count.Min > 0 {
 		return int(*g.Count.Min)
@@ -111,6 +112,11 @@ func (c *Controller) clusterFor(ctx context.Context, job *store.Job, run *store.
 		}
 	}
 	gpus := taskGPUs(spec)
+	if part, shared, err := c.jobPart(ctx, *job); err != nil {
+		return clusterGate{}, err
+	} else if shared {
+		gpus = part.GPUCount // its share's, as createTask gives its container
+	}
 	info := &api.ClusterInfo{NodeRank: job.JobNum, NodesNum: n, NodesIPs: ips, MasterIP: ips[0], GPUsPerNode: gpus, GPUsNum: n * gpus}
 	return clusterGate{Info: info}, nil
 }

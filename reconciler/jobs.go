@@ -212,6 +212,19 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		// MPI), as dstack runs multi-node jobs with host networking.
 		ts.NetworkMode = api.NetworkHost
 	}
+	part, shared, err := c.jobPart(ctx, *job)
+	if err != nil {
+		return 0, err
+	}
+	if shared {
+		// A job on some of its instance's blocks is confined to its share:
+		// the share's CPUs, memory and GPUs (the shim hands each task GPUs
+		// no other task holds), on bridge networking (dstack's
+		// _prepare_job_runtime_data for a shared offer).
+		ts.CPUs, ts.MemoryBytes = float64(part.CPUs), int64(part.MemoryGB*(1<<30))
+		ts.GPUCount, ts.GPUVendor = part.GPUCount, part.GPUVendor
+		ts.NetworkMode = api.NetworkBridge
+	}
 	if s := spec.Resources.ShmSize; s != nil {
 		ts.ShmSizeBytes = int64(*s * (1 << 30))
 	}
