@@ -178,3 +178,38 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// TestShim_recoverRemovesALeftNamespaceHolder checks that a namespace
+// holder container left by a shim that died while starting a task is
+// removed by the next shim's Recover, not reported as unknown.
+func TestShim_recoverRemovesALeftNamespaceHolder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	left, err := e.docker.ContainerCreate(ctx, &container.Config{
+		Image: e.image,
+		Cmd:   []string{"sleep", "600"},
+		Labels: map[string]string{
+			shim.LabelManagedBy:   "hoist-shim",
+			shim.LabelShimID:      e.shim.ID(),
+			shim.LabelNetnsHolder: "interrupted",
+		},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.docker.ContainerStart(ctx, left.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.shim.Close()
+	e.start(t)
+	if _, err := e.docker.ContainerInspect(ctx, left.ID); err == nil {
+		t.Errorf("holder %s still there after Recover", left.ID)
+	}
+	l, err := e.client.TaskList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Unknown) != 0 {
+		t.Errorf("unknown containers = %+v, want none (the holder is the shim's own)", l.Unknown)
+	}
+}
