@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/e2e/testenv"
+)
+
+// newNetnsFleetEnv is an sshFleetEnv whose n hosts are simulated hosts in
+// network namespaces of their own (testenv.NetHosts: each with its own
+// address on a bridge the test makes, reached from the server's namespace
+// by a route to those addresses only), each running an sshd on port 22.
+// The SSH backend deploys its shim through that sshd, so the shim runs in
+// the host's namespace, and its host-network jobs do too (agents/shim,
+// netns.go).
+func newNetnsFleetEnv(t *testing.T, n int) (*sshFleetEnv, []*testenv.NetHost) {
+	t.Helper()
+	testenv.Docker(t)
+	nets := testenv.NetHosts(t, n)
+	client := testenv.NewSSHKey(t, t.TempDir(), "id_ed25519")
+	var hosts []*testenv.SSHD
+	for _, h := range nets {
+		hosts = append(hosts, h.StartSSHD(t, client.Signer.PublicKey()))
+	}
+	return startSSHFleetServer(t, hosts, client), nets
+}
+
+// clusterJob is a job of a multi-node run as GET /api/v1/runs/{name}
+// returns it.
+type clusterJob struct {
+	ID            string     `json:"id"`
+	JobName       string     `json:"job_name"`
+	SubmissionNum int        `json:"submission_num"`
+	Status        string     `json:"status"`
+	Instance      string     `json:"instance"`
+	StartedAt     *time.Time `json:"started_at"`
+}
+
+// TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts drives a
+// `placement: cluster` SSH fleet of two simulated hosts (network namespaces
+// with their own addresses) through `hoist serve` and Git: both hosts
+// become ready and a one-node task runs on one of them; then a `nodes: 2`
+// task runs one job on each host with host networking, rank 1 connects to
+// $DSTACK_MASTER_NODE_IP on the port rank 0 listens on (busybox nc), both
+// print their cluster environment, and the run is done. It prints commit →
+// all nodes running and the time between the first and the last node's
+// start.
+func TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts(t *testing.T) {
+	e, nets := newNetnsFleetEnv(t, 2)
+	s, r := e.s, e.r
+
+	t.Log("phase: a cluster fleet of two namespace hosts becomes ready")
+	r.write("fleet.dstack.yml", e.fleetSpec(e.hosts...)+"placement: cluster\n")
+	r.commit("cluster fleet of two namespace hosts")
+	s.waitInstances(2*sshWithin, "both hosts idle and reachable", func(is map[string]apiInstance) bool {
+		return len(is) == 2 && allInstances(is, func(i apiInstance) bool { return i.Status == "idle" && i.Reachable && i.Backend == "ssh" })
+	})
+	hostIP := map[string]string{} // host address of each instance, by name
+	for _, rec := range s.sshRecords() {
+		hostIP[rec.Name] = rec.Host.Hostname
+	}
+	for _, h := range nets {
+		if !slices.Contains(slices.Collect(mapValues(hostIP)), h.IP) {
+			t.Fatalf("no instance on host %s: %v", h.IP, hostIP)
+		}
+	}
+
+	t.Log("phase: a one-node task runs on a namespace host")
+	r.write("one.dstack.yml", task("one", "  - echo one node\n")+"fleets: ["+sshFleetName+"]\n")
+	sha := r.commit("a one-node task")
+	s.waitRun("one", sha, "done", sshWithin)
+	if got := s.logs("one"); got != "one node\n" {
+		t.Fatalf("one: logs %q", got)
+	}
+
+	// Remove this skip once multi-node tasks are accepted: `nodes` above 1
+	// is refused (reconciler/support/table.go) until host networking and
+	// the cluster environment (helper branch `cluster`) and gang placement
+	// (helper branch `gang`) are merged.
+	t.Skip("SKIP: the nodes: 2 phase needs multi-node tasks (host networking and DSTACK_* cluster env from branch cluster, gang placement from branch gang), not merged yet")
+
+	t.Log("phase: a nodes: 2 task runs one job per host; rank 1 reaches rank 0 at the master's address")
+	r.write("pair.dstack.yml", fmt.Sprintf(`type: task
+name: pair
+image: %s
+nodes: 2
+fleets: [%s]
+commands:
+  - env | grep '^DSTACK_' | sort
+  - echo "rank=$DSTACK_NODE_RANK nodes=$DSTACK_NODES_NUM master=$DSTACK_MASTER_NODE_IP ips=$(echo $DSTACK_NODES_IPS)"
+  - |
+    if [ "$DSTACK_NODE_RANK" = 0 ]; then
+      nc -l -p 7100
+    else
+      for i in $(seq 100); do
+        echo "hello from rank $DSTACK_NODE_RANK" | nc "$DSTACK_MASTER_NODE_IP" 7100 && exit 0
+        sleep 0.2
+      done
+      exit 1
+    fi
+`, testenv.BusyboxImage, sshFleetName))
+	committed := time.Now()
+	sha = r.commit("a two-node task")
+	s.waitRun("pair", sha, "done", 2*sshWithin)
+
+	var run struct {
+		Status string       `json:"status"`
+		Jobs   []clusterJob `json:"jobs"`
+	}
+	if code := s.getJSON("/api/v1/runs/pair", &run); code != 200 {
+		t.Fatalf("GET /api/v1/runs/pair: %d", code)
+	}
+	if len(run.Jobs) != 2 {
+		t.Fatalf("pair jobs: %+v, want 2 (no resubmission)", run.Jobs)
+	}
+	byRank := map[string]clusterJob{}
+	for _, j := range run.Jobs {
+		if j.Status != "done" || j.StartedAt == nil {
+			t.Fatalf("pair job %+v, want done with a start time", j)
+		}
+		byRank[j.JobName[strings.LastIndexByte(j.JobName, '-')+1:]] = j
+	}
+	master, worker := byRank["0"], byRank["1"]
+	if master.Instance == "" || worker.Instance == "" || master.Instance == worker.Instance {
+		t.Fatalf("pair ran on %q (rank 0) and %q (rank 1), want the two hosts", master.Instance, worker.Instance)
+	}
+	masterIP, workerIP := hostIP[master.Instance], hostIP[worker.Instance]
+	for rank, j := range map[string]clusterJob{"0": master, "1": worker} {
+		logs := s.jobLogs("pair", j.ID)
+		want := fmt.Sprintf("rank=%s nodes=2 master=%s ips=%s %s\n", rank, masterIP, masterIP, workerIP)
+		if !strings.Contains(logs, want) {
+			t.Errorf("rank %s logs %q, want the line %q", rank, logs, want)
+		}
+		for _, v := range []string{"DSTACK_NODE_RANK=" + rank, "DSTACK_NODES_NUM=2", "DSTACK_MASTER_NODE_IP=" + masterIP, "DSTACK_RUN_NAME=pair"} {
+			if !strings.Contains(logs, v+"\n") {
+				t.Errorf("rank %s environment lacks %s: %q", rank, v, logs)
+			}
+		}
+		if rank == "0" && !strings.Contains(logs, "hello from rank 1\n") {
+			t.Errorf("rank 0 (on %s) did not receive rank 1's line: %q", masterIP, logs)
+		}
+	}
+	first, last := *master.StartedAt, *worker.StartedAt
+	if last.Before(first) {
+		first, last = last, first
+	}
+	t.Logf("figures: 2-node run on namespace hosts: commit → all nodes running %s; first → last node start %s",
+		last.Sub(committed).Round(time.Millisecond), last.Sub(first).Round(time.Millisecond))
+}
+
+// jobLogs returns the logs of one job (by id) of run name.
+func (s *server) jobLogs(name, job string) string {
+	s.t.Helper()
+	code, b := s.do("GET", "/api/v1/runs/"+name+"/logs?job="+url.QueryEscape(job), nil)
+	if code != 200 {
+		s.t.Fatalf("logs of %s job %s: %d %s", name, job, code, b)
+	}
+	return string(b)
+}
+
+// mapValues yields the values of m.
+func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
+	return func(yield func(V) bool) {
+		for _, v := range m {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
