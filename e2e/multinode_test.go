@@ -33,12 +33,13 @@ func newNetnsFleetEnv(t *testing.T, n int) (*sshFleetEnv, []*testenv.NetHost) {
 // clusterJob is a job of a multi-node run as GET /api/v1/runs/{name}
 // returns it.
 type clusterJob struct {
-	ID            string     `json:"id"`
-	JobName       string     `json:"job_name"`
-	SubmissionNum int        `json:"submission_num"`
-	Status        string     `json:"status"`
-	Instance      string     `json:"instance"`
-	StartedAt     *time.Time `json:"started_at"`
+	ID                string     `json:"id"`
+	JobName           string     `json:"job_name"`
+	SubmissionNum     int        `json:"submission_num"`
+	Status            string     `json:"status"`
+	TerminationReason string     `json:"termination_reason"`
+	Instance          string     `json:"instance"`
+	StartedAt         *time.Time `json:"started_at"`
 }
 
 // TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts drives a
@@ -47,9 +48,11 @@ type clusterJob struct {
 // become ready and a one-node task runs on one of them; then a `nodes: 2`
 // task runs one job on each host with host networking, rank 1 connects to
 // $DSTACK_MASTER_NODE_IP on the port rank 0 listens on (busybox nc), both
-// print their cluster environment, and the run is done. It prints commit →
+// print their cluster environment, and the run is done (it prints commit →
 // all nodes running and the time between the first and the last node's
-// start.
+// start); with `stop_criteria: master-done` the worker is stopped once the
+// master is done and the run is done; a `nodes: 3` run on the two hosts
+// fails for want of capacity without placing or starting any node.
 func TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts(t *testing.T) {
 	e, nets := newNetnsFleetEnv(t, 2)
 	s, r := e.s, e.r
@@ -79,11 +82,12 @@ func TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts(t *testing.T) {
 	}
 
 	// Remove this skip once multi-node tasks are accepted: `nodes` above 1
-	// is refused (reconciler/support/table.go) until host networking and
-	// the cluster environment (helper branch `cluster`) and gang placement
-	// (helper branch `gang`) are merged. With both merged and the refusal
-	// lifted, the phase below passes (branch netns-try).
-	t.Skip("SKIP: the nodes: 2 phase needs multi-node tasks (host networking and DSTACK_* cluster env from branch cluster, gang placement from branch gang), not merged yet")
+	// and `stop_criteria: master-done` are refused
+	// (reconciler/support/table.go) until host networking, the cluster
+	// environment and master-done (helper branch `cluster`) and gang
+	// placement (helper branch `gang`) are merged. With both merged and
+	// those refusals lifted, the phases below pass (branch netns-try).
+	t.Skip("SKIP: the multi-node phases need branches cluster (host networking, DSTACK_* cluster env, master-done) and gang (gang placement), not merged yet")
 
 	t.Log("phase: a nodes: 2 task runs one job per host; rank 1 reaches rank 0 at the master's address")
 	r.write("pair.dstack.yml", fmt.Sprintf(`type: task
@@ -160,6 +164,71 @@ commands:
 	}
 	t.Logf("figures: 2-node run on namespace hosts: commit → all nodes running %s; first → last node start %s",
 		last.Sub(committed).Round(time.Millisecond), last.Sub(first).Round(time.Millisecond))
+
+	bothIdle := func(is map[string]apiInstance) bool {
+		return len(is) == 2 && allInstances(is, func(i apiInstance) bool { return i.Status == "idle" && i.Reachable })
+	}
+	t.Log("phase: stop_criteria master-done stops the worker once the master is done")
+	s.waitInstances(sshWithin, "both hosts idle again", bothIdle)
+	r.write("lead.dstack.yml", fmt.Sprintf(`type: task
+name: lead
+image: %s
+nodes: 2
+stop_criteria: master-done
+fleets: [%s]
+commands:
+  - |
+    if [ "$DSTACK_NODE_RANK" = 0 ]; then
+      echo master done
+    else
+      echo worker up
+      sleep 600
+    fi
+`, testenv.BusyboxImage, sshFleetName))
+	sha = r.commit("a two-node task that ends with its master")
+	s.waitRun("lead", sha, "done", 2*sshWithin)
+	lead := s.clusterJobs("lead")
+	if len(lead) != 2 || !slices.ContainsFunc(lead, func(j clusterJob) bool { return strings.HasPrefix(j.JobName, "lead-1-") }) {
+		t.Fatalf("lead jobs: %+v, want the master and the worker", lead)
+	}
+	for _, j := range lead {
+		if j.Status != "done" {
+			t.Errorf("lead job %s: %s, want done (the worker stopped with the master)", j.JobName, j.Status)
+		}
+	}
+
+	t.Log("phase: a nodes: 3 run on the two hosts fails for want of capacity and never starts a partial cluster")
+	s.waitInstances(sshWithin, "both hosts idle again", bothIdle)
+	r.write("trio.dstack.yml", task("trio", "  - echo must not run\n")+"nodes: 3\nfleets: ["+sshFleetName+"]\n")
+	sha = r.commit("a three-node task on two hosts")
+	s.waitRun("trio", sha, "failed", sshWithin)
+	trio := s.clusterJobs("trio")
+	if len(trio) != 3 {
+		t.Fatalf("trio jobs: %+v, want three", trio)
+	}
+	for _, j := range trio {
+		if j.Instance != "" || j.StartedAt != nil {
+			t.Errorf("trio job %s placed on %q (started %v): a partial cluster", j.JobName, j.Instance, j.StartedAt)
+		}
+	}
+	if i := slices.IndexFunc(trio, func(j clusterJob) bool { return strings.HasPrefix(j.JobName, "trio-0-") }); i < 0 || trio[i].TerminationReason != "failed_to_start_due_to_no_capacity" {
+		t.Errorf("trio master: %+v, want failed_to_start_due_to_no_capacity", trio)
+	}
+	if got := s.jobLogs("trio", trio[0].ID); got != "" {
+		t.Errorf("trio logged %q: a node ran", got)
+	}
+}
+
+// clusterJobs returns the jobs of run name.
+func (s *server) clusterJobs(name string) []clusterJob {
+	s.t.Helper()
+	var run struct {
+		Jobs []clusterJob `json:"jobs"`
+	}
+	if code := s.getJSON("/api/v1/runs/"+name, &run); code != 200 {
+		s.t.Fatalf("GET /api/v1/runs/%s: %d", name, code)
+	}
+	return run.Jobs
 }
 
 // jobLogs returns the logs of one job (by id) of run name.
