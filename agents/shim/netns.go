@@ -65,7 +65,9 @@ func (s *Shim) hostNetns() netnsInfo {
 		n, err := s.netnsOf()
 		if err != nil {
 			// An Engine behind TCP, or one whose process is not visible
-			// here: its "host" network is taken as the host's.
+			// or whose namespace is not readable here (a shim that does
+			// not run as root): its "host" network is taken as the
+			// host's, as it is on a real machine.
 			s.log.Info("netns_not_compared", "err", err)
 			return
 		}
