@@ -89,7 +89,7 @@ func TestShim_hostNetworkInAnotherNamespaceIsTheShimsHost(t *testing.T) {
 func TestShim_hostNetworkInTheDaemonsNamespaceIsDockersHost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	info, rc := e.runTask(t, api.TaskSpec{ID: "hostnet", NetworkMode: api.NetworkHost})
+	info, rc := e.runTask(t, api.TaskSpec{ID: "hostnet-plain", NetworkMode: api.NetworkHost})
 	if st := runJob(t, rc, api.JobSpec{Commands: []string{"true"}}); st.State != api.JobDone {
 		t.Fatalf("job = %+v, want done", st)
 	}
