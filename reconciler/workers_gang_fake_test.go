@@ -279,4 +279,12 @@ func TestWorkers_gangGrowsTheFleetByTheMissingNodesFirst(t *testing.T) {
 	if live != 3 {
 		t.Errorf("%d live instances, want 3", live)
 	}
+	if got, want := attempted(be), []string{"small", "small", "small", "medium", "medium"}; !slices.Equal(got, want) {
+		t.Errorf("creates %v, want %v: the first instance, the two grown, then their replacements from the next offer", got, want)
+	}
+	for _, j := range js {
+		if o := offerOf(f.instance(j.InstanceID)); o.Region != "loop" {
+			t.Errorf("job %s on an instance in %s, want the cluster's region", j.JobName, o.Region)
+		}
+	}
 }
