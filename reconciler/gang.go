@@ -194,9 +194,8 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 		return gangPick{fleet: cands[best].fleet.Name, insts: cands[best].free[:n], ready: true}, nil
 	}
 	// Ready once instances on their way are, or once the fleet has grown
-	// by the missing ones (all-or-nothing: provisioned before any job is
-	// placed; those grown are reserved for the gang even when the fleet
-	// could not grow by all, and the rest is grown next time).
+	// by all the missing ones (all-or-nothing: provisioned, and reserved
+	// for the gang, before any job is placed).
 	for i, g := range cands {
 		have := append(slices.Clone(g.free), g.coming...)
 		if len(have) >= n {
@@ -207,7 +206,7 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 			continue
 		}
 		grown, err := c.growGang(ctx, g.fleet, spec, sites, tried, missing)
-		if len(grown) > 0 {
+		if err == nil {
 			return gangPick{fleet: g.fleet.Name, insts: append(have, grown...)}, nil
 		}
 		if backends.KindOf(err) == backends.KindWait {
@@ -332,21 +331,13 @@ func (c *Controller) heldOutside(ctx context.Context, id string, mine map[string
 	return held, ours, nil
 }
 
-// growGang grows cluster fleet f by up to missing instances for a gang,
-// each from the cheapest offer that fits the fleet and the jobs (in the
-// cluster's backend and region, growFleet); it returns those it added.
+// growGang grows cluster fleet f by the missing instances of a gang, all
+// or none, from the cheapest offer that fits the fleet and the jobs (in
+// the cluster's backend and region, growFleetBy).
 func (c *Controller) growGang(ctx context.Context, f store.Fleet, spec runSpec, sites []volumeSite, tried map[string]bool, missing int) ([]store.Instance, error) {
 	q := instanceQuery(spec)
 	bes := narrowToSites(sites, &q, spec.Backends)
-	var out []store.Instance
-	for range missing {
-		inst, err := c.growFleet(ctx, f, q, bes, tried)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, inst)
-	}
-	return out, nil
+	return c.growFleetBy(ctx, f, q, bes, tried, missing)
 }
 
 // dropFailedReservations forgets the gang's reserved instances that ended

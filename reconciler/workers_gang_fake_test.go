@@ -288,3 +288,100 @@ func TestWorkers_gangGrowsTheFleetByTheMissingNodesFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkers_twoGangsNeverSplitAFleet: of two three-node gangs on a
+// cluster fleet with room for four instances, the first grows the fleet
+// by its three and the second waits holding none (never two partial
+// clusters waiting on each other).
+func TestWorkers_twoGangsNeverSplitAFleet(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": "type: fleet\nname: cluster\nnodes: 0..4\nplacement: cluster\n",
+		"a.dstack.yml":     strings.Replace(gangTask("3"), "name: train", "name: alpha", 1),
+		"b.dstack.yml":     strings.Replace(gangTask("3"), "name: train", "name: beta", 1),
+	})
+	f.withFakeBackend(fake.Config{})
+	f.sync()
+	f.reconcileMaster("alpha")
+	f.reconcileMaster("beta")
+	if n := len(f.fleetInstances("cluster")); n != 3 {
+		t.Fatalf("fleet has %d instances, want the first gang's 3", n)
+	}
+	for _, j := range f.gangJobs("beta") {
+		if j.InstanceID != "" || j.Status != store.JobSubmitted {
+			t.Errorf("second gang's job %s = %s on %q, want submitted holding nothing", j.JobName, j.Status, j.InstanceID)
+		}
+	}
+	if m := f.gangJobs("beta")[0]; !strings.Contains(m.StatusMessage, "waiting for 3 free instances of fleet cluster") {
+		t.Errorf("second gang says %q, want it waiting for free instances", m.StatusMessage)
+	}
+	f.settle("cluster")
+	f.reconcileMaster("alpha")
+	for _, j := range f.gangJobs("alpha") {
+		if j.Status != store.JobProvisioning {
+			t.Errorf("first gang's job %s = %s, want provisioning", j.JobName, j.Status)
+		}
+	}
+}
+
+// sshClusterFleet is an SSH fleet of two hosts with `placement: cluster`
+// and a task of nodes on it, committed together.
+func sshClusterFleet(placement, nodes string) map[string]string {
+	return map[string]string{
+		"fleet.dstack.yml": "type: fleet\nname: gpu-hosts\n" + placement + "ssh_config:\n  user: ubuntu\n  identity_file: ~/.ssh/id\n  hosts: [127.0.0.201, 127.0.0.202]\n",
+		"task.dstack.yml":  "type: task\nname: train\nimage: busybox\ncommands: [x]\nfleets: [gpu-hosts]\nnodes: " + nodes + "\n",
+	}
+}
+
+// TestPlaceGang_sshFleet: on an SSH fleet of two hosts with `placement:
+// cluster` committed with a two-node task, the gang holds both hosts while
+// they are being set up and is placed on both, in one pass, once they are
+// ready; a three-node task fails with the reason, and so does a two-node
+// task on the same hosts without `placement: cluster`.
+func TestPlaceGang_sshFleet(t *testing.T) {
+	t.Run("placed on both hosts once ready", func(t *testing.T) {
+		f := newFixture(t, sshClusterFleet("placement: cluster\n", "2")).withSSHBackend()
+		f.sync()
+		for range 2 {
+			f.reconcileJobs("train")
+		}
+		js := f.gangJobs("train")
+		noneStarted(t, js)
+		if want := "waiting for the cluster's instances: fleet gpu-hosts: 0 of 2 ready"; js[0].StatusMessage != want {
+			t.Errorf("master says %q, want %q", js[0].StatusMessage, want)
+		}
+		insts := f.setFleetInstances("gpu-hosts", store.InstanceIdle)
+		f.reconcileMaster("train")
+		hosts := map[string]bool{}
+		for _, j := range f.gangJobs("train") {
+			if j.Status != store.JobProvisioning {
+				t.Fatalf("job %s = %s (%q), want provisioning", j.JobName, j.Status, j.StatusMessage)
+			}
+			hosts[j.InstanceID] = true
+		}
+		if !hosts[insts[0].ID] || !hosts[insts[1].ID] {
+			t.Errorf("jobs on %v, want one on each host", hosts)
+		}
+	})
+	for _, tc := range []struct {
+		name, placement, nodes, want string
+	}{
+		{"more nodes than hosts", "placement: cluster\n", "3", "no fleet with `placement: cluster` can hold 3 nodes (gpu-hosts holds at most 2)"},
+		{"hosts not a cluster", "", "2", "multi-node runs use only fleets with `placement: cluster` (as dstack does); fleet gpu-hosts is not"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, sshClusterFleet(tc.placement, tc.nodes)).withSSHBackend()
+			f.sync()
+			f.setFleetInstances("gpu-hosts", store.InstanceIdle)
+			f.reconcileMaster("train")
+			m := f.gangJobs("train")[0]
+			if m.Status != store.JobTerminating || m.TerminationReason != reasonNoCapacity || !strings.Contains(m.TerminationMessage, tc.want) {
+				t.Fatalf("master = %s %s %q, want terminating for %s: %q", m.Status, m.TerminationReason, m.TerminationMessage, reasonNoCapacity, tc.want)
+			}
+			for _, j := range f.gangJobs("train") {
+				if j.InstanceID != "" {
+					t.Errorf("job %s placed on %s", j.JobName, j.InstanceID)
+				}
+			}
+		})
+	}
+}
