@@ -221,3 +221,17 @@ func TestCompute_multiNodeTaskCostIsNodesTimesPrice(t *testing.T) {
 		})
 	}
 }
+
+// TestCostsOf_multiNodeRunCostsEveryNode: a multi-node run occupies one
+// instance per node and costs all of them (the runs page's and the
+// dashboard's cost per hour), nodes × price.
+func TestCostsOf_multiNodeRunCostsEveryNode(t *testing.T) {
+	c := plan.CostsOf([]plan.Instance{
+		{Fleet: "cluster", Status: "busy", Price: 0.25, Runs: []string{"train"}},
+		{Fleet: "cluster", Status: "busy", Price: 0.25, Runs: []string{"train"}},
+		{Fleet: "cluster", Status: "busy", Price: 0.25, Runs: []string{"train"}},
+	})
+	if c.Runs["train"] != 0.75 || c.Total != 0.75 {
+		t.Errorf("run costs %v of %v in all, want 3 × 0.25 = 0.75", c.Runs["train"], c.Total)
+	}
+}
