@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"hoist/backends/fake"
 	"hoist/store"
@@ -33,6 +34,58 @@ func (f *fixture) reconcileMaster(name string) {
 	js := f.gangJobs(name)
 	if _, err := f.c.reconcileJob(f.ctx, js[0].ID); err != nil {
 		f.t.Fatalf("reconcile master: %v", err)
+	}
+}
+
+// provisionGang drives the gang of run name, on a backend fleet, to
+// provisioning: its master grows the fleet by the instances the gang
+// lacks (or takes free ones), the instance worker creates them, and the
+// master assigns every job; it returns the jobs' instances in job order.
+func (f *fixture) provisionGang(name string) []store.Instance {
+	f.t.Helper()
+	for range 10 {
+		f.reconcileMaster(name)
+		js := f.gangJobs(name)
+		if !slices.ContainsFunc(js, func(j store.Job) bool { return j.Status != store.JobProvisioning }) {
+			out := make([]store.Instance, len(js))
+			for k, j := range js {
+				out[k] = f.instance(j.InstanceID)
+			}
+			return out
+		}
+		for _, j := range js {
+			if j.InstanceID != "" {
+				if i := f.instance(j.InstanceID); i.Status != store.InstanceIdle && i.Status != store.InstanceBusy {
+					f.reconcileInstance(j.InstanceID)
+				}
+			}
+		}
+	}
+	m := f.gangJobs(name)[0]
+	f.t.Fatalf("gang of %s not provisioning: master %s (%q %s %q)", name, m.Status, m.StatusMessage, m.TerminationReason, m.TerminationMessage)
+	return nil
+}
+
+// runGang runs the job worker on every job of run name's gang until each
+// runs, and fails the test for one that does not.
+func (f *fixture) runGang(name string) {
+	f.t.Helper()
+	for _, j := range f.gangJobs(name) {
+		for range 200 {
+			before, _ := f.st.GetJob(f.ctx, j.ID)
+			if before.Status == store.JobRunning {
+				break
+			}
+			if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
+				f.t.Fatal(err)
+			}
+			if after, _ := f.st.GetJob(f.ctx, j.ID); after.Status == before.Status {
+				time.Sleep(10 * time.Millisecond) // e.g. a runner not yet answering
+			}
+		}
+		if cur, _ := f.st.GetJob(f.ctx, j.ID); cur.Status != store.JobRunning {
+			f.t.Errorf("job %s = %s (%s %q), want running", cur.JobName, cur.Status, cur.TerminationReason, cur.TerminationMessage)
+		}
 	}
 }
 
@@ -82,19 +135,7 @@ func TestWorkers_gangPlacesEveryNodeInOnePass(t *testing.T) {
 			t.Errorf("instance %s = %s, want busy", i.Name, i.Status)
 		}
 	}
-	for _, j := range js {
-		for range 50 {
-			if cur, _ := f.st.GetJob(f.ctx, j.ID); cur.Status == store.JobRunning {
-				break
-			}
-			if _, err := f.c.reconcileJob(f.ctx, j.ID); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if cur, _ := f.st.GetJob(f.ctx, j.ID); cur.Status != store.JobRunning {
-			t.Errorf("job %s = %s (%s %q), want running", cur.JobName, cur.Status, cur.TerminationReason, cur.TerminationMessage)
-		}
-	}
+	f.runGang("train")
 }
 
 // TestWorkers_gangWaitsAndNeverStartsAPartialCluster: a gang whose fleet
@@ -384,4 +425,21 @@ func TestPlaceGang_sshFleet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkers_gangOnAnEmptyElasticFleetRunsEveryNode: a two-node task on
+// a cluster fleet of no instances gets both grown, then both jobs
+// assigned to them at once, and both run.
+func TestWorkers_gangOnAnEmptyElasticFleetRunsEveryNode(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": "type: fleet\nname: cluster\nnodes: 0..2\nplacement: cluster\n",
+		"task.dstack.yml":  gangTask("2"),
+	})
+	be := f.withFakeBackend(fake.Config{})
+	f.sync()
+	insts := f.provisionGang("train")
+	if len(insts) != 2 || insts[0].ID == insts[1].ID || len(be.Instances()) != 2 {
+		t.Fatalf("gang on %v, backend instances %v; want two distinct grown instances", insts, be.Instances())
+	}
+	f.runGang("train")
 }
