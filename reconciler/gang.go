@@ -116,7 +116,6 @@ var errGangWait = errors.New("gang waits")
 // gangFleet is what chooseGang knows of one candidate fleet.
 type gangFleet struct {
 	fleet store.Fleet
-	spec  schema.Fleet
 	// free are ready instances no job outside the gang holds, mine
 	// (reserved by the gang) first, then cheapest first; coming are
 	// provisioning ones the gang holds or no job does.
@@ -183,15 +182,18 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 		return gangPick{}, fmt.Errorf("%w: %s; fleet %s %s not", errNoCapacity, gangFleetRule,
 			strings.Join(notCluster, ", "), map[bool]string{true: "is", false: "are"}[len(notCluster) == 1])
 	}
-	// Ready now: the fleet whose n cheapest free instances cost least.
-	best := -1
-	for i, g := range cands {
-		if len(g.free) >= n && (best < 0 || gangPrice(g.free[:n]) < gangPrice(cands[best].free[:n])) {
-			best = i
+	// Ready now: the n free instances, of one fleet and in one backend and
+	// region, that cost least.
+	var best gangPick
+	for _, g := range cands {
+		for _, site := range bySite(g.free) {
+			if len(site) >= n && (best.insts == nil || gangPrice(site[:n]) < gangPrice(best.insts)) {
+				best = gangPick{fleet: g.fleet.Name, insts: site[:n], ready: true}
+			}
 		}
 	}
-	if best >= 0 {
-		return gangPick{fleet: cands[best].fleet.Name, insts: cands[best].free[:n], ready: true}, nil
+	if best.insts != nil {
+		return best, nil
 	}
 	// Ready once instances on their way are, or once the fleet has grown
 	// by all the missing ones (all-or-nothing: provisioned, and reserved
@@ -235,6 +237,25 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 		errNoCapacity, n, strings.Join(why, "; "), gangFleetRule)
 }
 
+// bySite groups instances by backend and region (a cluster fleet's are
+// all in one; see clusterOffers), keeping their order.
+func bySite(insts []store.Instance) [][]store.Instance {
+	var keys []string
+	groups := map[string][]store.Instance{}
+	for _, i := range insts {
+		k := strings.ToLower(i.Backend) + "/" + i.Region
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	out := make([][]store.Instance, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, groups[k])
+	}
+	return out
+}
+
 func gangPrice(insts []store.Instance) float64 {
 	var p float64
 	for _, i := range insts {
@@ -246,7 +267,7 @@ func gangPrice(insts []store.Instance) float64 {
 // gangFleetOf sorts the instances of cluster fleet f that fit the gang's
 // jobs (query q, the run's backends, its volumes' sites).
 func (c *Controller) gangFleetOf(ctx context.Context, f store.Fleet, fs schema.Fleet, q offers.Query, mine map[string]bool, sites []volumeSite, bes []string) (gangFleet, error) {
-	g := gangFleet{fleet: f, spec: fs}
+	g := gangFleet{fleet: f}
 	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
 	if err != nil {
 		return g, err
