@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"slices"
 	"testing"
 
 	"hoist/store"
@@ -25,7 +26,7 @@ func TestBySite_groupsInstancesByBackendAndRegionInOrder(t *testing.T) {
 		for _, i := range g {
 			names = append(names, i.Name)
 		}
-		if len(names) != len(want[k]) || names[0] != want[k][0] || names[len(names)-1] != want[k][len(want[k])-1] {
+		if !slices.Equal(names, want[k]) {
 			t.Errorf("group %d = %v, want %v", k, names, want[k])
 		}
 	}
