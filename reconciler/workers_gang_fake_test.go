@@ -210,6 +210,50 @@ func TestWorkers_gangWaitsAndNeverStartsAPartialCluster(t *testing.T) {
 	})
 }
 
+// TestWorkers_stoppedGangReleasesItsReservedInstances: a gang stopped
+// while it holds instances that are still provisioning ends without a
+// container, and another run then gets one of those instances.
+func TestWorkers_stoppedGangReleasesItsReservedInstances(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": "type: fleet\nname: cluster\nnodes: 0..2\nplacement: cluster\n",
+		"task.dstack.yml":  gangTask("2"),
+	})
+	be := f.withFakeBackend(fake.Config{})
+	f.sync()
+	f.reconcileMaster("train")
+	if n := len(f.fleetInstances("cluster")); n != 2 {
+		t.Fatalf("fleet has %d instances, want the gang's 2", n)
+	}
+	if err := f.c.StopRun(f.ctx, "train", false); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		f.reconcileRun("train")
+		f.reconcileJobs("train")
+	}
+	for _, j := range f.gangJobs("train") {
+		if !store.IsJobFinished(j.Status) {
+			t.Errorf("job %s = %s, want finished", j.JobName, j.Status)
+		}
+	}
+	if r := f.run("train"); !store.IsRunFinished(r.Status) {
+		t.Errorf("run = %s, want finished", r.Status)
+	}
+	for _, i := range f.settle("cluster") {
+		if len(be.Tasks(i.ID)) != 0 {
+			t.Errorf("instance %s has tasks %v", i.Name, be.Tasks(i.ID))
+		}
+	}
+	f.write("other.dstack.yml", "type: task\nname: other\nimage: busybox\ncommands: [sleep 1h]\nfleets: [cluster]\n")
+	f.sync()
+	if j := f.stepJob("other", store.JobProvisioning); j.InstanceID == "" {
+		t.Errorf("other run not placed")
+	}
+	if n := len(f.fleetInstances("cluster")); n != 2 {
+		t.Errorf("fleet has %d instances, want the 2 reused", n)
+	}
+}
+
 // TestWorkers_gangThatCanNeverFitFails: a gang no cluster fleet can ever
 // hold — more nodes than a fixed fleet has, or only fleets without
 // `placement: cluster` — fails for want of capacity with the reason, and
