@@ -398,12 +398,11 @@ func (c *Controller) dropFailedReservations(ctx context.Context, gang []store.Jo
 func (c *Controller) writeGang(ctx context.Context, l store.Lease, gang []store.Job, run *store.Run, pd provisioningData, pick gangPick) (time.Duration, error) {
 	now := c.now()
 	ptrs := make([]*store.Job, len(gang))
+	changed := false
 	for k := range gang {
 		j := &gang[k]
-		j.InstanceID, j.Backend = "", ""
-		if k < len(pick.insts) {
-			j.InstanceID, j.Backend = pick.insts[k].ID, pick.insts[k].Backend
-		}
+		was := *j
+		j.InstanceID, j.Backend = pick.insts[k].ID, pick.insts[k].Backend
 		if pick.ready {
 			j.Status, j.StatusMessage = store.JobProvisioning, ""
 			jpd := provisioningData{AssignedAt: now}
@@ -422,6 +421,11 @@ func (c *Controller) writeGang(ctx context.Context, l store.Lease, gang []store.
 			j.StatusMessage = fmt.Sprintf("waiting for the cluster's instances: fleet %s: %d of %d ready", pick.fleet, ready, len(gang))
 		}
 		ptrs[k] = j
+		changed = changed || j.InstanceID != was.InstanceID || j.Status != was.Status ||
+			j.StatusMessage != was.StatusMessage || string(j.ProvisioningData) != string(was.ProvisioningData)
+	}
+	if !changed {
+		return gangPoll, nil // the gang still waits for the instances it holds
 	}
 	err := c.st.AssignJobsLeased(ctx, l, ptrs)
 	if errors.Is(err, store.ErrInstanceBusy) || errors.Is(err, store.ErrConflict) {

@@ -200,6 +200,11 @@ func TestWorkers_gangWaitsAndNeverStartsAPartialCluster(t *testing.T) {
 				t.Errorf("job %s reserves no instance", j.JobName)
 			}
 		}
+		// Another pass while nothing changed writes nothing.
+		f.reconcileMaster("train")
+		if m := f.gangJobs("train")[0]; m.Version != js[0].Version {
+			t.Errorf("master rewritten (version %d → %d) while the gang only waits", js[0].Version, m.Version)
+		}
 		f.settle("cluster")
 		f.reconcileMaster("train")
 		for _, j := range f.gangJobs("train") {
