@@ -317,7 +317,7 @@ func (c *Controller) fleetOffers(ctx context.Context, spec *schema.Fleet, job *o
 			all = append(all, o)
 		}
 	}
-	all = offers.Filter(all, q)
+	all = divisibleOffers(offers.Filter(all, q), spec.Blocks)
 	if job != nil {
 		all = offers.Filter(all, ask)
 	}

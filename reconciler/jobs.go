@@ -180,6 +180,19 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	if g := spec.Resources.GPU; g.Count.Min != nil && *g.Count.Min > 0 {
 		ts.GPUCount, ts.GPUVendor = int(*g.Count.Min), g.Vendor
 	}
+	part, shared, err := c.jobPart(ctx, *job)
+	if err != nil {
+		return 0, err
+	}
+	if shared {
+		// A job on some of its instance's blocks is confined to its share:
+		// the share's CPUs, memory and GPUs (the shim hands each task GPUs
+		// no other task holds), on bridge networking (dstack's
+		// _prepare_job_runtime_data for a shared offer).
+		ts.CPUs, ts.MemoryBytes = float64(part.CPUs), int64(part.MemoryGB*(1<<30))
+		ts.GPUCount, ts.GPUVendor = part.GPUCount, part.GPUVendor
+		ts.NetworkMode = api.NetworkBridge
+	}
 	if s := spec.Resources.ShmSize; s != nil {
 		ts.ShmSizeBytes = int64(*s * (1 << 30))
 	}

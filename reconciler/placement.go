@@ -49,7 +49,7 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 		}
 		switch inst.Status {
 		case store.InstanceIdle, store.InstanceBusy:
-			return c.assign(ctx, l, job, run, inst)
+			return c.assign(ctx, l, job, run, spec, inst)
 		case store.InstancePending, store.InstanceProvisioning:
 			return time.Second, nil
 		}
@@ -91,7 +91,7 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	if err != nil {
 		return 0, err
 	}
-	return c.assign(ctx, l, job, run, inst)
+	return c.assign(ctx, l, job, run, spec, inst)
 }
 
 // fleetWaitPoll is how often a job waiting for a fleet's instances looks
@@ -128,12 +128,29 @@ type provisioningData struct {
 }
 
 // assign puts a submitted job on an instance.
-func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, inst store.Instance) (time.Duration, error) {
+func (c *Controller) assign(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec, inst store.Instance) (time.Duration, error) {
+	// Instances other than this host's hold their fleet's blocks (one
+	// unless the fleet splits them): the check and the write are one
+	// transaction, so two servers never both take the same free blocks.
+	total := 0
+	if !c.sharedInstance(ctx, inst) {
+		sh, err := c.jobShare(ctx, inst, spec)
+		if err != nil {
+			return 0, err
+		}
+		if sh.blocks == 0 {
+			// No share of the instance fits (it cannot be split as its
+			// fleet asks): the job is placed anew, elsewhere.
+			job.InstanceID = ""
+			if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+				return 0, err
+			}
+			return time.Second, nil
+		}
+		total, job.Blocks = sh.total, sh.blocks
+	}
 	job.InstanceID, job.Backend, job.Status, job.StatusMessage = inst.ID, inst.Backend, store.JobProvisioning, ""
-	// Instances other than this host's run one job at a time: the check
-	// and the write are one transaction, so two servers never both take a
-	// free instance.
-	if err := c.st.AssignJobLeased(ctx, l, job, !c.sharedInstance(ctx, inst)); err != nil {
+	if err := c.st.AssignJobBlocksLeased(ctx, l, job, total); err != nil {
 		if errors.Is(err, store.ErrInstanceBusy) {
 			return time.Millisecond, nil // placed anew from the stored job
 		}
@@ -207,19 +224,17 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 			if i.Unreachable || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy) {
 				continue
 			}
-			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
-				continue
-			}
-			if f.Name != c.cfg.LocalFleet {
-				busy, err := c.instanceBusy(ctx, i.ID)
-				if err != nil {
-					return store.Instance{}, err
-				}
-				if busy {
+			if f.Name == c.cfg.LocalFleet {
+				if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
 					continue
 				}
+				return i, nil
 			}
-			return i, nil
+			if sh, err := c.shareOn(ctx, f, i, o, q, spec.Nodes > 1); err != nil {
+				return store.Instance{}, err
+			} else if sh.fits() {
+				return i, nil
+			}
 		}
 		if provisioning > 0 {
 			waiting = append(waiting, fmt.Sprintf("fleet %s: %d %s provisioning%s", f.Name, provisioning, plural(provisioning, "instance"), note))

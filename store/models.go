@@ -357,6 +357,9 @@ type Job struct {
 	InstanceID string `bun:"instance_id,notnull"`
 	// Backend is the backend of that instance.
 	Backend string `bun:"backend,notnull"`
+	// Blocks is how many of the instance's blocks the job holds (its
+	// fleet's `blocks`); 0 (or every block) holds the whole instance.
+	Blocks int `bun:"blocks,notnull"`
 	// ShimTaskID is the shim's task ID for the job's container.
 	ShimTaskID string `bun:"shim_task_id,notnull"`
 	// RunnerAddr is where the job's runner API answers on its instance:

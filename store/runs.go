@@ -184,6 +184,21 @@ func (s *Store) AssignJobLeased(ctx context.Context, l Lease, j *Job, exclusive 
 	if !exclusive {
 		return s.UpdateJobLeased(ctx, l, j)
 	}
+	return s.AssignJobBlocksLeased(ctx, l, j, 1)
+}
+
+// AssignJobBlocksLeased writes j under lease l, placed on j.InstanceID,
+// only while the instance's totalBlocks hold j.Blocks (all of them when
+// it records none) next to the blocks its other active jobs hold
+// (BusyBlocks). Like
+// AssignJobLeased it locks the instance's row first, so two placements on
+// the last free blocks never both win: the loser gets ErrInstanceBusy.
+// totalBlocks 0 is an instance shared without a count (the server's own
+// host): nothing is checked.
+func (s *Store) AssignJobBlocksLeased(ctx context.Context, l Lease, j *Job, totalBlocks int) error {
+	if totalBlocks == 0 {
+		return s.UpdateJobLeased(ctx, l, j)
+	}
 	if j.InstanceID == "" {
 		return fmt.Errorf("assign job %s: no instance", j.ID)
 	}
@@ -195,14 +210,16 @@ func (s *Store) AssignJobLeased(ctx context.Context, l Lease, j *Job, exclusive 
 			Where("id = ?", j.InstanceID).Exec(ctx); err != nil {
 			return fmt.Errorf("assign job %s: lock instance: %w", j.ID, err)
 		}
-		n, err := tx.NewSelect().Model((*Job)(nil)).
-			Where("instance_id = ? AND id <> ? AND status NOT IN (?)", j.InstanceID, j.ID,
-				bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).Count(ctx)
+		busy, err := busyBlocks(ctx, tx, j.InstanceID, j.ID, totalBlocks)
 		if err != nil {
 			return fmt.Errorf("assign job %s: %w", j.ID, err)
 		}
-		if n > 0 {
-			return fmt.Errorf("assign job %s to instance %s: %w", j.ID, j.InstanceID, ErrInstanceBusy)
+		want := j.Blocks
+		if want < 1 {
+			want = totalBlocks
+		}
+		if busy+want > totalBlocks {
+			return fmt.Errorf("assign job %s to instance %s (%d of %d blocks busy): %w", j.ID, j.InstanceID, busy, totalBlocks, ErrInstanceBusy)
 		}
 		return updateRow(ctx, tx, now, j, &l)
 	})
@@ -266,6 +283,22 @@ func (s *Store) AssignJobsLeased(ctx context.Context, l Lease, jobs []*Job) erro
 		*j = out[i]
 	}
 	return nil
+}
+
+// BusyBlocks returns the blocks of an instance of totalBlocks that its
+// active jobs hold, the job except; a job that records none (placed by a
+// caller that does not split instances, or waiting for the instance)
+// holds them all.
+func (s *Store) BusyBlocks(ctx context.Context, instanceID, except string, totalBlocks int) (int, error) {
+	return busyBlocks(ctx, s.db, instanceID, except, totalBlocks)
+}
+
+func busyBlocks(ctx context.Context, db bun.IDB, instanceID, except string, totalBlocks int) (int, error) {
+	var n int
+	err := db.NewSelect().Model((*Job)(nil)).ColumnExpr("COALESCE(SUM(CASE WHEN blocks < 1 THEN ? ELSE blocks END), 0)", totalBlocks).
+		Where("instance_id = ? AND id <> ? AND status NOT IN (?)", instanceID, except,
+			bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).Scan(ctx, &n)
+	return n, err
 }
 
 // CreateRunWithJobs inserts r and its first job submissions in one

@@ -370,3 +370,66 @@ func TestAssignJobLeased_oneActiveJobPerExclusiveInstance(t *testing.T) {
 		}
 	})
 }
+
+func TestAssignJobBlocksLeased_jobsShareAnInstancesBlocks(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		ctx := context.Background()
+		inst := Instance{Name: "host-0", Status: InstanceIdle}
+		if err := s.CreateInstance(ctx, &inst); err != nil {
+			t.Fatal(err)
+		}
+		r := Run{Name: "r", Type: "task", Status: RunSubmitted}
+		jobs := []Job{{JobName: "a", Status: JobSubmitted}, {JobName: "b", Status: JobSubmitted}, {JobName: "c", Status: JobSubmitted}}
+		if _, err := s.CreateRunWithJobs(ctx, &r, jobs); err != nil {
+			t.Fatal(err)
+		}
+		lease := func(id string) Lease {
+			t.Helper()
+			ls, err := s.Claim(ctx, ClaimRequest{Table: "jobs", Owner: "w", Where: "id = ?", Args: []any{id}})
+			if err != nil || len(ls) != 1 {
+				t.Fatalf("claim %s: %v, %v", id, ls, err)
+			}
+			return ls[0]
+		}
+		// Of an instance of 4 blocks, a takes 1 and b 3; c's 1 more does
+		// not fit.
+		for i, blocks := range []int{1, 3} {
+			j := &jobs[i]
+			j.InstanceID, j.Status, j.Blocks = inst.ID, JobProvisioning, blocks
+			if err := s.AssignJobBlocksLeased(ctx, lease(j.ID), j, 4); err != nil {
+				t.Fatalf("assign %s (%d blocks): %v", j.JobName, blocks, err)
+			}
+		}
+		if busy, err := s.BusyBlocks(ctx, inst.ID, "", 4); err != nil || busy != 4 {
+			t.Fatalf("busy blocks = %d, %v; want 4", busy, err)
+		}
+		c := jobs[2]
+		c.InstanceID, c.Status, c.Blocks = inst.ID, JobProvisioning, 1
+		lc := lease(c.ID)
+		if err := s.AssignJobBlocksLeased(ctx, lc, &c, 4); !errors.Is(err, ErrInstanceBusy) {
+			t.Fatalf("assignment beyond the instance's blocks = %v, want ErrInstanceBusy", err)
+		}
+		// Once a is done, its block is c's.
+		a := jobs[0]
+		a.Status = JobDone
+		if err := s.UpdateJob(ctx, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AssignJobBlocksLeased(ctx, lc, &c, 4); err != nil {
+			t.Fatalf("assignment to the freed block: %v", err)
+		}
+		if busy, err := s.BusyBlocks(ctx, inst.ID, c.ID, 4); err != nil || busy != 3 {
+			t.Errorf("busy blocks but c's = %d, %v; want 3", busy, err)
+		}
+		// A job that records no blocks (a node of a multi-node run) holds
+		// the whole instance.
+		b := jobs[1]
+		b.Blocks = 0
+		if err := s.UpdateJob(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		if busy, err := s.BusyBlocks(ctx, inst.ID, c.ID, 4); err != nil || busy != 4 {
+			t.Errorf("busy blocks with a job of no recorded blocks = %d, %v; want all 4", busy, err)
+		}
+	})
+}

@@ -16,6 +16,14 @@
 // exited, so that the server can detach them (volumes.go). This needs root,
 // blkid and mkfs.ext4 (e2fsprogs).
 //
+// A task that asks for a number of NVIDIA GPUs gets GPUs that no other
+// live task of the shim holds (Config.GPUs, else the host's as nvidia-smi
+// lists them), recorded as its TaskSpec.GPUIDs and kept held across a
+// restart; Docker's NVIDIA runtime gives them to the container, or, on a
+// host without it, their device nodes are mapped in (gpus.go). Tasks
+// sharing a host — a fleet's blocks, the server's own host — so never
+// share a GPU.
+//
 // The runner's API has no TCP port: it listens on a Unix socket in its
 // directory, which the host sees under StateDir, and TaskInfo.RunnerAddr
 // names it ("unix://" and a short path through a 0700 link directory of the

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"slices"
 	"testing"
 
 	"hoist/agents/api"
@@ -113,6 +114,32 @@ func TestExitReason(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got, _ := exitReason(tt.code, tt.oom, tt.job, tt.gone); got != tt.reason {
 				t.Errorf("exitReason = %s, want %s", got, tt.reason)
+			}
+		})
+	}
+}
+
+func TestPickGPUs(t *testing.T) {
+	pool := []string{"0", "1", "2", "3"}
+	tests := []struct {
+		name    string
+		held    map[string]bool
+		count   int
+		want    []string
+		wantErr bool
+	}{
+		{"first free in order", nil, 2, []string{"0", "1"}, false},
+		{"skips held", map[string]bool{"0": true, "2": true}, 2, []string{"1", "3"}, false},
+		{"all free ones", map[string]bool{"1": true}, -1, []string{"0", "2", "3"}, false},
+		{"all of none free", map[string]bool{"0": true, "1": true, "2": true, "3": true}, -1, nil, false},
+		{"too few free", map[string]bool{"0": true, "1": true, "2": true}, 2, nil, true},
+		{"more than the host has", nil, 5, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := pickGPUs(pool, tt.held, tt.count)
+			if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
+				t.Errorf("pickGPUs = %v, %v; want %v, error %t", got, err, tt.want, tt.wantErr)
 			}
 		})
 	}

@@ -129,6 +129,10 @@ func (s *Shim) start(ctx context.Context, t *task) {
 	token := t.info.RunnerToken
 	s.mu.Unlock()
 	cfg, hcfg := s.containerConfig(spec, img.Config)
+	if err := s.exposeGPUs(ctx, spec, cfg, hcfg); err != nil {
+		fail(api.ReasonExecutorError, err.Error())
+		return
+	}
 	cfg.Entrypoint = launch.entrypoint
 	hcfg.Binds = append(hcfg.Binds, launch.binds...)
 	hcfg.Binds = append(hcfg.Binds, volumeBinds...)

@@ -56,6 +56,9 @@ type env struct {
 	url    string
 	// linger is the shim's Config.RunnerLinger.
 	linger time.Duration
+	// gpus and devDir are the shim's Config.GPUs and DeviceDir.
+	gpus   []string
+	devDir string
 }
 
 func dockerClient(t testing.TB) *client.Client {
@@ -70,11 +73,14 @@ func dockerClient(t testing.TB) *client.Client {
 
 // newEnv starts a shim on a fresh state dir; every container it creates is
 // removed when the test ends, also on failure.
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB, tune ...func(*env)) *env {
 	t.Helper()
 	image := testenv.Docker(t)
 	dc := dockerClient(t)
 	e := &env{docker: dc, image: image, state: t.TempDir()}
+	for _, fn := range tune {
+		fn(e)
+	}
 	e.start(t)
 	id := e.shim.ID()
 	t.Cleanup(func() { removeShimContainers(t, dc, id) })
@@ -92,6 +98,8 @@ func (e *env) start(t testing.TB) {
 		Version:      "test",
 		Token:        testToken,
 		RunnerLinger: e.linger,
+		GPUs:         e.gpus,
+		DeviceDir:    e.devDir,
 	})
 	if err != nil {
 		t.Fatalf("shim.New: %v", err)

@@ -87,6 +87,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// GPUs are the GPU ids (NVIDIA indexes) the shim hands out to tasks
+	// that ask for a number of GPUs; nil means the host's, found with
+	// nvidia-smi; empty means none. The local backend gives each instance
+	// its own.
+	GPUs []string
+	// DeviceDir is where the GPUs' device nodes are (nvidia<index>,
+	// nvidiactl), mapped into containers when Docker has no NVIDIA
+	// runtime; "" means /dev.
+	DeviceDir string
 }
 
 // Shim runs tasks on a Docker Engine. Create it with New, call Recover once,
@@ -106,6 +115,11 @@ type Shim struct {
 	tasks   map[string]*task
 	unknown []api.UnknownContainer
 	wg      sync.WaitGroup
+
+	gpuOnce          sync.Once // guards gpus (see gpuPool)
+	gpus             []string
+	runtimeOnce      sync.Once // guards hasNVIDIARuntime (see nvidiaRuntime)
+	hasNVIDIARuntime bool
 
 	launchOnce sync.Once    // guards launch and launchErr (see runnerLaunch)
 	launch     runnerLaunch // how containers start the runner binary
@@ -264,11 +278,27 @@ func (s *Shim) CreateTask(spec api.TaskSpec) (api.TaskInfo, error) {
 	}
 	auth := spec.RegistryAuth
 	spec.RegistryAuth = nil
+	var pool []string
+	allocate := false
+	if wantsGPUAllocation(spec) {
+		// Without known GPUs the count goes to Docker as it is.
+		pool, allocate = s.gpuPool(s.ctx)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.tasks[spec.ID]; ok {
 		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, errConflict)
+	}
+	if allocate {
+		ids, err := pickGPUs(pool, s.heldGPUsLocked(), spec.GPUCount)
+		if err != nil {
+			return api.TaskInfo{}, fmt.Errorf("task %s gpus: %w", spec.ID, err)
+		}
+		spec.GPUIDs = ids
+		if len(ids) == 0 {
+			spec.GPUCount = 0 // all of none
+		}
 	}
 	if _, err := os.Stat(s.taskDir(spec.ID)); err == nil {
 		return api.TaskInfo{}, fmt.Errorf("task %s has files left in the state dir: %w", spec.ID, errConflict)

@@ -5,7 +5,9 @@
 // GPUs.
 //
 // Each instance gets its own shim, run in-process (agents/shim on a
-// 127.0.0.1:0 listener, Recover on start) with its own state directory and
+// 127.0.0.1:0 listener, Recover on start) with the host GPUs reserved for
+// the instance, which it hands to tasks one at a time, its own state
+// directory and
 // a token that never leaves this process, so terminating one instance
 // drains only its containers. Connect's client adds the shim's and the
 // runners' tokens (backends/internal/agentauth). Without a runner binary for

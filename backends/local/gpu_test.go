@@ -27,29 +27,3 @@ func TestAllocGPUs(t *testing.T) {
 		})
 	}
 }
-
-func TestTaskGPUs(t *testing.T) {
-	inst := []string{"4", "5"}
-	tests := []struct {
-		name  string
-		count int
-		ids   []string
-		want  []string
-	}{
-		{"no gpus", 0, nil, nil},
-		{"count within the instance", 1, nil, []string{"4"}},
-		{"all of the instance", -1, nil, []string{"4", "5"}},
-		{"more than the instance has", 3, nil, []string{"4", "5"}},
-		{"explicit ids kept", 1, []string{"7"}, []string{"7"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, taskGPUs(tt.count, tt.ids, inst)); diff != "" {
-				t.Errorf("taskGPUs (-want +got):\n%s", diff)
-			}
-		})
-	}
-	if got := taskGPUs(2, nil, nil); got != nil {
-		t.Errorf("an instance without reserved gpus changed the request: %v", got)
-	}
-}

@@ -314,8 +314,11 @@ func (b *Backend) start(ctx context.Context, r record) (*instance, error) {
 		RunnerBinary: b.cfg.RunnerBinary,
 		StateDir:     filepath.Join(b.instDir(r.ID), "shim"),
 		Labels:       labels,
-		Logger:       b.cfg.Logger.With("instance", r.ID),
-		Now:          b.cfg.Now,
+		// The instance's GPUs, which the shim hands out a task at a time
+		// (none reserved: none to hand out).
+		GPUs:   append([]string{}, r.GPUIDs...),
+		Logger: b.cfg.Logger.With("instance", r.ID),
+		Now:    b.cfg.Now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local backend: instance %s: %w", r.ID, err)
@@ -596,7 +599,7 @@ func (b *Backend) Connect(_ context.Context, inst backends.Instance) (backends.C
 	// this same host (TaskInfo.RunnerAddr).
 	tr := &http.Transport{DialContext: api.UnixDial(nil), MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
 	auth := &agentauth.Transport{
-		Base:    &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, gpus: in.rec.GPUIDs, host: b.host},
+		Base:    &limits{base: tr, shimURL: in.url, offer: in.rec.Offer, host: b.host},
 		ShimURL: in.url, Token: func() string { return in.token },
 	}
 	return &conn{
@@ -631,7 +634,6 @@ type limits struct {
 	base    http.RoundTripper
 	shimURL string
 	offer   offers.Offer
-	gpus    []string
 	host    offers.Offer
 }
 
@@ -654,7 +656,6 @@ func (l *limits) RoundTrip(req *http.Request) (*http.Response, error) {
 		if spec.MemoryBytes == 0 && l.offer.MemoryGB > 0 && l.offer.MemoryGB < l.host.MemoryGB {
 			spec.MemoryBytes = int64(l.offer.MemoryGB * (1 << 30))
 		}
-		spec.GPUIDs = taskGPUs(spec.GPUCount, spec.GPUIDs, l.gpus)
 		if b, err := json.Marshal(spec); err == nil {
 			raw = b
 		}
@@ -689,16 +690,4 @@ func allocGPUs(total int, used [][]string, n int) []string {
 		return nil
 	}
 	return out
-}
-
-// taskGPUs confines a task's GPU request to the instance's GPUs: explicit
-// ids are kept; a count (-1: all) becomes the instance's first ids.
-func taskGPUs(count int, ids, instance []string) []string {
-	if len(ids) > 0 || count == 0 || len(instance) == 0 {
-		return ids
-	}
-	if count < 0 || count > len(instance) {
-		return slices.Clone(instance)
-	}
-	return slices.Clone(instance[:count])
 }

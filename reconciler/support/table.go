@@ -141,8 +141,9 @@ var Table = []Row{
 	// Runs: resources.
 	{Kinds: runKinds, Field: "resources", Decision: Honoured, Test: "e2e.TestElasticFleet_offerWithoutCapacityFailsTheJob",
 		Note: "instances must fit cpu, memory and gpu"},
-	{Kinds: runKinds, Field: "resources.gpu", Decision: Honoured, Test: "backends/local.TestTaskGPUs",
-		Note: "placement by name, memory, compute capability; count.min GPUs are given to the container"},
+	{Kinds: runKinds, Field: "resources.gpu", Decision: Honoured, Test: "agents/shim.TestShim_tasksGetDistinctGPUs",
+		Note: "placement by name, memory, compute capability; count.min GPUs (a fleet block's GPUs on part of an instance) are given to the container, " +
+			"NVIDIA GPUs that no other task on the host holds"},
 	{Kinds: runKinds, Field: "resources.shm_size", Decision: Honoured, Test: "agents/shim.TestShim_containerSettings"},
 	{Kinds: runKinds, Field: "resources.disk", Decision: Refused, Note: "`resources.disk` on a run (instances are not matched by disk size)",
 		uses: writtenAt("resources.disk")},
@@ -306,9 +307,11 @@ var Table = []Row{
 	{Kinds: fleet, Field: "placement", Decision: Honoured, Test: "reconciler.TestWorkers_clusterFleetPlacementGroup",
 		Note: "`cluster`: a cloud fleet's instances are provisioned in the backend and region of its first one and, on backends with placement groups, " +
 			"in one placement group per fleet and region, created before the first instance and deleted after the last; an SSH fleet's hosts are taken as they are"},
-	{Kinds: fleet, Field: "blocks", Decision: Partial, Test: "e2e.TestSSHFleet",
-		Note: "`blocks` other than 1 (an instance runs one job at a time)",
-		uses: fleetIf(func(f *schema.Fleet) bool { return f.Blocks != 1 }, "blocks")},
+	{Kinds: fleet, Field: "blocks", Decision: Honoured, Test: "e2e.TestBlocks_twoJobsShareAnInstanceAndAThirdWaits",
+		Note: "each instance is split into `blocks` (or `auto`: as many as its GPUs, or CPUs without GPUs) equal shares of CPUs, memory and GPUs, " +
+			"the disk whole; a job takes the fewest blocks whose share fits its resources (a multi-node job all of them), and on part of an instance runs " +
+			"on bridge networking confined to its share's CPUs and memory, with NVIDIA GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs, reconciler.TestWorkers_blocksShareAnInstanceBetweenJobs); " +
+			"a fleet provisions only offers that divide evenly, and an instance that does not (or whose GPUs are not NVIDIA's) takes no jobs"},
 	{Kinds: fleet, Field: "reservation", Decision: Refused, Note: "`reservation`",
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Reservation != "" }, "reservation")},
 	{Kinds: fleet, Field: "availability_zones", Decision: Refused, Note: "`availability_zones`",
@@ -332,21 +335,8 @@ var Table = []Row{
 		uses: eachHost("ssh_key")},
 	{Kinds: fleet, Field: "ssh_config.hosts[].proxy_jump.ssh_key", Decision: Refused, Note: "`ssh_key` (give the key as `identity_file`)",
 		uses: eachHost("proxy_jump.ssh_key")},
-	{Kinds: fleet, Field: "ssh_config.hosts[].blocks", Decision: Partial, Test: "e2e.TestSSHFleet",
-		Note: "`blocks` other than 1 (an instance runs one job at a time)",
-		uses: func(r *schema.Resource) []string {
-			f := r.Spec.(*schema.Fleet)
-			if f.SSHConfig == nil {
-				return nil
-			}
-			var out []string
-			for i, h := range f.SSHConfig.Hosts {
-				if h.Blocks != nil && *h.Blocks != 1 {
-					out = append(out, fmt.Sprintf("ssh_config.hosts[%d].blocks", i))
-				}
-			}
-			return out
-		}},
+	{Kinds: fleet, Field: "ssh_config.hosts[].blocks", Decision: Honoured, Test: "reconciler.TestPlaceJob_sshHostBlocks",
+		Note: "the host's own `blocks`, as the fleet's `blocks`; a host whose CPUs or GPUs do not divide into them (or whose GPUs are not NVIDIA's) takes no jobs"},
 	{Kinds: fleet, Field: "ssh_config.hosts[].internal_ip", Decision: Advisory, Note: "`internal_ip` has no effect: hoist runs no multi-node jobs yet",
 		uses: eachHost("internal_ip")},
 	{Kinds: fleet, Field: "ssh_config.network", Decision: Advisory, Note: "`network` has no effect: hoist runs no multi-node jobs yet",
