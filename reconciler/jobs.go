@@ -70,7 +70,7 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 	case store.JobSubmitted:
 		return c.placeJob(ctx, l, &job, &run, spec)
 	case store.JobProvisioning:
-		if now.Sub(job.SubmittedAt) > provisioningTimeout {
+		if now.Sub(provisioningSince(job)) > provisioningTimeout {
 			return 0, c.setTerminating(ctx, l, &job, reasonWaitingInstance, "provisioning timed out")
 		}
 		return c.createTask(ctx, l, &job, &run, spec)
