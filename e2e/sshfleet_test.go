@@ -238,6 +238,14 @@ func newSSHFleetEnv(t *testing.T, n int) *sshFleetEnv {
 	for i := range n {
 		hosts = append(hosts, testenv.StartSSHD(t, "127.0.0."+strconv.Itoa(i+2), client.Signer.PublicKey()))
 	}
+	return startSSHFleetServer(t, hosts, client)
+}
+
+// startSSHFleetServer starts the `hoist serve` of an sshFleetEnv whose
+// sshd (hosts, authorizing client) already run.
+func startSSHFleetServer(t *testing.T, hosts []*testenv.SSHD, client testenv.SSHKey) *sshFleetEnv {
+	t.Helper()
+	keys := filepath.Dir(client.Path)
 	remote := t.TempDir()
 	// Registered after the sshd and before the server: runs after the
 	// server stopped (and removed its containers), before the sshd die.

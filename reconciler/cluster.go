@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"hoist/agents/api"
-	"hoist/schema"
 	"hoist/store"
 )
 
@@ -23,13 +22,6 @@ const (
 // clusterWaitPoll is how often a node waiting for the other nodes of its
 // replica looks again; a node that starts running wakes the others at once.
 const clusterWaitPoll = time.Second
-
-// multiNode reports whether the run's jobs are the nodes of a cluster (a
-// task with nodes above 1): they run with host networking on whole
-// instances and wait for each other before they start.
-func (s runSpec) multiNode() bool {
-	return schema.Kind(s.Type) == schema.KindTask && s.Nodes > 1
-}
 
 // taskGPUs is the number of GPUs a job's container gets on a whole
 // instance: the low end of its resources' GPU count (on some of an

@@ -47,7 +47,11 @@
 //     cluster.go: the nodes of a multi-node run waiting for each other
 //     (startup_order), their cluster (api.ClusterInfo), stop_criteria;
 //   - placement.go: placing a job on an instance of a matching fleet,
-//     waiting for a fleet's instances, the offers a job tried;
+//     waiting for a fleet's instances, the offers a job tried; gang.go:
+//     placing the jobs of a multi-node run together or not at all, on one
+//     `placement: cluster` fleet (growing it by the missing instances
+//     first, waiting while they provision or are busy, failing when no
+//     fleet can ever hold them);
 //   - instances.go: the instance worker (provision, observe, idle reaping,
 //     terminate), giving up an offer that cannot be had (no capacity, no
 //     boot within the provisioning timeout), an instance the provider

@@ -420,29 +420,41 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 // at once (on this server or others) never grow it past nodes.max; a
 // fleet another worker holds is a wait error, for the job to try again.
 func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool) (store.Instance, error) {
-	var spec schema.Fleet
-	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
-		return store.Instance{}, errors.New("the fleet does not provision instances")
-	}
-	// A fleet already full is told apart before its offers are looked up.
-	if _, _, err := c.growableInstances(ctx, f, &spec); err != nil {
-		return store.Instance{}, err
-	}
-	if len(tried) >= maxOffersTried {
-		return store.Instance{}, fmt.Errorf("%d offers tried", len(tried))
-	}
-	all, err := c.fleetOffers(ctx, &spec, &job)
+	insts, err := c.growFleetBy(ctx, f, job, backends, tried, 1)
 	if err != nil {
 		return store.Instance{}, err
 	}
+	return insts[0], nil
+}
+
+// growFleetBy is growFleet for n instances at once, all or none (the
+// nodes of a multi-node run): the fleet must have room for all n below
+// nodes.max, and they are added under one hold of the fleet's lease, each
+// from the cheapest fitting offer not tried.
+func (c *Controller) growFleetBy(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool, n int) ([]store.Instance, error) {
+	var spec schema.Fleet
+	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
+		return nil, errors.New("the fleet does not provision instances")
+	}
+	// A fleet already full is told apart before its offers are looked up.
+	if _, _, err := c.growableInstances(ctx, f, &spec, n); err != nil {
+		return nil, err
+	}
+	if len(tried) >= maxOffersTried {
+		return nil, fmt.Errorf("%d offers tried", len(tried))
+	}
+	all, err := c.fleetOffers(ctx, &spec, &job)
+	if err != nil {
+		return nil, err
+	}
 	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !c.onBackends(backends, o.Backend) })
 	if len(all) == 0 {
-		return store.Instance{}, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
+		return nil, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
 	}
-	var inst store.Instance
-	var offer offers.Offer
+	var out []store.Instance
+	var picked []offers.Offer
 	err = c.withFleetLock(ctx, f.ID, func() error {
-		live, next, err := c.growableInstances(ctx, f, &spec)
+		live, next, err := c.growableInstances(ctx, f, &spec, n)
 		if err != nil {
 			return err
 		}
@@ -454,22 +466,29 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 		if i < 0 {
 			return fmt.Errorf("all %d fitting offers tried", len(fit))
 		}
-		offer = fit[i]
-		inst, err = c.addFleetInstance(ctx, f, offerInstance(next, offer.Backend, offer))
-		return err
+		for k := range n {
+			inst, err := c.addFleetInstance(ctx, f, offerInstance(next+k, fit[i].Backend, fit[i]))
+			if err != nil {
+				return err
+			}
+			out, picked = append(out, inst), append(picked, fit[i])
+		}
+		return nil
 	})
 	if err != nil {
-		return store.Instance{}, err
+		return nil, err
 	}
-	c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
-		fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", offer.Backend, offer.Instance, offer.Price))
-	return inst, nil
+	for k, inst := range out {
+		c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
+			fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", picked[k].Backend, picked[k].Instance, picked[k].Price))
+	}
+	return out, nil
 }
 
 // growableInstances returns the live (not terminating or terminated)
 // instances of fleet f and the number its next instance takes, or an error
-// when f already has nodes.max live instances.
-func (c *Controller) growableInstances(ctx context.Context, f store.Fleet, spec *schema.Fleet) ([]store.Instance, int, error) {
+// when f has no room for n more below nodes.max.
+func (c *Controller) growableInstances(ctx context.Context, f store.Fleet, spec *schema.Fleet, n int) ([]store.Instance, int, error) {
 	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list instances of fleet %s: %w", f.Name, err)
@@ -484,6 +503,9 @@ func (c *Controller) growableInstances(ctx context.Context, f store.Fleet, spec 
 	}
 	if spec.Nodes.Max != nil && len(live) >= *spec.Nodes.Max {
 		return nil, 0, fmt.Errorf("the fleet is at nodes.max (%d)", *spec.Nodes.Max)
+	}
+	if spec.Nodes.Max != nil && len(live)+n > *spec.Nodes.Max {
+		return nil, 0, fmt.Errorf("the fleet has room for %d more below nodes.max (%d), not %d", *spec.Nodes.Max-len(live), *spec.Nodes.Max, n)
 	}
 	return live, next, nil
 }

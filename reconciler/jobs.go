@@ -152,10 +152,10 @@ type runtimeData = store.JobRuntime
 // is the job id, so asking twice is harmless.
 func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (time.Duration, error) {
 	// A job's container must exist provisioningTimeout after its
-	// submission; a node of a cluster's, after it stopped waiting for the
-	// other nodes (no timeout while it waits: their own timeouts or
-	// failures end the run).
-	if !spec.multiNode() && c.now().Sub(job.SubmittedAt) > provisioningTimeout {
+	// assignment (provisioningSince); a node of a cluster's, after it
+	// stopped waiting for the other nodes (no timeout while it waits:
+	// their own timeouts or failures end the run).
+	if !spec.multiNode() && c.now().Sub(provisioningSince(*job)) > provisioningTimeout {
 		return 0, c.setTerminating(ctx, l, job, reasonWaitingInstance, "provisioning timed out")
 	}
 	// The nodes of a cluster start once all of them have instances, in

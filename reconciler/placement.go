@@ -34,6 +34,9 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 			return 2 * time.Second, nil
 		}
 	}
+	if spec.multiNode() {
+		return c.placeGang(ctx, l, job, run, spec)
+	}
 	var pd provisioningData
 	if len(job.ProvisioningData) > 0 {
 		_ = json.Unmarshal(job.ProvisioningData, &pd)
@@ -118,6 +121,10 @@ func (c *Controller) waitForFleet(ctx context.Context, l store.Lease, job *store
 type provisioningData struct {
 	// TriedOffers are the offers whose instances could not be had.
 	TriedOffers []string `json:"tried_offers,omitempty"`
+	// AssignedAt is when a job of a multi-node run was assigned with the
+	// rest of its cluster (placeGang); its provisioning timeout counts
+	// from then.
+	AssignedAt time.Time `json:"assigned_at,omitzero"`
 }
 
 // assign puts a submitted job on an instance.

@@ -225,6 +225,66 @@ func (s *Store) AssignJobBlocksLeased(ctx context.Context, l Lease, j *Job, tota
 	})
 }
 
+// AssignJobsLeased writes the jobs of one gang (the nodes of a multi-node
+// run) together or not at all, in one transaction under lease l, which
+// must be the lease of one of them; the others are written guarded by
+// their versions only (ErrConflict when one changed). Each job is placed
+// on its InstanceID (or on none): every such instance's row is locked
+// first, and when another active job outside the gang is placed on one,
+// nothing is written and ErrInstanceBusy is returned. It both reserves
+// instances for a gang (jobs left submitted) and assigns them.
+func (s *Store) AssignJobsLeased(ctx context.Context, l Lease, jobs []*Job) error {
+	if !slices.ContainsFunc(jobs, func(j *Job) bool { return j.ID == l.ID }) {
+		return fmt.Errorf("assign jobs: lease %s %s is for none of them", l.Table, l.ID)
+	}
+	ids := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	now := s.Now()
+	// Rows are written on copies, so that a failed transaction leaves the
+	// callers' jobs unchanged.
+	out := make([]Job, len(jobs))
+	err := s.WithLease(ctx, l, func(ctx context.Context, tx bun.Tx) error {
+		for _, j := range jobs {
+			if j.InstanceID == "" {
+				continue
+			}
+			if _, err := tx.NewUpdate().Table("instances").Set("version = version").
+				Where("id = ?", j.InstanceID).Exec(ctx); err != nil {
+				return fmt.Errorf("assign job %s: lock instance: %w", j.ID, err)
+			}
+			n, err := tx.NewSelect().Model((*Job)(nil)).
+				Where("instance_id = ? AND id NOT IN (?) AND status NOT IN (?)", j.InstanceID, bun.In(ids),
+					bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).Count(ctx)
+			if err != nil {
+				return fmt.Errorf("assign job %s: %w", j.ID, err)
+			}
+			if n > 0 {
+				return fmt.Errorf("assign job %s to instance %s: %w", j.ID, j.InstanceID, ErrInstanceBusy)
+			}
+		}
+		for i, j := range jobs {
+			out[i] = *j
+			var lease *Lease
+			if j.ID == l.ID {
+				lease = &l
+			}
+			if err := updateRow(ctx, tx, now, &out[i], lease); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, j := range jobs {
+		*j = out[i]
+	}
+	return nil
+}
+
 // BusyBlocks returns the blocks of an instance of totalBlocks that its
 // active jobs hold, the job except; a job that records none (placed by a
 // caller that does not split instances, or waiting for the instance)

@@ -49,12 +49,16 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	tokenFile := fs.String("token-file", "", "file holding the bearer token every API request must carry (required); the runner deletes it once read")
 	terminationLog := fs.String("termination-log", "", "file the runner writes its last job state to, as JSON, when it exits (in a pod: the container's terminationMessagePath, which the kubelet reports once the container has terminated)")
 	codeCache := fs.String("code-cache", "", "directory shared by the instance's jobs where code blobs are kept by their SHA-256 (\"\" = none: every blob travels)")
+	holdNetns := fs.String("hold-netns", "", "instead of serving a job, join the network namespace bound at this path and wait for SIGTERM (the shim's namespace holder container; needs CAP_SYS_ADMIN)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if *holdNetns != "" {
+		return HoldNetns(ctx, *holdNetns)
 	}
 	if *showVersion {
 		fmt.Fprintf(stdout, "hoist-runner %s (api %d)\n", version, api.RunnerAPIVersion)

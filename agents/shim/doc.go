@@ -23,6 +23,21 @@
 // host without it, their device nodes are mapped in (gpus.go). Tasks
 // sharing a host — a fleet's blocks, the server's own host — so never
 // share a GPU.
+// A task with NetworkMode host runs in the host's network namespace, so that
+// multi-node jobs reach each other at the hosts' addresses (dstack runs
+// cluster jobs with host networking). On a real host the shim shares the
+// Docker daemon's namespace and that is Docker's "host" network. A shim in
+// another namespace than the daemon it drives (found by comparing its
+// namespace with that of the process behind the daemon's Unix socket) is a
+// host simulated by a network namespace on a machine with one Engine:
+// Docker's "host" would be the wrong host, and Docker cannot start a
+// container in a namespace given by path. The shim then starts a holder
+// container that joins the shim's namespace (the runner binary's
+// --hold-netns mode, with CAP_SYS_ADMIN and the shim's /proc/PID/ns/net
+// bound in), creates the task's container with NetworkMode
+// "container:<holder>", and removes the holder once that container has
+// started (netns.go). A task in bridge mode in such a shim has its ports
+// published in the daemon's namespace, not the shim's.
 //
 // The runner's API has no TCP port: it listens on a Unix socket in its
 // directory, which the host sees under StateDir, and TaskInfo.RunnerAddr

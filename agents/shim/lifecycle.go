@@ -150,8 +150,24 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		return
 	}
 	cfg.Cmd = append(cfg.Cmd, "--token-file", RunnerHome+"/"+RunnerTokenFile)
+	holder := ""
+	if spec.NetworkMode == api.NetworkHost && s.hostNetns().foreign {
+		// The shim is not in the Engine's namespace: "host" would be the
+		// Engine's network, not this host's (see netns.go).
+		if holder, err = s.startNetnsHolder(ctx, spec, launch); err != nil {
+			if canceled() {
+				return
+			}
+			fail(api.ReasonCreatingContainerError, err.Error())
+			return
+		}
+		hcfg.NetworkMode = container.NetworkMode("container:" + holder)
+	}
 	created, err := s.docker.ContainerCreate(ctx, cfg, hcfg, nil, nil, spec.Name)
 	if err != nil {
+		if holder != "" {
+			s.removeNetnsHolder(holder)
+		}
 		if canceled() {
 			return
 		}
@@ -159,7 +175,11 @@ func (s *Shim) start(ctx context.Context, t *task) {
 		return
 	}
 	s.update(t, api.TaskCreating, func(i *api.TaskInfo) { i.ContainerID = created.ID })
-	if err := s.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	err = s.docker.ContainerStart(ctx, created.ID, container.StartOptions{})
+	if holder != "" {
+		s.removeNetnsHolder(holder)
+	}
+	if err != nil {
 		if canceled() {
 			return
 		}

@@ -24,7 +24,19 @@ import (
 // runnerBinary is the hoist-runner binary built once for this test binary.
 var runnerBinary string
 
+// shimProcessEnv makes the test binary run shim.Main with its arguments
+// instead of the tests: a shim in a process of its own, for tests that
+// start it in another network namespace (netns_test.go).
+const shimProcessEnv = "HOIST_SHIM_TEST_PROCESS"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(shimProcessEnv) != "" {
+		if err := shim.Main(context.Background(), os.Args[1:], "test", "", os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "shim:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "hoist-shim-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -35,6 +35,13 @@ func (s *Shim) Recover(ctx context.Context) error {
 	var unknown []api.UnknownContainer
 	seen := map[string]bool{}
 	for _, c := range list {
+		if c.Labels[LabelNetnsHolder] != "" {
+			// A namespace holder outlives only a start the shim did not
+			// finish; the task's container, if any, holds the namespace.
+			s.log.Info("netns_holder_removed", "container_id", c.ID, "task_id", c.Labels[LabelNetnsHolder])
+			s.removeNetnsHolder(c.ID)
+			continue
+		}
 		id := c.Labels[LabelTaskID]
 		name := ""
 		if len(c.Names) > 0 {

@@ -124,6 +124,9 @@ type Shim struct {
 	launchOnce sync.Once    // guards launch and launchErr (see runnerLaunch)
 	launch     runnerLaunch // how containers start the runner binary
 	launchErr  error
+
+	netnsOnce sync.Once // guards netns (see hostNetns)
+	netns     netnsInfo // whether host-network tasks need a holder
 }
 
 // task is the shim's record of one task; Shim.mu guards every field.

@@ -32,9 +32,11 @@ var deps = map[string]string{
 	"docker":          "docker.io",
 	"docker-registry": "docker-registry",
 	"git":             "git",
+	"ip":              "iproute2",
 	"losetup":         "mount",
 	"mkfs.ext4":       "e2fsprogs",
 	"mount":           "mount",
+	"nsenter":         "util-linux",
 	"sshd":            "openssh-server",
 	"wrk":             "wrk",
 }

@@ -93,6 +93,9 @@ type SSHD struct {
 	Port int
 
 	dir string
+	// netns is the network namespace sshd runs in (a /run/netns path; ""
+	// is the test's own), see NetHost.StartSSHD.
+	netns string
 
 	mu      sync.Mutex
 	hostKey ssh.Signer
@@ -126,7 +129,20 @@ func StartSSHD(t testing.TB, ip string, authorized ...ssh.PublicKey) *SSHD {
 	if _, err := os.Stat(SSHDPath); err != nil {
 		Missing(t, "openssh-server not installed (apt-get install openssh-server): %v", err)
 	}
-	s := &SSHD{IP: ip, dir: t.TempDir()}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s (a loopback address): %v", ip, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return startSSHD(t, ip, port, "", authorized)
+}
+
+// startSSHD starts sshd on ip:port in the network namespace netns ("" is
+// the test's own), authorizing the given client keys.
+func startSSHD(t testing.TB, ip string, port int, netns string, authorized []ssh.PublicKey) *SSHD {
+	t.Helper()
+	s := &SSHD{IP: ip, Port: port, dir: t.TempDir(), netns: netns}
 	var auth []byte
 	for _, k := range authorized {
 		auth = append(auth, ssh.MarshalAuthorizedKey(k)...)
@@ -134,12 +150,6 @@ func StartSSHD(t testing.TB, ip string, authorized ...ssh.PublicKey) *SSHD {
 	if err := os.WriteFile(filepath.Join(s.dir, "authorized_keys"), auth, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatalf("listen on %s (a loopback address): %v", ip, err)
-	}
-	s.Port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	t.Cleanup(s.Kill)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -233,7 +243,7 @@ func (s *SSHD) start(t testing.TB, key []byte) {
 	s.mu.Lock()
 	s.hostKey = signer
 	s.stderr = &syncBuffer{}
-	p, err := sshd.Start(cfg, s.stderr)
+	p, err := sshd.StartInNetns(s.netns, cfg, s.stderr)
 	if err != nil {
 		s.mu.Unlock()
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"slices"
 
 	"hoist/schema"
@@ -150,13 +151,24 @@ type fleetSet struct {
 	// grows for jobs. Together they answer for a run that names no fleet.
 	anyKept bool
 	grow    *schema.Fleet
+	// cluster is the set of the fleets with `placement: cluster`, the only
+	// ones a multi-node run is placed on (as dstack does); nil in it.
+	cluster *fleetSet
 }
 
 func newFleetSet(desired []schema.Resource) fleetSet {
+	fs := fleetSetOf(desired, func(*schema.Fleet) bool { return true })
+	cl := fleetSetOf(desired, func(f *schema.Fleet) bool { return f.Placement == "cluster" })
+	fs.cluster = &cl
+	return fs
+}
+
+// fleetSetOf is the set of the desired fleets keep accepts.
+func fleetSetOf(desired []schema.Resource, keep func(*schema.Fleet) bool) fleetSet {
 	fs := fleetSet{byName: map[string]*schema.Fleet{}}
 	var names []string
 	for i := range desired {
-		if f, ok := desired[i].Spec.(*schema.Fleet); ok {
+		if f, ok := desired[i].Spec.(*schema.Fleet); ok && keep(f) {
 			fs.byName[desired[i].Name] = f
 			names = append(names, desired[i].Name)
 		}
@@ -261,26 +273,37 @@ func runResources(spec any) (schema.Resources, schema.Profile, int, bool) {
 
 // estimate is what a step's resource is expected to cost once applied:
 // what it costs now when the step keeps it as it is, else the estimate of
-// its kind; ok is false when neither is known.
-func estimate(s Step, fleets fleetSet, price Pricer) (float64, bool) {
+// its kind; ok is false when neither is known. nodes is set when the
+// estimate is a multi-node task's: its nodes, each at an nth of the cost.
+func estimate(s Step, fleets fleetSet, price Pricer) (v float64, nodes int, ok bool) {
 	keep := s.Action == Noop || (s.Action == Update && (s.Kind.IsRun() || !slices.ContainsFunc(topLevel(s.Changed), pricedFleetField)))
 	if keep && s.Current != nil {
-		return s.Current.PricePerHour, true
+		return s.Current.PricePerHour, 0, true
 	}
 	switch spec := s.Desired.Spec.(type) {
 	case *schema.Fleet:
 		if v, ok := estimateFleet(spec, price); ok {
-			return v, true
+			return v, 0, true
 		}
 	default:
 		if res, prof, jobs, ok := runResources(spec); ok {
-			if v, ok := estimateRun(res, prof, fleets, price); ok {
-				return float64(jobs) * v, true
+			fs := fleets
+			if t, ok := spec.(*schema.Task); ok && t.Nodes > 1 && fleets.cluster != nil {
+				fs, nodes = *fleets.cluster, t.Nodes
+			}
+			if v, ok := estimateRun(res, prof, fs, price); ok {
+				return float64(jobs) * v, nodes, true
 			}
 		}
 	}
 	if s.Current != nil {
-		return s.Current.PricePerHour, true
+		return s.Current.PricePerHour, 0, true
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// nodesCost says what a multi-node task's estimate is made of: its nodes
+// times the price of each.
+func nodesCost(v float64, nodes int) string {
+	return fmt.Sprintf("%d nodes × $%.4g/h = $%.4g/h", nodes, v/float64(nodes), v)
 }

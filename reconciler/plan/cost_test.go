@@ -97,6 +97,7 @@ const (
 	fixedFleet   = "type: fleet\nname: fixed\nnodes: 2\nbackends: [aws]\nresources:\n  gpu: 1\n"
 	minFleet     = "type: fleet\nname: pool\nnodes: 1..3\nbackends: [aws]\n"
 	elasticFleet = "type: fleet\nname: elastic\nnodes: 0..2\nbackends: [aws]\n"
+	clusterFleet = "type: fleet\nname: tightly\nnodes: 0..4\nplacement: cluster\nbackends: [gcp]\n"
 )
 
 // TestCompute_costAfter checks the estimate of a revision's spend, rule by
@@ -118,8 +119,12 @@ func TestCompute_costAfter(t *testing.T) {
 			"type: task\nname: tt\ncommands: [x]\nfleets: [fixed]\nresources:\n  gpu: 1\n"}, 20, nil},
 		{"a task on a growing fleet costs the offer it gets", []string{elasticFleet,
 			"type: task\nname: tt\ncommands: [x]\nfleets: [elastic]\nresources:\n  gpu: 1\n"}, 10, []string{"aws"}},
-		{"each node of a multi-node task gets an instance", []string{elasticFleet,
+		{"each node of a multi-node task gets an instance of a cluster fleet", []string{clusterFleet,
 			"type: task\nname: tt\nnodes: 3\ncommands: [x]\nresources:\n  gpu: 1\n"}, 30, nil},
+		{"a multi-node task takes no fleet without placement: cluster", []string{elasticFleet,
+			"type: task\nname: tt\nnodes: 3\ncommands: [x]\nresources:\n  gpu: 1\n"}, 0, nil},
+		{"a multi-node task grows the cluster fleet, not another that grows", []string{elasticFleet, clusterFleet,
+			"type: task\nname: tt\nnodes: 2\ncommands: [x]\nresources:\n  gpu: 1\n"}, 20, []string{"gcp"}},
 		{"no offer known: the estimate is left out", []string{
 			"type: fleet\nname: far\nnodes: 2\nbackends: [vultr]\n"}, 0, nil},
 	} {
@@ -187,5 +192,46 @@ func TestCompute_fleetUpdateIsRepricedOnlyWhenItsPriceCanChange(t *testing.T) {
 				t.Errorf("%s: cost after %v, want %v", p.Steps[0].Action, p.CostAfter, tc.want)
 			}
 		})
+	}
+}
+
+// TestCompute_multiNodeTaskCostIsNodesTimesPrice: a multi-node task's
+// step says what its estimate is made of — its nodes times the price of
+// the instance each gets — and the plan's spend after counts all of them.
+func TestCompute_multiNodeTaskCostIsNodesTimesPrice(t *testing.T) {
+	for _, tc := range []struct {
+		name, task, want string
+		after            float64
+	}{
+		{"GPU nodes", "type: task\nname: tt\nnodes: 3\ncommands: [x]\nresources:\n  gpu: 1\n", "3 nodes × $10/h = $30/h", 30},
+		{"CPU nodes", "type: task\nname: tt\nnodes: 2\ncommands: [x]\n", "2 nodes × $1/h = $2/h", 2},
+		{"one node", "type: task\nname: tt\ncommands: [x]\n", "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := schema.Load(fstest.MapFS{"f.dstack.yml": {Data: []byte(clusterFleet)}, "t.dstack.yml": {Data: []byte(tc.task)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr := &prices{}
+			p := plan.Compute(d.Resources, plan.Observed{}, genNow, plan.Options{Estimate: pr.price})
+			i := slices.IndexFunc(p.Steps, func(s plan.Step) bool { return s.Name == "tt" })
+			if p.Steps[i].Cost != tc.want || p.CostAfter != tc.after {
+				t.Errorf("step cost %q, after %v; want %q and %v", p.Steps[i].Cost, p.CostAfter, tc.want, tc.after)
+			}
+		})
+	}
+}
+
+// TestCostsOf_multiNodeRunCostsEveryNode: a multi-node run occupies one
+// instance per node and costs all of them (the runs page's and the
+// dashboard's cost per hour), nodes × price.
+func TestCostsOf_multiNodeRunCostsEveryNode(t *testing.T) {
+	c := plan.CostsOf([]plan.Instance{
+		{Fleet: "cluster", Status: "busy", Price: 0.25, Runs: []string{"train"}},
+		{Fleet: "cluster", Status: "busy", Price: 0.25, Runs: []string{"train"}},
+		{Fleet: "cluster", Status: "busy", Price: 0.25, Runs: []string{"train"}},
+	})
+	if c.Runs["train"] != 0.75 || c.Total != 0.75 {
+		t.Errorf("run costs %v of %v in all, want 3 × 0.25 = 0.75", c.Runs["train"], c.Total)
 	}
 }

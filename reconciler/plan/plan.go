@@ -105,6 +105,10 @@ type Step struct {
 	Rolling bool `json:"rolling,omitempty"`
 	// Held marks a step that waits for confirmation.
 	Held bool `json:"held,omitempty"`
+	// Cost says what a multi-node task's estimated cost is made of, e.g.
+	// "2 nodes × $0.1/h = $0.2/h" (empty for other steps, and when no
+	// offer prices it).
+	Cost string `json:"cost,omitempty"`
 	// Desired is the resource as the revision declares it (nil for deletes).
 	Desired *schema.Resource `json:"-"`
 	// Current is the resource as it is (nil for creates).
@@ -210,12 +214,15 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 	// estimated (fleets by their nodes, runs by what they add to their
 	// fleets); deletes cost nothing.
 	fleets := newFleetSet(desired)
-	for _, s := range p.Steps {
+	for i, s := range p.Steps {
 		if s.Action == Delete || s.Desired == nil {
 			continue
 		}
-		if v, ok := estimate(s, fleets, opts.Estimate); ok {
+		if v, nodes, ok := estimate(s, fleets, opts.Estimate); ok {
 			p.CostAfter += v
+			if nodes > 1 && v > 0 {
+				p.Steps[i].Cost = nodesCost(v, nodes)
+			}
 		}
 	}
 	// Mass deletion: only live resources count (a finished run whose spec

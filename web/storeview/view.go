@@ -414,6 +414,9 @@ func PlanView(rev string, p plan.Plan) web.Plan {
 		if len(s.Changed) > 0 {
 			detail += " (" + strings.Join(s.Changed, ", ") + ")"
 		}
+		if s.Cost != "" {
+			detail = strings.TrimPrefix(detail+"; estimated "+s.Cost, "; ")
+		}
 		out.Changes = append(out.Changes, web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail})
 	}
 	return out

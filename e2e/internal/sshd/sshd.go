@@ -105,10 +105,22 @@ func privsepDir() error {
 // dies (PR_SET_PDEATHSIG), so that a test or simulator that dies without
 // cleaning up leaves no sshd listening.
 func Start(config string, stderr io.Writer) (*Process, error) {
+	return StartInNetns("", config, stderr)
+}
+
+// StartInNetns is Start in the network namespace bound at netns (a file
+// such as /run/netns/NAME; "" is this process's own): nsenter(1) joins it
+// and execs sshd, which keeps nsenter's PID. Only the network namespace
+// changes; sshd shares this process's mounts and PID namespace.
+func StartInNetns(netns, config string, stderr io.Writer) (*Process, error) {
 	if err := privsepDir(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(Path, "-D", "-e", "-f", config)
+	argv := []string{Path, "-D", "-e", "-f", config}
+	if netns != "" {
+		argv = append([]string{"nsenter", "--net=" + netns, "--"}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
