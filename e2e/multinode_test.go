@@ -82,13 +82,6 @@ func TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts(t *testing.T) {
 		t.Fatalf("one: logs %q", got)
 	}
 
-	// Remove this skip once multi-node tasks are accepted: `nodes` above 1
-	// and `stop_criteria: master-done` are refused
-	// (reconciler/support/table.go) until host networking, the cluster
-	// environment and master-done (helper branch `cluster`) and gang
-	// placement (helper branch `gang`) are merged. With both merged and
-	// those refusals lifted, the phases below pass (branch netns-try).
-	t.Skip("SKIP: the multi-node phases need branches cluster (host networking, DSTACK_* cluster env, master-done) and gang (gang placement), not merged yet")
 
 	t.Log("phase: a nodes: 2 task runs one job per host; rank 1 reaches rank 0 at the master's address")
 	r.write("pair.dstack.yml", fmt.Sprintf(`type: task
@@ -261,8 +254,6 @@ func TestMeasure_multiNode(t *testing.T) {
 	if os.Getenv("HOIST_MEASURE") == "" {
 		t.Skip("set HOIST_MEASURE=1 to measure")
 	}
-	// See the skip in TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts.
-	t.Skip("SKIP: multi-node runs need branches cluster and gang, not merged yet")
 	const hosts = 8
 	e, _ := newNetnsFleetEnv(t, hosts)
 	e.r.write("fleet.dstack.yml", e.fleetSpec(e.hosts...)+"placement: cluster\n")

@@ -17,15 +17,15 @@ import (
 	"hoist/e2e/testenv"
 )
 
-// multiNodeTask asks for a multi-node task, which hoist does not run: the
-// revision must be refused at the field's line.
-const multiNodeTask = "type: task\nname: train\nimage: " + testenv.BusyboxImage +
-	"\ncommands:\n  - echo must not run\nnodes: 2\n"
+// refusedTask asks for what hoist does not do (a capacity reservation):
+// the revision must be refused at the field's line.
+const refusedTask = "type: task\nname: train\nimage: " + testenv.BusyboxImage +
+	"\ncommands:\n  - echo must not run\nreservation: r-1\n"
 
-const multiNodeError = "train.dstack.yml:6:8: nodes: not supported yet by hoist: multi-node"
+const refusedError = "train.dstack.yml:6:14: reservation: not supported yet by hoist: `reservation`"
 
 // TestSupport_refusedFieldIsRefusedAndNothingApplied: a commit adding a
-// task with a refused field (`nodes: 2`) (and changing another task) is
+// task with a refused field (`reservation`) (and changing another task) is
 // rejected at file:line:col by the sync, the server's plan and `hoist
 // validate` alike; the applied revision, the runs and the other task stay as
 // they were.
@@ -38,15 +38,15 @@ func TestSupport_refusedFieldIsRefusedAndNothingApplied(t *testing.T) {
 	s.waitRun("hello", sha1, "done", 60*time.Second)
 
 	r.write("hello.dstack.yml", task("hello", "  - echo changed\n"))
-	r.write("train.dstack.yml", multiNodeTask)
+	r.write("train.dstack.yml", refusedTask)
 	bad := r.commit("train on two nodes")
 	waitFor(t, 30*time.Second, func() string { return "sync to be invalid" }, func() bool { return s.sync().Status == "invalid" })
 	st := s.sync()
 	if st.Revision != sha1 || st.LatestRevision != bad {
 		t.Fatalf("sync = %+v: the applied revision must stay %s", st, sha1)
 	}
-	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], multiNodeError) {
-		t.Fatalf("sync errors = %q, want one starting %q", st.Errors, multiNodeError)
+	if len(st.Errors) != 1 || !strings.HasPrefix(st.Errors[0], refusedError) {
+		t.Fatalf("sync errors = %q, want one starting %q", st.Errors, refusedError)
 	}
 
 	// Nothing was applied: no run train, hello not replaced.
@@ -62,26 +62,26 @@ func TestSupport_refusedFieldIsRefusedAndNothingApplied(t *testing.T) {
 	}
 
 	// The server's plan says the same.
-	body, _ := json.Marshal(map[string]map[string]string{"files": {"train.dstack.yml": multiNodeTask}})
+	body, _ := json.Marshal(map[string]map[string]string{"files": {"train.dstack.yml": refusedTask}})
 	code, b := s.do("POST", "/api/v1/plan", bytes.NewReader(body))
 	var p struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	}
-	if code != 200 || json.Unmarshal(b, &p) != nil || p.Valid || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], multiNodeError) {
-		t.Fatalf("POST /api/v1/plan = %d %s, want invalid with %q", code, b, multiNodeError)
+	if code != 200 || json.Unmarshal(b, &p) != nil || p.Valid || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0], refusedError) {
+		t.Fatalf("POST /api/v1/plan = %d %s, want invalid with %q", code, b, refusedError)
 	}
 
 	// So does `hoist validate`, run in the repository.
 	cmd := exec.Command(filepath.Join(bin, "hoist"), "validate", ".")
 	cmd.Dir = r.dir
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.HasPrefix(string(out), multiNodeError) {
-		t.Fatalf("hoist validate: %v\n%s\nwant exit 1 and %q", err, out, multiNodeError)
+	if err == nil || !strings.HasPrefix(string(out), refusedError) {
+		t.Fatalf("hoist validate: %v\n%s\nwant exit 1 and %q", err, out, refusedError)
 	}
 
 	// Mounting a directory of the instance instead is accepted and runs.
-	r.write("train.dstack.yml", strings.Replace(multiNodeTask, "nodes: 2", "volumes:\n  - instance_path: "+granted+"\n    path: /data", 1))
+	r.write("train.dstack.yml", strings.Replace(refusedTask, "reservation: r-1", "volumes:\n  - instance_path: "+granted+"\n    path: /data", 1))
 	fixed := r.commit("train on an instance volume")
 	s.waitRun("train", fixed, "done", 60*time.Second)
 }

@@ -9,18 +9,19 @@ import (
 	"hoist/reconciler/support"
 )
 
-const multiNodeTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nnodes: 2\n"
+// refusedTask asks for what hoist does not do (a capacity reservation).
+const refusedTask = "type: task\nname: train\nimage: busybox\ncommands: [echo]\nreservation: r-1\n"
 
 func TestValidateCmd_refusesWhatHoistDoesNotSupport(t *testing.T) {
 	dir := writeSpecs(t, map[string]string{
-		"train.dstack.yml": multiNodeTask,
+		"train.dstack.yml": refusedTask,
 		"web.dstack.yml":   "type: service\nname: web\nimage: busybox\ncommands: [httpd]\nport: 80\npriority: 5\n",
 	})
 	_, errOut, code := runValidateCmd(t, "validate", dir)
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, errOut)
 	}
-	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: nodes: " + support.RefusedPrefix + "multi-node"
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:14: reservation: " + support.RefusedPrefix + "`reservation`"
 	if !strings.HasPrefix(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to start with:\n%s", errOut, want)
 	}
@@ -52,9 +53,9 @@ func TestValidateCmd_warningsAloneExitZero(t *testing.T) {
 // TestPlanCmd_refusesLocallyBeforeAskingTheServer: the refusal comes from
 // the local check, so no server is needed (the address is unused).
 func TestPlanCmd_refusesLocallyBeforeAskingTheServer(t *testing.T) {
-	dir := writeSpecs(t, map[string]string{"train.dstack.yml": multiNodeTask})
+	dir := writeSpecs(t, map[string]string{"train.dstack.yml": refusedTask})
 	_, errOut, code := runValidateCmd(t, "plan", "--server", "http://127.0.0.1:1", "--token", "x", dir)
-	want := filepath.Join(dir, "train.dstack.yml") + ":5:8: nodes: " + support.RefusedPrefix
+	want := filepath.Join(dir, "train.dstack.yml") + ":5:14: reservation: " + support.RefusedPrefix
 	if code != 1 || !strings.HasPrefix(errOut, want) {
 		t.Fatalf("code %d, stderr:\n%s\nwant exit 1 and %s…", code, errOut, want)
 	}

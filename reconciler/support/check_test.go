@@ -67,7 +67,7 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"a repo by url is honoured", "type: task\nimage: x\ncommands: [ok]\nrepos: [https://github.com/dstackai/dstack]\n", nil},
 		{"an entrypoint is honoured", "type: task\nimage: x\ncommands: [ok]\nentrypoint: python -c 'print(1)'\n", nil},
 		{"an entrypoint with an unclosed quote", "type: task\nimage: x\nentrypoint: \"sh -c 'echo\"\n", []string{"3:13: entrypoint: not supported"}},
-		{"a multi-node task", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", []string{"4:8: nodes: not supported yet by hoist: multi-node"}},
+		{"a multi-node task is honoured", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", nil},
 		{"one node is honoured", "type: task\nimage: x\ncommands: [ok]\nnodes: 1\n", nil},
 		{"task groups", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n", []string{"4:3: groups: not supported"}},
 		{"a service replica range with scaling is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 0..3\nscaling: {metric: rps, target: 10}\n", nil},

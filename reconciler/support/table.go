@@ -211,14 +211,9 @@ var Table = []Row{
 		Note: "published on the instance's loopback; `hoist attach` forwards them to the user's localhost (e2e.TestAttach_sshAndPortsReachTheRunningJob)"},
 
 	// Tasks.
-	{Kinds: task, Field: "nodes", Decision: Partial, Test: "e2e.TestSkeleton_gitCommitsDriveRuns",
-		Note: "multi-node tasks (`nodes` above 1)",
-		uses: func(r *schema.Resource) []string {
-			if t := r.Spec.(*schema.Task); t.Nodes > 1 {
-				return []string{"nodes"}
-			}
-			return nil
-		}},
+	{Kinds: task, Field: "nodes", Decision: Honoured, Test: "e2e.TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts",
+		Note: "one job per node, placed together on one `placement: cluster` fleet or not at all (reconciler.TestWorkers_gangPlacesEveryNodeInOnePass, TestWorkers_gangWaitsAndNeverStartsAPartialCluster), " +
+			"with host networking and dstack's cluster environment (reconciler.TestWorkers_clusterNodesStartTogetherWithTheClusterEnvironment)"},
 	{Kinds: task, Field: "groups", Decision: Refused, Note: "`groups` (heterogeneous multi-node tasks)",
 		uses: func(r *schema.Resource) []string {
 			if len(r.Spec.(*schema.Task).Groups) > 0 {
