@@ -82,7 +82,6 @@ func TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts(t *testing.T) {
 		t.Fatalf("one: logs %q", got)
 	}
 
-
 	t.Log("phase: a nodes: 2 task runs one job per host; rank 1 reaches rank 0 at the master's address")
 	r.write("pair.dstack.yml", fmt.Sprintf(`type: task
 name: pair
