@@ -138,20 +138,6 @@ func startupWait(nodes []store.Job, job *store.Job, order string) string {
 	return ""
 }
 
-// waitForNodes keeps a provisioning job waiting for the other nodes of its
-// replica, its status message saying what for.
-func (c *Controller) waitForNodes(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string) (time.Duration, error) {
-	if job.StatusMessage != msg {
-		job.StatusMessage = msg
-		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
-		c.runs.Add(run.ID)
-	}
-	return clusterWaitPoll, nil
-}
-
 // wakeNodes wakes the other nodes of a job's replica that wait for the
 // cluster: this job just got its instance or runs.
 func (c *Controller) wakeNodes(ctx context.Context, job *store.Job) {

@@ -67,7 +67,7 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 	}) {
 		// A sibling of an older submission still ends, or this one's are
 		// being created: the gang is placed once all are submitted.
-		return c.gangWait(ctx, l, job, run, "waiting for the cluster's jobs to be submitted")
+		return c.holdJob(ctx, l, job, run, "waiting for the cluster's jobs to be submitted", gangPoll)
 	}
 	gang[0] = *job // the leased row, as the worker read it
 	sites, after, done, err := c.volumeGate(ctx, l, job, run, spec)
@@ -93,7 +93,7 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 	case errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity):
 		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity, err.Error())
 	case errors.Is(err, errGangWait):
-		return c.gangWait(ctx, l, job, run, strings.TrimPrefix(err.Error(), errGangWait.Error()+": "))
+		return c.holdJob(ctx, l, job, run, strings.TrimPrefix(err.Error(), errGangWait.Error()+": "), gangPoll)
 	case err != nil:
 		return 0, err
 	}
@@ -458,20 +458,6 @@ func instanceName(insts []store.Instance, id string) string {
 		}
 	}
 	return id
-}
-
-// gangWait keeps the master submitted, its status message (and so the
-// run's) saying what the gang waits for.
-func (c *Controller) gangWait(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string) (time.Duration, error) {
-	if job.StatusMessage != msg {
-		job.StatusMessage = msg
-		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
-		c.runs.Add(run.ID)
-	}
-	return gangPoll, nil
 }
 
 // provisioningSince is when a provisioning job's provisioning timeout

@@ -168,7 +168,7 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		return 0, c.setTerminating(ctx, l, job, reasonTerminatedByServer, gate.Fail)
 	}
 	if gate.Wait != "" {
-		return c.waitForNodes(ctx, l, job, run, gate.Wait)
+		return c.holdJob(ctx, l, job, run, gate.Wait, clusterWaitPoll)
 	}
 	if spec.multiNode() {
 		if job.StatusMessage != "" {
@@ -546,6 +546,21 @@ func stopGrace(job store.Job, spec runSpec) time.Duration {
 		grace = 10 * time.Second
 	}
 	return grace
+}
+
+// holdJob keeps a job where it is, its status message (and so its run's)
+// saying what it waits for: a changed message is stored, recorded as a
+// "waiting" event and wakes the run. It returns poll, when to look again.
+func (c *Controller) holdJob(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string, poll time.Duration) (time.Duration, error) {
+	if job.StatusMessage != msg {
+		job.StatusMessage = msg
+		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+			return 0, err
+		}
+		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
+		c.runs.Add(run.ID)
+	}
+	return poll, nil
 }
 
 // wakeJobsOn wakes the submitted jobs waiting for an instance.

@@ -106,15 +106,7 @@ func (c *Controller) waitForFleet(ctx context.Context, l store.Lease, job *store
 		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity,
 			fmt.Sprintf("%s after %s; no instance became ready", msg, provisioningTimeout))
 	}
-	if job.StatusMessage != msg {
-		job.StatusMessage = msg
-		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
-		c.runs.Add(run.ID)
-	}
-	return fleetWaitPoll, nil
+	return c.holdJob(ctx, l, job, run, msg, fleetWaitPoll)
 }
 
 // provisioningData is what a job keeps about getting an instance.

@@ -351,7 +351,7 @@ func (c *Controller) volumeGate(ctx context.Context, l store.Lease, job *store.J
 				continue
 			}
 			if wait {
-				after, err := c.waitForVolume(ctx, l, job, run, "waiting for volumes: "+why)
+				after, err := c.holdJob(ctx, l, job, run, "waiting for volumes: "+why, volumeWaitPoll)
 				return nil, after, true, err
 			}
 			return nil, 0, true, c.setTerminating(ctx, l, job, reasonVolumeError, why)
@@ -384,19 +384,6 @@ func (c *Controller) volumeGate(ctx context.Context, l store.Lease, job *store.J
 		sites = on
 	}
 	return sites, 0, false, nil
-}
-
-// waitForVolume keeps a job where it is with msg as its status message.
-func (c *Controller) waitForVolume(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, msg string) (time.Duration, error) {
-	if job.StatusMessage != msg {
-		job.StatusMessage = msg
-		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
-			return 0, err
-		}
-		c.event(ctx, "job", job.JobName, job.ID, "waiting", run.Revision, msg)
-		c.runs.Add(run.ID)
-	}
-	return volumeWaitPoll, nil
 }
 
 // atVolumeSites reports whether an instance may take a job whose volumes
@@ -453,7 +440,7 @@ func (c *Controller) attachVolumes(ctx context.Context, l store.Lease, job *stor
 			case m.Optional:
 				continue
 			case wait:
-				after, err := c.waitForVolume(ctx, l, job, run, "waiting for volumes: "+why)
+				after, err := c.holdJob(ctx, l, job, run, "waiting for volumes: "+why, volumeWaitPoll)
 				return nil, after, true, err
 			case why == "":
 				why = fmt.Sprintf("no volume of %s is in backend %s region %s, where instance %s is", strings.Join(m.Name, ", "), inst.Backend, inst.Region, inst.Name)
@@ -470,7 +457,7 @@ func (c *Controller) attachVolumes(ctx context.Context, l store.Lease, job *stor
 			return nil, 0, true, err
 		}
 		if !won {
-			after, err := c.waitForVolume(ctx, l, job, run, fmt.Sprintf("waiting for volumes: volume %s is in use by another job", v.Name))
+			after, err := c.holdJob(ctx, l, job, run, fmt.Sprintf("waiting for volumes: volume %s is in use by another job", v.Name), volumeWaitPoll)
 			return nil, after, true, err
 		}
 		if !d.attached() {
