@@ -44,21 +44,17 @@ func (c *Controller) checkInactivity(ctx context.Context, l store.Lease, job sto
 	if idle < time.Duration(spec.InactivityDuration)*time.Second {
 		return false, nil
 	}
-	cur, err := c.st.GetJob(ctx, job.ID)
-	if err != nil {
-		return false, fmt.Errorf("inactivity: %w", err)
-	}
-	if cur.Status != store.JobRunning {
-		return false, nil
-	}
 	secs := int64(idle / time.Second)
 	// dstack's message, word for word.
 	msg := fmt.Sprintf("The job was inactive for %d seconds, exceeding the inactivity_duration of %d seconds", secs, spec.InactivityDuration)
-	c.log.Info("dev environment inactive; terminating", "job", job.JobName, "inactive_s", secs, "inactivity_duration_s", spec.InactivityDuration)
-	if err := c.setTerminating(ctx, l, &cur, reasonInactivity, msg); err != nil {
+	stopped, err := c.terminateIfRunning(ctx, l, job.ID, reasonInactivity, msg)
+	if err != nil {
 		return false, fmt.Errorf("inactivity: %w", err)
 	}
-	return true, nil
+	if stopped {
+		c.log.Info("dev environment inactive; terminating", "job", job.JobName, "inactive_s", secs, "inactivity_duration_s", spec.InactivityDuration)
+	}
+	return stopped, nil
 }
 
 // inactiveFor is how long a job has had no SSH connection at now: zero

@@ -97,21 +97,35 @@ func (c *Controller) recordMetrics(ctx context.Context, l store.Lease, job store
 	if !underUtilized(points, *policy, now) {
 		return false, nil
 	}
-	cur, err := c.st.GetJob(ctx, job.ID)
+	// dstack's message, word for word.
+	msg := fmt.Sprintf("The job GPU utilization below %d%% for %d seconds", policy.MinGPUUtilization, policy.TimeWindow)
+	stopped, err := c.terminateIfRunning(ctx, l, job.ID, reasonUtilizationPolicy, msg)
 	if err != nil {
 		return false, fmt.Errorf("utilization policy: %w", err)
+	}
+	if stopped {
+		c.log.Info("job under its utilization policy; terminating", "job", job.JobName,
+			"min_gpu_utilization", policy.MinGPUUtilization, "time_window_s", policy.TimeWindow)
+	}
+	return stopped, nil
+}
+
+// terminateIfRunning terminates the job with id for reason, as the job's
+// current row says, if it is still running (a check from outside the job
+// worker may find it already ended), and wakes the job worker; it reports
+// whether it did.
+func (c *Controller) terminateIfRunning(ctx context.Context, l store.Lease, id, reason, msg string) (bool, error) {
+	cur, err := c.st.GetJob(ctx, id)
+	if err != nil {
+		return false, err
 	}
 	if cur.Status != store.JobRunning {
 		return false, nil
 	}
-	// dstack's message, word for word.
-	msg := fmt.Sprintf("The job GPU utilization below %d%% for %d seconds", policy.MinGPUUtilization, policy.TimeWindow)
-	c.log.Info("job under its utilization policy; terminating", "job", job.JobName,
-		"min_gpu_utilization", policy.MinGPUUtilization, "time_window_s", policy.TimeWindow)
-	if err := c.setTerminating(ctx, l, &cur, reasonUtilizationPolicy, msg); err != nil {
-		return false, fmt.Errorf("utilization policy: %w", err)
+	if err := c.setTerminating(ctx, l, &cur, reason, msg); err != nil {
+		return false, err
 	}
-	c.jobs.Add(job.ID)
+	c.jobs.Add(id)
 	return true, nil
 }
 
