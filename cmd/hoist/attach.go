@@ -92,15 +92,12 @@ It needs the server and token from the environment or the login config
 	cmd.Flags().StringVar(&sshConfig, "ssh-config", "", "the OpenSSH config file to write the run's Host entry to (default ~/.ssh/config)")
 	cmd.Flags().BoolVar(&noSSHConfig, "no-ssh-config", false, "do not write a Host entry for the run")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.prepare(cmd, check); err != nil {
+		c, err := o.connect(cmd, check)
+		if err != nil {
 			return err
 		}
 		name := args[0]
 		ctx := cmd.Context()
-		c, err := o.client()
-		if err != nil {
-			return err
-		}
 		key, err := loadUserKey(identity)
 		if err != nil {
 			return err

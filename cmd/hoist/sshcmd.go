@@ -108,14 +108,11 @@ With COMMAND, the exit code is the command's.`,
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest running)")
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the SSH private key to use (default ~/.config/hoist/ssh/id_ed25519)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.prepare(cmd); err != nil {
-			return err
-		}
 		run, command := args[0], args[1:]
 		if d := cmd.ArgsLenAtDash(); d > 1 || (d < 0 && len(args) > 1) {
 			return errors.New("ssh: give the command after --: hoist ssh RUN -- COMMAND")
 		}
-		c, err := o.client()
+		c, err := o.connect(cmd)
 		if err != nil {
 			return err
 		}
@@ -245,14 +242,11 @@ stdin to the connection and the connection to stdout.`,
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the SSH private key whose public half the job accepts")
 	cmd.Flags().StringVar(&knownHosts, "known-hosts", "", "the known_hosts file to record the job's host key in (default ~/.config/hoist/ssh/known_hosts)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.prepare(cmd); err != nil {
-			return err
-		}
-		run := args[0]
-		c, err := o.client()
+		c, err := o.connect(cmd)
 		if err != nil {
 			return err
 		}
+		run := args[0]
 		key, err := loadUserKey(identity)
 		if err != nil {
 			return err
