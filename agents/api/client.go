@@ -91,14 +91,20 @@ func (c *agentClient) send(ctx context.Context, method, path string, body io.Rea
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		e := &Error{Status: resp.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(b, e) != nil || e.Message == "" {
-			e.Message = strings.TrimSpace(string(b))
-		}
-		return nil, fmt.Errorf("%s %s %s: %w", c.service, method, path, e)
+		return nil, fmt.Errorf("%s %s %s: %w", c.service, method, path, answerError(resp))
 	}
 	return resp, nil
+}
+
+// answerError reads an agent's error answer: its JSON Error, or its body
+// as the message.
+func answerError(resp *http.Response) *Error {
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, e) != nil || e.Message == "" {
+		e.Message = strings.TrimSpace(string(b))
+	}
+	return e
 }
 
 // do sends in (JSON, unless nil) and decodes the answer into out (unless nil).

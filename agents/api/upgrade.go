@@ -2,13 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -54,12 +52,7 @@ func dialUpgrade(ctx context.Context, c *agentClient, path, protocol string, h h
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		defer cancel()
-		e := &Error{Status: resp.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(b, e) != nil || e.Message == "" {
-			e.Message = strings.TrimSpace(string(b))
-		}
-		return nil, "", fmt.Errorf("%s GET %s: %w", c.service, path, e)
+		return nil, "", fmt.Errorf("%s GET %s: %w", c.service, path, answerError(resp))
 	}
 	rwc, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
