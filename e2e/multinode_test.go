@@ -88,20 +88,7 @@ name: pair
 image: %s
 nodes: 2
 fleets: [%s]
-commands:
-  - env | grep '^DSTACK_' | sort
-  - echo "rank=$DSTACK_NODE_RANK nodes=$DSTACK_NODES_NUM master=$DSTACK_MASTER_NODE_IP ips=$(echo $DSTACK_NODES_IPS)"
-  - |
-    if [ "$DSTACK_NODE_RANK" = 0 ]; then
-      nc -l -p 7100
-    else
-      for i in $(seq 100); do
-        echo "hello from rank $DSTACK_NODE_RANK" | nc "$DSTACK_MASTER_NODE_IP" 7100 && exit 0
-        sleep 0.2
-      done
-      exit 1
-    fi
-`, testenv.BusyboxImage, sshFleetName))
+%s`, testenv.BusyboxImage, sshFleetName, pairCommands("7100", 100)))
 	committed := time.Now()
 	sha = r.commit("a two-node task")
 	s.waitRun("pair", sha, "done", 2*sshWithin)
@@ -113,48 +100,10 @@ commands:
 	if code := s.getJSON("/api/v1/runs/pair", &run); code != 200 {
 		t.Fatalf("GET /api/v1/runs/pair: %d", code)
 	}
-	if len(run.Jobs) != 2 {
-		t.Fatalf("pair jobs: %+v, want 2 (no resubmission)", run.Jobs)
-	}
-	byRank := map[string]clusterJob{}
-	for _, j := range run.Jobs {
-		if j.Status != "done" || j.StartedAt == nil {
-			t.Fatalf("pair job %+v, want done with a start time", j)
-		}
-		// dstack's job name: <run>-<job_num>-<replica_num>.
-		parts := strings.Split(j.JobName, "-")
-		byRank[parts[len(parts)-2]] = j
-	}
-	master, worker := byRank["0"], byRank["1"]
-	if master.Instance == "" || worker.Instance == "" || master.Instance == worker.Instance {
-		t.Fatalf("pair ran on %q (rank 0) and %q (rank 1), want the two hosts", master.Instance, worker.Instance)
-	}
+	master, worker := pairNodes(t, run.Jobs)
 	masterIP, workerIP := hostIP[master.Instance], hostIP[worker.Instance]
-	for rank, j := range map[string]clusterJob{"0": master, "1": worker} {
-		logs := s.jobLogs("pair", j.ID)
-		want := fmt.Sprintf("rank=%s nodes=2 master=%s ips=%s %s\n", rank, masterIP, masterIP, workerIP)
-		if !strings.Contains(logs, want) {
-			t.Errorf("rank %s logs %q, want the line %q", rank, logs, want)
-		}
-		for _, v := range []string{"DSTACK_NODE_RANK=" + rank, "DSTACK_NODES_NUM=2", "DSTACK_MASTER_NODE_IP=" + masterIP, "DSTACK_RUN_NAME=pair"} {
-			if !strings.Contains(logs, v+"\n") {
-				t.Errorf("rank %s environment lacks %s: %q", rank, v, logs)
-			}
-		}
-	}
-	// Rank 0's last line (what nc received) may reach the store a moment
-	// after the run is done.
-	var masterLogs string
-	waitFor(t, 10*time.Second, func() string {
-		return fmt.Sprintf("rank 1's line in the logs of rank 0 (on %s): %q; rank 1 (on %s) logged %q", masterIP, masterLogs, workerIP, s.jobLogs("pair", worker.ID))
-	}, func() bool {
-		masterLogs = s.jobLogs("pair", master.ID)
-		return strings.Contains(masterLogs, "hello from rank 1\n")
-	})
-	first, last := *master.StartedAt, *worker.StartedAt
-	if last.Before(first) {
-		first, last = last, first
-	}
+	checkPairLogs(t, s, master, worker, masterIP, workerIP)
+	first, last := startSpan([]clusterJob{master, worker})
 	t.Logf("figures: 2-node run on namespace hosts: commit → all nodes running %s; first → last node start %s",
 		last.Sub(committed).Round(time.Millisecond), last.Sub(first).Round(time.Millisecond))
 

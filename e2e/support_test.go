@@ -141,9 +141,9 @@ func TestSupport_honouredFieldsReachTheJob(t *testing.T) {
 		t.Fatalf("entry logs = %q, want %q", got, want)
 	}
 
-	// priority has no effect in hoist: a warning on the revision and the
-	// run, in the API and on their pages.
-	const warning = "fields.dstack.yml:15:11: priority: `priority` does not order"
+	// priority orders only waiting multi-node runs, not this task: a
+	// warning on the revision and the run, in the API and on their pages.
+	const warning = "fields.dstack.yml:15:11: priority: `priority` orders only a multi-node run"
 	var rev struct {
 		Warnings []string `json:"warnings"`
 	}

@@ -192,7 +192,7 @@ func (c *Controller) jobShare(ctx context.Context, inst store.Instance, spec run
 	if total == 1 {
 		return share{blocks: 1, total: 1}, nil // the whole instance, as placed
 	}
-	return share{blocks: blocksFor(o, total, instanceQuery(spec), spec.Nodes > 1), total: total}, nil
+	return share{blocks: blocksFor(o, total, instanceQuery(spec), spec.multiNode()), total: total}, nil
 }
 
 // jobPart returns the part of its instance a placed job holds, when it

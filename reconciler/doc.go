@@ -42,16 +42,22 @@
 //   - apply.go: carrying out a plan's steps, one kind at a time;
 //   - runs.go: applying run steps and the run worker (retries, schedules,
 //     service scaling and rolling deployments); runspec.go decodes a run's
-//     spec; lifecycle.go maps statuses and termination reasons;
+//     spec and gives the part of it each job runs (a task's node groups);
+//     lifecycle.go maps statuses and termination reasons;
 //   - jobs.go: the job worker (container task, runner submission, finish);
 //     cluster.go: the nodes of a multi-node run waiting for each other
 //     (startup_order), their cluster (api.ClusterInfo), stop_criteria;
+//     noderefs.go: the nodes' IPs in a task's commands;
+//     clusterssh.go: the SSH key of a submission's nodes, kept by its master;
 //   - placement.go: placing a job on an instance of a matching fleet,
 //     waiting for a fleet's instances, the offers a job tried; gang.go:
 //     placing the jobs of a multi-node run together or not at all, on one
-//     `placement: cluster` fleet (growing it by the missing instances
+//     `placement: cluster` fleet, each on an instance fitting its node
+//     group's resources (growing it by the missing instances
 //     first, waiting while they provision or are busy, failing when no
-//     fleet can ever hold them);
+//     fleet can ever hold them); gangorder.go: a waiting gang's claim on
+//     its fleet's instances against later jobs (by priority, then
+//     submission), and waking it when one is ready or free;
 //   - instances.go: the instance worker (provision, observe, idle reaping,
 //     terminate), giving up an offer that cannot be had (no capacity, no
 //     boot within the provisioning timeout), an instance the provider

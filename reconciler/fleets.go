@@ -432,9 +432,32 @@ func (c *Controller) growFleet(ctx context.Context, f store.Fleet, job offers.Qu
 // nodes.max, and they are added under one hold of the fleet's lease, each
 // from the cheapest fitting offer not tried.
 func (c *Controller) growFleetBy(ctx context.Context, f store.Fleet, job offers.Query, backends []string, tried map[string]bool, n int) ([]store.Instance, error) {
+	grown, err := c.growFleetFor(ctx, f, []growAsk{{job: job, n: n}}, backends, tried)
+	if err != nil {
+		return nil, err
+	}
+	return grown[0], nil
+}
+
+// growAsk is n instances for jobs that ask job of them.
+type growAsk struct {
+	job offers.Query
+	n   int
+}
+
+// growFleetFor is growFleetBy for several asks at once (the groups of a
+// multi-node task), all or none: each ask's instances come from the
+// cheapest fitting offer not tried for it, all in one backend and region
+// (a cluster's; for several asks, where they cost least together). It
+// returns the instances of each ask, in the order of asks.
+func (c *Controller) growFleetFor(ctx context.Context, f store.Fleet, asks []growAsk, backends []string, tried map[string]bool) ([][]store.Instance, error) {
 	var spec schema.Fleet
 	if f.Name == c.cfg.LocalFleet || json.Unmarshal(f.Spec, &spec) != nil || spec.SSHConfig != nil || spec.Nodes == nil {
 		return nil, errors.New("the fleet does not provision instances")
+	}
+	n := 0
+	for _, a := range asks {
+		n += a.n
 	}
 	// A fleet already full is told apart before its offers are looked up.
 	if _, _, err := c.growableInstances(ctx, f, &spec, n); err != nil {
@@ -443,46 +466,104 @@ func (c *Controller) growFleetBy(ctx context.Context, f store.Fleet, job offers.
 	if len(tried) >= maxOffersTried {
 		return nil, fmt.Errorf("%d offers tried", len(tried))
 	}
-	all, err := c.fleetOffers(ctx, &spec, &job)
-	if err != nil {
-		return nil, err
+	all := make([][]offers.Offer, len(asks))
+	for k := range asks {
+		fit, err := c.fleetOffers(ctx, &spec, &asks[k].job)
+		if err != nil {
+			return nil, err
+		}
+		fit = slices.DeleteFunc(fit, func(o offers.Offer) bool { return !c.onBackends(backends, o.Backend) })
+		if len(fit) == 0 {
+			return nil, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
+		}
+		all[k] = fit
 	}
-	all = slices.DeleteFunc(all, func(o offers.Offer) bool { return !c.onBackends(backends, o.Backend) })
-	if len(all) == 0 {
-		return nil, fmt.Errorf("no offer of the fleet is on the job's backends (%s)", strings.Join(backends, ", "))
-	}
-	var out []store.Instance
+	out := make([][]store.Instance, len(asks))
+	var made []store.Instance
 	var picked []offers.Offer
-	err = c.withFleetLock(ctx, f.ID, func() error {
+	err := c.withFleetLock(ctx, f.ID, func() error {
 		live, next, err := c.growableInstances(ctx, f, &spec, n)
 		if err != nil {
 			return err
 		}
-		fit, err := clusterOffers(&spec, all, live)
+		pick, err := pickGrowOffers(&spec, all, asks, live, tried)
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(fit, func(o offers.Offer) bool { return !tried[offerKey(o)] })
-		if i < 0 {
-			return fmt.Errorf("all %d fitting offers tried", len(fit))
-		}
-		for k := range n {
-			inst, err := c.addFleetInstance(ctx, f, offerInstance(next+k, fit[i].Backend, fit[i]))
-			if err != nil {
-				return err
+		for k, a := range asks {
+			for range a.n {
+				inst, err := c.addFleetInstance(ctx, f, offerInstance(next, pick[k].Backend, pick[k]))
+				if err != nil {
+					return err
+				}
+				next++
+				out[k] = append(out[k], inst)
+				made, picked = append(made, inst), append(picked, pick[k])
 			}
-			out, picked = append(out, inst), append(picked, fit[i])
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for k, inst := range out {
+	for k, inst := range made {
 		c.event(ctx, "instance", inst.Name, inst.ID, "pending", f.Revision,
 			fmt.Sprintf("instance for a job from offer %s %s at $%.4g/h", picked[k].Backend, picked[k].Instance, picked[k].Price))
 	}
 	return out, nil
+}
+
+// pickGrowOffers picks the offer of each ask (all[k] are ask k's, cheapest
+// first): the cheapest not tried that fits the fleet's cluster
+// (clusterOffers), every ask's in one backend and region, the one where
+// they cost least together.
+func pickGrowOffers(spec *schema.Fleet, all [][]offers.Offer, asks []growAsk, live []store.Instance, tried map[string]bool) ([]offers.Offer, error) {
+	// The cheapest untried offer of each ask at each site.
+	type site struct{ backend, region string }
+	var sites []site // in the order of the first ask's offers
+	cheapest := make([]map[site]offers.Offer, len(asks))
+	for k := range asks {
+		fit, err := clusterOffers(spec, all[k], live)
+		if err != nil {
+			return nil, err
+		}
+		cheapest[k] = map[site]offers.Offer{}
+		for _, o := range fit {
+			s := site{strings.ToLower(o.Backend), o.Region}
+			if _, ok := cheapest[k][s]; ok || tried[offerKey(o)] {
+				continue
+			}
+			cheapest[k][s] = o
+			if k == 0 {
+				sites = append(sites, s)
+			}
+		}
+		if len(cheapest[k]) == 0 {
+			return nil, fmt.Errorf("all %d fitting offers tried", len(fit))
+		}
+	}
+	var best []offers.Offer
+	bestCost := 0.0
+	for _, s := range sites {
+		pick := make([]offers.Offer, len(asks))
+		cost := 0.0
+		for k, a := range asks {
+			o, ok := cheapest[k][s]
+			if !ok {
+				pick = nil
+				break
+			}
+			pick[k] = o
+			cost += float64(a.n) * o.Price
+		}
+		if pick != nil && (best == nil || cost < bestCost) {
+			best, bestCost = pick, cost
+		}
+	}
+	if best == nil {
+		return nil, errors.New("no backend and region has an untried offer for every node group")
+	}
+	return best, nil
 }
 
 // growableInstances returns the live (not terminating or terminated)

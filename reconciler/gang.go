@@ -30,9 +30,9 @@ import (
 const gangPoll = 2 * time.Second
 
 // multiNode reports whether the run's jobs form a gang: a task of more
-// than one node.
+// than one node (in all its groups).
 func (s runSpec) multiNode() bool {
-	return schema.Kind(s.Type) == schema.KindTask && s.Nodes > 1
+	return schema.Kind(s.Type) == schema.KindTask && s.nodeCount() > 1
 }
 
 // gangFleetRule is what a multi-node run's refusal and wait messages say
@@ -62,7 +62,7 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 		}
 	}
 	slices.SortFunc(gang, func(a, b store.Job) int { return a.JobNum - b.JobNum })
-	if len(gang) != spec.Nodes || slices.ContainsFunc(gang, func(j store.Job) bool {
+	if len(gang) != spec.nodeCount() || slices.ContainsFunc(gang, func(j store.Job) bool {
 		return j.Status != store.JobSubmitted || j.SubmissionNum != job.SubmissionNum
 	}) {
 		// A sibling of an older submission still ends, or this one's are
@@ -70,6 +70,7 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 		return c.holdJob(ctx, l, job, run, "waiting for the cluster's jobs to be submitted", gangPoll)
 	}
 	gang[0] = *job // the leased row, as the worker read it
+	stored := job.ProvisioningData
 	sites, after, done, err := c.volumeGate(ctx, l, job, run, spec)
 	if done {
 		return after, err
@@ -88,12 +89,16 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 	for _, k := range pd.TriedOffers {
 		tried[k] = true
 	}
-	pick, err := c.chooseGang(ctx, spec, gang, tried, sites)
+	claims, err := c.gangsAhead(ctx, job, run)
+	if err != nil {
+		return 0, err
+	}
+	pick, err := c.chooseGang(ctx, spec, gang, tried, sites, claims)
 	switch {
 	case errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity):
 		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity, err.Error())
 	case errors.Is(err, errGangWait):
-		return c.holdJob(ctx, l, job, run, strings.TrimPrefix(err.Error(), errGangWait.Error()+": "), gangPoll)
+		return gangPoll, c.holdGang(ctx, l, job, run, pd, stored, pick.fleetID, strings.TrimPrefix(err.Error(), errGangWait.Error()+": "))
 	case err != nil:
 		return 0, err
 	}
@@ -104,9 +109,9 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 // job order, and whether all are ready (the gang is assigned) or some
 // still provision (the gang reserves them and waits).
 type gangPick struct {
-	fleet string
-	insts []store.Instance
-	ready bool
+	fleet, fleetID string
+	insts          []store.Instance
+	ready          bool
 }
 
 // errGangWait says the gang cannot be placed now but may be later; its
@@ -120,9 +125,13 @@ type gangFleet struct {
 	// (reserved by the gang) first, then cheapest first; coming are
 	// provisioning ones the gang holds or no job does.
 	free, coming []store.Instance
-	// held counts the fitting instances other jobs hold or that are
-	// unreachable: they may be free later.
-	held int
+	// held are the fitting instances other jobs hold, that are
+	// unreachable, or that gangs ahead claim (gangorder.go): they may be
+	// free later.
+	held []store.Instance
+	// fits says, by instance id, which of the gang's queries
+	// (gangNeeds.queries) each instance fits.
+	fits map[string][]bool
 	// headroom is how many instances the fleet may still grow by (-1:
 	// unbounded; 0 for SSH fleets and fleets without nodes).
 	headroom int
@@ -131,9 +140,42 @@ type gangFleet struct {
 	growErr error
 }
 
+// gangNeeds is what the jobs of a gang ask of their instances: one offer
+// query per group of the task (one in all for a task without groups), and
+// for each job, in job order, the index of its group's query.
+type gangNeeds struct {
+	queries []offers.Query
+	of      []int
+}
+
+// gangNeedsOf is the needs of gang, jobs of spec: each job's query is
+// its group's resources (forJob).
+func gangNeedsOf(spec runSpec, gang []store.Job) gangNeeds {
+	var nd gangNeeds
+	index := map[int]int{}
+	for _, j := range gang {
+		g, _, _ := spec.nodeGroup(j.JobNum) // 0 for a task without groups
+		k, ok := index[g]
+		if !ok {
+			k = len(nd.queries)
+			index[g] = k
+			nd.queries = append(nd.queries, instanceQuery(spec.forJob(j.JobNum)))
+		}
+		nd.of = append(nd.of, k)
+	}
+	return nd
+}
+
+// match gives the jobs of the gang instances of insts that fit them
+// (matchGang).
+func (g gangFleet) match(nd gangNeeds, gang []store.Job, insts []store.Instance) []int {
+	return matchGang(gang, insts, func(k, i int) bool { return g.fits[insts[i].ID][nd.of[k]] })
+}
+
 // capacity is the most jobs of the gang the fleet could ever hold.
-func (g gangFleet) capacity() int {
-	have := len(g.free) + len(g.coming) + g.held
+func (g gangFleet) capacity(nd gangNeeds, gang []store.Job) int {
+	all := append(append(slices.Clone(g.free), g.coming...), g.held...)
+	have := matched(g.match(nd, gang, all))
 	switch {
 	case g.growErr != nil:
 		return have
@@ -143,8 +185,72 @@ func (g gangFleet) capacity() int {
 	return have + g.headroom
 }
 
-// chooseGang picks the fleet and instances of a gang of len(gang) jobs.
-func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.Job, tried map[string]bool, sites []volumeSite) (gangPick, error) {
+// matchGang gives each job k of gang a distinct instance of insts that
+// fits it (fits(k, i)), to as many jobs as can have one: a maximum
+// matching of jobs to instances, found by augmenting paths. A job keeps
+// the instance it already holds (a reservation of the gang) when it fits,
+// and otherwise takes the first free one in the order of insts; a job
+// takes another's only to give that one a different instance. It returns,
+// for each job, the index in insts of its instance, or -1.
+func matchGang(gang []store.Job, insts []store.Instance, fits func(k, i int) bool) []int {
+	instOf := make([]int, len(gang))
+	jobOf := make([]int, len(insts))
+	for k := range instOf {
+		instOf[k] = -1
+	}
+	for i := range jobOf {
+		jobOf[i] = -1
+	}
+	for k, j := range gang {
+		for i, inst := range insts {
+			if j.InstanceID != "" && inst.ID == j.InstanceID && jobOf[i] < 0 && fits(k, i) {
+				jobOf[i], instOf[k] = k, i
+			}
+		}
+	}
+	var augment func(k int, seen []bool) bool
+	augment = func(k int, seen []bool) bool {
+		for i := range insts {
+			if jobOf[i] < 0 && fits(k, i) {
+				jobOf[i], instOf[k] = k, i
+				return true
+			}
+		}
+		for i := range insts {
+			if seen[i] || !fits(k, i) {
+				continue
+			}
+			seen[i] = true
+			if augment(jobOf[i], seen) {
+				jobOf[i], instOf[k] = k, i
+				return true
+			}
+		}
+		return false
+	}
+	for k := range gang {
+		if instOf[k] < 0 {
+			augment(k, make([]bool, len(insts)))
+		}
+	}
+	return instOf
+}
+
+// matched counts the jobs a matching gives an instance.
+func matched(m []int) int {
+	n := 0
+	for _, i := range m {
+		if i >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// chooseGang picks the fleet and instances of a gang of len(gang) jobs,
+// each job's instance fitting its group's resources. Instances that gangs
+// waiting ahead of it claim (claims) it leaves to them.
+func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.Job, tried map[string]bool, sites []volumeSite, claims gangClaims) (gangPick, error) {
 	n := len(gang)
 	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
 	if err != nil {
@@ -154,7 +260,7 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 	for _, j := range gang {
 		mine[j.ID] = true
 	}
-	q := instanceQuery(spec)
+	nd := gangNeedsOf(spec, gang)
 	var cands []gangFleet
 	var notCluster []string
 	for _, f := range fleets {
@@ -169,7 +275,7 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 			notCluster = append(notCluster, f.Name)
 			continue
 		}
-		g, err := c.gangFleetOf(ctx, f, fs, q, mine, sites, spec.Backends)
+		g, err := c.gangFleetOf(ctx, f, fs, nd.queries, mine, sites, spec.Backends, claims)
 		if err != nil {
 			return gangPick{}, err
 		}
@@ -182,13 +288,21 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 		return gangPick{}, fmt.Errorf("%w: %s; fleet %s %s not", errNoCapacity, gangFleetRule,
 			strings.Join(notCluster, ", "), map[bool]string{true: "is", false: "are"}[len(notCluster) == 1])
 	}
-	// Ready now: the n free instances, of one fleet and in one backend and
-	// region, that cost least.
+	// Ready now: a free instance for each job, of one fleet and in one
+	// backend and region, that cost least.
 	var best gangPick
 	for _, g := range cands {
 		for _, site := range bySite(g.free) {
-			if len(site) >= n && (best.insts == nil || gangPrice(site[:n]) < gangPrice(best.insts)) {
-				best = gangPick{fleet: g.fleet.Name, insts: site[:n], ready: true}
+			m := g.match(nd, gang, site)
+			if matched(m) < n {
+				continue
+			}
+			insts := make([]store.Instance, n)
+			for k, i := range m {
+				insts[k] = site[i]
+			}
+			if best.insts == nil || gangPrice(insts) < gangPrice(best.insts) {
+				best = gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID, insts: insts, ready: true}
 			}
 		}
 	}
@@ -200,19 +314,31 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 	// for the gang, before any job is placed).
 	for i, g := range cands {
 		have := append(slices.Clone(g.free), g.coming...)
-		if len(have) >= n {
-			return gangPick{fleet: g.fleet.Name, insts: have[:n]}, nil
+		m := g.match(nd, gang, have)
+		insts := make([]store.Instance, n)
+		var need []int // the jobs without an instance
+		for k, x := range m {
+			if x < 0 {
+				need = append(need, k)
+			} else {
+				insts[k] = have[x]
+			}
 		}
-		missing := n - len(have)
-		if g.headroom >= 0 && g.headroom < missing {
+		if len(need) == 0 {
+			return gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID, insts: insts}, nil
+		}
+		if g.headroom >= 0 && g.headroom < len(need) {
 			continue
 		}
-		grown, err := c.growGang(ctx, g.fleet, spec, sites, tried, missing)
+		grown, err := c.growGang(ctx, g.fleet, spec, nd, need, sites, tried)
 		if err == nil {
-			return gangPick{fleet: g.fleet.Name, insts: append(have, grown...)}, nil
+			for x, k := range need {
+				insts[k] = grown[x]
+			}
+			return gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID, insts: insts}, nil
 		}
 		if backends.KindOf(err) == backends.KindWait {
-			return gangPick{}, fmt.Errorf("%w: fleet %s is busy: %v", errGangWait, g.fleet.Name, err)
+			return gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID}, fmt.Errorf("%w: fleet %s is busy: %v", errGangWait, g.fleet.Name, err)
 		}
 		if err != nil {
 			cands[i].growErr = err
@@ -220,14 +346,14 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 	}
 	// Ready once instances other jobs hold are free.
 	for _, g := range cands {
-		if g.capacity() >= n {
-			return gangPick{}, fmt.Errorf("%w: waiting for %d free instances of fleet %s (%d free, %d provisioning, %d in use)",
-				errGangWait, n, g.fleet.Name, len(g.free), len(g.coming), g.held)
+		if g.capacity(nd, gang) >= n {
+			return gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID}, fmt.Errorf("%w: waiting for %d free instances of fleet %s (%d free, %d provisioning, %d in use)",
+				errGangWait, n, g.fleet.Name, len(g.free), len(g.coming), len(g.held))
 		}
 	}
 	var why []string
 	for _, g := range cands {
-		msg := fmt.Sprintf("%s holds at most %d", g.fleet.Name, g.capacity())
+		msg := fmt.Sprintf("%s holds at most %d", g.fleet.Name, g.capacity(nd, gang))
 		if g.growErr != nil {
 			msg += ": " + g.growErr.Error()
 		}
@@ -264,10 +390,11 @@ func gangPrice(insts []store.Instance) float64 {
 	return p
 }
 
-// gangFleetOf sorts the instances of cluster fleet f that fit the gang's
-// jobs (query q, the run's backends, its volumes' sites).
-func (c *Controller) gangFleetOf(ctx context.Context, f store.Fleet, fs schema.Fleet, q offers.Query, mine map[string]bool, sites []volumeSite, bes []string) (gangFleet, error) {
-	g := gangFleet{fleet: f}
+// gangFleetOf sorts the instances of cluster fleet f that fit some job of
+// the gang (one of queries qs, the run's backends, its volumes' sites);
+// those that gangs ahead claim count as held.
+func (c *Controller) gangFleetOf(ctx context.Context, f store.Fleet, fs schema.Fleet, qs []offers.Query, mine map[string]bool, sites []volumeSite, bes []string, claims gangClaims) (gangFleet, error) {
+	g := gangFleet{fleet: f, fits: map[string][]bool{}}
 	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, FleetID: f.ID})
 	if err != nil {
 		return g, err
@@ -282,27 +409,36 @@ func (c *Controller) gangFleetOf(ctx context.Context, f store.Fleet, fs schema.F
 		if !c.onBackends(bes, i.Backend) || !atVolumeSites(sites, i) {
 			continue
 		}
+		// An instance whose offer is not known yet (an SSH host not yet
+		// reached) may fit any job.
+		fits, some := make([]bool, len(qs)), false
 		var o offers.Offer
-		if len(i.Offer) > 0 {
-			_ = json.Unmarshal(i.Offer, &o)
-			if len(offers.Filter([]offers.Offer{o}, q)) == 0 {
-				continue // never fits, whatever its state
-			}
+		known := len(i.Offer) > 0 && json.Unmarshal(i.Offer, &o) == nil
+		for k, q := range qs {
+			fits[k] = !known || len(offers.Filter([]offers.Offer{o}, q)) > 0
+			some = some || fits[k]
 		}
+		if !some {
+			continue // never fits, whatever its state
+		}
+		g.fits[i.ID] = fits
 		held, ourOwn, err := c.heldOutside(ctx, i.ID, mine)
 		if err != nil {
 			return g, err
 		}
 		ours[i.ID] = ourOwn
+		if _, claimed := c.claimedBy(claims, f.ID, i, o); claimed && !ourOwn {
+			held = true
+		}
 		switch {
 		case i.Status == store.InstancePending || i.Status == store.InstanceProvisioning:
 			if held {
-				g.held++
+				g.held = append(g.held, i)
 			} else {
 				g.coming = append(g.coming, i)
 			}
 		case i.Unreachable || held || (i.Status != store.InstanceIdle && i.Status != store.InstanceBusy):
-			g.held++
+			g.held = append(g.held, i)
 		default:
 			g.free = append(g.free, i)
 		}
@@ -352,13 +488,38 @@ func (c *Controller) heldOutside(ctx context.Context, id string, mine map[string
 	return held, ours, nil
 }
 
-// growGang grows cluster fleet f by the missing instances of a gang, all
-// or none, from the cheapest offer that fits the fleet and the jobs (in
-// the cluster's backend and region, growFleetBy).
-func (c *Controller) growGang(ctx context.Context, f store.Fleet, spec runSpec, sites []volumeSite, tried map[string]bool, missing int) ([]store.Instance, error) {
-	q := instanceQuery(spec)
-	bes := narrowToSites(sites, &q, spec.Backends)
-	return c.growFleetBy(ctx, f, q, bes, tried, missing)
+// growGang grows cluster fleet f by an instance for each job of the gang
+// need names (by index), all or none: the jobs of one group from the
+// cheapest offer that fits the fleet and the group's resources, every
+// group's in the cluster's backend and region (growFleetFor). It returns
+// the instances in the order of need.
+func (c *Controller) growGang(ctx context.Context, f store.Fleet, spec runSpec, nd gangNeeds, need []int, sites []volumeSite, tried map[string]bool) ([]store.Instance, error) {
+	var asks []growAsk
+	askOf := map[int]int{} // by query index
+	var bes []string
+	for _, k := range need {
+		a, ok := askOf[nd.of[k]]
+		if !ok {
+			q := nd.queries[nd.of[k]]
+			bes = narrowToSites(sites, &q, spec.Backends)
+			a = len(asks)
+			askOf[nd.of[k]] = a
+			asks = append(asks, growAsk{job: q})
+		}
+		asks[a].n++
+	}
+	grown, err := c.growFleetFor(ctx, f, asks, bes, tried)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Instance, len(need))
+	next := make([]int, len(asks))
+	for x, k := range need {
+		a := askOf[nd.of[k]]
+		out[x] = grown[a][next[a]]
+		next[a]++
+	}
+	return out, nil
 }
 
 // dropFailedReservations forgets the gang's reserved instances that ended
@@ -407,10 +568,11 @@ func (c *Controller) writeGang(ctx context.Context, l store.Lease, gang []store.
 			j.Status, j.StatusMessage = store.JobProvisioning, ""
 			jpd := provisioningData{AssignedAt: now}
 			if k == 0 {
-				jpd.TriedOffers = pd.TriedOffers
+				jpd.TriedOffers, jpd.ClusterSSHKey = pd.TriedOffers, pd.ClusterSSHKey
 			}
 			j.ProvisioningData, _ = json.Marshal(jpd)
 		} else if k == 0 {
+			pd.WaitFleet = pick.fleetID // woken when its instances are ready
 			j.ProvisioningData, _ = json.Marshal(pd)
 			ready := 0
 			for _, i := range pick.insts {

@@ -140,7 +140,8 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		if inst.Status == store.InstanceProvisioning {
 			return 2 * time.Second, nil
 		}
-		c.wakeWaitingJobs(ctx) // jobs waiting for the fleet's instances
+		c.wakeWaitingJobs(ctx)           // jobs waiting for the fleet's instances
+		c.wakeGangsOn(ctx, inst.FleetID) // gangs too, those holding instances on their way included
 		return 30 * time.Second, nil
 	case store.InstanceIdle, store.InstanceBusy:
 		if reap, why, err := c.idleReapable(ctx, inst); err != nil {
@@ -515,7 +516,8 @@ func (c *Controller) closeConns() {
 }
 
 // markInstance sets an idle or busy instance's status from whether an
-// active job uses it (the local host, shared by every job, stays idle).
+// active job uses it (the local host, shared by every job, stays idle);
+// one that becomes idle wakes the gangs waiting for its fleet.
 func (c *Controller) markInstance(ctx context.Context, id string) {
 	for attempt := 0; attempt < 5; attempt++ {
 		inst, err := c.st.GetInstance(ctx, id)
@@ -534,7 +536,11 @@ func (c *Controller) markInstance(ctx context.Context, id string) {
 			return
 		}
 		inst.Status = want
-		if err := c.st.UpdateInstance(ctx, &inst); !errors.Is(err, store.ErrConflict) {
+		err = c.st.UpdateInstance(ctx, &inst)
+		if err == nil && want == store.InstanceIdle {
+			c.wakeGangsOn(ctx, inst.FleetID) // free: a gang waiting for it may now be placed
+		}
+		if !errors.Is(err, store.ErrConflict) {
 			return
 		}
 	}

@@ -62,6 +62,9 @@ func (c *Controller) reconcileJob(ctx context.Context, id string) (time.Duration
 	if err != nil {
 		return 0, err
 	}
+	// A node of a task with groups runs its group's commands, resources
+	// and ports.
+	spec = spec.forJob(job.JobNum)
 	if run.Status == store.RunTerminating && job.Status != store.JobTerminating {
 		return 0, c.setTerminating(ctx, l, &job, jobReasonForRun(run.TerminationReason), "run is terminating")
 	}
@@ -317,6 +320,16 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		}
 		return 0, c.setTerminating(ctx, l, job, reason, msg)
 	}
+	if rt := job.Runtime(); info.InternalIP != "" && rt.InternalIP != info.InternalIP {
+		// The container's own address (a pod's IP): the other nodes of
+		// the cluster wait for it (clusterFor).
+		rt.InternalIP = info.InternalIP
+		job.RuntimeData, _ = json.Marshal(rt)
+		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
+			return 0, err
+		}
+		c.wakeNodes(ctx, job)
+	}
 	if info.RunnerAddr == "" {
 		return 100 * time.Millisecond, nil
 	}
@@ -344,14 +357,23 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		if err != nil {
 			return 0, err
 		}
+		if gate.Hold {
+			return c.holdJob(ctx, l, job, run, gate.Wait, clusterWaitPoll)
+		}
 		if gate.Info == nil {
 			// A node lost its instance since this one's container was
 			// created: the run retries or fails.
 			return 0, c.setTerminating(ctx, l, job, reasonTerminatedByServer, "the cluster is incomplete: "+gate.Wait+gate.Fail)
 		}
+		// The nodes' IPs the commands name are known now: every node has
+		// its instance.
+		commands, err := spec.interpolateNodeIPs(spec.script(), gate.Info.NodesIPs)
+		if err != nil {
+			return 0, c.setTerminating(ctx, l, job, reasonTerminatedByServer, "groups IP interpolation error: "+err.Error())
+		}
 		js := api.JobSpec{
 			RunName: run.Name, RunID: run.ID, JobID: job.ID, Cluster: gate.Info,
-			Commands: spec.script(), Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
+			Commands: commands, Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration:    time.Duration(spec.MaxDuration) * time.Second,
 			AuthorizedKeys: c.cfg.SSHAuthorizedKeys,
@@ -445,7 +467,7 @@ func (c *Controller) jobEnv(run *store.Run, job *store.Job, spec runSpec, env ma
 		"HOIST_RUN_NAME":  run.Name,
 		"HOIST_JOB_ID":    job.ID,
 		"HOIST_NODE_RANK": strconv.Itoa(job.JobNum),
-		"HOIST_NODES_NUM": strconv.Itoa(max(spec.Nodes, 1)),
+		"HOIST_NODES_NUM": strconv.Itoa(spec.nodeCount()),
 	}
 	for k, v := range env {
 		out[k] = v

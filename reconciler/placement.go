@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
@@ -69,7 +70,11 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	if done {
 		return after, err
 	}
-	inst, err := c.place(ctx, run, spec, tried, sites)
+	claims, err := c.gangsAhead(ctx, job, run)
+	if err != nil {
+		return 0, err
+	}
+	inst, err := c.place(ctx, run, spec, tried, sites, claims)
 	if errors.Is(err, errInstancePending) {
 		job.InstanceID, job.StatusMessage = inst.ID, "waiting for instance "+inst.Name
 		if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
@@ -117,6 +122,13 @@ type provisioningData struct {
 	// rest of its cluster (placeGang); its provisioning timeout counts
 	// from then.
 	AssignedAt time.Time `json:"assigned_at,omitzero"`
+	// ClusterSSHKey is the key pair the nodes of a multi-node run's
+	// submission SSH into each other with, kept by its master (job 0)
+	// from its creation on (newJobs, clusterFor).
+	ClusterSSHKey *api.ClusterSSHKey `json:"cluster_ssh_key,omitempty"`
+	// WaitFleet is the id of the fleet whose instances the master of a
+	// waiting gang waits for (gangorder.go); empty once it is placed.
+	WaitFleet string `json:"wait_fleet,omitempty"`
 }
 
 // assign puts a submitted job on an instance.
@@ -165,9 +177,10 @@ var (
 
 // place picks an instance for a job of run: one of the fleets the spec
 // allows (all when it names none), whose instance fits the resources and
-// profile, at one of the sites of its network volumes (nil: anywhere). The
-// local host is shared; other instances run one job at a time.
-func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool, sites []volumeSite) (store.Instance, error) {
+// profile, at one of the sites of its network volumes (nil: anywhere),
+// and that no gang waiting ahead of the job claims (claims, gangorder.go).
+// The local host is shared; other instances run one job at a time.
+func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool, sites []volumeSite, claims gangClaims) (store.Instance, error) {
 	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
 	if err != nil {
 		return store.Instance{}, err
@@ -175,7 +188,8 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	q := instanceQuery(spec)
 	matched := false
 	var growable []store.Fleet
-	var waiting []string // fleets whose instances that may fit are still provisioning
+	var waiting []string        // fleets whose instances that may fit are still provisioning
+	left := map[string]string{} // instances left to gangs ahead: their runs
 	for _, f := range fleets {
 		if f.Status != store.FleetActive || f.Deleted {
 			continue
@@ -223,9 +237,13 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 				}
 				return i, nil
 			}
-			if sh, err := c.shareOn(ctx, f, i, o, q, spec.Nodes > 1); err != nil {
+			if sh, err := c.shareOn(ctx, f, i, o, q, spec.multiNode()); err != nil {
 				return store.Instance{}, err
 			} else if sh.fits() {
+				if who, ok := c.claimedBy(claims, f.ID, i, o); ok {
+					left[i.Name] = who
+					continue
+				}
 				return i, nil
 			}
 		}
@@ -262,6 +280,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	if len(why) > 0 {
 		msg += " (" + strings.Join(why, "; ") + ")"
 	}
+	msg += claimNote(left)
 	return store.Instance{}, fmt.Errorf("%w %s", errNoCapacity, msg)
 }
 

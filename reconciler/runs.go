@@ -310,7 +310,10 @@ func (c *Controller) RerunRun(ctx context.Context, name string) error {
 		ResourceName: run.ResourceName, Spec: run.Spec, SpecHash: run.SpecHash, Revision: run.Revision,
 		Status: store.RunSubmitted, Priority: run.Priority, RemovedFromGit: run.RemovedFromGit,
 	}
-	jobs := newJobs(&nr, spec, 0)
+	jobs, err := newJobs(&nr, spec, 0)
+	if err != nil {
+		return err
+	}
 	if _, err := c.st.CreateRunWithJobs(ctx, &nr, jobs); err != nil {
 		return err
 	}
@@ -625,7 +628,9 @@ func (c *Controller) submitRun(ctx context.Context, rev source.Revision, d *sche
 	run.SubmitKey = strings.Join([]string{c.cfg.Project, d.Name, rev.ID, hash}, "/")
 	var jobs []store.Job
 	if run.Status == store.RunSubmitted {
-		jobs = newJobs(&run, spec, 0)
+		if jobs, err = newJobs(&run, spec, 0); err != nil {
+			return err
+		}
 	}
 	created, err := c.st.CreateRunWithJobs(ctx, &run, jobs)
 	if err != nil || !created {
@@ -643,7 +648,10 @@ func (c *Controller) submitRun(ctx context.Context, rev source.Revision, d *sche
 // for tasks, replicas.min for services, one for dev environments.
 // They are written in one transaction.
 func (c *Controller) createJobs(ctx context.Context, run *store.Run, spec runSpec, submission int) error {
-	jobs := newJobs(run, spec, submission)
+	jobs, err := newJobs(run, spec, submission)
+	if err != nil {
+		return err
+	}
 	if err := c.st.CreateJobs(ctx, jobs); err != nil {
 		return err
 	}
@@ -653,18 +661,26 @@ func (c *Controller) createJobs(ctx context.Context, run *store.Run, spec runSpe
 	return nil
 }
 
-// newJobs returns the job rows of one submission of run.
-func newJobs(run *store.Run, spec runSpec, submission int) []store.Job {
+// newJobs returns the job rows of one submission of run. The master of a
+// multi-node run's submission keeps a fresh cluster SSH key for its nodes
+// in its provisioning data.
+func newJobs(run *store.Run, spec runSpec, submission int) ([]store.Job, error) {
 	var jobs []store.Job
 	for _, jn := range spec.jobNums() {
-		jobs = append(jobs, store.Job{
+		j := store.Job{
 			RunID: run.ID, RunName: run.Name, JobNum: jn.job, ReplicaNum: jn.replica,
 			JobName:       fmt.Sprintf("%s-%d-%d", run.Name, jn.job, jn.replica),
 			SubmissionNum: submission, DeploymentNum: run.DeploymentNum,
 			Spec: run.Spec, Status: store.JobSubmitted,
-		})
+		}
+		if jn.job == 0 && spec.multiNode() {
+			if err := giveClusterSSHKey(&j); err != nil {
+				return nil, err
+			}
+		}
+		jobs = append(jobs, j)
 	}
-	return jobs
+	return jobs, nil
 }
 
 // stopRunByName stops the latest run named name (if active) with reason;

@@ -20,7 +20,10 @@ type runSpec struct {
 	Port     *schema.PortMapping  `json:"port"`
 	Probes   []schema.Probe       `json:"probes"`
 	Nodes    int                  `json:"nodes"`
-	Replicas *schema.Range        `json:"replicas"`
+	// Groups are a heterogeneous multi-node task's node groups (Nodes is
+	// then 0); forJob gives the part of them one job runs.
+	Groups   []schema.NodeGroup `json:"groups"`
+	Replicas *schema.Range      `json:"replicas"`
 	// A dev environment's init commands, IDE, the version of the IDE's
 	// server to install, and the seconds without SSH connections after
 	// which it stops (0: never) (schema.DevEnvironment).
@@ -55,7 +58,7 @@ type jobNum struct{ job, replica int }
 func (s runSpec) jobNums() []jobNum {
 	switch schema.Kind(s.Type) {
 	case schema.KindTask:
-		n := max(s.Nodes, 1)
+		n := s.nodeCount()
 		out := make([]jobNum, n)
 		for i := range out {
 			out[i] = jobNum{job: i}
@@ -74,6 +77,51 @@ func (s runSpec) jobNums() []jobNum {
 	default:
 		return []jobNum{{}}
 	}
+}
+
+// nodeCount is the number of nodes (jobs of a replica) of a task: the sum
+// of its groups' nodes, else its nodes (at least 1); 1 for other kinds.
+func (s runSpec) nodeCount() int {
+	if schema.Kind(s.Type) != schema.KindTask {
+		return 1
+	}
+	if len(s.Groups) > 0 {
+		n := 0
+		for _, g := range s.Groups {
+			n += g.Nodes
+		}
+		return n
+	}
+	return max(s.Nodes, 1)
+}
+
+// nodeGroup returns the index of the group whose node job jobNum is, and
+// the node's index within that group: job numbers run through group 0's
+// nodes, then group 1's, and so on (dstack's
+// server/services/jobs/configurators/task.py, get_job_specs). ok is false
+// for a spec without groups and a job number past its nodes.
+func (s runSpec) nodeGroup(jobNum int) (group, index int, ok bool) {
+	for i, g := range s.Groups {
+		if jobNum < g.Nodes {
+			return i, jobNum, jobNum >= 0
+		}
+		jobNum -= g.Nodes
+	}
+	return 0, 0, false
+}
+
+// forJob returns the spec job jobNum runs: for a task with groups, its
+// group's commands, resources and ports (a group's resources do not
+// inherit the task's; dstack's configurators/base.py, _requirements); for
+// any other spec, s itself. The groups stay, so that forJob of the result
+// gives any other job's.
+func (s runSpec) forJob(jobNum int) runSpec {
+	g, _, ok := s.nodeGroup(jobNum)
+	if !ok {
+		return s
+	}
+	s.Commands, s.Resources, s.Ports = s.Groups[g].Commands, s.Groups[g].Resources, s.Groups[g].Ports
+	return s
 }
 
 // script returns the commands the job runs: a task's and a service's

@@ -259,12 +259,49 @@ func (s volumeSite) on(be, region string) bool {
 	return strings.EqualFold(s.backend, be) && strings.EqualFold(s.region, region)
 }
 
-// networkMounts returns the spec's network volume mounts.
-func networkMounts(spec runSpec) []schema.MountPoint {
+// networkMounts returns the network volume mounts of job number jobNum
+// of a run: the spec's, with `${{ dstack.job_num }}` and
+// `${{ dstack.node_rank }}` in their names resolved to jobNum, as dstack
+// resolves them per job (server/services/jobs/configurators/base.py,
+// interpolate_job_volumes): per-node volumes of a multi-node task.
+func networkMounts(spec runSpec, jobNum int) []schema.MountPoint {
 	var out []schema.MountPoint
 	for _, m := range spec.Volumes {
-		if len(m.Name) > 0 {
-			out = append(out, m)
+		if len(m.Name) == 0 {
+			continue
+		}
+		names := make([]string, len(m.Name))
+		for i, n := range m.Name {
+			names[i] = schema.JobVolumeName(n, jobNum)
+		}
+		m.Name = names
+		out = append(out, m)
+	}
+	return out
+}
+
+// gateMounts returns the network volume mounts volumeGate checks for job:
+// its own, and for the master of a multi-node run, which places the jobs
+// of its replica together (placeGang), theirs too (each once).
+func gateMounts(spec runSpec, job *store.Job) []schema.MountPoint {
+	nums := []int{job.JobNum}
+	if spec.multiNode() && job.JobNum == 0 {
+		nums = nil
+		for _, jn := range spec.jobNums() {
+			if jn.replica == job.ReplicaNum {
+				nums = append(nums, jn.job)
+			}
+		}
+	}
+	var out []schema.MountPoint
+	seen := map[string]bool{}
+	for _, n := range nums {
+		for _, m := range networkMounts(spec, n) {
+			k := strings.Join(m.Name, "\x00") + "\x00" + m.Path
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, m)
+			}
 		}
 	}
 	return out
@@ -335,13 +372,14 @@ func otherJob(atts []store.VolumeAttachment, jobID string) string {
 }
 
 // volumeGate decides, before a submitted job is placed, where its network
-// volumes let it run. It returns the sites (nil: anywhere), or ends the
+// volumes (a multi-node run's master: those of every node, gateMounts) let
+// it run. It returns the sites (nil: anywhere), or ends the
 // call (done) after it made the job wait (a volume being created or in
 // use) or fail (volume_error: a volume missing or failed, or no backend
 // and region holding a volume of every mount).
 func (c *Controller) volumeGate(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (sites []volumeSite, after time.Duration, done bool, err error) {
 	first := true
-	for _, m := range networkMounts(spec) {
+	for _, m := range gateMounts(spec, job) {
 		cands, why, wait, err := c.mountCandidates(ctx, m, job.ID)
 		if err != nil {
 			return nil, 0, true, err
@@ -418,7 +456,7 @@ func narrowToSites(sites []volumeSite, q *offers.Query, bes []string) []string {
 // job claimed meanwhile makes the job wait (after > 0); a refused attach
 // fails it (done, with volume_error).
 func (c *Controller) attachVolumes(ctx context.Context, l store.Lease, job *store.Job, run *store.Run, spec runSpec) (nvs []api.NetworkVolume, after time.Duration, done bool, err error) {
-	mounts := networkMounts(spec)
+	mounts := networkMounts(spec, job.JobNum)
 	if len(mounts) == 0 {
 		return nil, 0, false, nil
 	}

@@ -75,7 +75,8 @@
 // ParseRange (counts), ParseMemory and ParseMemoryRange (GB), ParseDuration
 // and FormatDuration (seconds), ParsePort, ParseMountPoint, CleanMountPath,
 // ParseEntityRef, ParseFileMapping, ParseRepo, ParseGPUVendor, ParseCPUArch,
-// ParseComputeCapability, GPUVendorsByName, SecretRefs, ValidName; Range
+// ParseComputeCapability, GPUVendorsByName, SecretRefs, ValidName,
+// JobVolumeName (a volume name's `${{ dstack.job_num }}` for one job); Range
 // has Exact, Contains, Intersect and String.
 //
 // SchemaSource returns the embedded CUE schema (`hoist schema`).
@@ -87,7 +88,8 @@
 // in `dstack apply` and on its server at submit time: resource names, SSH
 // vs backend fleet fields, SSH host user/key, gateway backends and
 // certificates, volume size or id, the default image vs non-NVIDIA
-// accelerators and ARM CPUs, ${{ }} interpolation, groups IP references,
+// accelerators and ARM CPUs, ${{ }} interpolation (in volume names only
+// `${{ dstack.job_num }}` and `${{ dstack.node_rank }}`), groups IP references,
 // probe and utilization limits. Two documented deviations accept configs
 // from dstack's own docs that its parser rejects: `optional` on a network
 // volume mount, and the gateway-level `router` block. An opt-in

@@ -96,6 +96,9 @@ func (d *dec) volumes(n *node, path string) []MountPoint {
 		switch it.kind {
 		case nString:
 			mp, err := ParseMountPoint(it.str)
+			if err == nil && len(mp.Name) > 0 {
+				err = checkVolumeNameRefs(mp.Name[0])
+			}
 			if err != nil {
 				d.errf(it, p, "%v", err)
 				continue
@@ -132,6 +135,9 @@ func (d *dec) volumes(n *node, path string) []MountPoint {
 					names = []string{s}
 				}
 			}
+			if !d.volumeNameRefs(nm, join(p, "name")) {
+				continue
+			}
 			pp := d.mountPath(it, p, "path")
 			opt := d.optBool(it.get("optional"), join(p, "optional"), false)
 			if pp != "" && names != nil {
@@ -142,6 +148,29 @@ func (d *dec) volumes(n *node, path string) []MountPoint {
 		}
 	}
 	return out
+}
+
+// volumeNameRefs checks the interpolations in a mount's name node (a
+// string or a list of them), reporting each bad one; false if any is.
+func (d *dec) volumeNameRefs(nm *node, path string) bool {
+	ok := true
+	check := func(n *node, path string) {
+		if n.kind != nString {
+			return
+		}
+		if err := checkVolumeNameRefs(n.str); err != nil {
+			d.errf(n, path, "%v", err)
+			ok = false
+		}
+	}
+	if nm.kind == nList {
+		for i, it := range nm.items {
+			check(it, idx(path, i))
+		}
+	} else {
+		check(nm, path)
+	}
+	return ok
 }
 
 func (d *dec) mountPath(n *node, path, key string) string {

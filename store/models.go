@@ -398,6 +398,11 @@ type JobRuntime struct {
 	// WorkingDir is the absolute directory the job runs in, as its runner
 	// reported on starting it (dstack's JobRuntimeData.working_dir).
 	WorkingDir string `json:"working_dir,omitempty"`
+	// InternalIP is the address the other nodes of its cluster reach the
+	// job's container at, when the container has one of its own (a
+	// Kubernetes pod's IP, as its shim task reported it; dstack's
+	// JobProvisioningData.internal_ip of a container backend's job).
+	InternalIP string `json:"internal_ip,omitempty"`
 }
 
 // Runtime decodes RuntimeData (the zero JobRuntime when there is none).

@@ -95,21 +95,11 @@ func runTimeline(r Run, now time.Time) timelineChart {
 		if j.StartedAt != nil {
 			started = *j.StartedAt
 		}
-		if len(j.Transitions) > 0 {
-			for k, tr := range j.Transitions {
-				to := stop
-				if k+1 < len(j.Transitions) {
-					to = j.Transitions[k+1].At
-				}
-				row.Segs = append(row.Segs, seg(x(tr.At), x(to), "seg-"+tr.Status, tr.Status, tr.At, to))
-			}
-		} else {
-			if started.After(j.SubmittedAt) {
-				row.Segs = append(row.Segs, seg(x(j.SubmittedAt), x(started), "seg-provisioning", "provisioning", j.SubmittedAt, started))
-			}
-			if stop.After(started) || j.StartedAt != nil {
-				row.Segs = append(row.Segs, seg(x(started), x(stop), "seg-"+j.Status, j.Status, started, stop))
-			}
+		if started.After(j.SubmittedAt) {
+			row.Segs = append(row.Segs, seg(x(j.SubmittedAt), x(started), "seg-provisioning", "provisioning", j.SubmittedAt, started))
+		}
+		if stop.After(started) || j.StartedAt != nil {
+			row.Segs = append(row.Segs, seg(x(started), x(stop), "seg-"+j.Status, j.Status, started, stop))
 		}
 		ch.Rows = append(ch.Rows, row)
 	}

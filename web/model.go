@@ -78,6 +78,9 @@ type Job struct {
 	SubmissionNum int `json:"submission_num"`
 	// JobName is dstack's job name (run-replica-job).
 	JobName string `json:"job_name,omitempty"`
+	// Group is the name of the node group the job is a node of, for a
+	// task with groups.
+	Group string `json:"group,omitempty"`
 	// Status is dstack's job status (submitted … done).
 	Status string `json:"status"`
 	// StatusMessage explains Status to people.
@@ -103,19 +106,10 @@ type Job struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// RunName is set by ListJobs, which returns jobs of many runs.
 	RunName string `json:"run_name,omitempty"`
-	// Transitions lists the statuses the submission went through, oldest
-	// first; the run timeline draws them.
-	Transitions []Transition `json:"transitions,omitempty"`
 	// Metrics are an unfinished job's CPU, memory and GPU samples in the
 	// server's window, oldest first (set by GET /api/v1/runs/{name} when
 	// the server has JobMetrics).
 	Metrics []MetricsPoint `json:"metrics,omitempty"`
-}
-
-// Transition records that a submission entered Status at At.
-type Transition struct {
-	Status string    `json:"status"`
-	At     time.Time `json:"at"`
 }
 
 // LogLine is one line of a job's output. Seq increases strictly per job and

@@ -94,8 +94,35 @@ type ClusterInfo struct {
 	MasterIP string `json:"master_ip"`
 	// GPUsPerNode is the number of GPUs each node's job has.
 	GPUsPerNode int `json:"gpus_per_node"`
-	// GPUsNum is the number of GPUs of all nodes (NodesNum × GPUsPerNode).
+	// GPUsNum is the number of GPUs of all nodes: NodesNum × GPUsPerNode,
+	// or for a task with groups the sum of each node's group's.
 	GPUsNum int `json:"gpus_num"`
+	// NodesGPUs are the GPUs of each node in rank order when they differ
+	// (a task with groups); nil when every node has GPUsPerNode. The MPI
+	// hostfile gives each node its own slots from them.
+	NodesGPUs []int `json:"nodes_gpus,omitempty"`
+	// SSHKey is the key pair the nodes of a cluster of several nodes SSH
+	// into each other with (nil for a single node), one per submission of
+	// the run, as dstack's JobSpec.ssh_key
+	// (server/services/jobs/configurators/base.py, _ssh_key). The runner
+	// accepts it on port ClusterSSHPort of its node's IP and gives it to
+	// the job's user as ~/.ssh/dstack_job, with ~/.ssh/config entries for
+	// the nodes' IPs (runner/internal/runner/executor/executor.go,
+	// setupClusterSsh).
+	SSHKey *ClusterSSHKey `json:"ssh_key,omitempty"`
+}
+
+// ClusterSSHPort is the port the runner of a cluster's node accepts the
+// other nodes' SSH connections on, dstack's RunnerSSHPort
+// (runner/internal/common/consts/consts.go).
+const ClusterSSHPort = 10022
+
+// ClusterSSHKey is a cluster's SSH key pair.
+type ClusterSSHKey struct {
+	// Private is the private key in OpenSSH's PEM format.
+	Private string `json:"private"`
+	// Public is the public key as an authorized_keys line.
+	Public string `json:"public"`
 }
 
 // IDESpec is a dev environment's IDE server, installed by the runner into

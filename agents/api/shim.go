@@ -225,6 +225,12 @@ type TaskInfo struct {
 	// RunnerClient.WithToken), random for each task. Only the shim's
 	// authenticated API reports it.
 	RunnerToken string `json:"runner_token,omitempty"`
+	// InternalIP is the address the other nodes of a cluster reach the
+	// task's container at when the container has one of its own (a
+	// Kubernetes pod's IP on the pod network, dstack's internal_ip of a
+	// container backend's job); "" when it shares its instance's. Set
+	// from the moment the container has it until the task ends.
+	InternalIP string `json:"internal_ip,omitempty"`
 	// Ports are the published ports as bound on the shim's host.
 	Ports []PortMapping `json:"ports,omitempty"`
 	// Pull is the image pull progress.

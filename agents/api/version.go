@@ -29,8 +29,10 @@ const (
 	// JobSpec.RunID and Cluster, dstack's cluster environment (an older
 	// runner would run a multi-node job without DSTACK_MASTER_NODE_IP,
 	// DSTACK_NODES_IPS and the MPI hostfile its nodes need to find each
-	// other).
-	RunnerAPIVersion = 6
+	// other). Version 7: ClusterInfo.SSHKey, SSH between a cluster's
+	// nodes on ClusterSSHPort (an older runner would leave mpirun's ssh
+	// to the other nodes without a server or a key).
+	RunnerAPIVersion = 7
 )
 
 // Service names reported by the agents' health checks.

@@ -52,9 +52,10 @@ func (r *Runner) dstackEnv(m map[string]string) {
 }
 
 // hostfile returns the MPI hostfile of cluster c as dstack's runner writes
-// it: one line per node, "<ip> slots=<gpus per node>", or the bare IP on
-// nodes without GPUs (Open MPI then counts the host's cores); empty when
-// some node's IP is unknown.
+// it: one line per node, "<ip> slots=<gpus per node>" (each node's own
+// count when NodesGPUs gives them), or the bare IP on nodes without GPUs
+// (Open MPI then counts the host's cores); empty when some node's IP is
+// unknown.
 func hostfile(c *api.ClusterInfo) []byte {
 	var b strings.Builder
 	for _, ip := range c.NodesIPs {
@@ -62,10 +63,14 @@ func hostfile(c *api.ClusterInfo) []byte {
 			return nil
 		}
 	}
-	for _, ip := range c.NodesIPs {
+	for i, ip := range c.NodesIPs {
 		b.WriteString(ip)
-		if c.GPUsPerNode > 0 {
-			fmt.Fprintf(&b, " slots=%d", c.GPUsPerNode)
+		gpus := c.GPUsPerNode
+		if len(c.NodesGPUs) == len(c.NodesIPs) {
+			gpus = c.NodesGPUs[i]
+		}
+		if gpus > 0 {
+			fmt.Fprintf(&b, " slots=%d", gpus)
 		}
 		b.WriteByte('\n')
 	}

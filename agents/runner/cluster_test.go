@@ -40,6 +40,12 @@ func TestRunner_clusterEnvironmentAndMPIHostfile(t *testing.T) {
 				"hostfile=HOSTFILE\n10.0.0.1 slots=8\n10.0.0.2 slots=8\n",
 		},
 		{
+			name:    "nodes of groups with their own gpus",
+			cluster: api.ClusterInfo{NodeRank: 0, NodesNum: 3, NodesIPs: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, MasterIP: "10.0.0.1", GPUsPerNode: 1, GPUsNum: 1, NodesGPUs: []int{1, 0, 0}},
+			want: "rank=0 nodes=3 master=10.0.0.1\ngpus=1/1 run=run-1/train job=job-1\nips=[10.0.0.1\n10.0.0.2\n10.0.0.3]\n" +
+				"hostfile=HOSTFILE\n10.0.0.1 slots=1\n10.0.0.2\n10.0.0.3\n",
+		},
+		{
 			name:    "cpu nodes",
 			cluster: api.ClusterInfo{NodeRank: 0, NodesNum: 3, NodesIPs: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, MasterIP: "10.0.0.1"},
 			want: "rank=0 nodes=3 master=10.0.0.1\ngpus=0/0 run=run-1/train job=job-1\nips=[10.0.0.1\n10.0.0.2\n10.0.0.3]\n" +

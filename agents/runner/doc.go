@@ -8,11 +8,15 @@
 // orphaned child. It needs nothing from the image but the job's shell.
 //
 // The runner is also the job's SSH server (ssh.go, sshsession.go), reached
-// through its own API by an HTTP Upgrade (api.SSHPath), never on a port of
-// its own: sessions run as the job's user, in its environment and working
-// directory, with or without a terminal, and direct-tcpip channels dial from
-// the container's network namespace. Connections and the sessions'
-// processes end with the job.
+// through its own API by an HTTP Upgrade (api.SSHPath); on a cluster of
+// several nodes also by the other nodes on api.ClusterSSHPort of its node's
+// IP, with the cluster's key, which the job's user gets as dstack's
+// ~/.ssh/dstack_job with ~/.ssh/config entries for the nodes
+// (clusterssh.go), so that mpirun reaches them. Sessions run as the job's
+// user, in its environment and working directory, with or without a
+// terminal, and direct-tcpip channels dial from the container's network
+// namespace. Connections, listeners and the sessions' processes end with
+// the job.
 //
 // The job's environment carries dstack's variables (cluster.go): the run's
 // and job's ids and name, and from the job's api.ClusterInfo the cluster's

@@ -323,6 +323,9 @@ func (r *Runner) startLocked() error {
 	if err := r.writeHostfile(); err != nil {
 		return err
 	}
+	if err := r.setupClusterSSHLocked(); err != nil {
+		return err
+	}
 	argv := r.argv()
 	path, err := lookPathIn(argv[0], r.jobEnvPath())
 	if err != nil {
@@ -504,9 +507,9 @@ func (r *Runner) finishLocked(st api.JobState) {
 		r.maxTimer.Stop()
 	}
 	r.setStateLocked(st)
-	close(r.done)
-	// Nothing is left to SSH into.
+	// Nothing is left to SSH into, by the time anyone learns the job ended.
 	r.ssh.closeAll()
+	close(r.done)
 }
 
 // Stop ends the job: SIGTERM to its process group, SIGKILL after grace. The

@@ -52,8 +52,9 @@ var (
 const sshServerVersion = "SSH-2.0-hoist-runner"
 
 // sshServer is the runner's SSH server (see api.SSHPath). It serves
-// connections taken over from the runner's HTTP API; it opens no port of its
-// own. It tracks the authenticated connections (api.SSHActivity) and the
+// connections taken over from the runner's HTTP API, and for a job on a
+// cluster of several nodes those of the other nodes on the cluster's port
+// (listen). It tracks the authenticated connections (api.SSHActivity) and the
 // sessions' processes, and ends both when the job ends.
 type sshServer struct {
 	r       *Runner
@@ -71,6 +72,9 @@ type sshServer struct {
 	sessions       map[int]struct{} // session ids (leader pids) of the sessions started
 	lastClosed     time.Time        // when the last connection closed
 	closed         bool             // the job ended: no more connections
+	// listeners are the TCP ports the server also accepts connections
+	// on: a cluster's node's ClusterSSHPort (clusterssh.go).
+	listeners []net.Listener
 }
 
 // setAuthorizedKeys records the job spec's authorized keys.
@@ -356,6 +360,10 @@ func (s *sshServer) trackSession(sid int) bool {
 func (s *sshServer) closeAll() {
 	s.mu.Lock()
 	s.closed = true
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+	s.listeners = nil
 	conns := make([]*ssh.ServerConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

@@ -19,6 +19,10 @@ import (
 	"hoist/agents/api"
 )
 
+// DeviceDirEnv is the environment variable that tells Main where the
+// NVIDIA device nodes are (see Main).
+const DeviceDirEnv = "HOIST_SHIM_DEVICE_DIR"
+
 // labelFlags collects repeated --label key=value flags.
 type labelFlags map[string]string
 
@@ -39,6 +43,14 @@ func (l labelFlags) Set(v string) error {
 // nil on a clean stop. version is the binary's version; runnerFallback is
 // the runner binary used when --runner-binary is not given ("" means
 // hoist-runner next to the running executable).
+//
+// The environment variable DeviceDirEnv, when set, names the directory of
+// the NVIDIA GPUs' device nodes (Config.DeviceDir; /dev otherwise): a host
+// whose nodes live elsewhere, or a test host that simulates GPUs with a
+// fake nvidia-smi on PATH and nodes of its own. It is an environment
+// variable rather than a flag because the server starts SSH hosts' shims
+// with a command line of its own (backends/sshfleet) and the host's login
+// environment (e.g. sshd's SetEnv) passes it on.
 func Main(ctx context.Context, args []string, version, runnerFallback string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hoist-shim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -86,6 +98,7 @@ func Main(ctx context.Context, args []string, version, runnerFallback string, st
 		Labels:       labels,
 		Version:      version,
 		Logger:       log,
+		DeviceDir:    os.Getenv(DeviceDirEnv),
 	})
 	if err != nil {
 		return err

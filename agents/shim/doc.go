@@ -20,9 +20,9 @@
 // live task of the shim holds (Config.GPUs, else the host's as nvidia-smi
 // lists them), recorded as its TaskSpec.GPUIDs and kept held across a
 // restart; Docker's NVIDIA runtime gives them to the container, or, on a
-// host without it, their device nodes are mapped in (gpus.go). Tasks
-// sharing a host — a fleet's blocks, the server's own host — so never
-// share a GPU.
+// host without it, their device nodes are mapped in (gpus.go), from
+// Config.DeviceDir (Main: $HOIST_SHIM_DEVICE_DIR, else /dev). Tasks sharing
+// a host — a fleet's blocks, the server's own host — so never share a GPU.
 // A task with NetworkMode host runs in the host's network namespace, so that
 // multi-node jobs reach each other at the hosts' addresses (dstack runs
 // cluster jobs with host networking). On a real host the shim shares the

@@ -16,7 +16,9 @@
 // whose network volume is not attached to its instance (see volumes.go).
 //
 // Instance n (from 1, in creation order) reports the internal IP
-// 10.0.<n/256>.<n%256>, or none with Config.NoInternalIPs; the fake runner
+// 10.0.<n/256>.<n%256>, or none with Config.NoInternalIPs; with a runner
+// Runtime, task n (from 1, on the whole backend) reports an address of its
+// own, 10.1.<n/256>.<n%256>, as a Kubernetes pod does; the fake runner
 // exports the cluster's DSTACK_NODE_RANK, DSTACK_NODES_NUM,
 // DSTACK_MASTER_NODE_IP and DSTACK_NODES_IPS to the script.
 //

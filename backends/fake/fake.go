@@ -76,6 +76,10 @@ type Backend struct {
 	cfg    Config
 	offers []offers.Offer
 
+	// tasks counts the tasks created, for the addresses of a runner
+	// runtime's containers.
+	tasks atomic.Int64
+
 	mu           sync.Mutex
 	insts        map[string]*instance
 	seq          int

@@ -228,6 +228,11 @@ func (in *instance) handleCreate(w http.ResponseWriter, req *http.Request) {
 	}
 	t := &task{spec: spec, runner: r, info: api.TaskInfo{ID: spec.ID, Status: api.TaskRunning, ContainerID: "fake-" + spec.ID,
 		ContainerName: name, RunnerAddr: r.addr, RunnerToken: r.token, Updated: in.b.cfg.Now()}}
+	if in.b.cfg.Runtime == backends.RuntimeRunner {
+		// As a pod: an address of its own.
+		n := in.b.tasks.Add(1)
+		t.info.InternalIP = fmt.Sprintf("10.1.%d.%d", n/256, n%256)
+	}
 	for _, p := range spec.Ports {
 		s := httptest.NewServer(r.service())
 		_, port, _ := net.SplitHostPort(s.Listener.Addr().String())

@@ -270,7 +270,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.InstanceSpec) (backe
 }
 
 // Describe returns a recorded instance as running: a reservation lives as
-// long as its record. When the API server does not answer, the instance
+// long as its record; its internal IP is its current pod's (podIPs). When the API server does not answer, the instance
 // is Unreachable (with the reason); an instance without a record whose
 // pods remain (a leak) is terminating; otherwise ErrNotFound.
 func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, error) {
@@ -293,8 +293,42 @@ func (b *Backend) Describe(ctx context.Context, id string) (backends.Instance, e
 	defer cancel()
 	if err := b.c.client.Discovery().RESTClient().Get().AbsPath("/version").Do(vctx).Error(); err != nil {
 		inst.Unreachable, inst.Message = true, "the cluster's API server does not answer: "+err.Error()
+		return inst, nil
 	}
+	ips, err := b.podIPs(vctx, tasksSelector(id))
+	if err != nil {
+		b.log.Debug("pod_ips_unknown", "instance", id, "error", err)
+	}
+	inst.InternalIP = ips[id]
 	return inst, nil
+}
+
+// podIPs returns, by instance id, the internal IP of the instances whose
+// pods sel selects: the IP of the newest pod of its tasks that has one and
+// whose task has not ended. The pod is the job's machine: dstack's
+// internal_ip of a Kubernetes job is its pod's IP
+// (core/backends/kubernetes/compute.py, update_provisioning_data), where
+// the other nodes of a cluster reach it over the pod network.
+func (b *Backend) podIPs(ctx context.Context, sel string) (map[string]string, error) {
+	pods, err := b.c.client.CoreV1().Pods(b.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, b.apiError("list pods", err)
+	}
+	ips := map[string]string{}
+	newest := map[string]time.Time{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		id := tagsOf(p.Annotations, p.Labels)[backends.TagInstance]
+		ip := podInfo(p, b.c.now(), b.c.unschedulableTimeout).InternalIP
+		if id == "" || ip == "" {
+			continue
+		}
+		if t, ok := newest[id]; ok && !p.CreationTimestamp.After(t) {
+			continue
+		}
+		ips[id], newest[id] = ip, p.CreationTimestamp.Time
+	}
+	return ips, nil
 }
 
 // Terminate deletes the pods and secrets of the instance's tasks, then its
@@ -312,13 +346,20 @@ func (b *Backend) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// List returns the recorded instances carrying all of tags, and, for the
+// List returns the recorded instances carrying all of tags (with their
+// current pods' IPs, podIPs), and, for the
 // leak audit, an instance (terminating) for every instance id whose pods
 // carry tags but which has no record.
 func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.Instance, error) {
 	all, err := b.records.ListBackendRecords(ctx, b.name)
 	if err != nil {
 		return nil, backends.Transient(fmt.Errorf("kubernetes backend %q: records: %w", b.name, err))
+	}
+	var ips map[string]string
+	if len(all) > 0 {
+		if ips, err = b.podIPs(ctx, managedByLabel+"="+managedByValue); err != nil {
+			return nil, err
+		}
 	}
 	var out []backends.Instance
 	for id, raw := range all {
@@ -328,7 +369,9 @@ func (b *Backend) List(ctx context.Context, tags map[string]string) ([]backends.
 			continue
 		}
 		if backends.MatchTags(r.Tags, tags) {
-			out = append(out, b.instance(r))
+			inst := b.instance(r)
+			inst.InternalIP = ips[id]
+			out = append(out, inst)
 		}
 	}
 	leaked, err := b.leakedPods(ctx, tags)

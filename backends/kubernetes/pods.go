@@ -229,6 +229,12 @@ type podSpec struct {
 // node as requests, the job image with the runner as its command. A task
 // asking for what a pod cannot do (a Docker volume, a block device, a user
 // name) is an error.
+//
+// The pod is on the pod network whatever spec.NetworkMode says: the host
+// networking the nodes of a cluster ask for is, on Kubernetes, the pod's
+// own address, at which every port its job listens on is reachable from
+// the other pods (dstack runs multi-node jobs on Kubernetes over pod IPs;
+// the pod shim reports the IP as TaskInfo.InternalIP).
 func buildPod(rec instanceRecord, spec api.TaskSpec, ps podSpec) (*corev1.Pod, error) {
 	sc, err := securityContext(spec)
 	if err != nil {
@@ -480,6 +486,8 @@ var (
 //   - pulling while the init container (the job's image) is being created;
 //   - creating while the runner is copied in and the job container starts;
 //   - running once the job container runs, with RunnerAddr;
+//   - with InternalIP, the pod's IP, from the moment it has one until the
+//     task ends;
 //   - terminated once the job container has terminated (its exit code, the
 //     job state the runner left in its termination log), the pod has
 //     failed or is being deleted, the image cannot be pulled, or the pod
@@ -511,11 +519,15 @@ func podInfo(pod *corev1.Pod, now time.Time, unschedulable time.Duration) api.Ta
 	if jobSt != nil {
 		info.ContainerID = jobSt.ContainerID
 	}
+	// The pod's own address on the pod network, where the other nodes of
+	// a cluster reach it (dstack: internal_ip is the pod IP).
+	info.InternalIP = pod.Status.PodIP
 	terminate := func(reason, message string) api.TaskInfo {
 		if r := pod.Annotations[reasonAnnotation]; r != "" {
 			reason, message = r, pod.Annotations[messageAnnotation]
 		}
 		info.Status, info.TerminationReason, info.TerminationMessage, info.RunnerAddr, info.Ports = api.TaskTerminated, reason, message, "", nil
+		info.InternalIP = ""
 		return info
 	}
 	running := (initSt != nil && initSt.State.Running != nil) || (jobSt != nil && jobSt.State.Running != nil)

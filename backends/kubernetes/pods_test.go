@@ -454,3 +454,27 @@ func TestRunnerAddr(t *testing.T) {
 		}
 	}
 }
+
+func TestPodInfo_internalIPIsThePodIPUntilTheTaskEnds(t *testing.T) {
+	tests := []struct {
+		name   string
+		status corev1.PodStatus
+		want   string
+	}{
+		{name: "a pod without an address yet has none", status: scheduled(corev1.PodPending, waiting("PodInitializing", ""), waiting("PodInitializing", ""))},
+		{name: "a creating pod has its address", status: scheduled(corev1.PodPending, runningState(), waiting("PodInitializing", "")), want: "10.244.0.7"},
+		{name: "a running pod has its address", status: scheduled(corev1.PodRunning, exited(0, "Completed", ""), runningState()), want: "10.244.0.7"},
+		{name: "an ended task has none", status: scheduled(corev1.PodFailed, exited(0, "Completed", ""), exited(1, "Error", ""))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := tt.status
+			if tt.want != "" || st.Phase == corev1.PodFailed {
+				st.PodIP = "10.244.0.7"
+			}
+			if got := podInfo(pod(st), t0, 10*time.Second).InternalIP; got != tt.want {
+				t.Errorf("InternalIP = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -114,7 +114,7 @@ It needs the server and token from the environment or the login config
 		if err != nil {
 			return fmt.Errorf("attach: %w", err)
 		}
-		ports, err := runPorts(run)
+		ports, err := runPorts(run, job)
 		if err != nil {
 			return fmt.Errorf("attach: %w", err)
 		}
@@ -196,10 +196,13 @@ func holdAttachment(ctx context.Context, sshc *ssh.Client) error {
 }
 
 // runPorts returns the `ports:` of a run's normalized spec (tasks and dev
-// environments have them).
-func runPorts(run web.Run) ([]schema.PortMapping, error) {
+// environments have them); for a task with groups, those of the group of
+// the job attached to (the --job submission, else the first running job,
+// as the server's SSH route picks it).
+func runPorts(run web.Run, job string) ([]schema.PortMapping, error) {
 	var spec struct {
-		Ports []schema.PortMapping `json:"ports"`
+		Ports  []schema.PortMapping `json:"ports"`
+		Groups []schema.NodeGroup   `json:"groups"`
 	}
 	if len(run.Spec) == 0 {
 		return nil, nil
@@ -207,7 +210,23 @@ func runPorts(run web.Run) ([]schema.PortMapping, error) {
 	if err := json.Unmarshal(run.Spec, &spec); err != nil {
 		return nil, fmt.Errorf("read the ports of %s: %w", run.Name, err)
 	}
-	return spec.Ports, nil
+	if len(spec.Groups) == 0 {
+		return spec.Ports, nil
+	}
+	group := ""
+	for _, j := range run.Jobs {
+		if job != "" && (j.ID == job || j.SubmissionID == job || strconv.Itoa(j.SubmissionNum) == job) ||
+			job == "" && j.Status == "running" {
+			group = j.Group
+			break
+		}
+	}
+	for _, g := range spec.Groups {
+		if g.Name == group {
+			return g.Ports, nil
+		}
+	}
+	return nil, nil
 }
 
 // listenPorts listens on 127.0.0.1 for each port: at its local port (the

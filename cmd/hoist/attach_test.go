@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"hoist/schema"
+	"hoist/web"
 )
 
 func TestReplaceRunBlock_putsTheEntryFirstAndReplacesItInPlace(t *testing.T) {
@@ -140,5 +142,31 @@ func TestLoadUserKey_generatesTheDefaultKeyOnce(t *testing.T) {
 	}
 	if other, err := loadUserKey(k1.path); err != nil || other.authorizedKey() != k1.authorizedKey() {
 		t.Errorf("--identity of the same file: %v", err)
+	}
+}
+
+func TestRunPorts_ofTheAttachedJobsGroup(t *testing.T) {
+	spec := `{"type":"task","groups":[{"name":"head","nodes":1,"ports":[{"container_port":8000}]},{"name":"workers","nodes":2,"ports":[{"container_port":9000}]}]}`
+	run := web.Run{Name: "train", Spec: json.RawMessage(spec), Jobs: []web.Job{
+		{ID: "j0", SubmissionNum: 0, Status: "provisioning", Group: "head"},
+		{ID: "j1", SubmissionNum: 0, Status: "running", Group: "workers"},
+	}}
+	for _, tc := range []struct {
+		name, job string
+		want      int
+	}{
+		{name: "the first running job", job: "", want: 9000},
+		{name: "the job asked for", job: "j0", want: 8000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ports, err := runPorts(run, tc.job)
+			if err != nil || len(ports) != 1 || ports[0].ContainerPort != tc.want {
+				t.Fatalf("runPorts(%q) = %+v, %v; want container port %d", tc.job, ports, err, tc.want)
+			}
+		})
+	}
+	plain := web.Run{Name: "dev", Spec: json.RawMessage(`{"type":"task","ports":[{"container_port":7000}]}`)}
+	if ports, err := runPorts(plain, ""); err != nil || len(ports) != 1 || ports[0].ContainerPort != 7000 {
+		t.Fatalf("runPorts of a task without groups = %+v, %v", ports, err)
 	}
 }

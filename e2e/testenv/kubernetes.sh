@@ -16,7 +16,9 @@
 # kube-controller-manager, kubelet and kubectl built with `go build` from
 # k8s.io/kubernetes through the Go module proxy; a containerd of its own
 # (Debian `containerd`, own root/state/socket, CRI plugin) with runc and
-# Debian's `containernetworking-plugins`. Docker's daemon and its containerd
+# Debian's `containernetworking-plugins`; pods reach each other at their IPs
+# over the CNI bridge (an iptables FORWARD rule for that bridge, see
+# bridge_forward). Docker's daemon and its containerd
 # are only read (`docker save` of $HOIST_K8S_IMAGES, default the busybox test
 # image, which `up` builds with busybox-image.sh when Docker lacks it).
 #
@@ -364,6 +366,7 @@ EOF
     ip link set "$BRIDGE" addrgenmode none # not even an IPv6 link-local address
     ip link set "$BRIDGE" up
   fi
+  bridge_forward -I
   start containerd "$(command -v containerd)" --config "$CTRD/config.toml" --log-level warn
   wait_for containerd 60 ctr_ version
   local img
@@ -377,6 +380,22 @@ EOF
       log "image $img is not in Docker; skipped"
     fi
   done
+}
+
+# bridge_forward -I lets pods reach each other across the bridge (the nodes of
+# a multi-node job talk at their pod IPs); bridge_forward -D takes that back.
+# With br_netfilter loaded, frames crossing a bridge go through iptables'
+# FORWARD chain, whose policy Docker sets to DROP
+# (https://docs.docker.com/engine/network/packet-filtering-firewalls/); the
+# rule accepts what enters and leaves our bridge, as Docker's does for docker0.
+bridge_forward() {
+  command -v iptables >/dev/null 2>&1 || return 0
+  local rule=(FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT)
+  if [ "$1" = -I ]; then
+    iptables -w -C "${rule[@]}" 2>/dev/null || iptables -w -I "${rule[@]}"
+  else
+    while iptables -w -D "${rule[@]}" 2>/dev/null; do :; done
+  fi
 }
 
 # import_image copies Docker's image $1 into our containerd, unless the same
@@ -535,6 +554,7 @@ down() {
   for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [ -d "$m" ] && find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
+  bridge_forward -D
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
   if [ -s "$STATE/host.saved" ]; then
     for l in /var/log/containers/*.log; do # the kubelet's symlinks into our pod logs

@@ -204,3 +204,30 @@ func TestKubernetes_hostPathVolumesBindClaims(t *testing.T) {
 		t.Errorf("storage class %s still exists", class)
 	}
 }
+
+// TestKubernetes_podsReachEachOtherAtTheirIPs: a pod connects to a port
+// another listens on at that pod's IP, across the cluster's bridge (the
+// pod network the nodes of a multi-node job talk over).
+func TestKubernetes_podsReachEachOtherAtTheirIPs(t *testing.T) {
+	c := testenv.Kubernetes(t)
+	c.ImportImage(t, testenv.Docker(t))
+	ns := c.Namespace(t, "hoist-testenv")
+	// busybox nc shuts its sending side when its stdin ends, and may then
+	// exit before it reads what the talker sent; a FIFO it holds open
+	// itself keeps the pod's stdin from ending.
+	server := pod(ns, "listener", "sh", "-c", "mkfifo /tmp/nc-in; exec 3<>/tmp/nc-in; nc -l -p 7200 <&3")
+	if _, err := c.Client.CoreV1().Pods(ns).Create(t.Context(), server, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip := waitPod(t, c, ns, server.Name, "running with an IP", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+	}).Status.PodIP
+	client := pod(ns, "talker", "sh", "-c",
+		`for i in $(seq 100); do echo hello | nc "$0" 7200 && exit 0; sleep 0.1; done; exit 1`, ip)
+	runPod(t, c, client)
+	waitPod(t, c, ns, server.Name, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	b, err := c.Client.CoreV1().Pods(ns).GetLogs(server.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+	if err != nil || string(b) != "hello\n" {
+		t.Errorf("listener at %s logged %q, %v; want the talker's line", ip, b, err)
+	}
+}

@@ -37,13 +37,23 @@ func TestNetHosts_hostsReachEachOtherAndTheTestReachesTheirSSHD(t *testing.T) {
 			}
 		}
 
-		// Host 1 listens; host 0 connects to host 1's address.
+		// Host 1 listens; host 0 connects to host 1's address. The
+		// listener's stdin stays open: busybox nc shuts its sending side
+		// as soon as its stdin ends, and a client that sees that before it
+		// has sent its line exits without sending it.
 		ln := hosts[1].Command(busybox, "nc", "-l", "-p", "7001")
 		var got bytes.Buffer
 		ln.Stdout = &got
+		stdin, hold, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hold.Close() })
+		ln.Stdin = stdin
 		if err := ln.Start(); err != nil {
 			t.Fatal(err)
 		}
+		stdin.Close()
 		t.Cleanup(func() { _ = ln.Process.Kill(); _ = ln.Wait() })
 		var sendErr error
 		for range 100 { // until the listener is up

@@ -96,6 +96,9 @@ type SSHD struct {
 	// netns is the network namespace sshd runs in (a /run/netns path; ""
 	// is the test's own), see NetHost.StartSSHD.
 	netns string
+	// env is set in every session sshd starts (SetEnv), see
+	// StartSSHDWithEnv.
+	env map[string]string
 
 	mu      sync.Mutex
 	hostKey ssh.Signer
@@ -126,6 +129,16 @@ func (s *syncBuffer) String() string {
 // killed by PID when the test ends.
 func StartSSHD(t testing.TB, ip string, authorized ...ssh.PublicKey) *SSHD {
 	t.Helper()
+	return StartSSHDWithEnv(t, ip, nil, authorized...)
+}
+
+// StartSSHDWithEnv is StartSSHD with environment variables set in every
+// session sshd starts (sshd_config SetEnv, which overrides sshd's own PATH
+// too), and so in every process the host's login starts: a host whose
+// tools or settings differ from this machine's (e.g. a fake nvidia-smi
+// first on PATH).
+func StartSSHDWithEnv(t testing.TB, ip string, env map[string]string, authorized ...ssh.PublicKey) *SSHD {
+	t.Helper()
 	if _, err := os.Stat(SSHDPath); err != nil {
 		Missing(t, "openssh-server not installed (apt-get install openssh-server): %v", err)
 	}
@@ -135,12 +148,24 @@ func StartSSHD(t testing.TB, ip string, authorized ...ssh.PublicKey) *SSHD {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	return startSSHD(t, ip, port, "", authorized)
+	s := newSSHD(t, ip, port, "", authorized)
+	s.env = env
+	s.start(t, nil)
+	return s
 }
 
 // startSSHD starts sshd on ip:port in the network namespace netns ("" is
 // the test's own), authorizing the given client keys.
 func startSSHD(t testing.TB, ip string, port int, netns string, authorized []ssh.PublicKey) *SSHD {
+	t.Helper()
+	s := newSSHD(t, ip, port, netns, authorized)
+	s.start(t, nil)
+	return s
+}
+
+// newSSHD prepares, without starting it, an sshd on ip:port in netns
+// authorizing the given keys; its Kill is registered in t.Cleanup.
+func newSSHD(t testing.TB, ip string, port int, netns string, authorized []ssh.PublicKey) *SSHD {
 	t.Helper()
 	s := &SSHD{IP: ip, Port: port, dir: t.TempDir(), netns: netns}
 	var auth []byte
@@ -156,7 +181,6 @@ func startSSHD(t testing.TB, ip string, port int, netns string, authorized []ssh
 			t.Logf("sshd %s stderr:\n%s", s.Addr(), s.Log())
 		}
 	})
-	s.start(t, nil)
 	return s
 }
 
@@ -233,6 +257,7 @@ func (s *SSHD) start(t testing.TB, key []byte) {
 		HostKey:        hk,
 		AuthorizedKeys: filepath.Join(s.dir, "authorized_keys"),
 		PidFile:        filepath.Join(s.dir, "sshd.pid"),
+		SetEnv:         s.env,
 	}
 	if err := c.Write(cfg); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"hoist/schema"
 )
@@ -252,58 +253,91 @@ func pricedFleetField(f string) bool {
 	return false
 }
 
-// runResources returns the resources and profile of a run spec, and how
-// many jobs its first submission has (a task's nodes, a service's
-// replicas.min).
-func runResources(spec any) (schema.Resources, schema.Profile, int, bool) {
+// runJobs is a part of a run's first submission: jobs jobs asking for
+// res.
+type runJobs struct {
+	res  schema.Resources
+	jobs int
+}
+
+// runResources returns the parts of a run spec's first submission (a
+// task's nodes, or each of its groups' nodes with the group's resources; a
+// service's replicas.min) and its profile.
+func runResources(spec any) ([]runJobs, schema.Profile, bool) {
 	switch s := spec.(type) {
 	case *schema.Task:
-		return s.Resources, s.Profile, max(s.Nodes, 1), true
+		if len(s.Groups) > 0 {
+			parts := make([]runJobs, len(s.Groups))
+			for i, g := range s.Groups {
+				parts[i] = runJobs{g.Resources, g.Nodes}
+			}
+			return parts, s.Profile, true
+		}
+		return []runJobs{{s.Resources, max(s.Nodes, 1)}}, s.Profile, true
 	case *schema.Service:
 		n := 1
 		if s.Replicas.Min != nil {
 			n = int(*s.Replicas.Min)
 		}
-		return s.Resources, s.Profile, n, true
+		return []runJobs{{s.Resources, n}}, s.Profile, true
 	case *schema.DevEnvironment:
-		return s.Resources, s.Profile, 1, true
+		return []runJobs{{s.Resources, 1}}, s.Profile, true
 	}
-	return schema.Resources{}, schema.Profile{}, 0, false
+	return nil, schema.Profile{}, false
 }
 
 // estimate is what a step's resource is expected to cost once applied:
 // what it costs now when the step keeps it as it is, else the estimate of
-// its kind; ok is false when neither is known. nodes is set when the
-// estimate is a multi-node task's: its nodes, each at an nth of the cost.
-func estimate(s Step, fleets fleetSet, price Pricer) (v float64, nodes int, ok bool) {
+// its kind; ok is false when neither is known. For a multi-node task's
+// estimate, cost says what it is made of (nodesCost).
+func estimate(s Step, fleets fleetSet, price Pricer) (v float64, cost string, ok bool) {
 	keep := s.Action == Noop || (s.Action == Update && (s.Kind.IsRun() || !slices.ContainsFunc(topLevel(s.Changed), pricedFleetField)))
 	if keep && s.Current != nil {
-		return s.Current.PricePerHour, 0, true
+		return s.Current.PricePerHour, "", true
 	}
 	switch spec := s.Desired.Spec.(type) {
 	case *schema.Fleet:
 		if v, ok := estimateFleet(spec, price); ok {
-			return v, 0, true
+			return v, "", true
 		}
 	default:
-		if res, prof, jobs, ok := runResources(spec); ok {
-			fs := fleets
-			if t, ok := spec.(*schema.Task); ok && t.Nodes > 1 && fleets.cluster != nil {
-				fs, nodes = *fleets.cluster, t.Nodes
+		if parts, prof, ok := runResources(spec); ok {
+			fs, nodes := fleets, 0
+			for _, p := range parts {
+				nodes += p.jobs
 			}
-			if v, ok := estimateRun(res, prof, fs, price); ok {
-				return float64(jobs) * v, nodes, true
+			_, task := spec.(*schema.Task)
+			if task && nodes > 1 && fleets.cluster != nil {
+				fs = *fleets.cluster
+			}
+			prices := make([]float64, len(parts))
+			for i, p := range parts {
+				if prices[i], ok = estimateRun(p.res, prof, fs, price); !ok {
+					break
+				}
+				v += float64(p.jobs) * prices[i]
+			}
+			if ok {
+				if task && nodes > 1 {
+					cost = nodesCost(parts, prices, v)
+				}
+				return v, cost, true
 			}
 		}
 	}
 	if s.Current != nil {
-		return s.Current.PricePerHour, 0, true
+		return s.Current.PricePerHour, "", true
 	}
-	return 0, 0, false
+	return 0, "", false
 }
 
-// nodesCost says what a multi-node task's estimate is made of: its nodes
-// times the price of each.
-func nodesCost(v float64, nodes int) string {
-	return fmt.Sprintf("%d nodes × $%.4g/h = $%.4g/h", nodes, v/float64(nodes), v)
+// nodesCost says what a multi-node task's estimate v is made of: the
+// nodes of each part (its groups, or all its nodes) times the price of
+// each, e.g. "1 node × $10/h + 2 nodes × $1/h = $12/h".
+func nodesCost(parts []runJobs, prices []float64, v float64) string {
+	terms := make([]string, len(parts))
+	for i, p := range parts {
+		terms[i] = fmt.Sprintf("%d %s × $%.4g/h", p.jobs, map[bool]string{true: "node", false: "nodes"}[p.jobs == 1], prices[i])
+	}
+	return fmt.Sprintf("%s = $%.4g/h", strings.Join(terms, " + "), v)
 }

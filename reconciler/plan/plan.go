@@ -106,7 +106,8 @@ type Step struct {
 	// Held marks a step that waits for confirmation.
 	Held bool `json:"held,omitempty"`
 	// Cost says what a multi-node task's estimated cost is made of, e.g.
-	// "2 nodes × $0.1/h = $0.2/h" (empty for other steps, and when no
+	// "2 nodes × $0.1/h = $0.2/h", or for a task with groups "1 node ×
+	// $1/h + 2 nodes × $0.1/h = $1.2/h" (empty for other steps, and when no
 	// offer prices it).
 	Cost string `json:"cost,omitempty"`
 	// Desired is the resource as the revision declares it (nil for deletes).
@@ -218,10 +219,10 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		if s.Action == Delete || s.Desired == nil {
 			continue
 		}
-		if v, nodes, ok := estimate(s, fleets, opts.Estimate); ok {
+		if v, cost, ok := estimate(s, fleets, opts.Estimate); ok {
 			p.CostAfter += v
-			if nodes > 1 && v > 0 {
-				p.Steps[i].Cost = nodesCost(v, nodes)
+			if v > 0 {
+				p.Steps[i].Cost = cost
 			}
 		}
 	}

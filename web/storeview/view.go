@@ -1,6 +1,7 @@
 package storeview
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,6 +164,7 @@ func jobView(j store.Job, inst map[string]instInfo) web.Job {
 		SubmissionID:       j.ID,
 		SubmissionNum:      j.SubmissionNum,
 		JobName:            j.JobName,
+		Group:              nodeGroup(j),
 		Status:             j.Status,
 		StatusMessage:      j.StatusMessage,
 		ExitCode:           j.ExitCode,
@@ -175,6 +177,33 @@ func jobView(j store.Job, inst map[string]instInfo) web.Job {
 		FinishedAt:         timePtr(j.FinishedAt),
 		RunName:            j.RunName,
 	}
+}
+
+// nodeGroup names the group of a task with groups whose node job j is
+// (job numbers count through the groups' nodes in order); "" for other
+// jobs.
+func nodeGroup(j store.Job) string {
+	if !bytes.Contains(j.Spec, []byte(`"groups"`)) {
+		return ""
+	}
+	var s struct {
+		Type   string `json:"type"`
+		Groups []struct {
+			Name  string `json:"name"`
+			Nodes int    `json:"nodes"`
+		} `json:"groups"`
+	}
+	if json.Unmarshal(j.Spec, &s) != nil || s.Type != "task" {
+		return ""
+	}
+	n := j.JobNum
+	for _, g := range s.Groups {
+		if n < g.Nodes {
+			return g.Name
+		}
+		n -= g.Nodes
+	}
+	return ""
 }
 
 // GetRun implements web.Store.
