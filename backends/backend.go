@@ -162,8 +162,10 @@ type Instance struct {
 	// InternalIP is the address the other instances of its fleet reach it
 	// at (dstack's internal_ip): an SSH host's internal_ip, or its
 	// address; the local host's loopback; a cloud VM's private IP where
-	// the driver knows it. "" when unknown: such an instance cannot take a
-	// node of a multi-node run.
+	// the driver knows it; a Kubernetes instance's current pod's IP (its
+	// tasks also report it, TaskInfo.InternalIP). "" when unknown: such an
+	// instance cannot take a node of a multi-node run, unless its driver's
+	// Runtime is RuntimeRunner (the address comes with the job's container).
 	InternalIP string
 	// Status is one of the Status* constants.
 	Status string

@@ -16,7 +16,10 @@ import (
 	"hoist/e2e/cloudsim/arm"
 	"hoist/e2e/cloudsim/ec2"
 	"hoist/e2e/cloudsim/gce"
+	lambdasim "hoist/e2e/cloudsim/lambda"
 	"hoist/e2e/cloudsim/sim"
+	"hoist/e2e/cloudsim/verda"
+	"hoist/e2e/cloudsim/vultr"
 	"hoist/e2e/testenv"
 )
 
@@ -249,7 +252,7 @@ type cloudEnv struct {
 }
 
 // simProviders are the simulated providers, by hoist backend type.
-var simProviders = map[string]func() sim.Provider{"aws": ec2.New, "gcp": gce.New, "azure": arm.New}
+var simProviders = map[string]func() sim.Provider{"aws": ec2.New, "gcp": gce.New, "azure": arm.New, "lambda": lambdasim.New, "verda": verda.New, "vultr": vultr.New}
 
 // newCloudEnv starts the simulator and hoist serve (instances re-checked
 // every resync).
@@ -342,14 +345,20 @@ func (e *cloudEnv) waitFleetReady(fleet string) cloudInstance {
 }
 
 // ours reports whether a simulator resource carries the installation's
-// ownership tag (keys are sanitized per provider; the value is the label).
+// ownership tag (keys are sanitized per provider; the value is the label),
+// as a tag or in its description.
 func (e *cloudEnv) ours(r sim.Resource) bool {
+	// A provider without tags (Verda) keeps them in the description.
+	if strings.Contains(r.Extra["description"], e.s.install) {
+		return true
+	}
 	for _, v := range r.Tags {
 		if v == e.s.install {
 			return true
 		}
 	}
-	return false
+	// Lambda has no tags: names end with the installation's marker.
+	return e.provider == "lambda" && strings.HasSuffix(r.Name, lambdaMarker(e.s.install))
 }
 
 func gone(r sim.Resource) bool {

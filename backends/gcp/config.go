@@ -135,10 +135,8 @@ func newProvider(ctx context.Context, name string, o Options, deps backends.Deps
 		return nil, err
 	}
 	regions := slices.Clone(o.Regions)
-	for _, r := range regions {
-		if r == "" || strings.ContainsAny(r, "/ ") {
-			return nil, fmt.Errorf("regions: %q is not a region name", r)
-		}
+	if err := vm.CheckRegions(regions, "region name"); err != nil {
+		return nil, err
 	}
 	cpu, nvidia, err := o.OSImages.Resolve(defaultCPUImage, defaultNVIDIAImage, false)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
+	"hoist/backends/vultr"
 )
 
 // defaultOfferLimit matches dstack's default number of offers shown.
@@ -148,7 +149,7 @@ func newOffersCmd() *cobra.Command {
 	fl.StringVar(&groupBy, "group-by", "", "aggregate by gpu, backend and/or region (comma-separated)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	fl.BoolVar(&thisHost, "local", false, "include this machine as a local-backend offer")
-	fl.StringVar(&serverCfg, "config", "", "server config file: include the live offers of its kubernetes backends (slices of the clusters' nodes)")
+	fl.StringVar(&serverCfg, "config", "", "server config file: include the live offers of its kubernetes backends (slices of the clusters' nodes) and vultr backends (their plans)")
 	fl.StringVar(&exportDir, "export-dir", "", "write the matching offers as gpuhunt BACKEND.csv files (usable as --catalog-dir) instead of listing them")
 	return cmd
 }
@@ -169,9 +170,10 @@ func (s staticOffers) Offers(context.Context, offers.Query) ([]offers.Offer, err
 	return s.offers, nil
 }
 
-// clusterOffers asks every kubernetes backend of the server config at path
-// for its offers matching q (without q's limit), each as a staticOffers. A
-// cluster that does not answer is a warning.
+// clusterOffers asks every backend of the server config at path whose
+// offers are live (kubernetes: slices of the cluster's nodes; vultr: its
+// plans) for its offers matching q (without q's limit), each as a
+// staticOffers. A backend that does not answer is a warning.
 func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Provider, error) {
 	cfg, err := loadServerConfig(path)
 	if err != nil {
@@ -181,14 +183,20 @@ func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Pr
 	q.Limit = 0
 	var out []offers.Provider
 	for _, e := range cfg.Backends {
-		if e.Type != "kubernetes" {
+		if e.Type != "kubernetes" && e.Type != "vultr" {
 			continue
 		}
 		raw, err := json.Marshal(e.Options)
 		if err != nil {
 			return nil, err
 		}
-		src, err := kubernetes.OfferSource(backends.Config{Name: e.Name, Type: e.Type, Options: raw}, log)
+		bc := backends.Config{Name: e.Name, Type: e.Type, Options: raw}
+		var src offers.Provider
+		if e.Type == "vultr" {
+			src, err = vultr.OfferSource(bc)
+		} else {
+			src, err = kubernetes.OfferSource(bc, log)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}

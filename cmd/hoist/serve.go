@@ -26,9 +26,12 @@ import (
 	"hoist/backends/azure"
 	"hoist/backends/gcp"
 	"hoist/backends/kubernetes"
+	"hoist/backends/lambda"
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/sshfleet"
+	"hoist/backends/verda"
+	"hoist/backends/vultr"
 	"hoist/reconciler"
 	"hoist/reconciler/source"
 	"hoist/reconciler/support"
@@ -45,8 +48,12 @@ func registry() backends.Registry {
 		"azure":      azure.Factory,
 		"gcp":        gcp.Factory,
 		"kubernetes": kubernetes.Factory,
+		"lambda":     lambda.Factory,
 		"local":      local.Factory,
 		"ssh":        sshfleet.Factory,
+		"verda":      verda.Factory,
+		"datacrunch": verda.Factory, // dstack's alias of verda
+		"vultr":      vultr.Factory,
 	}
 }
 

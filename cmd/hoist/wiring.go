@@ -410,8 +410,9 @@ type selfPricer interface {
 
 // liveOffers returns the backends of cfg whose offers are live rather than
 // in the offline catalog, as the Market's online providers: a Kubernetes
-// cluster's offers are slices of its nodes' free capacity. A Backend is an
-// offers.Provider (Name, Offers).
+// cluster's offers are slices of its nodes' free capacity, Vultr's are its
+// plans (the catalog has no vultr rows). A Backend is an offers.Provider
+// (Name, Offers).
 func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Provider {
 	var out []offers.Provider
 	for _, e := range cfg.Backends {
@@ -419,7 +420,7 @@ func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Prov
 		if name == "" {
 			name = e.Type
 		}
-		if b, ok := bes[name]; ok && e.Type == "kubernetes" {
+		if b, ok := bes[name]; ok && (e.Type == "kubernetes" || e.Type == "vultr") {
 			out = append(out, b)
 		}
 	}

@@ -1,5 +1,5 @@
 // Command cloudsim is the cloud simulator: it serves the APIs of AWS EC2,
-// GCP Compute and Azure Resource Manager, enough of each for the provider's
+// GCP Compute, Azure Resource Manager, Lambda Cloud and Verda, enough of each for the provider's
 // official Go SDK to work against it, boots "VMs" that are sshd processes
 // on their own 127.77.x.y addresses, and serves an admin API (/_sim/...) for
 // tests. See package hoist/e2e/cloudsim/sim.
@@ -30,7 +30,10 @@ import (
 	"hoist/e2e/cloudsim/arm"
 	"hoist/e2e/cloudsim/ec2"
 	"hoist/e2e/cloudsim/gce"
+	"hoist/e2e/cloudsim/lambda"
 	"hoist/e2e/cloudsim/sim"
+	"hoist/e2e/cloudsim/verda"
+	"hoist/e2e/cloudsim/vultr"
 )
 
 // providers are the simulated clouds, one line each.
@@ -39,6 +42,9 @@ func providers() []sim.Provider {
 		arm.New(),
 		ec2.New(),
 		gce.New(),
+		lambda.New(),
+		verda.New(),
+		vultr.New(),
 	}
 }
 

@@ -69,7 +69,7 @@ func TestCheck_refusesWhatTheRuntimeDoesNotDo(t *testing.T) {
 		{"an entrypoint with an unclosed quote", "type: task\nimage: x\nentrypoint: \"sh -c 'echo\"\n", []string{"3:13: entrypoint: not supported"}},
 		{"a multi-node task is honoured", "type: task\nimage: x\ncommands: [ok]\nnodes: 2\n", nil},
 		{"one node is honoured", "type: task\nimage: x\ncommands: [ok]\nnodes: 1\n", nil},
-		{"task groups", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n", []string{"4:3: groups: not supported"}},
+		{"task groups are honoured", "type: task\nimage: x\ngroups:\n  - name: a\n    commands: [ok]\n  - name: b\n    nodes: 2\n    commands: [ok]\n", nil},
 		{"a service replica range with scaling is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 0..3\nscaling: {metric: rps, target: 10}\n", nil},
 		{"a fixed replica count is honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\nreplicas: 3\n", nil},
 		{"the default gateway needs one; an openai model and rate limits are honoured", "type: service\nimage: x\ncommands: [ok]\nport: 80\ngateway: true\nmodel: llama\nrate_limits: [{rps: 1}]\n",

@@ -121,7 +121,9 @@ var Table = []Row{
 	{Kinds: runKinds, Field: "volumes[].name", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
 		Note: "network volumes (`name:/path` or `{name, path}`): the job runs in the volume's backend and region, waits while another job " +
 			"uses it, and has it attached, formatted (ext4, when hoist created it and it is blank) and mounted; a list of names mounts " +
-			"the first one in the instance's backend and region; a volume missing or failed fails the job with `volume_error`"},
+			"the first one in the instance's backend and region; a volume missing or failed fails the job with `volume_error`; " +
+			"`${{ dstack.job_num }}` and `${{ dstack.node_rank }}` in a name resolve per job, so that each node of a multi-node task mounts its own " +
+			"(reconciler.TestWorkers_perNodeVolumesByNodeRank), and any other `$` in a name is refused"},
 	// On a network volume `optional` is honoured (it skips a volume that is
 	// missing or not in the instance's backend and region; test
 	// reconciler.TestWorkers_volumeRegisteredAndOptional); only its use on
@@ -199,7 +201,8 @@ var Table = []Row{
 		}},
 	{Kinds: runKinds, Field: "instances", Decision: Refused, Note: "`instances` (pinning a run to fleet instances)",
 		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Instances) > 0 }, "instances")},
-	{Kinds: runKinds, Field: "priority", Decision: Advisory, Note: "`priority` does not order hoist's scheduling yet",
+	{Kinds: runKinds, Field: "priority", Decision: Advisory, Note: "`priority` orders only a multi-node run waiting for a cluster fleet's instances ahead of later jobs " +
+		"(reconciler.TestWorkers_higherPriorityGangGoesFirst); other jobs are not queued by it yet",
 		uses: runIf(func(c *schema.RunConfig) bool { return c.Priority != 0 }, "priority")},
 	{Kinds: runKinds, Field: "tags", Decision: Advisory, Note: "`tags` are not propagated to backend resources",
 		uses: runIf(func(c *schema.RunConfig) bool { return len(c.Tags) > 0 }, "tags")},
@@ -213,14 +216,19 @@ var Table = []Row{
 	// Tasks.
 	{Kinds: task, Field: "nodes", Decision: Honoured, Test: "e2e.TestMultiNode_twoNodeTaskTalksAcrossNamespaceHosts",
 		Note: "one job per node, placed together on one `placement: cluster` fleet or not at all (reconciler.TestWorkers_gangPlacesEveryNodeInOnePass, TestWorkers_gangWaitsAndNeverStartsAPartialCluster), " +
-			"with host networking and dstack's cluster environment (reconciler.TestWorkers_clusterNodesStartTogetherWithTheClusterEnvironment)"},
-	{Kinds: task, Field: "groups", Decision: Refused, Note: "`groups` (heterogeneous multi-node tasks)",
-		uses: func(r *schema.Resource) []string {
-			if len(r.Spec.(*schema.Task).Groups) > 0 {
-				return []string{"groups"}
-			}
-			return nil
-		}},
+			"with host networking and dstack's cluster environment (reconciler.TestWorkers_clusterNodesStartTogetherWithTheClusterEnvironment), " +
+			"and SSH between the nodes for mpirun as dstack's: each runner accepts the submission's key on port 10022 of its node's IP, " +
+			"and the job's user has it as `~/.ssh/dstack_job` with `~/.ssh/config` entries for every node (e2e.TestMPISSH_nodesSSHIntoEachOtherWithTheClusterKey); " +
+			"a cloud cluster fleet grows by the gang's missing VMs, in its placement group (e2e.TestClouds_multiNode, on the AWS, GCP and Azure simulators); " +
+			"a run waiting for the fleet's instances keeps those it needs from jobs submitted after it (by priority, then submission) and is woken when one is ready or free " +
+			"(reconciler.TestWorkers_laterJobsLeaveAWaitingGangTheInstancesItNeeds, TestWorkers_gangIsWokenWhenItsFleetsInstanceIsFreeOrReady); " +
+			"on Kubernetes each node is a pod reached at its pod IP over the pod network, the nodes waiting for each other's pods before their jobs start " +
+			"(e2e.TestKubernetes_multiNodeTaskTalksOverThePodNetwork, reconciler.TestWorkers_clusterOfContainersUsesTheContainersAddresses)"},
+	{Kinds: task, Field: "groups", Decision: Honoured, Test: "e2e.TestGroups_eachGroupRunsItsCommandsOnItsOwnHost",
+		Note: "one job per node through the groups in order (job 0, the master, is group 0's first node), each running its group's `commands` with its group's `resources` and `ports`, " +
+			"placed as for `nodes` on instances that fit each job's group (reconciler.TestWorkers_groupsRunEachGroupsCommandsWithItsResources); " +
+			"`${{ groups[i].nodes[j].IP_ADDRESS }}` in a group's commands becomes that node's internal IP when the job starts; " +
+			"the plan prices each group's nodes at its resources' price (reconciler/plan.TestCompute_groupsTaskCostSumsEachGroupsNodesTimesItsPrice)"},
 
 	// Dev environments.
 	{Kinds: devEnv, Field: "ide", Decision: Honoured, Test: "e2e.TestDevEnvironment_ideLinkAndInactivityStop",
@@ -306,7 +314,8 @@ var Table = []Row{
 	{Kinds: fleet, Field: "blocks", Decision: Honoured, Test: "e2e.TestBlocks_twoJobsShareAnInstanceAndAThirdWaits",
 		Note: "each instance is split into `blocks` (or `auto`: as many as its GPUs, or CPUs without GPUs) equal shares of CPUs, memory and GPUs, " +
 			"the disk whole; a job takes the fewest blocks whose share fits its resources (a multi-node job all of them), and on part of an instance runs " +
-			"on bridge networking confined to its share's CPUs and memory, with NVIDIA GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs, reconciler.TestWorkers_blocksShareAnInstanceBetweenJobs); " +
+			"on bridge networking confined to its share's CPUs and memory, with NVIDIA GPUs no other job holds (agents/shim.TestShim_tasksGetDistinctGPUs, reconciler.TestWorkers_blocksShareAnInstanceBetweenJobs, " +
+			"through the server on an SSH host of simulated GPUs e2e.TestBlocks_gpuJobsShareAnSSHHostEachOnItsOwnGPU); " +
 			"a fleet provisions only offers that divide evenly, and an instance that does not (or whose GPUs are not NVIDIA's) takes no jobs"},
 	{Kinds: fleet, Field: "reservation", Decision: Refused, Note: "`reservation`",
 		uses: fleetIf(func(f *schema.Fleet) bool { return f.Reservation != "" }, "reservation")},

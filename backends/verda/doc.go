@@ -1,0 +1,35 @@
+// Package verda is hoist's Verda (formerly DataCrunch) backend: GPU and CPU
+// VMs of Verda's public REST API (https://api.verda.com/v1,
+// https://docs.verda.com/api) driven by the cloud-VM engine backends/vm,
+// which takes each VM over as an SSH host.
+//
+// The API is spoken by a small client of its own (client.go): Verda's Go
+// SDK, github.com/verda-cloud/verdacloud-sdk-go, is not served by the Go
+// module proxy. Authentication is OAuth2 client credentials
+// (POST /oauth2/token), the access token renewed before it expires and
+// once more when a call answers 401.
+//
+// Semantics follow dstack (src/dstack/_internal/core/backends/verda/compute.py):
+// per instance an SSH key ("<hostname>-0.key") and a startup script
+// ("<hostname>.sh") are created, then the instance (pricing FIXED_PRICE,
+// is_spot, location_code, os_volume of the offer's disk, at least 50 GB);
+// the key and the script are deleted with the instance. The login user is
+// root.
+//
+// Verda has no tags or labels. An instance carries hoist's name as its
+// hostname and hoist's ownership tags, query-encoded after "hoist ", as its
+// description ("hoist hoist.installation=...&hoist.instance=..."); List
+// reads them back and leaves out every instance whose description is not
+// hoist's or whose tags do not match, so it never lists foreign instances.
+// Launch is idempotent on the instance id by looking the hoist.instance tag
+// up among the instances before creating one (Verda has no idempotency
+// token; launches of one id in this process are serialized).
+//
+// Offers are the catalog rows of backend verda (gpuhunt's datacrunch),
+// kept only where GET /instance-availability lists the instance type in the
+// row's location for its spot flag, cheapest first. A spot instance Verda
+// reclaims shows as discontinued: it is reported gone and interrupted.
+//
+// Volumes are not offered by this driver (the backend is not a
+// backends.VolumeBackend), nor placement groups.
+package verda
