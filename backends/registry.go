@@ -102,6 +102,13 @@ type Deps struct {
 	// gateway` on gateway instances (GatewayHost) of this server's OS and
 	// architecture; empty when unknown (StartGateway then fails saying so).
 	GatewayBinary string
+	// RunnerDownload grants one task a download of the hoist-runner
+	// binary for a Linux architecture in Go's spelling (amd64, arm64):
+	// the URL on the server's external URL and the bearer token the
+	// request must carry, valid for that task only and for a limited
+	// time (the container clouds' start command fetches the runner with
+	// it, backends/podcloud). Nil when the server serves no downloads.
+	RunnerDownload func(taskID, arch string) (url, token string, err error)
 }
 
 // Open builds the backend an entry configures. An unknown type is an error

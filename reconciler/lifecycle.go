@@ -13,7 +13,7 @@ const (
 	// start for want of capacity (the Kubernetes pod shim's pod left
 	// unschedulable), passed through to the job.
 	reasonNoCapacity          = api.ReasonNoCapacity
-	reasonInterruptedCapacity = "interrupted_by_no_capacity"
+	reasonInterruptedCapacity = api.ReasonInterrupted
 	reasonInstanceUnreachable = "instance_unreachable"
 	reasonWaitingInstance     = "waiting_instance_limit_exceeded"
 	reasonWaitingRunner       = "waiting_runner_limit_exceeded"
