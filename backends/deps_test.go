@@ -26,7 +26,7 @@ func TestDeps_layering(t *testing.T) {
 		{"hoist/backends/sshfleet", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/sshfleet", "hoist/backends/tunnel", "hoist/backends/internal/agentauth", "hoist/backends/internal/hostoffer", "hoist/agents/api"}},
 		{"hoist/backends/kubernetes", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/kubernetes", "hoist/backends/internal/agentauth", "hoist/backends/internal/shimserver", "hoist/agents/api"}},
 		{"hoist/backends/podcloud", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/podcloud", "hoist/backends/tunnel", "hoist/backends/internal/agentauth", "hoist/backends/internal/shimserver", "hoist/agents/api"}},
-		{"hoist/backends/internal/shimserver", []string{"hoist/backends/internal/shimserver", "hoist/agents/api"}},
+		{"hoist/backends/internal/shimserver", []string{"hoist/backends/internal/shimserver", "hoist/backends/offers", "hoist/agents/api"}},
 		{"hoist/backends/internal/hostoffer", []string{"hoist/backends/internal/hostoffer", "hoist/backends/offers", "hoist/agents/api"}},
 		{"hoist/backends/internal/agentauth", []string{"hoist/backends/internal/agentauth", "hoist/agents/api"}},
 		{"hoist/backends/fake", []string{"hoist/backends", "hoist/backends/offers", "hoist/backends/fake", "hoist/backends/internal/agentauth", "hoist/agents/api"}},

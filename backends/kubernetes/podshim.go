@@ -79,29 +79,7 @@ func (s *podShim) close() {
 
 // HostInfo describes the instance: its slice of a node, as reserved.
 func (s *podShim) HostInfo() api.HostInfo {
-	o := s.rec.Offer
-	h := api.HostInfo{Hostname: s.rec.ID, OS: "linux", Arch: hostArch(o.CPUArch), CPUs: o.CPUs,
-		MemoryBytes: int64(o.MemoryGB * (1 << 30)), DiskBytes: int64(o.DiskGB * (1 << 30)), ShimVersion: podShimVersion}
-	if o.GPUCount > 0 {
-		h.GPUVendor = strings.ToLower(o.GPUVendor)
-		if h.GPUVendor == "" {
-			h.GPUVendor = "nvidia"
-		}
-		for i := range o.GPUCount {
-			h.GPUs = append(h.GPUs, api.GPU{Vendor: h.GPUVendor, Index: i, Name: o.GPUName, MemoryBytes: int64(o.GPUMemoryGB * (1 << 30))})
-		}
-	}
-	return h
-}
-
-// hostArch spells an offer's CPU architecture (x86, arm) as Go does.
-func hostArch(arch string) string {
-	switch arch {
-	case "arm", "arm64", "aarch64":
-		return "arm64"
-	default:
-		return "amd64"
-	}
+	return shimserver.OfferHost(s.rec.ID, s.rec.Offer, podShimVersion)
 }
 
 // CreateTask creates the task's secrets and pod and returns it pending; the

@@ -226,8 +226,12 @@ func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, e
 // warning; one the user configured fails the start. Instance records go to
 // recs (the store), shared by every server on the database; cloud drivers
 // answer offers from catalog (the Market's current catalog).
-func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, recs backends.Records, catalog func() *offers.Catalog, log *slog.Logger) (map[string]backends.Backend, error) {
+func openBackends(cfg serverConfig, explicit bool, dataDir string, base backends.Deps) (map[string]backends.Backend, error) {
 	reg := registry()
+	log := base.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	out := map[string]backends.Backend{}
 	for _, e := range cfg.Backends {
 		opts, err := json.Marshal(e.Options)
@@ -238,10 +242,9 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		if name == "" {
 			name = e.Type
 		}
-		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
-			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Records: recs, Agents: agents,
-			Catalog: catalog, GatewayBinary: gatewayBinary(),
-		})
+		deps := base
+		deps.Logger, deps.StateDir, deps.GatewayBinary = log.With("backend", name), filepath.Join(dataDir, "backends", name), gatewayBinary()
+		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, deps)
 		if err != nil {
 			if explicit {
 				closeBackends(out)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"hoist/agents/api"
+	"hoist/backends/offers"
 )
 
 // Errors a Tasks wraps, answered as the docker shim answers them: 404, 409
@@ -151,4 +153,27 @@ func longPoll(ms string) time.Duration {
 		return 0
 	}
 	return min(time.Duration(n)*time.Millisecond, maxLongPoll)
+}
+
+// OfferHost describes an instance that is a reservation of offer o (a
+// slice of a Kubernetes node, a container cloud's machine) as the shim API
+// reports a host: the offer's CPUs, memory, disk and GPUs.
+func OfferHost(id string, o offers.Offer, version string) api.HostInfo {
+	arch := "amd64"
+	switch o.CPUArch {
+	case offers.ArchARM, "arm64", "aarch64":
+		arch = "arm64"
+	}
+	h := api.HostInfo{Hostname: id, OS: "linux", Arch: arch, CPUs: o.CPUs,
+		MemoryBytes: int64(o.MemoryGB * (1 << 30)), DiskBytes: int64(o.DiskGB * (1 << 30)), ShimVersion: version}
+	if o.GPUCount > 0 {
+		h.GPUVendor = strings.ToLower(o.GPUVendor)
+		if h.GPUVendor == "" {
+			h.GPUVendor = "nvidia"
+		}
+		for i := range o.GPUCount {
+			h.GPUs = append(h.GPUs, api.GPU{Vendor: h.GPUVendor, Index: i, Name: o.GPUName, MemoryBytes: int64(o.GPUMemoryGB * (1 << 30))})
+		}
+	}
+	return h
 }
