@@ -68,8 +68,10 @@ func New(name, kind string, p Provider, deps backends.Deps) (*Backend, error) {
 func (b *Backend) Name() string { return b.name }
 
 // Traits says the provider runs the job's image and hoist's runner in it
-// (dstack's dockerized=false); the backend provisions from offers.
-func (b *Backend) Traits() backends.Traits { return backends.Traits{Runtime: backends.RuntimeRunner} }
+// (dstack's dockerized=false); the backend provisions from its live offers.
+func (b *Backend) Traits() backends.Traits {
+	return backends.Traits{Runtime: backends.RuntimeRunner, LiveOffers: true}
+}
 
 // Offers returns the provider's live offers for q, as this backend's.
 func (b *Backend) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {

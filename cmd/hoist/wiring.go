@@ -411,10 +411,10 @@ type selfPricer interface {
 	EstimatePrice(q offers.Query) float64
 }
 
-// liveOffers returns the backends of cfg whose offers are live rather than
-// in the offline catalog, as the Market's online providers: a Kubernetes
-// cluster's offers are slices of its nodes' free capacity, Vultr's are its
-// plans (the catalog has no vultr rows). A Backend is an offers.Provider
+// liveOffers returns the backends whose offers are live rather than in the
+// offline catalog (Traits.LiveOffers: a Kubernetes cluster's nodes,
+// Vultr's plans, the container clouds' stock), as the Market's online
+// providers, in the order of the config. A Backend is an offers.Provider
 // (Name, Offers).
 func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Provider {
 	var out []offers.Provider
@@ -423,7 +423,7 @@ func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Prov
 		if name == "" {
 			name = e.Type
 		}
-		if b, ok := bes[name]; ok && (e.Type == "kubernetes" || e.Type == "vultr") {
+		if b, ok := bes[name]; ok && b.Traits().LiveOffers {
 			out = append(out, b)
 		}
 	}
