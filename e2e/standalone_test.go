@@ -232,6 +232,8 @@ func TestStandalone_podRunsTheDownloadedRunnerReachedOverSSH(t *testing.T) {
 		RunName: "standalone", JobID: "standalone-0",
 		Commands: []string{
 			"env",
+			// The runner is PID 1: what it started with shows there.
+			"echo \"pid 1 environ: $(tr '\\0' '\\n' < /proc/1/environ | grep -c ^HOIST_RUNNER_) runner variables\"",
 			"echo hello from the standalone runner",
 			"mkdir -p /srv/www && echo pong > /srv/www/index.html",
 			"exec httpd -f -p 127.0.0.1:" + port + " -h /srv/www",
@@ -259,6 +261,9 @@ func TestStandalone_podRunsTheDownloadedRunnerReachedOverSSH(t *testing.T) {
 	logs := out.String()
 	if !strings.Contains(logs, "HOIST_RUN_NAME=standalone\n") {
 		t.Fatalf("the job's env was not printed:\n%s", logs)
+	}
+	if !strings.Contains(logs, "pid 1 environ: 0 runner variables\n") {
+		t.Fatalf("the runner's /proc/1/environ shows its variables:\n%s", logs)
 	}
 	if strings.Contains(logs, "HOIST_RUNNER_") {
 		t.Fatalf("the job's environment holds the runner's variables:\n%s", logs)

@@ -68,10 +68,12 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		return nil
 	}
 	var alone standaloneEnv
+	var scrubErr error
 	if *standalone {
 		// First of all: whatever happens next, nothing the runner starts
 		// inherits these.
 		env := takeRunnerEnv()
+		scrubErr = scrubProcEnviron()
 		if *listen != "" || *tokenFile != "" {
 			return errors.New("--standalone excludes --listen and --token-file: the API is on --socket and the token in " + api.RunnerEnvToken)
 		}
@@ -98,6 +100,10 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if scrubErr != nil {
+		// Best effort: the job's own environment holds none of them.
+		log.Warn("runner_environ_not_scrubbed", "err", scrubErr)
+	}
 	var imageCmd []string
 	if *imageCommand != "" {
 		if err := json.Unmarshal([]byte(*imageCommand), &imageCmd); err != nil {

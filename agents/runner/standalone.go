@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -33,17 +34,70 @@ type standaloneEnv struct {
 
 // takeRunnerEnv returns the variables of the environment meant for the
 // runner (runnerEnvPrefix) and removes them from it, so that nothing the
-// runner starts inherits them.
+// runner starts inherits them. The values are copies: scrubProcEnviron may
+// then overwrite the originals.
 func takeRunnerEnv() map[string]string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, runnerEnvPrefix) {
-			env[k] = v
+			env[k] = strings.Clone(v)
 			_ = os.Unsetenv(k)
 		}
 	}
 	return env
+}
+
+// scrubProcEnviron overwrites with NUL bytes the runner's variables
+// (runnerEnvPrefix) in the environment the process started with, which
+// /proc/PID/environ shows for as long as it runs (see proc_pid_environ(5)):
+// a standalone runner is its container's PID 1, and a job running as root
+// could read them there. It finds that memory through env_start and
+// env_end of /proc/self/stat (proc_pid_stat(5)) and writes it through
+// /proc/self/mem. Call it after takeRunnerEnv: Go's own copy of the
+// environment refers to that memory.
+func scrubProcEnviron() error {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return err
+	}
+	// pid (comm) state ...: fields from the third on follow the last ')';
+	// env_start and env_end are fields 50 and 51.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return errors.New("/proc/self/stat: no ')'")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 49 {
+		return errors.New("/proc/self/stat: no env_start and env_end (Linux before 3.5)")
+	}
+	start, err1 := strconv.ParseInt(f[47], 10, 64)
+	end, err2 := strconv.ParseInt(f[48], 10, 64)
+	if err1 != nil || err2 != nil || end <= start || end-start > 64<<20 {
+		return fmt.Errorf("/proc/self/stat: env_start %q, env_end %q", f[47], f[48])
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	buf := make([]byte, end-start)
+	if _, err := mem.ReadAt(buf, start); err != nil {
+		return fmt.Errorf("read the environment: %w", err)
+	}
+	for off := 0; off < len(buf); {
+		n := bytes.IndexByte(buf[off:], 0)
+		if n < 0 {
+			n = len(buf) - off
+		}
+		if bytes.HasPrefix(buf[off:off+n], []byte(runnerEnvPrefix)) {
+			if _, err := mem.WriteAt(make([]byte, n), start+int64(off)); err != nil {
+				return fmt.Errorf("overwrite the environment: %w", err)
+			}
+		}
+		off += n + 1
+	}
+	return nil
 }
 
 // parseStandaloneEnv reads a standalone runner's settings from env (the
