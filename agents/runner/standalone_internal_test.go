@@ -77,7 +77,7 @@ func TestParseStandaloneEnv(t *testing.T) {
 		{name: "no authorized key is refused",
 			edit: func(e map[string]string) { e[api.RunnerEnvAuthorizedKeys] = "# nobody\n" }, wantErr: api.RunnerEnvAuthorizedKeys + " holds no key"},
 		{name: "a malformed authorized key names its line",
-			edit: func(e map[string]string) { e[api.RunnerEnvAuthorizedKeys] += "ssh-ed25519 garbage\n" },
+			edit:    func(e map[string]string) { e[api.RunnerEnvAuthorizedKeys] += "ssh-ed25519 garbage\n" },
 			wantErr: api.RunnerEnvAuthorizedKeys + " line 2"},
 		{name: "an authorized key with options is refused",
 			edit: func(e map[string]string) {
