@@ -42,8 +42,10 @@ type standalonePod struct {
 	token   string
 }
 
-// serveRunnerBinary serves the hoist-runner TestMain built at /runner to
-// requests that carry "Authorization: Bearer auth", and returns its URL.
+// serveRunnerBinary serves the hoist binary TestMain built at /runner to
+// requests that carry "Authorization: Bearer auth", as the server serves
+// itself to pods (the start command names it hoist-runner, under which
+// name it runs as the runner), and returns its URL.
 func serveRunnerBinary(t *testing.T, auth string) string {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -52,7 +54,7 @@ func serveRunnerBinary(t *testing.T, auth string) string {
 			http.Error(w, "bad token", http.StatusUnauthorized)
 			return
 		}
-		http.ServeFile(w, r, filepath.Join(bin, "hoist-runner"))
+		http.ServeFile(w, r, filepath.Join(bin, "hoist"))
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

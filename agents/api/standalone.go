@@ -42,14 +42,17 @@ const (
 	RunnerEnvSSHListen = "HOIST_RUNNER_SSH_LISTEN"
 )
 
-// StandaloneSocket is the path under which the server reaches a standalone
-// runner's API: a direct-streamlocal@openssh.com channel to it, on the
-// runner's SSH port, reaches the runner's API socket wherever the start
-// command put it (under $TMPDIR, when the image sets one), and opens
-// whatever the job's state: before a job is submitted and after it ended,
-// while the runner lingers. It is also the socket's path when TMPDIR is
-// unset.
-const StandaloneSocket = "/tmp/hoist-runner/runner.sock"
+// StandaloneHome is a standalone runner's directory in the pod when the
+// image sets no TMPDIR (the start command uses ${TMPDIR:-/tmp}/hoist), and
+// StandaloneSocket the path under which the server reaches its API: a
+// direct-streamlocal@openssh.com channel to it, on the runner's SSH port,
+// reaches the runner's API socket wherever the start command put it, and
+// opens whatever the job's state: before a job is submitted and after it
+// ended, while the runner lingers.
+const (
+	StandaloneHome   = "/tmp/hoist"
+	StandaloneSocket = StandaloneHome + "/runner.sock"
+)
 
 // StandaloneOptions are what a standalone runner's start command passes
 // it from the job's image, when the engine knows them.
@@ -64,7 +67,7 @@ type StandaloneOptions struct {
 
 // StandaloneCommand returns the command of a container cloud's pod:
 // /bin/sh -c and a POSIX sh script (busybox's ash runs it) that makes the
-// directory hoist-runner under ${TMPDIR:-/tmp}, downloads the runner from
+// directory ${TMPDIR:-/tmp}/hoist (StandaloneHome), downloads the runner from
 // RunnerEnvURL with the header "Authorization: Bearer" RunnerEnvAuth (with
 // curl, or else wget, which busybox has), and execs it as
 //
@@ -76,7 +79,7 @@ type StandaloneOptions struct {
 // provider's log of the pod) and exits 127.
 func StandaloneCommand(o StandaloneOptions) []string {
 	var b strings.Builder
-	b.WriteString(`d="${TMPDIR:-/tmp}/hoist-runner"
+	b.WriteString(`d="${TMPDIR:-/tmp}/hoist"
 fail() { echo "hoist: $*" >&2; exit 127; }
 [ -n "${` + RunnerEnvURL + `:-}" ] || fail "` + RunnerEnvURL + ` is not set: there is no runner to download"
 url="${` + RunnerEnvURL + `%%\?*}"
