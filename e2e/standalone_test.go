@@ -288,6 +288,12 @@ func TestStandalone_podRunsTheDownloadedRunnerReachedOverSSH(t *testing.T) {
 		}
 	}
 
+	// The API's SSH upgrade works through the control connection too, as
+	// for every runner: a user's session, with a key of its own.
+	if out := upgradeAndRun(t, rc, "echo $HOIST_RUN_NAME"); out != "standalone\n" {
+		t.Fatalf("session through the API's upgrade = %q, want the job's environment", out)
+	}
+
 	// Another key is refused.
 	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
 	other, _ := ssh.NewSignerFromKey(otherPriv)
@@ -318,6 +324,44 @@ func TestStandalone_podRunsTheDownloadedRunnerReachedOverSSH(t *testing.T) {
 }
 
 var errStopFollow = errors.New("seen")
+
+// upgradeAndRun opens an SSH connection through rc's SSH upgrade with a
+// fresh key, runs cmd in a session and returns its output.
+func upgradeAndRun(t *testing.T, rc *api.RunnerClient, cmd string) string {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	key, _ := ssh.NewSignerFromKey(priv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, hostKey, err := rc.DialSSH(ctx, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey()))))
+	if err != nil {
+		t.Fatalf("ssh upgrade: %v", err)
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(hostKey))
+	if err != nil {
+		t.Fatalf("host key %q: %v", hostKey, err)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, "runner", &ssh.ClientConfig{
+		User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(key)},
+		HostKeyCallback: ssh.FixedHostKey(pub), HostKeyAlgorithms: []string{pub.Type()},
+	})
+	if err != nil {
+		nc.Close()
+		t.Fatalf("ssh through the upgrade: %v", err)
+	}
+	c := ssh.NewClient(sc, chans, reqs)
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Output(cmd)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return string(out)
+}
 
 // getThrough GETs / of addr through a direct-tcpip channel of c.
 func getThrough(c *ssh.Client, addr string) (string, error) {
