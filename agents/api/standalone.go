@@ -67,16 +67,18 @@ type StandaloneOptions struct {
 
 // StandaloneCommand returns the command of a container cloud's pod:
 // /bin/sh -c and a POSIX sh script (busybox's ash runs it) that makes the
-// directory ${TMPDIR:-/tmp}/hoist (StandaloneHome), downloads the runner from
-// RunnerEnvURL with the header "Authorization: Bearer" RunnerEnvAuth (with
-// curl, or else wget, which busybox has), and execs it as
+// directory ${TMPDIR:-/tmp}/hoist (StandaloneHome), downloads the runner
+// from RunnerEnvURL with the header "Authorization: Bearer" RunnerEnvAuth
+// (with curl, or else wget, which busybox has; an image with neither gets
+// curl from its package manager, apt-get, dnf, yum or apk, as dstack's
+// get_docker_commands does), and execs it as
 //
 //	hoist-runner --standalone --home DIR --socket DIR/runner.sock
 //
 // with o's options. The download's variables are unset before: the
 // runner's process keeps no trace of them. When neither curl nor wget is
-// there, or the download fails, the script says so on stderr (the
-// provider's log of the pod) and exits 127.
+// there and cannot be installed, or the download fails, the script says so
+// on stderr (the provider's log of the pod) and exits 127.
 func StandaloneCommand(o StandaloneOptions) []string {
 	var b strings.Builder
 	b.WriteString(`d="${TMPDIR:-/tmp}/hoist"
@@ -86,6 +88,18 @@ url="${` + RunnerEnvURL + `%%\?*}"
 rm -rf "$d" && mkdir -p "$d" || fail "cannot create the directory $d"
 b="$d/hoist-runner"
 auth="Authorization: Bearer ${` + RunnerEnvAuth + `:-}"
+if ! command -v curl >/dev/null 2>&1 && ! command -v wget >/dev/null 2>&1; then
+	echo "hoist: the image has neither curl nor wget: installing curl" >&2
+	if command -v apt-get >/dev/null 2>&1; then
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl ca-certificates; } >&2
+	elif command -v dnf >/dev/null 2>&1; then
+		dnf install -y -q curl >&2
+	elif command -v yum >/dev/null 2>&1; then
+		yum install -y -q curl >&2
+	elif command -v apk >/dev/null 2>&1; then
+		apk add --no-cache curl >&2
+	fi
+fi
 if command -v curl >/dev/null 2>&1; then
 	curl -fsS --retry 3 -H "$auth" -o "$b" "$` + RunnerEnvURL + `" || fail "downloading hoist-runner from $url with curl failed"
 elif command -v wget >/dev/null 2>&1; then

@@ -45,7 +45,8 @@ func TestStandaloneCommand_withoutCurlOrWgetExits127SayingSo(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 127 {
 		t.Fatalf("exit = %v, want 127; output:\n%s", err, out)
 	}
-	if want := "hoist: the image has neither curl nor wget: cannot download hoist-runner from http://127.0.0.1:1/runner\n"; string(out) != want {
+	if want := "hoist: the image has neither curl nor wget: installing curl\n" +
+		"hoist: the image has neither curl nor wget: cannot download hoist-runner from http://127.0.0.1:1/runner\n"; string(out) != want {
 		t.Fatalf("output = %q, want %q", out, want)
 	}
 }
