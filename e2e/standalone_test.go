@@ -40,6 +40,8 @@ type standalonePod struct {
 	hostKey ssh.PublicKey
 	userKey ssh.Signer
 	token   string
+	// started is when the container was started.
+	started time.Time
 }
 
 // serveRunnerBinary serves the hoist binary TestMain built at /runner to
@@ -147,6 +149,7 @@ func startStandalonePod(t *testing.T, url, auth string) *standalonePod {
 		}
 		_ = dc.ContainerRemove(context.Background(), p.id, container.RemoveOptions{Force: true})
 	})
+	p.started = time.Now()
 	if err := dc.ContainerStart(ctx, p.id, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +228,9 @@ func TestStandalone_podRunsTheDownloadedRunnerReachedOverSSH(t *testing.T) {
 	} else if h.Service != api.RunnerService {
 		t.Fatalf("health = %+v, want the runner", h)
 	}
+	// The runner path's own cost: start the image, download the runner
+	// from the server, start it, SSH handshake, API through the socket.
+	t.Logf("MEASURE standalone runner: container start → runner API answering over SSH %s", time.Since(p.started).Round(time.Millisecond))
 	if _, err := conn.NewSession(); err == nil {
 		t.Fatal("a session opened before the job runs")
 	}
