@@ -101,13 +101,27 @@ func (s *shim) CreateTask(ctx context.Context, spec api.TaskSpec) (api.TaskInfo,
 		s.b.mu.Unlock()
 		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, shimserver.ErrConflict)
 	}
+	inst, _, err := s.b.instanceRecord(ctx, s.rec.ID)
+	if err != nil {
+		s.b.mu.Unlock()
+		return api.TaskInfo{}, err
+	}
 	rec, err := s.newTaskRecord(spec)
 	if err == nil {
+		if inst.Interrupted {
+			// The provider reclaimed the instance's last pod and its fleet
+			// has not replaced it yet: the job goes elsewhere, as
+			// interrupted.
+			rec.End = &taskEnd{Reason: api.ReasonInterrupted, Message: "the instance was reclaimed: " + inst.Message, At: s.b.now().UTC()}
+		}
 		err = s.b.putTask(ctx, rec)
 	}
 	s.b.mu.Unlock()
 	if err != nil {
 		return api.TaskInfo{}, err
+	}
+	if rec.End != nil {
+		return s.info(rec, api.TaskTerminated), nil
 	}
 	s.log.Info("task_recorded", "task_id", spec.ID, "image", spec.Image)
 	if err := s.ensurePod(ctx, &rec, spec); err != nil {
