@@ -31,6 +31,7 @@ import (
 	"hoist/e2e/cloudsim/ec2"
 	"hoist/e2e/cloudsim/gce"
 	"hoist/e2e/cloudsim/lambda"
+	"hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
 	"hoist/e2e/cloudsim/verda"
 	"hoist/e2e/cloudsim/vultr"
@@ -43,6 +44,7 @@ func providers() []sim.Provider {
 		ec2.New(),
 		gce.New(),
 		lambda.New(),
+		runpod.New(),
 		verda.New(),
 		vultr.New(),
 	}
