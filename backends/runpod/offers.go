@@ -1,0 +1,187 @@
+package runpod
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"hoist/backends/offers"
+)
+
+// maxStockQueries is how many stock queries run at once.
+const maxStockQueries = 8
+
+// A place is where pods run: a secure datacenter or a community country.
+type place struct {
+	region string
+	secure bool
+}
+
+// Offers returns the GPU pods RunPod has in stock now, as gpuhunt reads
+// them (src/gpuhunt/providers/runpod.py): the GPU types and places
+// (queryCatalog), then each type's stock for each GPU count in each place
+// (queryStock: lowestPrice with stockStatus, minVcpu, minMemory). An
+// offer's price is the GPU type's price per GPU (securePrice or
+// communityPrice, the spot prices for spot offers) times the count; an
+// offer is available while stockStatus is not null, and left out
+// otherwise. Places are the configured regions, else every listed
+// datacenter (and every country with community_cloud), narrowed by
+// q.Regions; counts are 1 to the types' maxGpuCount within q.GPUCount.
+// The result is filtered by q (offers.Filter).
+func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
+	var cat wireCatalog
+	if err := p.api.do(ctx, "gpuTypes", queryCatalog, nil, &cat); err != nil {
+		return nil, classify(err)
+	}
+	places := p.places(cat, q.Regions)
+	maxCount := 0
+	types := map[string]wireGPUType{}
+	for _, g := range cat.GPUTypes {
+		types[g.ID] = g
+		maxCount = max(maxCount, g.MaxGPUCount)
+	}
+	var counts []int
+	for n := 1; n <= maxCount; n++ {
+		if q.GPUCount.Contains(float64(n)) {
+			counts = append(counts, n)
+		}
+	}
+	type job struct {
+		pl    place
+		count int
+	}
+	var jobs []job
+	for _, pl := range places {
+		for _, n := range counts {
+			jobs = append(jobs, job{pl, n})
+		}
+	}
+	var (
+		mu       sync.Mutex
+		out      []offers.Offer
+		firstErr error
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, maxStockQueries)
+	)
+	for _, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			in := map[string]any{"gpuCount": j.count, "secureCloud": j.pl.secure, "minCudaVersion": minCUDAVersion}
+			if j.pl.secure {
+				in["dataCenterId"] = j.pl.region
+			} else {
+				in["countryCode"] = j.pl.region
+			}
+			var st wireStock
+			err := p.api.do(ctx, "gpuTypes.lowestPrice", queryStock, map[string]any{"input": in}, &st)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			for _, s := range st.GPUTypes {
+				g, ok := types[s.ID]
+				if !ok || s.LowestPrice == nil || s.LowestPrice.StockStatus == nil || j.count > g.MaxGPUCount {
+					continue
+				}
+				out = append(out, offersOf(g, j.pl, j.count, s.LowestPrice.MinVcpu, s.LowestPrice.MinMemory)...)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, classify(firstErr)
+	}
+	q.Backends = nil // the engine names the backend; the offers say runpod
+	return offers.Filter(out, q), nil
+}
+
+// places returns where to look: the configured regions or every listed
+// datacenter (and country, with the community cloud), narrowed by the
+// query's regions.
+func (p *Provider) places(cat wireCatalog, want []string) []place {
+	var all []place
+	if len(p.regions) > 0 {
+		for _, r := range p.regions {
+			all = append(all, place{region: r, secure: secureRegion(r)})
+		}
+	} else {
+		for _, dc := range cat.DataCenters {
+			if dc.Listed {
+				all = append(all, place{region: dc.ID, secure: true})
+			}
+		}
+		if p.community {
+			for _, c := range cat.CountryCodes {
+				if c != nil && *c != "" {
+					all = append(all, place{region: *c})
+				}
+			}
+		}
+	}
+	var out []place
+	for _, pl := range all {
+		if !pl.secure && !p.community {
+			continue
+		}
+		if len(want) > 0 && !slices.ContainsFunc(want, func(w string) bool { return strings.EqualFold(w, pl.region) }) {
+			continue
+		}
+		out = append(out, pl)
+	}
+	return out
+}
+
+// offersOf returns the on-demand and spot offers of count GPUs of g in pl.
+func offersOf(g wireGPUType, pl place, count int, minVCPU, minMemory *float64) []offers.Offer {
+	demand, spot := g.SecurePrice, g.SecureSpotPrice
+	if !pl.secure {
+		demand, spot = g.CommunityPrice, g.CommunitySpotPrice
+	}
+	name, _, _ := offers.NormalizeGPUName(g.DisplayName)
+	base := offers.Offer{
+		Backend:      "runpod",
+		Instance:     g.ID,
+		Region:       pl.region,
+		CPUArch:      offers.ArchX86,
+		GPUVendor:    vendor(g.Manufacturer),
+		GPUName:      name,
+		GPUCount:     count,
+		GPUMemoryGB:  g.MemoryInGB,
+		Availability: offers.AvailabilityAvailable,
+	}
+	if minVCPU != nil {
+		base.CPUs = int(*minVCPU)
+	}
+	if minMemory != nil {
+		base.MemoryGB = *minMemory
+	}
+	var out []offers.Offer
+	if demand != nil && *demand > 0 {
+		o := base
+		o.Price = *demand * float64(count)
+		out = append(out, o)
+	}
+	if spot != nil && *spot > 0 {
+		o := base
+		o.Price, o.Spot = *spot*float64(count), true
+		out = append(out, o)
+	}
+	return out
+}
+
+// vendor maps RunPod's manufacturer to gpuhunt's vendor.
+func vendor(m string) string {
+	switch strings.ToLower(m) {
+	case "nvidia":
+		return offers.VendorNVIDIA
+	case "amd":
+		return offers.VendorAMD
+	}
+	return strings.ToLower(m)
+}
