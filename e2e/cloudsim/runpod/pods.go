@@ -101,8 +101,6 @@ func (p *Provider) deploy(s *sim.Sim, args map[string]any, spot bool) (any, *gql
 			}
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if price == 0 || !g.placed(secure, dc, country, count) || !s.Take(g.ID) {
 		return nil, apiError(codeSupply, msgNoInstances)
 	}
@@ -130,6 +128,10 @@ func (p *Provider) deploy(s *sim.Sim, args map[string]any, spot bool) (any, *gql
 	if err2 != nil {
 		return nil, internal(err2)
 	}
+	// The container starts under the lock, so that a podTerminate of the
+	// new pod waits for it and leaves no container behind.
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if e := p.start(s, res, command, env, ports, "", ""); e != nil {
 		return nil, e
 	}
