@@ -312,9 +312,10 @@ func env(list []string) map[string]string {
 }
 
 // toPod maps a RunPod pod: desiredStatus RUNNING with a runtime is
-// running, without one starting (pulling, starting, or restarting: RunPod
-// restarts a pod's container that ends, so the end of a job is learnt from
-// its runner, not from the pod); EXITED
+// running, without one starting (pulling, starting, or restarting: as far
+// as we know RunPod restarts a pod's container that ends, and the API has
+// no exit code, so the end of a job is learnt from its runner, not from the
+// pod); EXITED
 // and TERMINATED are exited, with lastStatusChange as the message. An
 // interruptible pod that exited was reclaimed: RunPod stops interruptible
 // pods it takes back (desiredStatus EXITED) and hoist never stops a pod,
