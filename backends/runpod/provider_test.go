@@ -1,6 +1,7 @@
 package runpod
 
 import (
+	"context"
 	"errors"
 	"net"
 	"slices"
@@ -181,13 +182,14 @@ func TestProvider_pods(t *testing.T) {
 	e := startSim(t)
 	p := e.provider(t, nil)
 	mine, other := testTags("inst-mine", "t1"), testTags("inst-other", "t2")
+	top := t // the first pod stays for the list subtest
 
 	t.Run("create runs the pod with its ports, env and tags", func(t *testing.T) {
 		pod, err := p.CreatePod(t.Context(), testSpec("hoist-t1", false, mine, "/bin/sh", "-c", "echo $HELLO; sleep 30"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = p.TerminatePod(t.Context(), pod.ID) })
+		top.Cleanup(func() { _ = p.TerminatePod(context.Background(), pod.ID) })
 		got := waitStatus(t, p, pod.ID, "running")
 		host, port, err := net.SplitHostPort(got.Ports[10022])
 		if err != nil || net.ParseIP(host) == nil || port != strconv.Itoa(10022) {
@@ -206,7 +208,7 @@ func TestProvider_pods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = p.TerminatePod(t.Context(), o.ID) })
+		t.Cleanup(func() { _ = p.TerminatePod(context.Background(), o.ID) })
 		for _, tc := range []struct {
 			tags map[string]string
 			want []string
@@ -244,12 +246,32 @@ func TestProvider_pods(t *testing.T) {
 			t.Errorf("terminated pod: %v", err)
 		}
 	})
+	t.Run("registry credentials go through a registry auth deleted with the pod", func(t *testing.T) {
+		spec := testSpec("hoist-t6", false, mine, "sleep", "30")
+		spec.RegistryUsername, spec.RegistryPassword = "user", "secret"
+		pod, err := p.CreatePod(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := e.sim.Get("runpod", pod.ID)
+		auth := res.Extra["registry_auth_id"]
+		if a, ok := e.sim.Get("runpod", auth); auth == "" || !ok || a.Extra["username"] != "user" || a.State != sim.StateAvailable {
+			t.Fatalf("pod's registry auth %q: %+v", auth, a)
+		}
+		waitStatus(t, p, pod.ID, "running")
+		if err := p.TerminatePod(t.Context(), pod.ID); err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := e.sim.Get("runpod", auth); a.State != sim.StateDeleted {
+			t.Errorf("registry auth after terminate: %s", a.State)
+		}
+	})
 	t.Run("an interruptible pod reclaimed is interrupted", func(t *testing.T) {
 		pod, err := p.CreatePod(t.Context(), testSpec("hoist-t4", true, mine, "sleep", "30"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = p.TerminatePod(t.Context(), pod.ID) })
+		t.Cleanup(func() { _ = p.TerminatePod(context.Background(), pod.ID) })
 		waitStatus(t, p, pod.ID, "running")
 		e.cloud.Interrupt(pod.ID)
 		got := waitStatus(t, p, pod.ID, "exited")
@@ -262,7 +284,7 @@ func TestProvider_pods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = p.TerminatePod(t.Context(), pod.ID) })
+		t.Cleanup(func() { _ = p.TerminatePod(context.Background(), pod.ID) })
 		deadline := time.Now().Add(time.Minute)
 		for {
 			got, err := p.GetPod(t.Context(), pod.ID)
