@@ -2,7 +2,9 @@ package runpod
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,7 +23,8 @@ type place struct {
 // Offers returns the GPU pods RunPod has in stock now, as gpuhunt reads
 // them (src/gpuhunt/providers/runpod.py): the GPU types and places
 // (queryCatalog), then each type's stock for each GPU count in each place
-// (queryStock: lowestPrice with stockStatus, minVcpu, minMemory). An
+// (stockQuery, one request per place: lowestPrice with stockStatus,
+// minVcpu, minMemory). An
 // offer's price is the GPU type's price per GPU (securePrice or
 // communityPrice, the spot prices for spot offers) times the count; an
 // offer is available while stockStatus is not null, and left out
@@ -47,16 +50,10 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 			counts = append(counts, n)
 		}
 	}
-	type job struct {
-		pl    place
-		count int
+	if len(counts) == 0 {
+		return nil, nil
 	}
-	var jobs []job
-	for _, pl := range places {
-		for _, n := range counts {
-			jobs = append(jobs, job{pl, n})
-		}
-	}
+	query := stockQuery(counts)
 	var (
 		mu       sync.Mutex
 		out      []offers.Offer
@@ -64,18 +61,22 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, maxStockQueries)
 	)
-	for _, j := range jobs {
+	for _, pl := range places {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			in := map[string]any{"gpuCount": j.count, "secureCloud": j.pl.secure, "minCudaVersion": minCUDAVersion}
-			if j.pl.secure {
-				in["dataCenterId"] = j.pl.region
-			} else {
-				in["countryCode"] = j.pl.region
+			vars := map[string]any{}
+			for _, n := range counts {
+				in := map[string]any{"gpuCount": n, "secureCloud": pl.secure, "minCudaVersion": minCUDAVersion}
+				if pl.secure {
+					in["dataCenterId"] = pl.region
+				} else {
+					in["countryCode"] = pl.region
+				}
+				vars["c"+strconv.Itoa(n)] = in
 			}
 			var st wireStock
-			err := p.api.do(ctx, "gpuTypes.lowestPrice", queryStock, map[string]any{"input": in}, &st)
+			err := p.api.do(ctx, "gpuTypes.lowestPrice", query, vars, &st)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -85,11 +86,19 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 				return
 			}
 			for _, s := range st.GPUTypes {
-				g, ok := types[s.ID]
-				if !ok || s.LowestPrice == nil || s.LowestPrice.StockStatus == nil || j.count > g.MaxGPUCount {
+				var id string
+				_ = json.Unmarshal(s["id"], &id)
+				g, ok := types[id]
+				if !ok {
 					continue
 				}
-				out = append(out, offersOf(g, j.pl, j.count, s.LowestPrice.MinVcpu, s.LowestPrice.MinMemory)...)
+				for _, n := range counts {
+					var lp *wireLowestPrice
+					if err := json.Unmarshal(s["c"+strconv.Itoa(n)], &lp); err != nil || lp == nil || lp.StockStatus == nil || n > g.MaxGPUCount {
+						continue
+					}
+					out = append(out, offersOf(g, pl, n, lp.MinVcpu, lp.MinMemory)...)
+				}
 			}
 		})
 	}

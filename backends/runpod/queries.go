@@ -1,5 +1,11 @@
 package runpod
 
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
 // The GraphQL documents the driver sends. Field names are RunPod's, as
 // dstack (src/dstack/_internal/core/backends/runpod/api_client.py), gpuhunt
 // (src/gpuhunt/providers/runpod.py), runpodctl (api/pod.go) and
@@ -45,21 +51,26 @@ query HoistCatalog {
   }
 }`
 
-// queryStock asks every GPU type's stock for gpuCount GPUs in one place
-// (gpuhunt's query_pod_types): stockStatus is null when there is none.
-const queryStock = `
-query HoistStock($input: GpuLowestPriceInput!) {
-  gpuTypes {
-    id
-    lowestPrice(input: $input) {
-      minimumBidPrice
-      uninterruptablePrice
-      minVcpu
-      minMemory
-      stockStatus
-    }
-  }
-}`
+// stockQuery asks every GPU type's stock in one place for each of counts
+// GPUs (gpuhunt's query_pod_types, one lowestPrice per count under the
+// alias c<count>): stockStatus is null when there is none. Only the
+// aliases vary with counts; the values are variables ($c<count>).
+func stockQuery(counts []int) string {
+	var b strings.Builder
+	b.WriteString("query HoistStock(")
+	for i, n := range counts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$c%d: GpuLowestPriceInput!", n)
+	}
+	b.WriteString(") {\n  gpuTypes {\n    id\n")
+	for _, n := range counts {
+		fmt.Fprintf(&b, "    c%d: lowestPrice(input: $c%d) { minimumBidPrice uninterruptablePrice minVcpu minMemory stockStatus }\n", n, n)
+	}
+	b.WriteString("  }\n}")
+	return b.String()
+}
 
 const queryPod = `
 query HoistGetPod($input: PodFilter!) {
@@ -153,15 +164,16 @@ type wireCatalog struct {
 	GPUTypes []wireGPUType `json:"gpuTypes"`
 }
 
+type wireLowestPrice struct {
+	MinimumBidPrice      *float64 `json:"minimumBidPrice"`
+	UninterruptablePrice *float64 `json:"uninterruptablePrice"`
+	MinVcpu              *float64 `json:"minVcpu"`
+	MinMemory            *float64 `json:"minMemory"`
+	StockStatus          *string  `json:"stockStatus"`
+}
+
+// wireStock is stockQuery's answer: each GPU type's id and, under
+// c<count>, its lowestPrice.
 type wireStock struct {
-	GPUTypes []struct {
-		ID          string `json:"id"`
-		LowestPrice *struct {
-			MinimumBidPrice      *float64 `json:"minimumBidPrice"`
-			UninterruptablePrice *float64 `json:"uninterruptablePrice"`
-			MinVcpu              *float64 `json:"minVcpu"`
-			MinMemory            *float64 `json:"minMemory"`
-			StockStatus          *string  `json:"stockStatus"`
-		} `json:"lowestPrice"`
-	} `json:"gpuTypes"`
+	GPUTypes []map[string]json.RawMessage `json:"gpuTypes"`
 }
