@@ -24,11 +24,10 @@ type place struct {
 // them (src/gpuhunt/providers/runpod.py): the GPU types and places
 // (queryCatalog), then each type's stock for each GPU count in each place
 // (stockQuery, one request per place: lowestPrice with stockStatus,
-// minVcpu, minMemory). An
-// offer's price is the GPU type's price per GPU (securePrice or
-// communityPrice, the spot prices for spot offers) times the count; an
-// offer is available while stockStatus is not null, and left out
-// otherwise. Places are the configured regions, else every listed
+// minVcpu, minMemory). An offer's price is the GPU type's price per GPU
+// (securePrice or communityPrice, the spot prices for spot offers) times
+// the count; an offer is available while stockStatus is not null, and
+// left out otherwise. Places are the configured regions, else every listed
 // datacenter (and every country with community_cloud), narrowed by
 // q.Regions; counts are 1 to the types' maxGpuCount within q.GPUCount.
 // The result is filtered by q (offers.Filter).
