@@ -69,6 +69,18 @@ func TestProvider_Offers(t *testing.T) {
 			t.Errorf("offers %+v", got)
 		}
 	})
+	t.Run("one catalog request and one stock request per place", func(t *testing.T) {
+		before := e.cloud.Stats().Calls["runpod"]
+		if _, err := e.provider(t, func(m map[string]any) { delete(m, "community_cloud") }).Offers(t.Context(), offers.Query{}); err != nil {
+			t.Fatal(err)
+		}
+		after := e.cloud.Stats().Calls["runpod"]
+		// The catalog query's first field is countryCodes, the stock
+		// query's gpuTypes (the simulator counts calls by first field).
+		if n, m := after["countryCodes"]-before["countryCodes"], after["gpuTypes"]-before["gpuTypes"]; n != 1 || m != 3 {
+			t.Errorf("%d catalog and %d stock requests, want 1 and 3 (datacenters)", n, m)
+		}
+	})
 	t.Run("a GPU type out of stock is not offered", func(t *testing.T) {
 		e.cloud.Faults(sim.Faults{Capacity: map[string]int{"NVIDIA RTX A4000": 0}})
 		defer e.cloud.Faults(sim.Faults{})
