@@ -241,9 +241,6 @@ func podJSON(s *sim.Sim, r sim.Resource) map[string]any {
 		case err == nil && st.ExitCode != nil:
 			desired = statusExited
 			change = fmt.Sprintf("Exited by Runpod: container exited with code %d", *st.ExitCode)
-			if st.Message != "" {
-				change += ": " + st.Message
-			}
 		case err == nil && st.Message != "":
 			change = st.Message
 		case r.Message != "":

@@ -29,7 +29,7 @@ const graphqlPath = "/graphql"
 // Resource kinds of the simulated RunPod.
 const (
 	// KindPod is a pod (sim.StartPod runs its container).
-	KindPod = "pod"
+	KindPod = sim.KindPod
 	// KindRegistryAuth is a saved container registry credential.
 	KindRegistryAuth = "registry_auth"
 )
