@@ -32,6 +32,7 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 	if err != nil {
 		return nil, fmt.Errorf("backend %q (type runpod): %w", name, err)
 	}
+	p.name = name
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	if err := p.Check(ctx); backends.IsStalled(err) {

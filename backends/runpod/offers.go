@@ -30,8 +30,15 @@ type place struct {
 // left out otherwise. Places are the configured regions, else every listed
 // datacenter (and every country with community_cloud), narrowed by
 // q.Regions; counts are 1 to the types' maxGpuCount within q.GPUCount.
-// The result is filtered by q (offers.Filter).
+// The result is filtered by q (offers.Filter); a query naming other
+// backends only gets none (the vultr driver's rule: the entry's name or
+// the type).
 func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
+	if p.name != "" && len(q.Backends) > 0 && !slices.ContainsFunc(q.Backends, func(n string) bool {
+		return strings.EqualFold(n, p.name) || strings.EqualFold(n, "runpod")
+	}) {
+		return nil, nil
+	}
 	var cat wireCatalog
 	if err := p.api.do(ctx, "gpuTypes", queryCatalog, nil, &cat); err != nil {
 		return nil, classify(err)
@@ -105,7 +112,7 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 	if firstErr != nil {
 		return nil, classify(firstErr)
 	}
-	q.Backends = nil // the engine names the backend; the offers say runpod
+	q.Backends = nil // checked above; the engine names the offers' backend
 	return offers.Filter(out, q), nil
 }
 

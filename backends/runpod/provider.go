@@ -47,6 +47,10 @@ const minCUDAVersion = "12.8"
 // GPU pods deployed on demand or as interruptible pods, in the secure cloud
 // (datacenters) or, when allowed, the community cloud (countries).
 type Provider struct {
+	// name is the backend entry's name (set by Factory; empty when the
+	// Provider is used on its own): Offers answers nothing to a query
+	// naming other backends only.
+	name      string
 	api       *client
 	regions   []string
 	community bool
