@@ -35,6 +35,7 @@ import (
 	"hoist/e2e/cloudsim/ec2"
 	"hoist/e2e/cloudsim/gce"
 	"hoist/e2e/cloudsim/lambda"
+	"hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
 	"hoist/e2e/cloudsim/verda"
 	"hoist/e2e/cloudsim/vultr"
@@ -47,6 +48,7 @@ func providers() []sim.Provider {
 		ec2.New(),
 		gce.New(),
 		lambda.New(),
+		runpod.New(),
 		verda.New(),
 		vultr.New(),
 	}
