@@ -69,6 +69,10 @@ type Traits struct {
 	// cluster's nodes, Vultr's plans, the container clouds' stock): the
 	// server's Market asks it as an online provider.
 	LiveOffers bool
+	// Isolated is set when the driver's jobs cannot reach each other:
+	// each runs in a container of its own that only the server reaches
+	// (RunPod and Vast.ai pods). A run of several nodes cannot use it.
+	Isolated bool
 }
 
 // An InstanceSpec asks a backend for one instance.

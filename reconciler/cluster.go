@@ -87,6 +87,10 @@ func (c *Controller) clusterFor(ctx context.Context, job *store.Job, run *store.
 		nodes = []store.Job{*job}
 	}
 	n := len(nodes)
+	if n > 1 && c.traitsOf(job.Backend).Isolated {
+		return clusterGate{Fail: fmt.Sprintf("backend %s runs each job in a container of its own with no network between them: "+
+			"a run of %d nodes cannot run there", job.Backend, n)}, nil
+	}
 	missing := 0
 	for _, j := range nodes {
 		if j.InstanceID == "" || j.Status == store.JobSubmitted {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"hoist/agents/api"
+	"hoist/backends/fake"
 	"hoist/store"
 )
 
@@ -80,5 +81,27 @@ func TestWorkers_clusterOfContainersUsesTheContainersAddresses(t *testing.T) {
 	f.reconcileRun("train")
 	if run := f.run("train"); run.Status != store.RunDone {
 		t.Errorf("run = %s (%s), want done", run.Status, run.TerminationReason)
+	}
+}
+
+// TestWorkers_clusterOnAnIsolatedBackendFailsSayingWhy: on a backend whose
+// containers cannot reach each other (Traits.Isolated: RunPod, Vast.ai) a
+// two-node task's nodes end with the reason instead of waiting for
+// addresses that never come.
+func TestWorkers_clusterOnAnIsolatedBackendFailsSayingWhy(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": clusterFleet,
+		"task.dstack.yml":  clusterTask("echo never", ""),
+	})
+	f.withContainerFake(fake.Config{Name: "runpod", Isolated: true})
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s: %v", res, f.syncState().Errors)
+	}
+	f.provisionNodes("train")
+	for num := range 2 {
+		j := f.stepNode("train", num, store.JobTerminating)
+		if !strings.Contains(j.TerminationMessage, "backend runpod runs each job in a container of its own with no network between them") {
+			t.Errorf("node %d ends with %q, want the reason", num, j.TerminationMessage)
+		}
 	}
 }

@@ -25,12 +25,21 @@ import (
 // cluster's context).
 func (f *fixture) withKubernetesFake() *fake.Backend {
 	f.t.Helper()
-	be := fake.New(fake.Config{Name: "kubernetes", Now: f.clock.Now, Runtime: backends.RuntimeRunner, VolumeClaims: true, Offers: []offers.Offer{
+	return f.withContainerFake(fake.Config{Name: "kubernetes", VolumeClaims: true})
+}
+
+// withContainerFake is withKubernetesFake for the fake cfg describes (its
+// name, traits), with the runner runtime.
+func (f *fixture) withContainerFake(cfg fake.Config) *fake.Backend {
+	f.t.Helper()
+	cfg.Now, cfg.Runtime = f.clock.Now, backends.RuntimeRunner
+	cfg.Offers = []offers.Offer{
 		{Instance: "localhost", Region: "ctx", CPUs: 4, MemoryGB: 16, DiskGB: 100, Availability: offers.AvailabilityAvailable},
-	}})
+	}
+	be := fake.New(cfg)
 	f.t.Cleanup(func() { be.Close() })
 	c, err := New(Config{Now: f.clock.Now, Owner: "test", UnreachableGrace: time.Minute},
-		Deps{Store: f.st, Source: f.c.src, Backends: map[string]backends.Backend{"kubernetes": be}})
+		Deps{Store: f.st, Source: f.c.src, Backends: map[string]backends.Backend{cfg.Name: be}})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type Config struct {
 	// containers run the runner and whose shim API the server answers
 	// itself (Kubernetes), behind the same Connector.
 	Runtime string
+	// Isolated is Traits.Isolated: the driver's jobs cannot reach each
+	// other (RunPod and Vast.ai pods).
+	Isolated bool
 	// VolumeClaims makes AttachVolume answer, as the Kubernetes backend
 	// does, with a claim (the volume's provider id) that the task's pod
 	// mounts, instead of a device path.
@@ -140,7 +143,7 @@ func (b *Backend) Name() string { return b.cfg.Name }
 // Traits implements backends.Backend: the fake provisions its instances from
 // offers, like a cloud, and runs jobs through a shim (Config.Runtime).
 func (b *Backend) Traits() backends.Traits {
-	return backends.Traits{Runtime: b.cfg.Runtime}
+	return backends.Traits{Runtime: b.cfg.Runtime, Isolated: b.cfg.Isolated}
 }
 
 // Offers returns the configured offers that match q.

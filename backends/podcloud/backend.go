@@ -68,21 +68,43 @@ func New(name, kind string, p Provider, deps backends.Deps) (*Backend, error) {
 func (b *Backend) Name() string { return b.name }
 
 // Traits says the provider runs the job's image and hoist's runner in it
-// (dstack's dockerized=false); the backend provisions from its live offers.
+// (dstack's dockerized=false); the backend provisions from its live offers;
+// its pods have no network between them, only the port the server reaches
+// (dstack runs multi-node jobs on RunPod only through its clusters API,
+// createCluster, which hoist does not drive).
 func (b *Backend) Traits() backends.Traits {
-	return backends.Traits{Runtime: backends.RuntimeRunner, LiveOffers: true}
+	return backends.Traits{Runtime: backends.RuntimeRunner, LiveOffers: true, Isolated: true}
 }
 
 // Offers returns the provider's live offers for q, as this backend's.
 func (b *Backend) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
-	os, err := b.p.Offers(ctx, q)
+	return liveOffers(ctx, b.name, b.p, q)
+}
+
+func liveOffers(ctx context.Context, name string, p Provider, q offers.Query) ([]offers.Offer, error) {
+	os, err := p.Offers(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	for i := range os {
-		os[i].Backend = b.name
+		os[i].Backend = name
 	}
 	return os, nil
+}
+
+// OfferSource returns p's live offers as those of the backend called name,
+// without the rest of a backend (`hoist offers --config`).
+func OfferSource(name string, p Provider) offers.Provider { return offerSource{name: name, p: p} }
+
+type offerSource struct {
+	name string
+	p    Provider
+}
+
+func (s offerSource) Name() string { return s.name }
+
+func (s offerSource) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
+	return liveOffers(ctx, s.name, s.p, q)
 }
 
 func (b *Backend) instance(r instanceRecord) backends.Instance {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"hoist/backends"
+	"hoist/backends/offers"
 	"hoist/backends/podcloud"
 )
 
@@ -45,4 +46,20 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 		return nil, err
 	}
 	return b, nil
+}
+
+// OfferSource returns the live offers of a `runpod` entry, for `hoist
+// offers --config`: the options checked, no call made until asked.
+func OfferSource(cfg backends.Config, log *slog.Logger) (offers.Provider, error) {
+	var o Options
+	if err := cfg.Decode(&o); err != nil {
+		return nil, err
+	}
+	name := cfg.BackendName()
+	p, err := NewProvider(o, nil, log)
+	if err != nil {
+		return nil, fmt.Errorf("backend %q (type runpod): %w", name, err)
+	}
+	p.name = name
+	return podcloud.OfferSource(name, p), nil
 }

@@ -19,6 +19,7 @@ import (
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
+	"hoist/backends/runpod"
 	"hoist/backends/vultr"
 )
 
@@ -177,6 +178,7 @@ func (s staticOffers) Offers(context.Context, offers.Query) ([]offers.Offer, err
 var liveOfferSources = map[string]func(backends.Config, *slog.Logger) (offers.Provider, error){
 	"kubernetes": kubernetes.OfferSource,
 	"vultr":      func(c backends.Config, _ *slog.Logger) (offers.Provider, error) { return vultr.OfferSource(c) },
+	"runpod":     runpod.OfferSource,
 }
 
 // clusterOffers asks every backend of the server config at path whose

@@ -30,6 +30,7 @@ import (
 	"hoist/backends/lambda"
 	"hoist/backends/local"
 	"hoist/backends/offers"
+	"hoist/backends/runpod"
 	"hoist/backends/sshfleet"
 	"hoist/backends/verda"
 	"hoist/backends/vultr"
@@ -51,6 +52,7 @@ func registry() backends.Registry {
 		"kubernetes": kubernetes.Factory,
 		"lambda":     lambda.Factory,
 		"local":      local.Factory,
+		"runpod":     runpod.Factory,
 		"ssh":        sshfleet.Factory,
 		"verda":      verda.Factory,
 		"datacrunch": verda.Factory, // dstack's alias of verda
