@@ -39,7 +39,9 @@ type APIError struct {
 	Status int    `json:"-"`
 	Code   string `json:"error"`
 	Msg    string `json:"msg"`
-	Body   string `json:"-"`
+	// Message is what some endpoints answer instead of msg.
+	Message string `json:"message"`
+	Body    string `json:"-"`
 	// raw is the whole answer, for a caller that reads more of it.
 	raw []byte
 }
@@ -90,7 +92,10 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		e := &APIError{}
-		if json.Unmarshal(b, e) != nil || (e.Code == "" && e.Msg == "") {
+		if json.Unmarshal(b, e) == nil && e.Msg == "" {
+			e.Msg = e.Message
+		}
+		if e.Code == "" && e.Msg == "" {
 			e = &APIError{Body: strings.TrimSpace(string(b[:min(len(b), 200)]))}
 		}
 		e.Status = resp.StatusCode

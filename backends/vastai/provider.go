@@ -140,7 +140,7 @@ func (p *Provider) GetPod(ctx context.Context, id string) (podcloud.Pod, error) 
 	if err != nil {
 		return podcloud.Pod{}, classify(err)
 	}
-	if inst == nil {
+	if inst == nil || inst.ID == 0 {
 		return podcloud.Pod{}, fmt.Errorf("%w: vastai instance %s", backends.ErrNotFound, id)
 	}
 	return podOf(*inst), nil

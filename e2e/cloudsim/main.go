@@ -32,6 +32,7 @@ import (
 	"hoist/e2e/cloudsim/gce"
 	"hoist/e2e/cloudsim/lambda"
 	"hoist/e2e/cloudsim/sim"
+	"hoist/e2e/cloudsim/vastai"
 	"hoist/e2e/cloudsim/verda"
 	"hoist/e2e/cloudsim/vultr"
 )
@@ -43,6 +44,7 @@ func providers() []sim.Provider {
 		ec2.New(),
 		gce.New(),
 		lambda.New(),
+		vastai.New(),
 		verda.New(),
 		vultr.New(),
 	}
