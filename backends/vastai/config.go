@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/cache"
 
@@ -57,8 +58,10 @@ func NewProvider(opts Options, httpClient *http.Client, log *slog.Logger) (*Prov
 		return nil, err
 	}
 	regions := slices.Clone(opts.Regions)
-	if err := vm.CheckRegions(regions, "location"); err != nil {
-		return nil, err
+	for _, r := range regions {
+		if strings.TrimSpace(r) == "" {
+			return nil, errors.New("regions: an empty location")
+		}
 	}
 	if log == nil {
 		log = slog.Default()

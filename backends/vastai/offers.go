@@ -60,8 +60,15 @@ func (p *Provider) searchQuery(q offers.Query) (body map[string]any, gpuNames []
 			body[field] = f
 		}
 	}
-	rng("cpu_cores", q.CPU, 1)
-	rng("cpu_ram", q.Memory, 1000) // MB
+	// An ask rents a share of its host: cpu_cores_effective of the
+	// host's cpu_cores and as much of its cpu_ram (MB). gpuhunt bounds
+	// cpu_cores and cpu_ram, the host's; the driver bounds the share's
+	// cores and only the least host RAM, so that no ask that fits is
+	// left out (the Market filters the offers again).
+	rng("cpu_cores_effective", q.CPU, 1)
+	if q.Memory.HasMin {
+		body["cpu_ram"] = filter{"gte": q.Memory.Min * 1000}
+	}
 	rng("num_gpus", q.GPUCount, 1)
 	rng("disk_space", q.Disk, 1)
 	// gpu_ram is MB per GPU; gpuhunt widens the bounds by 7% for the
