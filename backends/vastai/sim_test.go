@@ -8,8 +8,8 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/podcloud"
-	vastsim "hoist/e2e/cloudsim/vastai"
 	"hoist/e2e/cloudsim/sim"
+	vastsim "hoist/e2e/cloudsim/vastai"
 )
 
 // simEnv is the cloud simulator's Vast.ai served in the test's process.
