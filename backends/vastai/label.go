@@ -20,7 +20,9 @@ import (
 //
 //	hoist-3f9c?i=9b1e4a&n=inst-1&p=main&r=fleet%2Fgpu&t=3f9c
 //
-// A label without "?" (an instance rented by hand) has a name and no tags.
+// The name is left out when it is the engine's default for the task
+// ("hoist-" and the task tag), and read back as such. A label without "?"
+// (an instance rented by hand) has a name and no tags.
 var shortTags = map[string]string{
 	backends.TagInstallation: "i",
 	backends.TagProject:      "p",
@@ -50,6 +52,9 @@ func encodeLabel(name string, tags map[string]string) string {
 	if len(v) == 0 {
 		return url.QueryEscape(name)
 	}
+	if task := tags[podcloud.TagTask]; task != "" && name == defaultName(task) {
+		name = ""
+	}
 	return url.QueryEscape(name) + "?" + v.Encode()
 }
 
@@ -77,5 +82,11 @@ func decodeLabel(label string) (name string, tags map[string]string) {
 			tags[k] = vals[0]
 		}
 	}
+	if name == "" && tags[podcloud.TagTask] != "" {
+		name = defaultName(tags[podcloud.TagTask])
+	}
 	return name, tags
 }
+
+// defaultName is the engine's name of the pod of task.
+func defaultName(task string) string { return "hoist-" + task }
