@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 
 	"hoist/backends"
+	"hoist/backends/offers"
 	"hoist/backends/podcloud"
 )
 
@@ -27,7 +28,10 @@ type Provider struct {
 	cache     *cache.LRUExpireCache // offers by search
 }
 
-var _ podcloud.Provider = (*Provider)(nil)
+var (
+	_ podcloud.Provider = (*Provider)(nil)
+	_ offers.Provider   = (*Provider)(nil)
+)
 
 // Name is the backend name the offers belong to (offers.Provider).
 func (p *Provider) Name() string { return p.backend }
