@@ -64,6 +64,11 @@ type Traits struct {
 	// the instance of the server's own fleet of this host takes every job
 	// at once instead of one at a time.
 	SharedHost bool
+	// LiveOffers is set when the driver's Offers are live from the
+	// provider rather than rows of the offline catalog (a Kubernetes
+	// cluster's nodes, Vultr's plans, the container clouds' stock): the
+	// server's Market asks it as an online provider.
+	LiveOffers bool
 }
 
 // An InstanceSpec asks a backend for one instance.

@@ -24,6 +24,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/metrics", s.metricsHandler())
 	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/static/*", s.static)
+	// Container clouds' pods fetch the runner with a per-task grant
+	// (runnerdownload.go), not a session or API token.
+	e.GET("/agents/runner/:arch", s.runnerDownload)
 
 	// Services' replicas (proxy.go) authenticate by bearer token when the
 	// service asks for it; any method, any path below the run.

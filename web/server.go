@@ -135,6 +135,9 @@ type Deps struct {
 	// to the reconciler's autoscaling); nil means a Meter of the server's
 	// own.
 	Meter *Meter
+	// RunnerDownloads serves the runner to container clouds' pods
+	// (GET /agents/runner/<arch>); nil answers 404 there.
+	RunnerDownloads *RunnerDownloads
 	// Shared keeps sessions, webhook deliveries and pull-request plans
 	// where every server on the database sees them; nil keeps them in this
 	// process.

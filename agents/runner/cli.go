@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"hoist/agents/api"
 )
 
@@ -50,6 +52,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	terminationLog := fs.String("termination-log", "", "file the runner writes its last job state to, as JSON, when it exits (in a pod: the container's terminationMessagePath, which the kubelet reports once the container has terminated)")
 	codeCache := fs.String("code-cache", "", "directory shared by the instance's jobs where code blobs are kept by their SHA-256 (\"\" = none: every blob travels)")
 	holdNetns := fs.String("hold-netns", "", "instead of serving a job, join the network namespace bound at this path and wait for SIGTERM (the shim's namespace holder container; needs CAP_SYS_ADMIN)")
+	standalone := fs.Bool("standalone", false, "run alone in a container cloud's pod: read the token, the SSH host key, the authorized keys and the SSH address from the environment ("+api.RunnerEnvToken+", "+api.RunnerEnvHostKey+", "+api.RunnerEnvAuthorizedKeys+", "+api.RunnerEnvSSHListen+"; the job sees none of them) and serve SSH there besides the API on --socket")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -64,6 +67,21 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		fmt.Fprintf(stdout, "hoist-runner %s (api %d)\n", version, api.RunnerAPIVersion)
 		return nil
 	}
+	var alone standaloneEnv
+	var scrubErr error
+	if *standalone {
+		// First of all: whatever happens next, nothing the runner starts
+		// inherits these.
+		env := takeRunnerEnv()
+		scrubErr = scrubProcEnviron()
+		if *listen != "" || *tokenFile != "" {
+			return errors.New("--standalone excludes --listen and --token-file: the API is on --socket and the token in " + api.RunnerEnvToken)
+		}
+		var err error
+		if alone, err = parseStandaloneEnv(env); err != nil {
+			return fmt.Errorf("--standalone: %w", err)
+		}
+	}
 	if *listen != "" {
 		socketSet := false
 		fs.Visit(func(f *flag.Flag) { socketSet = socketSet || f.Name == "socket" })
@@ -74,11 +92,18 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 			return err
 		}
 	}
-	token, err := takeToken(*tokenFile)
-	if err != nil {
-		return err
+	token := alone.token
+	if !*standalone {
+		var err error
+		if token, err = takeToken(*tokenFile); err != nil {
+			return err
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if scrubErr != nil {
+		// Best effort: the job's own environment holds none of them.
+		log.Warn("runner_environ_not_scrubbed", "err", scrubErr)
+	}
 	var imageCmd []string
 	if *imageCommand != "" {
 		if err := json.Unmarshal([]byte(*imageCommand), &imageCmd); err != nil {
@@ -87,7 +112,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 	}
 	r, err := New(Config{
 		Home: *home, Version: version, Logger: log, ImageCommand: imageCmd, ImageWorkingDir: *imageWorkDir,
-		Token: token, CodeCache: *codeCache,
+		Token: token, CodeCache: *codeCache, SSHHostKey: alone.hostKey,
 	})
 	if err != nil {
 		return err
@@ -103,6 +128,21 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		}
 	} else if ln, err = listenUnix(*socket); err != nil {
 		return err
+	}
+	if *standalone {
+		sln, err := net.Listen("tcp", alone.listen)
+		if err != nil {
+			ln.Close()
+			_ = r.Close()
+			return fmt.Errorf("--standalone: %s: %w", api.RunnerEnvSSHListen, err)
+		}
+		if err := r.ServeSSH(sln, alone.authorizedKeys, *socket); err != nil {
+			sln.Close()
+			ln.Close()
+			_ = r.Close()
+			return err
+		}
+		log.Info("runner_ssh_listening", "addr", sln.Addr().String(), "host_key", ssh.FingerprintSHA256(alone.hostKey.PublicKey()))
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)

@@ -121,17 +121,22 @@ func (s *sshServer) listen(ln net.Listener, key ssh.PublicKey) bool {
 	}
 	s.listeners = append(s.listeners, ln)
 	s.mu.Unlock()
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					s.r.log.Warn("cluster_ssh_accept_failed", "err", err)
-				}
-				return
-			}
-			go s.serve(nc, []ssh.PublicKey{key})
-		}
-	}()
+	go s.accept(ln, []ssh.PublicKey{key}, false)
 	return true
+}
+
+// accept serves the SSH connections accepted on ln until it is closed;
+// they authenticate with keys or the job's authorized keys. control marks
+// a standalone runner's port (see serve).
+func (s *sshServer) accept(ln net.Listener, keys []ssh.PublicKey, control bool) {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.r.log.Warn("ssh_accept_failed", "addr", ln.Addr().String(), "err", err)
+			}
+			return
+		}
+		go s.serve(nc, keys, control)
+	}
 }

@@ -24,6 +24,18 @@
 // counts) with an MPI hostfile at DSTACK_MPI_HOSTFILE; the job's env and
 // secrets may override them, as in dstack's runner.
 //
+// In a container cloud's pod (RunPod, Vast.ai) the runner runs alone,
+// fetched by the pod's start command (api.StandaloneCommand): with
+// --standalone (standalone.go) it takes its token, SSH host key,
+// authorized keys and SSH address from the environment (the api.RunnerEnv*
+// variables, which it removes before anything else, also from what
+// /proc/1/environ shows), and serves SSH on that address besides its API
+// on --socket. The server holds a connection there for as long as the
+// runner runs: on it a direct-streamlocal channel to the API socket (or
+// api.StandaloneSocket) opens whatever the job's state, and the connection
+// outlives the job, while the runner lingers; sessions and port forwarding
+// keep the rules of every connection.
+//
 // A job's code arrives content-addressed (api.CodePath): a manifest of its
 // directories and files, then only the blobs (file contents by SHA-256)
 // missing from the instance's blob cache, a directory the shim shares

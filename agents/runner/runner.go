@@ -71,6 +71,10 @@ type Config struct {
 	// MPIHostfile is where the job's MPI hostfile is written ("" =
 	// DefaultMPIHostfile); tests point it into a temporary directory.
 	MPIHostfile string
+	// SSHHostKey, when set, is the SSH server's host key; nil means the
+	// key kept in Home (generated on first start). A standalone runner is
+	// given the key the server pins (api.RunnerEnvHostKey).
+	SSHHostKey ssh.Signer
 }
 
 // Runner runs one job. Create it with New; serve Handler.
@@ -143,7 +147,7 @@ func New(cfg Config) (*Runner, error) {
 		done:    make(chan struct{}),
 		logs:    logs,
 	}
-	if r.ssh, err = newSSHServer(r, cfg.Home); err != nil {
+	if r.ssh, err = newSSHServer(r, cfg.Home, cfg.SSHHostKey); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r.state = api.JobState{State: api.JobPending, Time: r.now()}
@@ -583,10 +587,10 @@ func (r *Runner) waitChange() (api.JobState, <-chan struct{}) {
 	return r.state, r.changed
 }
 
-// Close closes the SSH connections and the log files. It does not stop
-// the job.
+// Close closes the SSH connections and listeners and the log files. It
+// does not stop the job.
 func (r *Runner) Close() error {
-	r.ssh.closeAll()
+	r.ssh.shutdown()
 	return r.logs.closeFiles()
 }
 

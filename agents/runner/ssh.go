@@ -52,10 +52,13 @@ var (
 const sshServerVersion = "SSH-2.0-hoist-runner"
 
 // sshServer is the runner's SSH server (see api.SSHPath). It serves
-// connections taken over from the runner's HTTP API, and for a job on a
+// connections taken over from the runner's HTTP API, for a job on a
 // cluster of several nodes those of the other nodes on the cluster's port
-// (listen). It tracks the authenticated connections (api.SSHActivity) and the
-// sessions' processes, and ends both when the job ends.
+// (listen), and for a standalone runner those on its own port
+// (Runner.ServeSSH). It tracks the authenticated connections
+// (api.SSHActivity) and the sessions' processes, and ends both when the job
+// ends, except the connections on a standalone runner's port: the server
+// controls the runner through them before, during and after its job.
 type sshServer struct {
 	r       *Runner
 	signer  ssh.Signer
@@ -75,6 +78,17 @@ type sshServer struct {
 	// listeners are the TCP ports the server also accepts connections
 	// on: a cluster's node's ClusterSSHPort (clusterssh.go).
 	listeners []net.Listener
+
+	// apiSocket, when set, is the path of the runner's API socket: a
+	// direct-streamlocal channel to it (or to api.StandaloneSocket) opens
+	// whatever the job's state (Runner.ServeSSH).
+	apiSocket string
+	// control are the connections on a standalone runner's port, and
+	// controlLn that port's listener: both stay open when the job ends,
+	// until Runner.Close (shut).
+	control   map[*ssh.ServerConn]struct{}
+	controlLn net.Listener
+	shut      bool
 }
 
 // setAuthorizedKeys records the job spec's authorized keys.
@@ -91,16 +105,22 @@ func (s *sshServer) jobStarted(t time.Time) {
 	s.started = t
 }
 
-func newSSHServer(r *Runner, home string) (*sshServer, error) {
-	signer, err := loadHostKey(filepath.Join(home, hostKeyFile))
-	if err != nil {
-		return nil, err
+// newSSHServer returns r's SSH server with hostKey, or with the host key
+// kept in home when hostKey is nil.
+func newSSHServer(r *Runner, home string, hostKey ssh.Signer) (*sshServer, error) {
+	signer := hostKey
+	if signer == nil {
+		var err error
+		if signer, err = loadHostKey(filepath.Join(home, hostKeyFile)); err != nil {
+			return nil, err
+		}
 	}
 	return &sshServer{
 		r:        r,
 		signer:   signer,
 		hostKey:  strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
 		conns:    map[*ssh.ServerConn]struct{}{},
+		control:  map[*ssh.ServerConn]struct{}{},
 		sessions: map[int]struct{}{},
 
 		keepaliveEvery: sshKeepalive,
@@ -203,7 +223,7 @@ func (r *Runner) handleSSH(w http.ResponseWriter, req *http.Request) {
 		b, _ := brw.Reader.Peek(n)
 		nc = &prefixConn{Conn: conn, prefix: bytes.Clone(b)}
 	}
-	r.ssh.serve(nc, extra)
+	r.ssh.serve(nc, extra, false)
 }
 
 // headerHasToken reports whether the comma-separated header values hold
@@ -238,8 +258,10 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 var errKeyNotAuthorized = errors.New("public key not authorized")
 
 // serve runs the SSH protocol on nc until the connection closes. extra are
-// keys accepted on this connection besides the job's authorized keys.
-func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
+// keys accepted on this connection besides the job's authorized keys;
+// control marks a connection on a standalone runner's port, which outlives
+// the job.
+func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey, control bool) {
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			if !s.keyAuthorized(key, extra) {
@@ -258,7 +280,7 @@ func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	if !s.add(sc) {
+	if !s.add(sc, control) {
 		sc.Close()
 		return
 	}
@@ -268,6 +290,10 @@ func (s *sshServer) serve(nc net.Conn, extra []ssh.PublicKey) {
 	gone := make(chan struct{})
 	wg.Go(func() { s.keepalive(sc, gone) })
 	for nch := range chans {
+		if path, ok := s.apiChannel(nch); ok {
+			wg.Go(func() { forward(nch, "unix", path) })
+			continue
+		}
 		if msg, ok := s.r.sshAllowed(); !ok {
 			_ = nch.Reject(ssh.Prohibited, msg)
 			continue
@@ -320,10 +346,18 @@ func (s *sshServer) keepalive(sc *ssh.ServerConn, gone <-chan struct{}) {
 	}
 }
 
-// add registers an authenticated connection; false once the job has ended.
-func (s *sshServer) add(sc *ssh.ServerConn) bool {
+// add registers an authenticated connection; false once the job has ended
+// (for a control connection: once the runner is closed).
+func (s *sshServer) add(sc *ssh.ServerConn, control bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if control {
+		if s.shut {
+			return false
+		}
+		s.control[sc] = struct{}{}
+		return true
+	}
 	if s.closed {
 		return false
 	}
@@ -334,6 +368,11 @@ func (s *sshServer) add(sc *ssh.ServerConn) bool {
 func (s *sshServer) remove(sc *ssh.ServerConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.control[sc]; ok {
+		delete(s.control, sc)
+		sc.Close()
+		return
+	}
 	if _, ok := s.conns[sc]; !ok {
 		return
 	}
@@ -379,6 +418,50 @@ func (s *sshServer) closeAll() {
 	for _, sid := range sids {
 		killSession(sid)
 	}
+}
+
+// shutdown closes what closeAll leaves open: a standalone runner's port
+// and the connections on it. The runner is closing.
+func (s *sshServer) shutdown() {
+	s.closeAll()
+	s.mu.Lock()
+	s.shut = true
+	ln := s.controlLn
+	s.controlLn = nil
+	conns := make([]*ssh.ServerConn, 0, len(s.control))
+	for c := range s.control {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// apiChannel reports whether nch is a direct-streamlocal channel to the
+// runner's own API socket (by its path or api.StandaloneSocket), which
+// opens whatever the job's state, and returns the socket's path.
+func (s *sshServer) apiChannel(nch ssh.NewChannel) (string, bool) {
+	if nch.ChannelType() != "direct-streamlocal@openssh.com" {
+		return "", false
+	}
+	s.mu.Lock()
+	socket := s.apiSocket
+	s.mu.Unlock()
+	if socket == "" {
+		return "", false
+	}
+	var p directStreamLocalRequest
+	if err := ssh.Unmarshal(nch.ExtraData(), &p); err != nil {
+		return "", false
+	}
+	if p.SocketPath != socket && p.SocketPath != api.StandaloneSocket {
+		return "", false
+	}
+	return socket, true
 }
 
 // keyAuthorized reports whether key is one of the job's authorized keys or

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/internal/agentauth"
+	"hoist/backends/internal/shimserver"
 )
 
 // shimHost is the host of the pod shim's URL: requests for it never leave
@@ -42,7 +42,7 @@ func newConn(_ context.Context, c *cluster, rec instanceRecord) (backends.Conn, 
 	}
 	url := "http://" + shimHost
 	hc := &http.Client{Transport: &agentauth.Transport{
-		Base:    &inProcess{host: shimHost, handler: s.Handler(), next: tr},
+		Base:    &shimserver.InProcess{Host: shimHost, Handler: shimserver.Handler(s, podShimVersion), Next: tr},
 		ShimURL: url, Token: func() string { return token },
 	}}
 	s.runners = hc
@@ -72,69 +72,4 @@ func (c *conn) Close() error {
 		c.tr.CloseIdleConnections()
 	})
 	return nil
-}
-
-// inProcess is the RoundTripper that serves requests for host with handler,
-// in this process, and sends every other request with next.
-type inProcess struct {
-	host    string
-	handler http.Handler
-	next    http.RoundTripper
-}
-
-// RoundTrip runs the handler for req and returns its answer as soon as the
-// handler has written its header; the body streams through a pipe.
-func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host != t.host {
-		return t.next.RoundTrip(req)
-	}
-	r := req.Clone(req.Context())
-	r.RequestURI, r.RemoteAddr, r.Host = req.URL.RequestURI(), "in-process", t.host
-	if r.Body == nil {
-		r.Body = http.NoBody
-	}
-	pr, pw := io.Pipe()
-	w := &pipeResponse{header: http.Header{}, body: pw, ready: make(chan struct{})}
-	go func() {
-		defer func() {
-			w.WriteHeader(http.StatusOK) // the handler wrote nothing
-			pw.Close()
-		}()
-		t.handler.ServeHTTP(w, r)
-	}()
-	select {
-	case <-w.ready:
-	case <-req.Context().Done():
-		pr.CloseWithError(req.Context().Err())
-		return nil, req.Context().Err()
-	}
-	return &http.Response{
-		Status: fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)), StatusCode: w.status,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: w.sent, Body: pr, ContentLength: -1, Request: req,
-	}, nil
-}
-
-// pipeResponse is the http.ResponseWriter of an in-process request.
-type pipeResponse struct {
-	header http.Header
-	sent   http.Header // the header as written
-	status int
-	body   *io.PipeWriter
-	ready  chan struct{}
-	once   sync.Once
-}
-
-func (w *pipeResponse) Header() http.Header { return w.header }
-
-func (w *pipeResponse) WriteHeader(status int) {
-	w.once.Do(func() {
-		w.status, w.sent = status, w.header.Clone()
-		close(w.ready)
-	})
-}
-
-func (w *pipeResponse) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.body.Write(b)
 }

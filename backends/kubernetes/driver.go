@@ -131,9 +131,10 @@ func (b *Backend) Name() string { return b.name }
 
 // Traits says the driver runs the job's image with hoist-runner as its
 // entrypoint (dstack's dockerized=false); it provisions (reserves) from
-// offers and its instances are no hosts of this server.
+// offers, which are live (its nodes' free capacity), and its instances are
+// no hosts of this server.
 func (b *Backend) Traits() backends.Traits {
-	return backends.Traits{Runtime: backends.RuntimeRunner}
+	return backends.Traits{Runtime: backends.RuntimeRunner, LiveOffers: true}
 }
 
 // ensureNamespace checks once that the namespace exists and creates it

@@ -20,17 +20,11 @@ import (
 	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/internal/agentauth"
+	"hoist/backends/internal/shimserver"
 )
 
 // podShimVersion is what the pod shim reports as its version.
 const podShimVersion = "kubernetes-pod-shim"
-
-// Errors of the pod shim, answered as the docker shim answers them.
-var (
-	errNotFound = errors.New("not found")
-	errConflict = errors.New("conflict")
-	errInvalid  = errors.New("invalid")
-)
 
 // A podShim answers the shim HTTP API (agents/api, as agents/shim serves
 // it) for one instance, inside the server: each task is a pod in the
@@ -83,152 +77,20 @@ func (s *podShim) close() {
 	s.fwd.Close()
 }
 
-// Handler returns the shim API. It needs no token: it is only reachable
-// inside this process, through the Conn's HTTP client.
-func (s *podShim) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+api.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, api.Health{Service: api.ShimService, Version: podShimVersion, APIVersion: api.ShimAPIVersion})
-	})
-	mux.HandleFunc("GET /api/v1/host", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.hostInfo()) })
-	mux.HandleFunc("GET /api/v1/tasks", func(w http.ResponseWriter, req *http.Request) {
-		l, err := s.listTasks(req.Context())
-		answer(w, l, err)
-	})
-	mux.HandleFunc("POST /api/v1/tasks", func(w http.ResponseWriter, req *http.Request) {
-		var spec api.TaskSpec
-		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 4<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&spec); err != nil {
-			writeError(w, fmt.Errorf("decode task spec: %v: %w", err, errInvalid))
-			return
-		}
-		info, err := s.createTask(req.Context(), spec)
-		answer(w, info, err)
-	})
-	mux.HandleFunc("GET /api/v1/tasks/{id}", func(w http.ResponseWriter, req *http.Request) {
-		id, q := req.PathValue("id"), req.URL.Query()
-		if status := q.Get("wait_for"); status != "" {
-			if api.TaskStatusRank(status) < 0 {
-				writeError(w, fmt.Errorf("wait_for %q: %w", status, errInvalid))
-				return
-			}
-			info, err := s.waitTask(req.Context(), id, status, longPoll(q.Get("timeout_ms")))
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			answer(w, info, err)
-			return
-		}
-		info, err := s.getTask(req.Context(), id)
-		answer(w, info, err)
-	})
-	mux.HandleFunc("POST /api/v1/tasks/{id}/terminate", func(w http.ResponseWriter, req *http.Request) {
-		var tr api.TerminateRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&tr); err != nil {
-			writeError(w, fmt.Errorf("decode terminate request: %v: %w", err, errInvalid))
-			return
-		}
-		info, err := s.terminateTask(req.Context(), req.PathValue("id"), tr.Reason, tr.Message, time.Duration(tr.GraceMillis)*time.Millisecond)
-		answer(w, info, err)
-	})
-	mux.HandleFunc("POST /api/v1/tasks/{id}/remove", func(w http.ResponseWriter, req *http.Request) {
-		answer(w, struct{}{}, s.removeTask(req.Context(), req.PathValue("id")))
-	})
-	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", func(w http.ResponseWriter, req *http.Request) {
-		// The job log lives in the pod until the task is removed, but
-		// nothing can read it once the runner has exited: the server reads
-		// the runner's log while the job runs and drains it before it
-		// removes the task.
-		if _, err := s.findPod(req.Context(), req.PathValue("id")); err != nil {
-			writeError(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", api.LogFramesContentType)
-		w.WriteHeader(http.StatusOK)
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set(api.APIVersionHeader, fmt.Sprint(api.ShimAPIVersion))
-		mux.ServeHTTP(w, req)
-	})
+// HostInfo describes the instance: its slice of a node, as reserved.
+func (s *podShim) HostInfo() api.HostInfo {
+	return shimserver.OfferHost(s.rec.ID, s.rec.Offer, podShimVersion)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, errNotFound):
-		status = http.StatusNotFound
-	case errors.Is(err, errConflict):
-		status = http.StatusConflict
-	case errors.Is(err, errInvalid):
-		status = http.StatusBadRequest
-	}
-	writeJSON(w, status, api.Error{Message: err.Error()})
-}
-
-func answer(w http.ResponseWriter, v any, err error) {
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
-}
-
-// maxLongPoll bounds a long-poll request's wait, as the docker shim does.
-const maxLongPoll = 60 * time.Second
-
-// longPoll reads a timeout_ms parameter: zero when absent or malformed, at
-// most maxLongPoll.
-func longPoll(ms string) time.Duration {
-	var n int64
-	if _, err := fmt.Sscan(ms, &n); err != nil || n < 0 {
-		return 0
-	}
-	return min(time.Duration(n)*time.Millisecond, maxLongPoll)
-}
-
-// hostInfo describes the instance: its slice of a node, as reserved.
-func (s *podShim) hostInfo() api.HostInfo {
-	o := s.rec.Offer
-	h := api.HostInfo{Hostname: s.rec.ID, OS: "linux", Arch: hostArch(o.CPUArch), CPUs: o.CPUs,
-		MemoryBytes: int64(o.MemoryGB * (1 << 30)), DiskBytes: int64(o.DiskGB * (1 << 30)), ShimVersion: podShimVersion}
-	if o.GPUCount > 0 {
-		h.GPUVendor = strings.ToLower(o.GPUVendor)
-		if h.GPUVendor == "" {
-			h.GPUVendor = "nvidia"
-		}
-		for i := range o.GPUCount {
-			h.GPUs = append(h.GPUs, api.GPU{Vendor: h.GPUVendor, Index: i, Name: o.GPUName, MemoryBytes: int64(o.GPUMemoryGB * (1 << 30))})
-		}
-	}
-	return h
-}
-
-// hostArch spells an offer's CPU architecture (x86, arm) as Go does.
-func hostArch(arch string) string {
-	switch arch {
-	case "arm", "arm64", "aarch64":
-		return "arm64"
-	default:
-		return "amd64"
-	}
-}
-
-// createTask creates the task's secrets and pod and returns it pending; the
+// CreateTask creates the task's secrets and pod and returns it pending; the
 // pod shim copies the runner in once the init container runs.
-func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskInfo, error) {
+func (s *podShim) CreateTask(ctx context.Context, spec api.TaskSpec) (api.TaskInfo, error) {
 	if spec.ID == "" || spec.Image == "" {
-		return api.TaskInfo{}, fmt.Errorf("a task needs an id and an image: %w", errInvalid)
+		return api.TaskInfo{}, fmt.Errorf("a task needs an id and an image: %w", shimserver.ErrInvalid)
 	}
 	if _, err := s.findPod(ctx, spec.ID); err == nil {
-		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, errConflict)
-	} else if !errors.Is(err, errNotFound) {
+		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, shimserver.ErrConflict)
+	} else if !errors.Is(err, shimserver.ErrNotFound) {
 		return api.TaskInfo{}, err
 	}
 	name, ns := podName(spec), s.c.namespace
@@ -250,7 +112,7 @@ func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskIn
 	}
 	pod, err := buildPod(s.rec, spec, ps)
 	if err != nil {
-		return api.TaskInfo{}, fmt.Errorf("task %s: %w: %w", spec.ID, err, errInvalid)
+		return api.TaskInfo{}, fmt.Errorf("task %s: %w: %w", spec.ID, err, shimserver.ErrInvalid)
 	}
 	token, err := agentauth.NewToken()
 	if err != nil {
@@ -272,10 +134,10 @@ func (s *podShim) createTask(ctx context.Context, spec api.TaskSpec) (api.TaskIn
 	if err != nil {
 		s.deleteSecrets(spec.ID)
 		if apierrors.IsAlreadyExists(err) {
-			return api.TaskInfo{}, fmt.Errorf("task %s: pod %s exists: %w", spec.ID, name, errConflict)
+			return api.TaskInfo{}, fmt.Errorf("task %s: pod %s exists: %w", spec.ID, name, shimserver.ErrConflict)
 		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			return api.TaskInfo{}, fmt.Errorf("task %s: create pod: %w: %w", spec.ID, err, errInvalid)
+			return api.TaskInfo{}, fmt.Errorf("task %s: create pod: %w: %w", spec.ID, err, shimserver.ErrInvalid)
 		}
 		return api.TaskInfo{}, fmt.Errorf("task %s: create pod: %w", spec.ID, err)
 	}
@@ -344,13 +206,13 @@ func (s *podShim) findPod(ctx context.Context, id string) (*corev1.Pod, error) {
 		}
 	}
 	if found == nil {
-		return nil, fmt.Errorf("task %s: %w", id, errNotFound)
+		return nil, fmt.Errorf("task %s: %w", id, shimserver.ErrNotFound)
 	}
 	return found, nil
 }
 
-// getTask returns task id as it is now.
-func (s *podShim) getTask(ctx context.Context, id string) (api.TaskInfo, error) {
+// GetTask returns task id as it is now.
+func (s *podShim) GetTask(ctx context.Context, id string) (api.TaskInfo, error) {
 	pod, err := s.findPod(ctx, id)
 	if err != nil {
 		return api.TaskInfo{}, err
@@ -358,17 +220,17 @@ func (s *podShim) getTask(ctx context.Context, id string) (api.TaskInfo, error) 
 	return s.observe(ctx, pod), nil
 }
 
-// waitPoll is how often waitTask and follow look at a pod.
+// waitPoll is how often WaitTask and follow look at a pod.
 const waitPoll = 200 * time.Millisecond
 
-// waitTask waits up to timeout until task id has reached status (or
+// WaitTask waits up to timeout until task id has reached status (or
 // terminated) and returns it as it is then.
-func (s *podShim) waitTask(ctx context.Context, id, status string, timeout time.Duration) (api.TaskInfo, error) {
+func (s *podShim) WaitTask(ctx context.Context, id, status string, timeout time.Duration) (api.TaskInfo, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last api.TaskInfo
 	for {
-		info, err := s.getTask(wctx, id)
+		info, err := s.GetTask(wctx, id)
 		switch {
 		case err == nil:
 			last = info
@@ -405,9 +267,9 @@ func (s *podShim) follow(id string) {
 		case <-time.After(poll):
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-		info, err := s.getTask(ctx, id)
+		info, err := s.GetTask(ctx, id)
 		cancel()
-		if errors.Is(err, errNotFound) || (err == nil && (info.Terminated() || info.Status == api.TaskRunning)) {
+		if errors.Is(err, shimserver.ErrNotFound) || (err == nil && (info.Terminated() || info.Status == api.TaskRunning)) {
 			return
 		}
 		poll = min(poll*3/2, 2*time.Second)
@@ -665,8 +527,8 @@ func (s *podShim) nodeArch(ctx context.Context, name string) (string, error) {
 	return a, nil
 }
 
-// listTasks returns every task of the instance.
-func (s *podShim) listTasks(ctx context.Context) (api.TaskList, error) {
+// ListTasks returns every task of the instance.
+func (s *podShim) ListTasks(ctx context.Context) (api.TaskList, error) {
 	l, err := s.c.client.CoreV1().Pods(s.c.namespace).List(ctx, metav1.ListOptions{LabelSelector: tasksSelector(s.rec.ID)})
 	if err != nil {
 		return api.TaskList{}, fmt.Errorf("list pods: %w", err)
@@ -679,10 +541,10 @@ func (s *podShim) listTasks(ctx context.Context) (api.TaskList, error) {
 	return out, nil
 }
 
-// terminateTask stops task id: the runner stops the job with grace when it
+// TerminateTask stops task id: the runner stops the job with grace when it
 // answers, then the kubelet stops the pod (stopPod). It returns once the
 // pod's containers have stopped, or ctx ends.
-func (s *podShim) terminateTask(ctx context.Context, id, reason, message string, grace time.Duration) (api.TaskInfo, error) {
+func (s *podShim) TerminateTask(ctx context.Context, id, reason, message string, grace time.Duration) (api.TaskInfo, error) {
 	if reason == "" {
 		reason = api.ReasonTerminatedByServer
 	}
@@ -727,21 +589,21 @@ func (s *podShim) terminateTask(ctx context.Context, id, reason, message string,
 	}
 }
 
-// removeTask deletes a terminated task's pod and secrets.
-func (s *podShim) removeTask(ctx context.Context, id string) error {
+// RemoveTask deletes a terminated task's pod and secrets.
+func (s *podShim) RemoveTask(ctx context.Context, id string) error {
 	pod, err := s.findPod(ctx, id)
-	if errors.Is(err, errNotFound) {
+	if errors.Is(err, shimserver.ErrNotFound) {
 		// Secrets a lost pod left behind go too.
 		if err := s.deleteTaskSecrets(ctx, id); err != nil {
 			return err
 		}
-		return fmt.Errorf("task %s: %w", id, errNotFound)
+		return fmt.Errorf("task %s: %w", id, shimserver.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
 	if info := podInfo(pod, s.now(), s.unschedulable); !info.Terminated() {
-		return fmt.Errorf("task %s is %s, not terminated: %w", id, info.Status, errConflict)
+		return fmt.Errorf("task %s is %s, not terminated: %w", id, info.Status, shimserver.ErrConflict)
 	}
 	// Its containers have stopped: nothing is left to wait for.
 	err = s.c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{

@@ -25,6 +25,13 @@ type Backend struct {
 	p *Provider
 }
 
+// Traits are the cloud-VM engine's, with live offers.
+func (b *Backend) Traits() backends.Traits {
+	t := b.Backend.Traits()
+	t.LiveOffers = true
+	return t
+}
+
 // Compile-time guards: the capabilities this driver has.
 var (
 	_ backends.Backend     = (*Backend)(nil)

@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"hoist/backends"
 	"hoist/backends/offers"
 	"hoist/e2e/testenv"
 	"hoist/schema"
@@ -47,7 +47,7 @@ func TestKubernetesBackend_registeredLiveAndPriced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	bes, err := openBackends(cfg, true, nil, dir, st, func() *offers.Catalog { return offers.New("") }, slog.New(slog.DiscardHandler))
+	bes, err := openBackends(cfg, true, dir, backends.Deps{Records: st, Catalog: func() *offers.Catalog { return offers.New("") }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func newOffersCmd() *cobra.Command {
 	fl.StringVar(&groupBy, "group-by", "", "aggregate by gpu, backend and/or region (comma-separated)")
 	fl.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	fl.BoolVar(&thisHost, "local", false, "include this machine as a local-backend offer")
-	fl.StringVar(&serverCfg, "config", "", "server config file: include the live offers of its kubernetes backends (slices of the clusters' nodes) and vultr backends (their plans)")
+	fl.StringVar(&serverCfg, "config", "", "server config file: include the live offers of its backends whose offers are not catalog rows (kubernetes: slices of the clusters' nodes; vultr: its plans; runpod, vastai: their stock)")
 	fl.StringVar(&exportDir, "export-dir", "", "write the matching offers as gpuhunt BACKEND.csv files (usable as --catalog-dir) instead of listing them")
 	return cmd
 }
@@ -170,10 +170,19 @@ func (s staticOffers) Offers(context.Context, offers.Query) ([]offers.Offer, err
 	return s.offers, nil
 }
 
+// liveOfferSources opens the live offers of a server-config entry, by
+// backend type, for `hoist offers --config`: the drivers whose offers are
+// not catalog rows (Traits.LiveOffers), each without the rest of a
+// server.
+var liveOfferSources = map[string]func(backends.Config, *slog.Logger) (offers.Provider, error){
+	"kubernetes": kubernetes.OfferSource,
+	"vultr":      func(c backends.Config, _ *slog.Logger) (offers.Provider, error) { return vultr.OfferSource(c) },
+}
+
 // clusterOffers asks every backend of the server config at path whose
-// offers are live (kubernetes: slices of the cluster's nodes; vultr: its
-// plans) for its offers matching q (without q's limit), each as a
-// staticOffers. A backend that does not answer is a warning.
+// offers are live (liveOfferSources) for its offers matching q (without
+// q's limit), each as a staticOffers. A backend that does not answer is a
+// warning.
 func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Provider, error) {
 	cfg, err := loadServerConfig(path)
 	if err != nil {
@@ -183,20 +192,15 @@ func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Pr
 	q.Limit = 0
 	var out []offers.Provider
 	for _, e := range cfg.Backends {
-		if e.Type != "kubernetes" && e.Type != "vultr" {
+		open, ok := liveOfferSources[e.Type]
+		if !ok {
 			continue
 		}
 		raw, err := json.Marshal(e.Options)
 		if err != nil {
 			return nil, err
 		}
-		bc := backends.Config{Name: e.Name, Type: e.Type, Options: raw}
-		var src offers.Provider
-		if e.Type == "vultr" {
-			src, err = vultr.OfferSource(bc)
-		} else {
-			src, err = kubernetes.OfferSource(bc, log)
-		}
+		src, err := open(backends.Config{Name: e.Name, Type: e.Type, Options: raw}, log)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}

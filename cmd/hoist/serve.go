@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -225,7 +226,15 @@ func serve(ctx context.Context, o serveOptions) error {
 		return offers.New("")
 	}
 	agents := agentLocator(o.agentsDir, o.dataDir)
-	bes, err := openBackends(cfg, o.config != "", agents, o.dataDir, st, catalog, log)
+	// Container clouds' pods fetch the runner from this server with a
+	// per-task grant, once it listens (SetBaseURL below).
+	downloads := web.NewRunnerDownloads(key, func(arch string) (string, error) {
+		_, runner, err := agents(arch)
+		return runner, err
+	}, nil)
+	bes, err := openBackends(cfg, o.config != "", o.dataDir, backends.Deps{
+		Logger: log, Records: st, Agents: agents, Catalog: catalog, RunnerDownload: downloads.Grant,
+	})
 	if err != nil {
 		return err
 	}
@@ -276,6 +285,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
 		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter, JobMetrics: view,
+		RunnerDownloads: downloads,
 	})
 	if err != nil {
 		return err
@@ -287,6 +297,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	downloads.SetBaseURL(cmp.Or(o.externalURL, "http://"+ln.Addr().String()))
 	log.Info("hoist serving", "listen", ln.Addr().String(), "source", src.Describe(), "db", st.Dialect(),
 		"backends", strings.Join(backendNames(bes), ","))
 	hs := srv.HTTPServer() // timeouts against slow clients; live streams lift them

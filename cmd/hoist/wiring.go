@@ -226,8 +226,12 @@ func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, e
 // warning; one the user configured fails the start. Instance records go to
 // recs (the store), shared by every server on the database; cloud drivers
 // answer offers from catalog (the Market's current catalog).
-func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries, dataDir string, recs backends.Records, catalog func() *offers.Catalog, log *slog.Logger) (map[string]backends.Backend, error) {
+func openBackends(cfg serverConfig, explicit bool, dataDir string, base backends.Deps) (map[string]backends.Backend, error) {
 	reg := registry()
+	log := base.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	out := map[string]backends.Backend{}
 	for _, e := range cfg.Backends {
 		opts, err := json.Marshal(e.Options)
@@ -238,10 +242,9 @@ func openBackends(cfg serverConfig, explicit bool, agents backends.AgentBinaries
 		if name == "" {
 			name = e.Type
 		}
-		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, backends.Deps{
-			Logger: log.With("backend", name), StateDir: filepath.Join(dataDir, "backends", name), Records: recs, Agents: agents,
-			Catalog: catalog, GatewayBinary: gatewayBinary(),
-		})
+		deps := base
+		deps.Logger, deps.StateDir, deps.GatewayBinary = log.With("backend", name), filepath.Join(dataDir, "backends", name), gatewayBinary()
+		b, err := reg.Open(backends.Config{Name: name, Type: e.Type, Options: opts}, deps)
 		if err != nil {
 			if explicit {
 				closeBackends(out)
@@ -408,10 +411,10 @@ type selfPricer interface {
 	EstimatePrice(q offers.Query) float64
 }
 
-// liveOffers returns the backends of cfg whose offers are live rather than
-// in the offline catalog, as the Market's online providers: a Kubernetes
-// cluster's offers are slices of its nodes' free capacity, Vultr's are its
-// plans (the catalog has no vultr rows). A Backend is an offers.Provider
+// liveOffers returns the backends whose offers are live rather than in the
+// offline catalog (Traits.LiveOffers: a Kubernetes cluster's nodes,
+// Vultr's plans, the container clouds' stock), as the Market's online
+// providers, in the order of the config. A Backend is an offers.Provider
 // (Name, Offers).
 func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Provider {
 	var out []offers.Provider
@@ -420,7 +423,7 @@ func liveOffers(cfg serverConfig, bes map[string]backends.Backend) []offers.Prov
 		if name == "" {
 			name = e.Type
 		}
-		if b, ok := bes[name]; ok && (e.Type == "kubernetes" || e.Type == "vultr") {
+		if b, ok := bes[name]; ok && b.Traits().LiveOffers {
 			out = append(out, b)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -49,7 +48,7 @@ func TestLoadServerConfig_rejectsWhatItCannotUse(t *testing.T) {
 			if err == nil {
 				// An entry's settings are the driver's to check.
 				var bes map[string]backends.Backend
-				bes, err = openBackends(cfg, true, nil, dir, nil, nil, slog.New(slog.DiscardHandler))
+				bes, err = openBackends(cfg, true, dir, backends.Deps{})
 				closeBackends(bes)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -10,10 +10,14 @@
 // {"endpoints":{"aws":URL,...},"admin":URL,"ca_file":PATH}, and runs until
 // SIGTERM or SIGINT, when it stops every VM's sshd and leaves the state in
 // DIR for the next run, which boots the VMs that were running again (attached
-// disks stay attached, loop devices included). It needs root: VMs listen on
+// disks stay attached, loop devices included; pods' Docker containers keep
+// running, as a provider's pods outlive its API, and the next run finds them
+// by label: `docker rm -f $(docker ps -aq --filter label=hoist.cloudsim=DIR)`
+// removes them, DIR absolute). It needs root: VMs listen on
 // port 22. It is test support: run by tests and by people trying hoist,
 // never imported; tests run it in their own process with
-// testenv.StartCloudSim, which also detaches the disks when the test ends.
+// testenv.StartCloudSim, which also detaches the disks and removes the pods
+// when the test ends.
 package main
 
 import (

@@ -35,8 +35,8 @@ type CloudSim struct {
 // StartCloudSim starts the cloud simulator with the given providers over a
 // fresh state directory, listening on 127.0.0.1. Its VMs need sshd and
 // root (they listen on port 22); without them the test ends through
-// Missing. The simulator and every VM's sshd stop when the test ends, and
-// every attached disk is detached.
+// Missing. The simulator and every VM's sshd stop when the test ends, every
+// attached disk is detached and every pod's container is removed.
 func StartCloudSim(t testing.TB, providers ...sim.Provider) *CloudSim {
 	t.Helper()
 	// Not t.TempDir: the VMs' home directories are in the state, and a
@@ -85,6 +85,11 @@ func StartCloudSimAt(t testing.TB, dir string, providers ...sim.Provider) *Cloud
 		if err := c.srv.Sim.DetachAllDisks(); err != nil {
 			t.Errorf("cloudsim: detach disks: %v", err)
 		}
+		// Nor does a pod's container (a Restart, like the command's
+		// stop, leaves them running).
+		if err := c.srv.Sim.RemoveAllPods(); err != nil {
+			t.Errorf("cloudsim: remove pods: %v", err)
+		}
 	})
 	return c
 }
@@ -111,7 +116,7 @@ func (c *CloudSim) Sim() *sim.Sim { return c.srv.Sim }
 // Restart stops the simulator (listeners and every VM's sshd, as SIGTERM
 // stops the command) and starts it again over the same state directory, on
 // the same URLs; the VMs that were running boot again with their addresses
-// and host keys.
+// and host keys, and the pods' containers, left running, are found again.
 func (c *CloudSim) Restart() {
 	c.t.Helper()
 	if err := c.srv.Close(); err != nil {

@@ -354,7 +354,7 @@ var Table = []Row{
 			"(aws, gcp, azure, kubernetes), with the spec's `tags` under hoist's ownership tags; one that cannot be shows `failed` " +
 			"with the reason, and jobs mounting it fail with `volume_error`"},
 	{Kinds: volume, Field: "backend", Decision: Partial, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
-		Note: "volumes of `backend: runpod` (no such backend in hoist)",
+		Note: "volumes of `backend: runpod` (hoist's runpod backend mounts no network volumes in its pods)",
 		uses: func(r *schema.Resource) []string {
 			if v, ok := r.Spec.(*schema.Volume); ok && v.Backend == "runpod" {
 				return []string{"backend"}

@@ -12,6 +12,16 @@
 // started there along with sshd. Because VMs listen on port 22, the
 // simulator runs as root.
 //
+// A pod (StartPod, for the container clouds RunPod and Vast.ai) is a Docker
+// container of the job's image on the host network, with its own address in
+// 127.77.0.0/16 too, told where to listen by HOIST_RUNNER_SSH_LISTEN. Its
+// container is labeled hoist.cloudsim=<state directory> and
+// hoist.cloudsim.pod=<provider>/<id>; it outlives the Sim (Close), so that a
+// simulator started again over the same state directory finds it, and
+// RemoveAllPods removes them all (testenv.StartCloudSim does when the test
+// ends). An image that cannot be pulled, or a container that cannot start,
+// is the pod's failure (PodState.Message), not StartPod's error.
+//
 // Faults (POST /_sim/faults) are one object, replaced as a whole:
 // error_rate (the share of calls Call fails), latency_ms (added to every
 // call), capacity (instances of a type that may still be created, counted

@@ -121,6 +121,8 @@ type Sim struct {
 	vms    map[string]*vm // running or booting VMs, by provider + "/" + id
 	closed bool           // Close was called: no more boots
 
+	pods podEngine // the Docker client and per-pod locks (pods.go)
+
 	fmu    sync.Mutex
 	faults Faults
 	stats  Stats
@@ -179,7 +181,10 @@ func (s *Sim) StateDir() string { return s.cfg.StateDir }
 
 // Close stops every VM's sshd and the processes started through it (Boot
 // fails from then on), leaving the state as it is (a VM that was running boots again in the next
-// New over the same StateDir). A temporary state directory is removed.
+// New over the same StateDir). Pods' containers keep running, as a
+// provider's pods outlive a restart of its API: the next New over the same
+// StateDir finds them (RemoveAllPods removes them). A temporary state
+// directory is removed, with the pods' containers.
 func (s *Sim) Close() error {
 	s.vmu.Lock()
 	vms := slices.Collect(maps.Values(s.vms))
@@ -191,9 +196,10 @@ func (s *Sim) Close() error {
 	}
 	wg.Wait()
 	if s.tmp {
-		return os.RemoveAll(s.cfg.StateDir)
+		// No later New finds this state: its pods go with it.
+		return errors.Join(s.RemoveAllPods(), s.closePods(), os.RemoveAll(s.cfg.StateDir))
 	}
-	return nil
+	return s.closePods()
 }
 
 // stateFile is state.json: every resource ever created.

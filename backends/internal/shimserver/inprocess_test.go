@@ -1,4 +1,4 @@
-package kubernetes
+package shimserver
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// shimHost is the shim's host in these tests.
+const shimHost = "shim.test.invalid"
 
 func TestInProcess(t *testing.T) {
 	released := make(chan struct{})
@@ -32,7 +35,7 @@ func TestInProcess(t *testing.T) {
 	})
 	mux.HandleFunc("GET /silent", func(http.ResponseWriter, *http.Request) {})
 	var forwarded []string
-	hc := &http.Client{Transport: &inProcess{host: shimHost, handler: mux, next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	hc := &http.Client{Transport: &InProcess{Host: shimHost, Handler: mux, Next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		forwarded = append(forwarded, r.URL.Host)
 		return nil, errors.New("not in process")
 	})}}
@@ -84,7 +87,7 @@ func TestInProcess(t *testing.T) {
 		}
 	})
 	t.Run("other hosts go to the next transport", func(t *testing.T) {
-		_, err := hc.Get("http://hoist-x" + runnerHostSuffix + ":10999/api/healthcheck")
+		_, err := hc.Get("http://elsewhere.invalid:10999/api/healthcheck")
 		if err == nil || !strings.Contains(err.Error(), "not in process") || len(forwarded) != 1 {
 			t.Errorf("Get = %v, forwarded %v", err, forwarded)
 		}
