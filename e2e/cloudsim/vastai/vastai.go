@@ -18,7 +18,7 @@ const Name = "vastai"
 const APIKey = "cloudsim0123456789abcdef0123456789abcdef0123456789abcdef01234567"
 
 // KindPod is the resource kind of an instance (a simulated pod).
-const KindPod = "pod"
+const KindPod = sim.KindPod
 
 // basePath is where the API is served, as https://console.vast.ai/api/v0.
 const basePath = "/api/v0"
