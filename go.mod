@@ -59,9 +59,13 @@ require (
 
 require github.com/creack/pty v1.1.24
 
-require github.com/vultr/govultr/v3 v3.34.0
+require (
+	github.com/vektah/gqlparser/v2 v2.5.64
+	github.com/vultr/govultr/v3 v3.34.0
+)
 
 require (
+	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect

@@ -35,6 +35,7 @@ import (
 	"hoist/e2e/cloudsim/ec2"
 	"hoist/e2e/cloudsim/gce"
 	"hoist/e2e/cloudsim/lambda"
+	"hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
 	"hoist/e2e/cloudsim/vastai"
 	"hoist/e2e/cloudsim/verda"
@@ -48,6 +49,7 @@ func providers() []sim.Provider {
 		ec2.New(),
 		gce.New(),
 		lambda.New(),
+		runpod.New(),
 		vastai.New(),
 		verda.New(),
 		vultr.New(),
