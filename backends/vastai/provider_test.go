@@ -286,9 +286,7 @@ func TestBidOutbidIsInterrupted(t *testing.T) {
 	}
 	defer p.TerminatePod(t.Context(), pod.ID)
 	waitPod(t, p, pod.ID, "running", func(p podcloud.Pod) bool { return p.Status == podcloud.PodRunning })
-	if err := e.prov.Interrupt(e.sim, pod.ID); err != nil {
-		t.Fatal(err)
-	}
+	e.cloud.Interrupt(pod.ID)
 	got, err := p.GetPod(t.Context(), pod.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
 package vastai
 
 import (
+	"encoding/json"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,42 +11,51 @@ import (
 	"hoist/backends/podcloud"
 	"hoist/e2e/cloudsim/sim"
 	vastsim "hoist/e2e/cloudsim/vastai"
+	"hoist/e2e/testenv"
 )
 
-// simEnv is the cloud simulator's Vast.ai served in the test's process.
+// simEnv is the cloud simulator's Vast.ai a test talks to.
 type simEnv struct {
-	sim      *sim.Sim
-	prov     *vastsim.Provider
-	endpoint string
-	srv      *httptest.Server
+	cloud *testenv.CloudSim
+	sim   *sim.Sim
+	prov  *vastsim.Provider
+	// entry is the simulator's backend entry (GET /_sim/backend/vastai).
+	entry map[string]any
 }
 
 func startSim(t *testing.T) *simEnv {
 	t.Helper()
-	s, err := sim.New(sim.Config{StateDir: t.TempDir()})
+	prov := vastsim.New().(*vastsim.Provider)
+	c := testenv.StartCloudSim(t, prov)
+	return &simEnv{cloud: c, sim: c.Sim(), prov: prov, entry: c.Backend(vastsim.Name)}
+}
+
+// config returns the simulator's entry as the server passes it to the
+// driver, with edit's changes (when not nil).
+func (e *simEnv) config(t *testing.T, edit func(map[string]any)) backends.Config {
+	t.Helper()
+	opts := map[string]any{}
+	for k, v := range e.entry {
+		if k != "type" {
+			opts[k] = v
+		}
+	}
+	if edit != nil {
+		edit(opts)
+	}
+	raw, err := json.Marshal(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov := vastsim.New().(*vastsim.Provider)
-	srv := httptest.NewServer(prov.Handler(s))
-	t.Cleanup(func() {
-		srv.Close()
-		for _, r := range s.List(vastsim.Name, vastsim.KindPod) {
-			_ = s.StopPod(vastsim.Name, r.ID)
-		}
-		s.Close()
-	})
-	entry := prov.Backend(s, srv.URL)
-	return &simEnv{sim: s, prov: prov, endpoint: entry["endpoint_url"].(string), srv: srv}
+	return backends.Config{Name: "vastai", Type: "vastai", Options: raw}
 }
 
 // options are the simulator's backend entry as Options, changed by edit.
-func (e *simEnv) options(edit func(*Options)) Options {
-	community := true
-	o := Options{
-		Creds:          &Creds{Type: "api_key", APIKey: vastsim.APIKey},
-		CommunityCloud: &community,
-		EndpointURL:    e.endpoint,
+func (e *simEnv) options(t *testing.T, edit func(*Options)) Options {
+	t.Helper()
+	var o Options
+	if err := e.config(t, nil).Decode(&o); err != nil {
+		t.Fatal(err)
 	}
 	if edit != nil {
 		edit(&o)
@@ -55,7 +65,7 @@ func (e *simEnv) options(edit func(*Options)) Options {
 
 func (e *simEnv) provider(t *testing.T, edit func(*Options)) *Provider {
 	t.Helper()
-	p, err := NewProvider(e.options(edit), &http.Client{Timeout: 10 * time.Second}, nil)
+	p, err := NewProvider(e.options(t, edit), &http.Client{Timeout: 10 * time.Second}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
