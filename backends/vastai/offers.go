@@ -112,8 +112,16 @@ func (p *Provider) searchQuery(q offers.Query) (body map[string]any, gpuNames []
 
 // Offers implements podcloud.Provider: Vast.ai's asks for q in the
 // configured regions, an on-demand offer per ask and a spot (bid) one when
-// the ask has a min_bid. A search is cached for offersCacheTTL.
+// the ask has a min_bid. A search is cached for offersCacheTTL. The result
+// is filtered by q (offers.Filter); a query naming other backends gets
+// none (the entry's name or the type, as the runpod and vultr drivers).
 func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
+	if len(q.Backends) > 0 && !slices.ContainsFunc(q.Backends, func(n string) bool {
+		return strings.EqualFold(n, p.backend) || strings.EqualFold(offers.BackendName(n), backendType)
+	}) {
+		return nil, nil
+	}
+	q.Backends = nil // checked; the engine names the offers' backend
 	if q.GPUVendor != "" && q.GPUVendor != offers.VendorNVIDIA {
 		return nil, nil // Vast.ai's hosts the driver admits are NVIDIA (compute_cap, cuda_max_good)
 	}
@@ -124,7 +132,7 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 	}
 	key := string(kb) + "|" + strconv.FormatFloat(diskFor(q), 'f', -1, 64)
 	if v, ok := p.cache.Get(key); ok {
-		return slices.Clone(v.([]offers.Offer)), nil
+		return offers.Filter(slices.Clone(v.([]offers.Offer)), q), nil
 	}
 	asks, err := p.api.bundles(ctx, body)
 	if err != nil {
@@ -148,7 +156,7 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 	}
 	p.cache.Add(key, out, offersCacheTTL)
 	p.log.Debug("vastai offers searched", "asks", len(asks), "offers", len(out))
-	return slices.Clone(out), nil
+	return offers.Filter(slices.Clone(out), q), nil
 }
 
 // diskFor is the disk an offer for q gets: q's minimum, else the ask's.

@@ -12,6 +12,7 @@ import (
 
 	"hoist/agents/api"
 	"hoist/backends"
+	"hoist/backends/internal/drivertest"
 	"hoist/backends/offers"
 	"hoist/backends/podcloud"
 	"hoist/e2e/cloudsim/sim"
@@ -56,10 +57,13 @@ func TestOffers(t *testing.T) {
 		{"CPU, memory and price", nil, offers.Query{CPU: offers.AtMost(8), Memory: offers.AtLeast(30), MaxPrice: 1},
 			[]string{"3090001", "3090001/spot", "4090001", "4090001/spot"}},
 		{"another vendor has none", nil, offers.Query{GPUVendor: offers.VendorAMD}, nil},
+		{"another backend has none", nil, offers.Query{Backends: []string{"runpod"}}, nil},
+		{"the type's alias is this backend", nil, offers.Query{Backends: []string{"vast"}, InstanceTypes: []string{"1000001"}}, []string{"1000001"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := e.provider(t, tt.edit)
+			tt.q.SpotPolicy = offers.SpotPolicyAuto
 			got, err := p.Offers(t.Context(), tt.q)
 			if err != nil {
 				t.Fatal(err)
@@ -74,7 +78,7 @@ func TestOffers(t *testing.T) {
 func TestOfferFields(t *testing.T) {
 	e := startSim(t)
 	p := e.provider(t, nil)
-	got, err := p.Offers(t.Context(), offers.Query{GPUNames: []string{"RTX4090"}, GPUCount: offers.Exactly(1), Disk: offers.AtLeast(50)})
+	got, err := p.Offers(t.Context(), offers.Query{GPUNames: []string{"RTX4090"}, GPUCount: offers.Exactly(1), Disk: offers.AtLeast(50), SpotPolicy: offers.SpotPolicyAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +89,7 @@ func TestOfferFields(t *testing.T) {
 	}
 	spot := want[0]
 	spot.Spot, spot.Price = true, 0.22
-	want = append(want, spot)
+	want = append([]offers.Offer{spot}, want...) // cheapest first
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("offers (-want +got):\n%s", diff)
 	}
@@ -293,5 +297,40 @@ func TestBidOutbidIsInterrupted(t *testing.T) {
 	}
 	if got.Status != podcloud.PodExited || !got.Interrupted {
 		t.Errorf("outbid pod %+v, want exited and interrupted", got)
+	}
+}
+
+func TestFactoryConfig(t *testing.T) {
+	e := startSim(t)
+	tests := []struct {
+		name    string
+		edit    func(map[string]any)
+		wantErr string
+	}{
+		{"the simulator's entry opens", nil, ""},
+		{"an unknown field is an error", func(o map[string]any) { o["zone"] = "x" }, "unknown field"},
+		{"creds are required", func(o map[string]any) { delete(o, "creds") }, "creds is required"},
+		{"another creds type is refused", func(o map[string]any) { o["creds"] = map[string]any{"type": "oauth", "api_key": "k"} }, "not supported"},
+		{"a refused key fails the backend", func(o map[string]any) { o["creds"] = map[string]any{"type": "api_key", "api_key": "wrong"} }, "checking the API key"},
+		{"a bad endpoint_url is an error", func(o map[string]any) { o["endpoint_url"] = "ftp://x" }, "endpoint_url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			deps := drivertest.Deps(t, drivertest.Records(t))
+			b, err := Factory(e.config(t, tt.edit), deps)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+			case err == nil && b.Name() != "vastai":
+				t.Errorf("name %q", b.Name())
+			}
+		})
+	}
+	o := e.options(t, func(o *Options) { o.CommunityCloud = nil })
+	p, err := NewProvider(o, nil, nil)
+	if err != nil || !p.community {
+		t.Errorf("community_cloud unset: community %v, %v; want true (dstack's default)", p != nil && p.community, err)
 	}
 }
