@@ -160,6 +160,9 @@ func TestErrors(t *testing.T) {
 		{"terminating an unknown instance succeeds", nil, sim.Faults{},
 			func(p *Provider) error { return p.TerminatePod(t.Context(), "123") },
 			func(err error) bool { return err == nil }},
+		{"a catalog row's instance name is no capacity", nil, sim.Faults{},
+			func(p *Provider) error { _, err := p.CreatePod(t.Context(), testSpec("1x-RTX_4090-32-65536", false)); return err },
+			func(err error) bool { return errors.Is(err, backends.ErrNoCapacity) }},
 		{"a bid below the minimum is no capacity", nil, sim.Faults{},
 			func(p *Provider) error {
 				s := testSpec("4090001", true)
