@@ -44,7 +44,7 @@ const defaultDiskGB = 10
 // on 429 (dstack's compute.py), this many times, this far apart.
 const (
 	cleanupRetries = 4
-	cleanupBackoff = time.Second
+	cleanupBackoff = 500 * time.Millisecond
 )
 
 // CreatePod rents the ask spec.Offer.Instance (PUT /asks/<id>/, dstack's

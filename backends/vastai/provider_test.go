@@ -161,7 +161,10 @@ func TestErrors(t *testing.T) {
 			func(p *Provider) error { return p.TerminatePod(t.Context(), "123") },
 			func(err error) bool { return err == nil }},
 		{"a catalog row's instance name is no capacity", nil, sim.Faults{},
-			func(p *Provider) error { _, err := p.CreatePod(t.Context(), testSpec("1x-RTX_4090-32-65536", false)); return err },
+			func(p *Provider) error {
+				_, err := p.CreatePod(t.Context(), testSpec("1x-RTX_4090-32-65536", false))
+				return err
+			},
 			func(err error) bool { return errors.Is(err, backends.ErrNoCapacity) }},
 		{"a bid below the minimum is no capacity", nil, sim.Faults{},
 			func(p *Provider) error {
@@ -336,4 +339,28 @@ func TestFactoryConfig(t *testing.T) {
 	if err != nil || !p.community {
 		t.Errorf("community_cloud unset: community %v, %v; want true (dstack's default)", p != nil && p.community, err)
 	}
+}
+
+// TestLeftoverContractDestroyed checks the cleanup of a contract that a
+// refused rental returned anyway (dstack's compute.py): it is destroyed,
+// through throttling.
+func TestLeftoverContractDestroyed(t *testing.T) {
+	testenv.Docker(t)
+	e := startSim(t)
+	p := e.provider(t, nil)
+	pod, err := p.CreatePod(t.Context(), testSpec("4090001", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	e.sim.SetFaults(sim.Faults{ErrorRate: 0.5})
+	defer e.sim.SetFaults(sim.Faults{})
+	for range 5 { // the 502s end the retries; a few tries get through
+		p.destroyLeftover(t.Context(), pod.ID)
+		calls++
+		if r, _ := e.sim.Get(vastsim.Name, pod.ID); r.State == sim.StateTerminated {
+			return
+		}
+	}
+	t.Errorf("contract %s not destroyed after %d cleanups", pod.ID, calls)
 }
