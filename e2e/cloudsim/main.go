@@ -37,6 +37,7 @@ import (
 	"hoist/e2e/cloudsim/lambda"
 	"hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
+	"hoist/e2e/cloudsim/vastai"
 	"hoist/e2e/cloudsim/verda"
 	"hoist/e2e/cloudsim/vultr"
 )
@@ -49,6 +50,7 @@ func providers() []sim.Provider {
 		gce.New(),
 		lambda.New(),
 		runpod.New(),
+		vastai.New(),
 		verda.New(),
 		vultr.New(),
 	}
