@@ -17,7 +17,9 @@ import (
 	"hoist/e2e/cloudsim/ec2"
 	"hoist/e2e/cloudsim/gce"
 	lambdasim "hoist/e2e/cloudsim/lambda"
+	runpodsim "hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
+	vastaisim "hoist/e2e/cloudsim/vastai"
 	"hoist/e2e/cloudsim/verda"
 	"hoist/e2e/cloudsim/vultr"
 	"hoist/e2e/testenv"
@@ -35,7 +37,7 @@ const cloudWithin = 2 * time.Minute
 // the VM and leaves nothing with the installation's tags. Each cloud takes
 // about 10 s; the faults run on AWS (TestClouds_faults).
 func TestClouds(t *testing.T) {
-	for _, p := range []string{"aws", "gcp", "azure"} {
+	for _, p := range []string{"aws", "gcp", "azure", "lambda", "verda", "vultr", "runpod", "vastai"} {
 		t.Run(p, func(t *testing.T) {
 			e := newCloudEnv(t, p, "3s")
 			e.fullPath()
@@ -252,7 +254,7 @@ type cloudEnv struct {
 }
 
 // simProviders are the simulated providers, by hoist backend type.
-var simProviders = map[string]func() sim.Provider{"aws": ec2.New, "gcp": gce.New, "azure": arm.New, "lambda": lambdasim.New, "verda": verda.New, "vultr": vultr.New}
+var simProviders = map[string]func() sim.Provider{"aws": ec2.New, "gcp": gce.New, "azure": arm.New, "lambda": lambdasim.New, "verda": verda.New, "vultr": vultr.New, "runpod": runpodsim.New, "vastai": vastaisim.New}
 
 // newCloudEnv starts the simulator and hoist serve (instances re-checked
 // every resync).
@@ -348,8 +350,11 @@ func (e *cloudEnv) waitFleetReady(fleet string) cloudInstance {
 // ownership tag (keys are sanitized per provider; the value is the label),
 // as a tag or in its description.
 func (e *cloudEnv) ours(r sim.Resource) bool {
-	// A provider without tags (Verda) keeps them in the description.
-	if strings.Contains(r.Extra["description"], e.s.install) {
+	// A provider without tags keeps them in the description (Verda), the
+	// pod's environment (RunPod) or the instance's label, its name
+	// (Vast.ai).
+	if strings.Contains(r.Extra["description"], e.s.install) || strings.Contains(r.Extra["env"], e.s.install) ||
+		(e.provider == "vastai" && strings.Contains(r.Name, "i="+e.s.install)) {
 		return true
 	}
 	for _, v := range r.Tags {
@@ -420,7 +425,7 @@ func (e *cloudEnv) waitNothingLeft() {
 	waitFor(e.t, cloudWithin, func() string { return fmt.Sprintf("nothing left (left: %v)", left) }, func() bool {
 		left = nil
 		for _, r := range e.sim.Instances() {
-			if e.ours(r) && !gone(r) && (r.Kind == sim.KindInstance || r.Kind == sim.KindVolume) {
+			if e.ours(r) && !gone(r) && (r.Kind == sim.KindInstance || r.Kind == sim.KindVolume || r.Kind == sim.KindPod) {
 				left = append(left, r.Kind+" "+r.ID+" "+r.State)
 			}
 		}
@@ -551,7 +556,7 @@ func TestMeasure_clouds(t *testing.T) {
 	if os.Getenv("HOIST_MEASURE") == "" {
 		t.Skip("set HOIST_MEASURE=1 to measure")
 	}
-	for _, p := range []string{"aws", "gcp", "azure"} {
+	for _, p := range []string{"aws", "gcp", "azure", "lambda", "verda", "vultr", "runpod", "vastai"} {
 		t.Run(p, func(t *testing.T) {
 			e := newCloudEnv(t, p, "2s")
 			e.r.write("fleet.dstack.yml", e.fleetSpec("meas", "on-demand"))
@@ -579,7 +584,9 @@ func TestMeasure_clouds(t *testing.T) {
 			e.removeCommit("remove the fleet")
 			e.waitNothingLeft()
 			gone := time.Since(start)
-			t.Logf("MEASURE %s fleet commit → VM ready (SSH up, agents running): %s", p, ready.Round(time.Millisecond))
+			// A container cloud's instance is a reservation: ready at once;
+			// its pods start with each task.
+			t.Logf("MEASURE %s fleet commit → instance ready (a VM: SSH up, agents running): %s", p, ready.Round(time.Millisecond))
 			t.Logf("MEASURE %s one-line task commit → done: %v (median %s)", p, rounded(done), median(done).Round(time.Millisecond))
 			t.Logf("MEASURE %s API calls for one provisioned instance (launch to ready): %d; during 5 tasks: %d; fleet removal → VM gone: %s, %d calls",
 				p, calls, calls1-calls0-calls, gone.Round(time.Millisecond), sumCalls(e.sim.Stats().Calls, p)-calls1)

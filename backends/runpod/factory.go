@@ -28,7 +28,6 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("backend", name)
 	p, err := NewProvider(o, nil, log)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q (type runpod): %w", name, err)

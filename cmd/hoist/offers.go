@@ -20,6 +20,7 @@ import (
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
 	"hoist/backends/runpod"
+	"hoist/backends/vastai"
 	"hoist/backends/vultr"
 )
 
@@ -179,6 +180,7 @@ var liveOfferSources = map[string]func(backends.Config, *slog.Logger) (offers.Pr
 	"kubernetes": kubernetes.OfferSource,
 	"vultr":      func(c backends.Config, _ *slog.Logger) (offers.Provider, error) { return vultr.OfferSource(c) },
 	"runpod":     runpod.OfferSource,
+	"vastai":     vastai.OfferSource,
 }
 
 // clusterOffers asks every backend of the server config at path whose

@@ -32,6 +32,7 @@ import (
 	"hoist/backends/offers"
 	"hoist/backends/runpod"
 	"hoist/backends/sshfleet"
+	"hoist/backends/vastai"
 	"hoist/backends/verda"
 	"hoist/backends/vultr"
 	"hoist/reconciler"
@@ -53,6 +54,7 @@ func registry() backends.Registry {
 		"lambda":     lambda.Factory,
 		"local":      local.Factory,
 		"runpod":     runpod.Factory,
+		"vastai":     vastai.Factory,
 		"ssh":        sshfleet.Factory,
 		"verda":      verda.Factory,
 		"datacrunch": verda.Factory, // dstack's alias of verda

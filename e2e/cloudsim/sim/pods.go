@@ -96,6 +96,11 @@ func (s *Sim) engine() (*client.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim: docker client: %w", err)
 		}
+		// Negotiate now, under the lock: the client negotiates on its
+		// first request otherwise, and pods starting together race there.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.NegotiateAPIVersion(ctx)
+		cancel()
 		s.pods.docker = c
 	}
 	return s.pods.docker, nil
