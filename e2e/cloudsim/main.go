@@ -1,8 +1,10 @@
 // Command cloudsim is the cloud simulator: it serves the APIs of AWS EC2,
-// GCP Compute, Azure Resource Manager, Lambda Cloud and Verda, enough of each for the provider's
-// official Go SDK to work against it, boots "VMs" that are sshd processes
-// on their own 127.77.x.y addresses, and serves an admin API (/_sim/...) for
-// tests. See package hoist/e2e/cloudsim/sim.
+// GCP Compute, Azure Resource Manager, Lambda Cloud, Verda, Vultr, RunPod
+// and Vast.ai, enough of each for the provider's official Go SDK (or
+// hoist's client, where the provider has none) to work against it, boots
+// "VMs" that are sshd processes on their own 127.77.x.y addresses, runs
+// "pods" as Docker containers on the host network with such an address,
+// and serves an admin API (/_sim/...) for tests. See package hoist/e2e/cloudsim/sim.
 //
 //	go run ./e2e/cloudsim --listen 127.0.0.1:0 --state DIR
 //
