@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"hoist/agents/api"
 	"hoist/backends"
 	"hoist/backends/offers"
 )
@@ -204,9 +205,22 @@ func (k *kit) spot(t *testing.T, i int) {
 	if inst.Interrupted {
 		t.Errorf("spot instance %s is interrupted before the interruption", spec.ID)
 	}
-	k.opts.Interrupt(t, inst)
 	wctx, cancel := context.WithTimeout(ctx, k.opts.Timeout)
 	defer cancel()
+	var task *spotTask
+	if k.b.Traits().Runtime == backends.RuntimeRunner && k.opts.TaskImage != "" {
+		// A container cloud's instance is a reservation: what the
+		// provider reclaims is the pod of a task.
+		task = k.startSpotTask(wctx, t, inst)
+		defer task.remove()
+	}
+	k.opts.Interrupt(t, inst)
+	if task != nil {
+		info, err := task.sc.WaitTask(wctx, task.id, api.TaskTerminated)
+		if err != nil || info.TerminationReason != api.ReasonInterrupted {
+			t.Errorf("the task of the reclaimed spot instance: %+v, %v; want terminated as %s", info, err, api.ReasonInterrupted)
+		}
+	}
 	for {
 		got, err := k.b.Describe(wctx, spec.ID)
 		if err != nil {
@@ -225,6 +239,43 @@ func (k *kit) spot(t *testing.T, i int) {
 		}
 	}
 	k.terminate(t, spec.ID)
+}
+
+// A spotTask is the task the kit runs on a container cloud's spot
+// instance, through the instance's connection.
+type spotTask struct {
+	conn backends.Conn
+	sc   *api.ShimClient
+	id   string
+}
+
+// startSpotTask runs a task of Options.TaskImage on inst and waits until it
+// runs.
+func (k *kit) startSpotTask(ctx context.Context, t *testing.T, inst backends.Instance) *spotTask {
+	t.Helper()
+	conn, err := k.b.(backends.Connector).Connect(ctx, inst)
+	if err != nil {
+		t.Fatalf("Connect(%s): %v", inst.ID, err)
+	}
+	st := &spotTask{conn: conn, sc: api.NewShimClient(conn.ShimURL(), conn.HTTPClient()), id: "conf-spot-" + k.run}
+	if _, err := st.sc.CreateTask(ctx, api.TaskSpec{ID: st.id, Image: k.opts.TaskImage}); err != nil {
+		conn.Close()
+		t.Fatalf("CreateTask on the spot instance: %v", err)
+	}
+	if info, err := st.sc.WaitTask(ctx, st.id, api.TaskRunning); err != nil || info.Status != api.TaskRunning {
+		st.remove()
+		t.Fatalf("the spot instance's task: %+v, %v; want it running", info, err)
+	}
+	return st
+}
+
+// remove removes the task and closes the connection.
+func (st *spotTask) remove() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _ = st.sc.TerminateTask(ctx, st.id, api.ReasonTerminatedByServer, "conformance cleanup", 0)
+	_ = st.sc.RemoveTask(ctx, st.id)
+	st.conn.Close()
 }
 
 // placement checks a backends.PlacementBackend: create a group (twice: the

@@ -42,7 +42,10 @@ type Options struct {
 	// Interrupt, when set, reclaims a running spot instance as the
 	// provider would (the simulator's spot interruption): the kit then
 	// creates an instance from a spot offer (Offers with spot_policy spot)
-	// and checks that Describe reports it terminated and Interrupted.
+	// and checks that Describe reports it terminated and Interrupted. On
+	// a runner-runtime driver with TaskImage the instance runs a task
+	// first (a container cloud reclaims pods, not reservations), which
+	// must end as api.ReasonInterrupted.
 	// Nil skips the spot checks.
 	Interrupt func(t *testing.T, inst backends.Instance)
 	// ExternalVolume, when set for a backends.VolumeBackend, creates a

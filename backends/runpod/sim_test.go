@@ -1,12 +1,12 @@
 package runpod
 
 import (
-	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
 
 	"hoist/backends"
+	"hoist/backends/internal/drivertest"
 	"hoist/backends/offers"
 	"hoist/backends/podcloud"
 	runpodsim "hoist/e2e/cloudsim/runpod"
@@ -31,21 +31,7 @@ func startSim(t *testing.T) *simEnv {
 // config returns the simulator's entry as the server passes it to the
 // driver, with edit's changes (when not nil).
 func (e *simEnv) config(t *testing.T, edit func(map[string]any)) backends.Config {
-	t.Helper()
-	opts := map[string]any{}
-	for k, v := range e.entry {
-		if k != "type" {
-			opts[k] = v
-		}
-	}
-	if edit != nil {
-		edit(opts)
-	}
-	raw, err := json.Marshal(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return backends.Config{Name: "runpod", Type: "runpod", Options: raw}
+	return drivertest.Config(t, "runpod", e.entry, edit)
 }
 
 // provider builds the driver's Provider over the simulator.

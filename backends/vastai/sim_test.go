@@ -1,13 +1,13 @@
 package vastai
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"hoist/backends"
+	"hoist/backends/internal/drivertest"
 	"hoist/backends/podcloud"
 	"hoist/e2e/cloudsim/sim"
 	vastsim "hoist/e2e/cloudsim/vastai"
@@ -33,21 +33,7 @@ func startSim(t *testing.T) *simEnv {
 // config returns the simulator's entry as the server passes it to the
 // driver, with edit's changes (when not nil).
 func (e *simEnv) config(t *testing.T, edit func(map[string]any)) backends.Config {
-	t.Helper()
-	opts := map[string]any{}
-	for k, v := range e.entry {
-		if k != "type" {
-			opts[k] = v
-		}
-	}
-	if edit != nil {
-		edit(opts)
-	}
-	raw, err := json.Marshal(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return backends.Config{Name: "vastai", Type: "vastai", Options: raw}
+	return drivertest.Config(t, "vastai", e.entry, edit)
 }
 
 // options are the simulator's backend entry as Options, changed by edit.
