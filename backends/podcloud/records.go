@@ -37,9 +37,11 @@ type taskRecord struct {
 	ID       string `json:"id"`
 	Instance string `json:"instance"`
 	PodName  string `json:"pod_name"`
-	// PodID is the provider's id, set once CreatePod answered.
-	PodID string `json:"pod_id,omitempty"`
-	Image string `json:"image"`
+	// PodID is the provider's id, set once CreatePod answered;
+	// PodDeleted once the pod was deleted (TerminatePod answered).
+	PodID      string `json:"pod_id,omitempty"`
+	PodDeleted bool   `json:"pod_deleted,omitempty"`
+	Image      string `json:"image"`
 	// Ports are the job's container ports (PodSSHPort not included).
 	Ports []int `json:"ports,omitempty"`
 	// RunnerToken is the runner API's bearer token.

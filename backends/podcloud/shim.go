@@ -332,6 +332,7 @@ func (s *shim) stopLate(ctx context.Context, rec taskRecord, msg string) (api.Ta
 	if err := s.b.p.TerminatePod(ctx, rec.PodID); err != nil {
 		return api.TaskInfo{}, err
 	}
+	rec.PodDeleted = true
 	if err := s.end(ctx, &rec, api.ReasonCreatingContainerError, msg, nil, nil); err != nil {
 		return api.TaskInfo{}, err
 	}
@@ -359,10 +360,15 @@ func (s *shim) runnerAnswers(ctx context.Context, rec taskRecord) bool {
 	return true
 }
 
+// firstPoll is WaitTask's first interval; it doubles up to Poll, so that a
+// pod that starts at once is seen at once, and a slow one costs few calls.
+const firstPoll = 200 * time.Millisecond
+
 // WaitTask observes the task until it has reached status or timeout has
 // passed.
 func (s *shim) WaitTask(ctx context.Context, id, status string, timeout time.Duration) (api.TaskInfo, error) {
 	deadline := s.b.now().Add(timeout)
+	every := min(firstPoll, s.b.Poll)
 	for {
 		info, err := s.GetTask(ctx, id)
 		if err != nil || api.TaskStatusRank(info.Status) >= api.TaskStatusRank(status) || !s.b.now().Before(deadline) {
@@ -371,8 +377,9 @@ func (s *shim) WaitTask(ctx context.Context, id, status string, timeout time.Dur
 		select {
 		case <-ctx.Done():
 			return info, ctx.Err()
-		case <-time.After(min(s.b.Poll, deadline.Sub(s.b.now()))):
+		case <-time.After(min(every, deadline.Sub(s.b.now()))):
 		}
+		every = min(2*every, s.b.Poll)
 	}
 }
 
@@ -443,6 +450,7 @@ func (s *shim) TerminateTask(ctx context.Context, id, reason, message string, gr
 		if err := s.b.p.TerminatePod(ctx, rec.PodID); err != nil {
 			return info, err
 		}
+		rec.PodDeleted = true
 	}
 	if err := s.end(ctx, &rec, reason, message, exit, job); err != nil {
 		return info, err
@@ -472,7 +480,7 @@ func (s *shim) RemoveTask(ctx context.Context, id string) error {
 		return err
 	}
 	ids := []string{}
-	if rec.PodID != "" {
+	if rec.PodID != "" && !rec.PodDeleted {
 		ids = append(ids, rec.PodID)
 	}
 	for _, p := range pods {
