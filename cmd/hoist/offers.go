@@ -93,17 +93,20 @@ func newOffersCmd() *cobra.Command {
 				all.Limit = 0
 				total += len(offers.Filter([]offers.Offer{o}, all))
 			}
+			var live []offers.Provider
 			if serverCfg != "" {
-				live, err := clusterOffers(cmd, serverCfg, q)
-				if err != nil {
+				if live, err = clusterOffers(cmd, serverCfg, q); err != nil {
 					return err
 				}
-				hosts = append(hosts, live...)
 				for _, p := range live {
-					total += len(p.(staticOffers).offers)
+					// Live offers replace the catalog's rows of their
+					// backend (Vast.ai's asks, not its catalog rows).
+					cq := q
+					cq.Backends = []string{p.Name()}
+					total += len(p.(staticOffers).offers) - cat.Count(cq)
 				}
 			}
-			m := offers.NewMarket(offers.MarketConfig{Catalog: cat, Hosts: hosts,
+			m := offers.NewMarket(offers.MarketConfig{Catalog: cat, Hosts: hosts, Online: live,
 				Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			limit := q.Limit
 			if len(keys) > 0 {
