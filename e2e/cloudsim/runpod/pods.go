@@ -432,14 +432,15 @@ func (p *Provider) Interrupt(s *sim.Sim, id string) error {
 	if r.Extra[extraPodType] != podInterruptable {
 		return errors.New("runpod: pod " + id + " is not interruptible")
 	}
-	if err := s.StopPod(Name, id); err != nil {
-		return err
-	}
-	_, err := s.Update(Name, id, func(r *sim.Resource) error {
+	// The state first: an API call between the two must not see a
+	// stopped container of a pod that is not marked interrupted.
+	if _, err := s.Update(Name, id, func(r *sim.Resource) error {
 		r.State, r.Interrupted = stateExited, true
 		r.Extra[extraDesired] = statusExited
 		r.Extra[extraStatusChange] = "Exited by Runpod: spot pod interrupted"
 		return nil
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+	return s.StopPod(Name, id)
 }

@@ -277,12 +277,13 @@ func (p *Provider) Interrupt(s *sim.Sim, id string) error {
 	case !res.Spot:
 		return fmt.Errorf("vastai: instance %s is not a bid instance", id)
 	}
-	if err := s.StopPod(Name, id); err != nil {
-		return err
-	}
-	_, err := s.Update(Name, id, func(r *sim.Resource) error {
+	// The state first: an API call between the two must not see a
+	// stopped container of an instance that is not marked outbid.
+	if _, err := s.Update(Name, id, func(r *sim.Resource) error {
 		r.State, r.Interrupted = stateStopped, true
 		return nil
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+	return s.StopPod(Name, id)
 }
