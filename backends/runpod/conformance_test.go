@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"hoist/backends"
-	"hoist/backends/offers"
-	"hoist/backends/podcloud"
 	"hoist/backends/conformance"
 	"hoist/backends/internal/drivertest"
+	"hoist/backends/offers"
+	"hoist/backends/podcloud"
 	"hoist/e2e/testenv"
 )
 
