@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	runpodsim "hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
 	"hoist/e2e/testenv"
 )
@@ -109,4 +110,47 @@ func (e *cloudEnv) spotPod() sim.Resource {
 		return len(pods) == 1
 	})
 	return pods[0]
+}
+
+// TestClouds_runpodVolume is a RunPod network volume through Git: a
+// `type: volume` in a secure datacenter, a task whose pod mounts it
+// writing a file, a second task (a new pod) reading it back; removing the
+// specs deletes the pods and the volume.
+func TestClouds_runpodVolume(t *testing.T) {
+	e := newCloudEnv(t, "runpod", "2s")
+	const dc = "US-TX-3"
+	e.r.write("data.dstack.yml", "type: volume\nname: data\nbackend: runpod\nregion: "+dc+"\nsize: 10\n")
+	e.r.write("fleet.dstack.yml", strings.Replace(e.podFleetSpec("pods", "on-demand"), "backends: [runpod]\n", "backends: [runpod]\nregions: ["+dc+"]\n", 1))
+	e.r.write("write.dstack.yml", e.taskOn("write", "pods", "  - echo written in the first pod > /data/note\n")+"volumes: [data:/data]\n")
+	sha := e.r.commit("a runpod volume and a task writing to it")
+	e.s.waitRun("write", sha, "done", 2*cloudWithin)
+	vols := e.runpodVolumes()
+	if len(vols) != 1 || vols[0].SizeGB != 10 || vols[0].Region != dc || !strings.HasPrefix(vols[0].Name, "hoist-data-") {
+		t.Fatalf("network volumes in the simulator: %+v, want hoist-data-… of 10 GB in %s", vols, dc)
+	}
+	e.r.write("read.dstack.yml", e.taskOn("read", "pods", "  - cat /data/note\n")+"volumes: [data:/data]\n")
+	sha = e.r.commit("a task reading the volume")
+	e.s.waitRun("read", sha, "done", 2*cloudWithin)
+	if got := e.s.logs("read"); got != "written in the first pod\n" {
+		t.Fatalf("read logs %q, want the file the first task wrote", got)
+	}
+	for _, f := range []string{"write", "read", "fleet", "data"} {
+		e.r.remove(f + ".dstack.yml")
+	}
+	e.removeCommit("remove everything")
+	e.waitNothingLeft()
+	waitFor(t, cloudWithin, func() string { return fmt.Sprintf("the network volume deleted (left: %+v)", e.runpodVolumes()) }, func() bool {
+		return len(e.runpodVolumes()) == 0
+	})
+}
+
+// runpodVolumes returns the simulated RunPod's network volumes not deleted.
+func (e *cloudEnv) runpodVolumes() []sim.Resource {
+	var out []sim.Resource
+	for _, r := range e.sim.Instances() {
+		if r.Kind == runpodsim.KindNetworkVolume && !gone(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -120,9 +120,11 @@ type NetworkVolume struct {
 	// InitFS formats a device that has no file system (a volume hoist
 	// created); a registered volume without one is an error instead.
 	InitFS bool `json:"init_fs,omitempty"`
-	// Claim is, instead of DevicePath, the PersistentVolumeClaim a task
-	// of the Kubernetes backend mounts (the pod mounts it; nothing is
-	// formatted). The docker shim refuses it.
+	// Claim is, instead of DevicePath, what a pod-based backend's pod
+	// mounts (nothing is formatted): the PersistentVolumeClaim of a task
+	// of the Kubernetes backend, or the provider's network volume id of
+	// a container cloud's (RunPod's networkVolumeId). The docker shim
+	// refuses it.
 	Claim string `json:"claim,omitempty"`
 	// ReadOnly mounts the volume read-only in the container.
 	ReadOnly bool `json:"read_only,omitempty"`

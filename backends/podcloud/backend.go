@@ -13,7 +13,8 @@ import (
 	"hoist/backends/offers"
 )
 
-// Compile-time guards: the capabilities of a container cloud.
+// Compile-time guards: the capabilities of a container cloud (volumes.go
+// guards the backend of a VolumeProvider).
 var (
 	_ backends.Backend   = (*Backend)(nil)
 	_ backends.Connector = (*Backend)(nil)
@@ -48,8 +49,9 @@ type Backend struct {
 // New returns the backend called name (the server config entry's) of the
 // container cloud kind (runpod, vastai) that p speaks to. deps.Records is
 // required (instances and tasks are records every server sees), and so is
-// deps.RunnerDownload for tasks to start.
-func New(name, kind string, p Provider, deps backends.Deps) (*Backend, error) {
+// deps.RunnerDownload for tasks to start. The backend implements
+// backends.VolumeBackend when p is a VolumeProvider.
+func New(name, kind string, p Provider, deps backends.Deps) (backends.Backend, error) {
 	if deps.Records == nil {
 		return nil, fmt.Errorf("%s backend %q: the server keeps no backend records", kind, name)
 	}
@@ -60,8 +62,12 @@ func New(name, kind string, p Provider, deps backends.Deps) (*Backend, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Backend{name: name, kind: kind, p: p, records: deps.Records, download: deps.RunnerDownload, log: log, now: now,
-		Poll: DefaultPoll, StartTimeout: DefaultStartTimeout}, nil
+	b := &Backend{name: name, kind: kind, p: p, records: deps.Records, download: deps.RunnerDownload, log: log, now: now,
+		Poll: DefaultPoll, StartTimeout: DefaultStartTimeout}
+	if vp, ok := p.(VolumeProvider); ok {
+		return volumeBackend{b, &volumes{b: b, p: vp}}, nil
+	}
+	return b, nil
 }
 
 // Name returns the backend's name.

@@ -22,7 +22,15 @@
 //   - a pod the provider reports exited or gone ends its task with the
 //     provider's reason; a reclaimed (interruptible) pod ends it as
 //     api.ReasonInterrupted, which a run retrying on `interruption`
-//     resubmits.
+//     resubmits;
+//   - a Provider that is also a VolumeProvider (RunPod) makes the backend
+//     a backends.VolumeBackend: a network volume is not attached to a
+//     machine but given to the task's pod at creation (PodSpec.Volumes):
+//     AttachVolume checks the volume is in the instance's region and
+//     returns the provider's volume id as VolumeAttachment.Claim, which
+//     the task's api.NetworkVolume carries back; the engine keeps the
+//     volumes' tags in backends.Records (their name is all the provider
+//     keeps).
 //
 // Drivers import this package and their provider's client; the reconciler
 // never imports it (it sees backends.Backend and backends.Connector).

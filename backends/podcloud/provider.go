@@ -61,6 +61,10 @@ type PodSpec struct {
 	// api.PodSSHPort. The provider maps each to an address the server
 	// reaches (Pod.Ports).
 	Ports []int
+	// Volumes are the provider's network volumes the pod mounts (a
+	// VolumeProvider's, at most VolumeLimits.MaxPerPod); the pod must run
+	// where they are (the engine's AttachVolume checked it).
+	Volumes []PodVolume
 	// Tags are the ownership tags (backends.Tag*) and the task's
 	// (TagTask), kept by the provider's own mechanism (Vast.ai's label,
 	// RunPod's pod environment) so that ListPods returns them.

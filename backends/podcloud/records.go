@@ -44,6 +44,9 @@ type taskRecord struct {
 	Image      string `json:"image"`
 	// Ports are the job's container ports (PodSSHPort not included).
 	Ports []int `json:"ports,omitempty"`
+	// Volumes are the network volumes the pod is created with (kept so
+	// that a pod created again after a lost create mounts them too).
+	Volumes []PodVolume `json:"volumes,omitempty"`
 	// RunnerToken is the runner API's bearer token.
 	RunnerToken string `json:"runner_token"`
 	// HostKey is the runner's SSH host public key (authorized_keys form),

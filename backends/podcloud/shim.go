@@ -59,8 +59,13 @@ func (s *shim) HostInfo() api.HostInfo {
 
 // refusal says why a pod of a container cloud cannot run spec, "" when it
 // can: the provider runs the image as root in a container of its own, with
-// no host paths, Docker volumes or privileges.
-func refusal(spec api.TaskSpec) string {
+// no host paths, Docker volumes or privileges, and mounts only its own
+// network volumes, as many as lim allows (none for a provider that is not
+// a VolumeProvider).
+func refusal(spec api.TaskSpec, lim VolumeLimits) string {
+	if why := networkRefusal(spec.NetworkVolumes, lim); why != "" {
+		return why
+	}
 	switch {
 	case spec.Privileged:
 		return "privileged containers are not available: the provider runs the container"
@@ -68,8 +73,6 @@ func refusal(spec api.TaskSpec) string {
 		return fmt.Sprintf("instance volume %s: pods have no host paths to mount", spec.InstanceMounts[0].InstancePath)
 	case len(spec.VolumeMounts) > 0:
 		return fmt.Sprintf("volume %q: pods mount no Docker volumes", spec.VolumeMounts[0].Name)
-	case len(spec.NetworkVolumes) > 0:
-		return fmt.Sprintf("volume %q: this backend attaches no network volumes", spec.NetworkVolumes[0].Name)
 	case spec.User != "" && spec.User != "root" && spec.User != "0":
 		return fmt.Sprintf("user %q: the provider runs the container as root", spec.User)
 	case spec.ShmSizeBytes > 0:
@@ -80,6 +83,37 @@ func refusal(spec api.TaskSpec) string {
 	return ""
 }
 
+// networkRefusal says why a pod cannot mount nvs, "" when it can: each
+// must be a volume of the provider (Claim, its id, as AttachVolume gave
+// it), not a device, and read-write unless the provider mounts read-only.
+func networkRefusal(nvs []api.NetworkVolume, lim VolumeLimits) string {
+	switch {
+	case len(nvs) == 0:
+		return ""
+	case lim.MaxPerPod == 0:
+		return fmt.Sprintf("volume %q: this backend attaches no network volumes", nvs[0].Name)
+	case len(nvs) > lim.MaxPerPod:
+		return fmt.Sprintf("%d network volumes: a pod of this provider mounts at most %d", len(nvs), lim.MaxPerPod)
+	}
+	for _, nv := range nvs {
+		switch {
+		case nv.Claim == "" || nv.DevicePath != "":
+			return fmt.Sprintf("volume %q: a pod mounts the provider's network volumes, not devices", nv.Name)
+		case nv.ReadOnly && !lim.ReadOnly:
+			return fmt.Sprintf("volume %q: the provider mounts network volumes read-write only", nv.Name)
+		}
+	}
+	return ""
+}
+
+// volumeLimits are what a pod of the backend's provider mounts.
+func (b *Backend) volumeLimits() VolumeLimits {
+	if vp, ok := b.p.(VolumeProvider); ok {
+		return vp.VolumeLimits()
+	}
+	return VolumeLimits{}
+}
+
 // CreateTask records the task and asks the provider for its pod. A pod
 // the provider has no capacity for ends the task at once as
 // api.ReasonNoCapacity (a run retrying on no-capacity is resubmitted).
@@ -87,7 +121,7 @@ func (s *shim) CreateTask(ctx context.Context, spec api.TaskSpec) (api.TaskInfo,
 	if spec.Image == "" || !taskID.MatchString(spec.ID) {
 		return api.TaskInfo{}, fmt.Errorf("a task needs an image and an id of lower-case letters, digits and dashes (%q): %w", spec.ID, shimserver.ErrInvalid)
 	}
-	if why := refusal(spec); why != "" {
+	if why := refusal(spec, s.b.volumeLimits()); why != "" {
 		return api.TaskInfo{}, fmt.Errorf("task %s: %s: %w", spec.ID, why, shimserver.ErrInvalid)
 	}
 	if s.b.download == nil {
@@ -151,8 +185,12 @@ func (s *shim) newTaskRecord(spec api.TaskSpec) (taskRecord, error) {
 			ports = append(ports, p.Container)
 		}
 	}
+	var vols []PodVolume
+	for _, nv := range spec.NetworkVolumes {
+		vols = append(vols, PodVolume{ID: nv.Claim, Path: nv.Path, ReadOnly: nv.ReadOnly})
+	}
 	return taskRecord{
-		ID: spec.ID, Instance: s.rec.ID, PodName: "hoist-" + spec.ID, Image: spec.Image, Ports: ports,
+		ID: spec.ID, Instance: s.rec.ID, PodName: "hoist-" + spec.ID, Image: spec.Image, Ports: ports, Volumes: vols,
 		RunnerToken: token, HostKey: hostPub, ClientKey: clientPriv, CreatedAt: s.b.now().UTC(),
 		HostPrivateKey: hostPriv, ClientPublicKey: clientPub,
 	}, nil
@@ -193,7 +231,7 @@ func (s *shim) ensurePod(ctx context.Context, rec *taskRecord, spec api.TaskSpec
 	ps := PodSpec{
 		Name: rec.PodName, Offer: s.rec.Offer, Image: rec.Image, Env: env,
 		Command: api.StandaloneCommand(api.StandaloneOptions{}),
-		Ports:   append([]int{api.PodSSHPort}, rec.Ports...), Tags: tags,
+		Ports:   append([]int{api.PodSSHPort}, rec.Ports...), Tags: tags, Volumes: rec.Volumes,
 	}
 	if a := spec.RegistryAuth; a != nil {
 		ps.RegistryUsername, ps.RegistryPassword = a.Username, a.Password

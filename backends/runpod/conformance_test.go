@@ -1,12 +1,15 @@
 package runpod
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"hoist/backends"
 	"hoist/backends/conformance"
 	"hoist/backends/internal/drivertest"
+	"hoist/backends/offers"
+	"hoist/backends/podcloud"
 	"hoist/e2e/testenv"
 )
 
@@ -27,9 +30,24 @@ func TestConformance(t *testing.T) {
 		}
 		return b
 	}
+	b := open(t)
 	conformance.Run(t, conformance.Options{
-		Backend:   open(t),
-		Peer:      open,
+		Backend: b,
+		Peer:    open,
+		// Instances in a secure datacenter, where network volumes live.
+		Spec: func(int) backends.InstanceSpec {
+			return backends.InstanceSpec{Offer: datacenterOffer(t, b, "US-TX-3")}
+		},
+		// A volume made in the account as a user would, for volume_id.
+		ExternalVolume: func(t *testing.T, region string, sizeGB float64) string {
+			p := e.provider(t, nil)
+			v, err := p.CreateVolume(t.Context(), podcloud.VolumeRequest{Name: "user-volume", Region: region, SizeGB: int(sizeGB)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.DeleteVolume(context.Background(), v.ID) })
+			return v.ID
+		},
 		Timeout:   2 * time.Minute,
 		TaskImage: testenv.BusyboxImage,
 		// The provider reclaims the pod of the spot instance's task.
@@ -52,4 +70,20 @@ func TestConformance(t *testing.T) {
 			return left
 		},
 	})
+}
+
+// datacenterOffer is b's first on-demand offer in datacenter dc.
+func datacenterOffer(t *testing.T, b backends.Backend, dc string) offers.Offer {
+	t.Helper()
+	all, err := b.Offers(t.Context(), offers.Query{Regions: []string{dc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range all {
+		if !o.Spot {
+			return o
+		}
+	}
+	t.Fatalf("no on-demand offer in %s", dc)
+	return offers.Offer{}
 }

@@ -26,5 +26,13 @@
 // ({"cmd": [...], "entrypoint": [...]}); its ports are exposed as
 // "<port>/tcp" and reached at runtime.ports' public IP and port.
 //
+// The Provider is also a podcloud.VolumeProvider: RunPod's network volumes
+// (createNetworkVolume in a secure datacenter, upper-cased;
+// myself.networkVolumes; deleteNetworkVolume, "Tried to delete nonexistent
+// network volume" being success), mounted by a pod only when it is
+// deployed with one (networkVolumeId, volumeMountPath): one per pod,
+// read-write, in the volume's datacenter. Volumes have only a name; the
+// engine names them and keeps their tags (backends/podcloud).
+//
 // cmd/hoist imports it (one Registry line); nothing else should.
 package runpod

@@ -110,7 +110,9 @@ func dockerArgs(command []string) (string, error) {
 
 // CreatePod deploys one pod: podFindAndDeployOnDemand, or
 // podRentInterruptable for a spot offer with a bid of the offer's price
-// per GPU. The tags go in the pod's env (EnvTags). With registry
+// per GPU, with the spec's network volume (networkVolumeId at
+// volumeMountPath; one at most, read-write, in a datacenter). The tags go
+// in the pod's env (EnvTags). With registry
 // credentials, the driver saves a registry auth first and sets it on the
 // pod with podEditJob (the deploy inputs have none, as dstack found); the
 // auth is deleted when the pod is terminated through this Provider (one
@@ -121,6 +123,14 @@ func (p *Provider) CreatePod(ctx context.Context, spec podcloud.PodSpec) (podclo
 	secure := secureRegion(o.Region)
 	if !secure && !p.community {
 		return podcloud.Pod{}, backends.Stalled(fmt.Errorf("runpod: region %q is in the community cloud, which community_cloud: false forbids", o.Region))
+	}
+	switch {
+	case len(spec.Volumes) > 1:
+		return podcloud.Pod{}, backends.Stalled(fmt.Errorf("runpod: %d network volumes: a pod mounts at most one", len(spec.Volumes)))
+	case len(spec.Volumes) == 1 && spec.Volumes[0].ReadOnly:
+		return podcloud.Pod{}, backends.Stalled(errors.New("runpod: network volumes are mounted read-write only"))
+	case len(spec.Volumes) == 1 && !secure:
+		return podcloud.Pod{}, backends.Stalled(fmt.Errorf("runpod: region %q is in the community cloud, which has no network volumes", o.Region))
 	}
 	if o.GPUCount < 1 {
 		return podcloud.Pod{}, backends.Stalled(fmt.Errorf("runpod: offer %s has no GPU; the driver deploys GPU pods only", o.Instance))
@@ -165,6 +175,11 @@ func (p *Provider) CreatePod(ctx context.Context, spec podcloud.PodSpec) (podclo
 		"supportPublicIp":   true,
 		"startSsh":          false,
 		"minCudaVersion":    minCUDAVersion,
+	}
+	if len(spec.Volumes) == 1 {
+		// One network volume, set at deploy (dstack's run_job): the pod
+		// lands in the volume's datacenter, which is the offer's.
+		in["networkVolumeId"], in["volumeMountPath"] = spec.Volumes[0].ID, spec.Volumes[0].Path
 	}
 	if secure {
 		in["cloudType"], in["dataCenterId"] = "SECURE", o.Region

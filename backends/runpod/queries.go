@@ -177,3 +177,28 @@ type wireLowestPrice struct {
 type wireStock struct {
 	GPUTypes []map[string]json.RawMessage `json:"gpuTypes"`
 }
+
+// The network volume documents: dstack's (api_client.py,
+// get_network_volume, create_network_volume, delete_network_volume).
+const volumeFields = `
+fragment HoistVolume on NetworkVolume {
+  id
+  name
+  size
+  dataCenter { id name }
+}`
+
+const queryVolumes = `
+query HoistListVolumes {
+  myself { networkVolumes { ...HoistVolume } }
+}` + volumeFields
+
+const mutationCreateVolume = `
+mutation HoistCreateVolume($input: CreateNetworkVolumeInput!) {
+  createNetworkVolume(input: $input) { ...HoistVolume }
+}` + volumeFields
+
+const mutationDeleteVolume = `
+mutation HoistDeleteVolume($input: DeleteNetworkVolumeInput!) {
+  deleteNetworkVolume(input: $input)
+}`

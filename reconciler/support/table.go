@@ -351,16 +351,11 @@ var Table = []Row{
 	// Volumes: network volumes of the backends with volumes.
 	{Kinds: volume, Field: "", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
 		Note: "created (or registered with `volume_id`, or on Kubernetes `claim_name`) at a configured backend that has volumes " +
-			"(aws, gcp, azure, kubernetes), with the spec's `tags` under hoist's ownership tags; one that cannot be shows `failed` " +
+			"(aws, gcp, azure, kubernetes, runpod), with the spec's `tags` under hoist's ownership tags; one that cannot be shows `failed` " +
 			"with the reason, and jobs mounting it fail with `volume_error`"},
-	{Kinds: volume, Field: "backend", Decision: Partial, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
-		Note: "volumes of `backend: runpod` (hoist's runpod backend mounts no network volumes in its pods)",
-		uses: func(r *schema.Resource) []string {
-			if v, ok := r.Spec.(*schema.Volume); ok && v.Backend == "runpod" {
-				return []string{"backend"}
-			}
-			return nil
-		}},
+	{Kinds: volume, Field: "backend", Decision: Honoured, Test: "backends/runpod.TestBackend_volumeTasks",
+		Note: "the backend holding the volume; on `runpod`, a network volume in a secure datacenter (`region`): a job mounting it runs in a pod of that datacenter, " +
+			"created with the volume (one network volume per pod)"},
 	{Kinds: volume, Field: "availability_zone", Decision: Refused,
 		Note: "`availability_zone` (hoist places jobs by the volume's region only, so an instance could land in another zone)",
 		uses: writtenAt("availability_zone")},

@@ -101,6 +101,19 @@ func (p *Provider) deploy(s *sim.Sim, args map[string]any, spot bool) (any, *gql
 			}
 		}
 	}
+	vol, mountPath := str(in, "networkVolumeId"), str(in, "volumeMountPath")
+	if vol != "" {
+		if !secure {
+			return nil, apiError("BAD_USER_INPUT", "Network volumes are available in the secure cloud only")
+		}
+		var e *gqlerror.Error
+		if dc, e = deployVolume(s, vol, dc); e != nil {
+			return nil, e
+		}
+		if mountPath == "" {
+			mountPath = defaultMountPath
+		}
+	}
 	if price == 0 || !g.placed(secure, dc, country, count) || !s.Take(g.ID) {
 		return nil, apiError(codeSupply, msgNoInstances)
 	}
@@ -122,7 +135,8 @@ func (p *Provider) deploy(s *sim.Sim, args map[string]any, spot bool) (any, *gql
 			extraEnv: string(envJSON), extraDockerArgs: str(in, "dockerArgs"), extraPorts: str(in, "ports"),
 			extraPodType: podType, extraGPUCount: strconv.Itoa(count), extraDiskGB: strconv.Itoa(integer(in, "containerDiskInGb", 20)),
 			extraCloudType: map[bool]string{true: "SECURE", false: "COMMUNITY"}[secure], extraDesired: statusRunning,
-			extraStatusChange: "Rented by User: " + s.Now().UTC().Format(time.RFC1123),
+			extraStatusChange:  "Rented by User: " + s.Now().UTC().Format(time.RFC1123),
+			extraNetworkVolume: vol, extraMountPath: mountPath,
 		},
 	})
 	if err2 != nil {
@@ -146,7 +160,7 @@ func (p *Provider) start(s *sim.Sim, r sim.Resource, command []string, env map[s
 	env["RUNPOD_POD_ID"] = r.ID
 	env["RUNPOD_GPU_COUNT"] = r.Extra[extraGPUCount]
 	addr, err := s.StartPod(Name, r.ID, sim.PodSpec{
-		Image: r.Image, Command: command, Env: env, Ports: ports,
+		Image: r.Image, Command: command, Env: env, Ports: ports, Mounts: podMounts(s, r),
 		RegistryUsername: user, RegistryPassword: pass,
 	})
 	if err != nil {
@@ -255,7 +269,8 @@ func podJSON(s *sim.Sim, r sim.Resource) map[string]any {
 		"containerDiskInGb": disk, "volumeInGb": 0.0, "dockerArgs": r.Extra[extraDockerArgs],
 		"ports": r.Extra[extraPorts], "env": envList, "machineId": "m-" + r.ID,
 		"containerRegistryAuthId": nilIfEmpty(r.Extra[extraRegistryAuth]),
-		"uptimeSeconds":           0, "createdAt": r.CreatedAt.UTC().Format(time.RFC3339),
+		"networkVolumeId":         nilIfEmpty(r.Extra[extraNetworkVolume]), "volumeMountPath": nilIfEmpty(r.Extra[extraMountPath]),
+		"uptimeSeconds": 0, "createdAt": r.CreatedAt.UTC().Format(time.RFC3339),
 		"machine": map[string]any{
 			"podHostId": r.ID + "-" + strconv.Itoa(int(r.CreatedAt.Unix()%100000)), "gpuDisplayName": display,
 			"gpuTypeId": r.InstanceType, "secureCloud": secure, "dataCenterId": nilIfEmpty(map[bool]string{true: r.Region}[secure]),

@@ -168,10 +168,13 @@ func (p *Provider) root(s *sim.Sim) map[string]resolver {
 		"podTerminate":             func(a map[string]any) (any, *gqlerror.Error) { return p.terminate(s, a) },
 		"saveRegistryAuth":         func(a map[string]any) (any, *gqlerror.Error) { return p.saveRegistryAuth(s, a) },
 		"deleteRegistryAuth":       func(a map[string]any) (any, *gqlerror.Error) { return p.deleteRegistryAuth(s, a) },
+		"createNetworkVolume":      func(a map[string]any) (any, *gqlerror.Error) { return p.createVolume(s, a) },
+		"deleteNetworkVolume":      func(a map[string]any) (any, *gqlerror.Error) { return p.deleteVolume(s, a) },
 	}
 }
 
-// myself is the account: its pods (not terminated) and registry auths.
+// myself is the account: its pods (not terminated), network volumes and
+// registry auths.
 func (p *Provider) myself(s *sim.Sim) map[string]any {
 	return map[string]any{
 		"id":    "user_cloudsim",
@@ -185,6 +188,7 @@ func (p *Provider) myself(s *sim.Sim) map[string]any {
 			}
 			return out, nil
 		}),
+		"networkVolumes": resolver(func(map[string]any) (any, *gqlerror.Error) { return networkVolumes(s), nil }),
 		"containerRegistryCreds": resolver(func(map[string]any) (any, *gqlerror.Error) {
 			out := []map[string]any{}
 			for _, r := range registryAuths(s) {

@@ -70,6 +70,13 @@ func TestAPI(t *testing.T) {
 		{name: "terminating an unknown pod is not found at 200",
 			query: `mutation { podTerminate(input: {podId: "nosuch"}) }`, status: 200, msg: "pod not found to terminate"},
 		{name: "an unknown pod is null", query: `query { pod(input: {podId: "nosuch"}) { id } }`, status: 200},
+		{name: "deleting an unknown network volume is RunPod's nonexistent volume at 200",
+			query: `mutation { deleteNetworkVolume(input: {id: "nosuch"}) }`, status: 200, msg: "Tried to delete nonexistent network volume"},
+		{name: "a network volume in an unknown datacenter is refused",
+			query: `mutation { createNetworkVolume(input: {name: "v", size: 10, dataCenterId: "XX-NO-1"}) { id } }`, status: 200, code: "BAD_USER_INPUT"},
+		{name: "a pod with an unknown network volume is refused",
+			query: deploy, vars: map[string]any{"input": withVolume(input["input"], "nosuch")}, status: 200, code: "BAD_USER_INPUT",
+			msg: "Network volume nosuch not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,5 +120,42 @@ func TestAPI(t *testing.T) {
 	}
 	if st, out := call(t, url, APIKey, `mutation D($id: String!) { deleteRegistryAuth(registryAuthId: $id) }`, map[string]any{"id": id}); st != 200 || out["errors"] != nil {
 		t.Errorf("deleteRegistryAuth: %d %v", st, out)
+	}
+}
+
+// withVolume is a deploy input with networkVolumeId id.
+func withVolume(in any, id string) map[string]any {
+	out := map[string]any{"networkVolumeId": id, "volumeMountPath": "/data"}
+	for k, v := range in.(map[string]any) {
+		out[k] = v
+	}
+	return out
+}
+
+// TestAPI_networkVolumes checks the volume shapes dstack reads
+// (myself.networkVolumes{id name size dataCenter{id}}) and that a pod goes
+// to its volume's datacenter only.
+func TestAPI_networkVolumes(t *testing.T) {
+	c := testenv.StartCloudSim(t, New())
+	url := c.Backend(Name)["endpoint_url"].(string)
+	st, out := call(t, url, APIKey, `mutation { createNetworkVolume(input: {name: "data", size: 10, dataCenterId: "EU-RO-1"}) { id name size dataCenterId } }`, nil)
+	v, _ := out["data"].(map[string]any)["createNetworkVolume"].(map[string]any)
+	if st != 200 || v["id"] == "" || v["name"] != "data" || v["size"] != 10.0 || v["dataCenterId"] != "EU-RO-1" {
+		t.Fatalf("createNetworkVolume: %d %v", st, out)
+	}
+	id := v["id"].(string)
+	st, out = call(t, url, APIKey, `{ myself { networkVolumes { id name size dataCenter { id name } } } }`, nil)
+	vols, _ := out["data"].(map[string]any)["myself"].(map[string]any)["networkVolumes"].([]any)
+	if st != 200 || len(vols) != 1 || vols[0].(map[string]any)["dataCenter"].(map[string]any)["id"] != "EU-RO-1" {
+		t.Fatalf("myself.networkVolumes: %d %v", st, out)
+	}
+	const deploy = `mutation D($input: PodFindAndDeployOnDemandInput!) { podFindAndDeployOnDemand(input: $input) { id } }`
+	in := map[string]any{"name": "p", "imageName": "busybox", "gpuTypeId": "NVIDIA RTX A4000", "cloudType": "SECURE", "dataCenterId": "US-TX-3", "gpuCount": 1}
+	_, out = call(t, url, APIKey, deploy, map[string]any{"input": withVolume(in, id)})
+	if msg, code := firstError(out); code != "BAD_USER_INPUT" || msg != "Network volume "+id+" is in data center EU-RO-1; the pod must be deployed in the same data center, not US-TX-3" {
+		t.Errorf("deploy in another datacenter: %q (%s)", msg, code)
+	}
+	if st, out := call(t, url, APIKey, `mutation D($id: String!) { deleteNetworkVolume(input: {id: $id}) }`, map[string]any{"id": id}); st != 200 || out["errors"] != nil {
+		t.Errorf("deleteNetworkVolume: %d %v", st, out)
 	}
 }

@@ -64,6 +64,10 @@ type PodSpec struct {
 	// RegistryUsername and RegistryPassword authenticate the pull of an
 	// image the Docker engine does not have.
 	RegistryUsername, RegistryPassword string
+	// Mounts bind host directories (keys, absolute) into the container
+	// at the paths they map to: a provider's network volume, kept by the
+	// provider package under StateDir.
+	Mounts map[string]string
 }
 
 // A PodState is what the simulator observed of a pod's container.
@@ -233,6 +237,9 @@ func (s *Sim) runPod(dc *client.Client, r Resource, addr string, spec PodSpec) s
 		cfg.Cmd = []string{}
 	}
 	hcfg := &container.HostConfig{NetworkMode: network.NetworkHost}
+	for _, host := range slices.Sorted(maps.Keys(spec.Mounts)) {
+		hcfg.Binds = append(hcfg.Binds, host+":"+spec.Mounts[host])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
 	created, err := dc.ContainerCreate(ctx, cfg, hcfg, nil, nil, s.podName(r.Provider, r.ID))
