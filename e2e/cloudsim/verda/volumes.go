@@ -89,7 +89,9 @@ func getVolume(s *sim.Sim, w http.ResponseWriter, r *http.Request) *apiError {
 
 // createVolume is POST /volumes {type, name, size, location_code,
 // instance_id?}: the volume is made (and attached when instance_id is
-// given); its id is the answer.
+// given); its id is the answer. The capacity fault "volume"
+// (sim.Faults.Capacity) runs the locations out of room: 503
+// service_unavailable.
 func (p *Provider) createVolume(s *sim.Sim, w http.ResponseWriter, r *http.Request) *apiError {
 	var req struct {
 		Type         string   `json:"type"`
