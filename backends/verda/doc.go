@@ -40,6 +40,8 @@
 // CreateVolume is idempotent on the hoist.volume tag as Launch is on
 // hoist.instance. An attached volume shows up in the VM at /dev/<target>,
 // the virtio disk name Verda reports for it ("vdb"). A volume registered by
-// its id (dstack's volume_id) may have any name. Placement groups are not
-// offered.
+// its id (dstack's volume_id) may have any name. The SDK notes that attach
+// and detach need the instance shut down (offline); the engine attaches to
+// the running VM, and a refusal is classified as any 4xx is (stalled).
+// Placement groups are not offered.
 package verda
