@@ -110,7 +110,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (or HOIST_WEBHOOK_SECRET)")
 	f.StringVar(&o.defaultImage, "default-image", "", "image for specs that name none")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users reach it (links posted to GitHub)")
+	f.StringVar(&o.externalURL, "external-url", "", "hoist's base URL as users and pods reach it: links posted to GitHub, and where container clouds' pods fetch the runner (default: the listen address)")
 	f.BoolVar(&o.noLocalFleet, "no-local-fleet", false, "do not create the fleet `local` of this whole host (fleets naming the local backend share the host instead)")
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "how long events and the logs of finished jobs are kept (0 keeps them forever)")
 	f.DurationVar(&o.leakAudit, "leak-audit-interval", 10*time.Minute, "how often backends are checked for instances, network volumes and placement groups tagged as this installation's that hoist does not know, which are deleted (negative: never)")

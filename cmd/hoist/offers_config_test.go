@@ -11,15 +11,16 @@ import (
 	runpodsim "hoist/e2e/cloudsim/runpod"
 	"hoist/e2e/cloudsim/sim"
 	vastaisim "hoist/e2e/cloudsim/vastai"
+	vultrsim "hoist/e2e/cloudsim/vultr"
 	"hoist/e2e/testenv"
 )
 
-// TestOffersCmd_configListsTheContainerCloudsLiveOffers: `hoist offers
-// --config` with a runpod or vastai entry lists the provider's live offers
-// (RunPod's GPU types in stock, Vast.ai's asks) for the query, in place of
-// the offline catalog's rows of that backend (the catalog has Vast.ai rows,
-// whose names are no asks to rent).
-func TestOffersCmd_configListsTheContainerCloudsLiveOffers(t *testing.T) {
+// TestOffersCmd_configListsLiveOffers: `hoist offers --config` with a
+// vultr, runpod or vastai entry lists the provider's live offers (Vultr's
+// plans, which the catalog lacks; RunPod's GPU types in stock; Vast.ai's
+// asks) for the query, in place of the offline catalog's rows of that
+// backend (the catalog has Vast.ai rows, whose names are no asks to rent).
+func TestOffersCmd_configListsLiveOffers(t *testing.T) {
 	tests := []struct {
 		name     string
 		provider sim.Provider
@@ -28,6 +29,7 @@ func TestOffersCmd_configListsTheContainerCloudsLiveOffers(t *testing.T) {
 		// named (a RunPod GPU type id, a Vast.ai ask id).
 		live func(instance string) bool
 	}{
+		{"vultr", vultrsim.New(), "H100:8", func(i string) bool { return i == "vbm-112c-2048gb-8-h100-gpu" }},
 		{"runpod", runpodsim.New(), "A4000", func(i string) bool { return strings.HasPrefix(i, "NVIDIA ") }},
 		{"vastai", vastaisim.New(), "RTX4090", func(i string) bool { _, err := strconv.Atoi(i); return err == nil }},
 	}
