@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,14 +205,19 @@ func (e *cloudEnv) spotInterruption(t *testing.T) {
 // second task on another VM (another fleet) mounts it and reads the file;
 // removing the specs (volume deletion confirmed, as the prune guard holds
 // it) deletes the VMs and the volume.
-func TestClouds_volume(t *testing.T) {
+func TestClouds_volume(t *testing.T) { volumeAcrossFleets(t, "aws") }
+
+// volumeAcrossFleets writes a file to a network volume of provider from a
+// task on one fleet's VM and reads it from a task on another's.
+func volumeAcrossFleets(t *testing.T, provider string) {
 	testenv.Require(t, "losetup")
 	testenv.Require(t, "mkfs.ext4")
-	e := newCloudEnv(t, "aws", "2s")
+	e := newCloudEnv(t, provider, "2s")
 	region := e.regions()[0]
-	e.r.write("data.dstack.yml", "type: volume\nname: data\nbackend: aws\nregion: "+region+"\nsize: 1GB\n")
+	e.r.write("data.dstack.yml", "type: volume\nname: data\nbackend: "+provider+"\nregion: "+region+"\nsize: 1GB\n")
 	for _, f := range []string{"va", "vb"} {
-		e.r.write(f+".dstack.yml", strings.Replace(e.fleetSpec(f, "on-demand"), "backends: [aws]\n", "backends: [aws]\nregions: ["+region+"]\n", 1))
+		b := "backends: [" + provider + "]\n"
+		e.r.write(f+".dstack.yml", strings.Replace(e.fleetSpec(f, "on-demand"), b, b+"regions: ["+region+"]\n", 1))
 	}
 	e.r.write("write.dstack.yml", e.taskOn("write", "va", "  - echo written on the first VM > /data/note\n  - echo wrote\n")+"volumes: [data:/data]\n")
 	sha := e.r.commit("a volume, two fleets and a task writing to the volume")
@@ -350,11 +356,13 @@ func (e *cloudEnv) waitFleetReady(fleet string) cloudInstance {
 // ownership tag (keys are sanitized per provider; the value is the label),
 // as a tag or in its description.
 func (e *cloudEnv) ours(r sim.Resource) bool {
-	// A provider without tags keeps them in the description (Verda), the
+	// A provider without tags keeps them in the description (Verda's
+	// instances; its volumes in their names, query-encoded), the
 	// pod's environment (RunPod) or the instance's label, its name
 	// (Vast.ai).
 	if strings.Contains(r.Extra["description"], e.s.install) || strings.Contains(r.Extra["env"], e.s.install) ||
-		(e.provider == "vastai" && strings.Contains(r.Name, "i="+e.s.install)) {
+		(e.provider == "vastai" && strings.Contains(r.Name, "i="+e.s.install)) ||
+		(e.provider == "verda" && r.Kind == sim.KindVolume && strings.Contains(r.Name, "="+url.QueryEscape(e.s.install))) {
 		return true
 	}
 	for _, v := range r.Tags {

@@ -20,3 +20,8 @@ func TestClouds_verda(t *testing.T) {
 		}
 	}
 }
+
+// TestClouds_volumeVerda is TestClouds_volume on Verda's block volumes: the
+// volume, which carries the installation's tags in its name, shows up in the
+// VM at /dev/<target>.
+func TestClouds_volumeVerda(t *testing.T) { volumeAcrossFleets(t, "verda") }

@@ -48,7 +48,7 @@ var defNames = map[Kind]string{
 }
 
 var volumeDefs = map[string]string{
-	"aws": "#AWSVolume", "gcp": "#GCPVolume", "azure": "#AzureVolume", "runpod": "#RunpodVolume", "kubernetes": "#KubernetesVolume",
+	"aws": "#AWSVolume", "gcp": "#GCPVolume", "azure": "#AzureVolume", "runpod": "#RunpodVolume", "verda": "#VerdaVolume", "kubernetes": "#KubernetesVolume",
 }
 
 // cueChecker validates documents against the embedded CUE schema. It is

@@ -100,7 +100,7 @@ func TestValuesAt_keepsTheSchemaOrder(t *testing.T) {
 		want []string
 	}{
 		{"#SpotPolicy", []string{"spot", "on-demand", "auto"}},
-		{"#Volume.backend", []string{"aws", "gcp", "azure", "runpod", "kubernetes"}},
+		{"#Volume.backend", []string{"aws", "gcp", "azure", "runpod", "verda", "kubernetes"}},
 		{"#Gateway.certificate.type", []string{"lets-encrypt", "acm"}},
 		{"#Python", []string{"3.9", "3.10", "3.11", "3.12", "3.13", "3.14"}},
 	}

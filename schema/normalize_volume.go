@@ -31,7 +31,7 @@ func (d *dec) volume(n *node) *Volume {
 		v.Region, _ = d.str(r, "region")
 	}
 	switch backend {
-	case "aws", "gcp", "azure", "runpod":
+	case "aws", "gcp", "azure", "runpod", "verda":
 		v.VolumeID = d.optStr(n.get("volume_id"), "volume_id")
 		if backend != "runpod" {
 			v.AvailabilityZone = d.optStr(n.get("availability_zone"), "availability_zone")

@@ -438,7 +438,7 @@ type Volume struct {
 	Backend          string `json:"backend"`
 	Region           string `json:"region"`
 	AvailabilityZone string `json:"availability_zone,omitempty"`
-	// VolumeID registers an existing volume (aws, gcp, runpod).
+	// VolumeID registers an existing volume (aws, gcp, azure, runpod, verda).
 	VolumeID string `json:"volume_id,omitempty"`
 	// Size is in GB; nil when registering an existing volume.
 	Size *float64 `json:"size,omitempty"`

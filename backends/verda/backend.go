@@ -8,13 +8,22 @@ import (
 
 	"hoist/backends"
 	"hoist/backends/offers"
-	"hoist/backends/vm"
 )
+
+// engine is what the cloud-VM engine's backend of a vm.VolumeProvider
+// offers: an instance backend with volumes, SSH connections, host access
+// and gateways.
+type engine interface {
+	backends.VolumeBackend
+	backends.Connector
+	backends.HostAccess
+	backends.GatewayHost
+}
 
 // Backend is the cloud-VM engine's backend over Verda, with offers narrowed
 // to what GET /instance-availability says can be had now.
 type Backend struct {
-	*vm.Backend
+	engine
 	prov *Provider
 	name string
 
@@ -23,11 +32,14 @@ type Backend struct {
 	asked time.Time
 }
 
-// Compile-time guards: the capabilities this driver has (no volumes, no
+// Compile-time guards: the capabilities this driver has (volumes, no
 // placement groups).
 var (
-	_ backends.Backend   = (*Backend)(nil)
-	_ backends.Connector = (*Backend)(nil)
+	_ backends.Backend       = (*Backend)(nil)
+	_ backends.Connector     = (*Backend)(nil)
+	_ backends.VolumeBackend = (*Backend)(nil)
+	_ backends.HostAccess    = (*Backend)(nil)
+	_ backends.GatewayHost   = (*Backend)(nil)
 )
 
 // availabilityTTL is how long an availability answer is reused.
@@ -39,7 +51,7 @@ const availabilityTTL = 30 * time.Second
 func (b *Backend) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, error) {
 	limit := q.Limit
 	q.Limit = 0
-	all, err := b.Backend.Offers(ctx, q)
+	all, err := b.engine.Offers(ctx, q)
 	if err != nil || len(all) == 0 {
 		return all, err
 	}

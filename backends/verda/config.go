@@ -67,11 +67,11 @@ func Factory(cfg backends.Config, deps backends.Deps) (backends.Backend, error) 
 	if err != nil {
 		return nil, fmt.Errorf("backend %q (type verda): %w", name, err)
 	}
-	vb, ok := b.(*vm.Backend)
+	eb, ok := b.(engine)
 	if !ok {
 		return nil, fmt.Errorf("backend %q (type verda): the engine gave a %T", name, b)
 	}
-	return &Backend{Backend: vb, prov: p, name: name}, nil
+	return &Backend{engine: eb, prov: p, name: name}, nil
 }
 
 // newProvider validates o and builds the API client.

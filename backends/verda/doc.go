@@ -30,6 +30,18 @@
 // row's location for its spot flag, cheapest first. A spot instance Verda
 // reclaims shows as discontinued: it is reported gone and interrupted.
 //
-// Volumes are not offered by this driver (the backend is not a
-// backends.VolumeBackend), nor placement groups.
+// Volumes are Verda's block volumes (volumes.go; the backend is a
+// backends.VolumeBackend): NVMe volumes created with POST /volumes in the
+// instance's location, attached, detached and deleted (for good,
+// is_permanent) with PUT /volumes. A volume has no tags or description
+// either, so its name carries hoist's name and ownership tags, query-encoded
+// after a "?" ("hoist-data-1a2b3c4d?hoist.installation=...&hoist.volume=...");
+// ListVolumes reads them back and leaves out every other volume, and
+// CreateVolume is idempotent on the hoist.volume tag as Launch is on
+// hoist.instance. An attached volume shows up in the VM at /dev/<target>,
+// the virtio disk name Verda reports for it ("vdb"). A volume registered by
+// its id (dstack's volume_id) may have any name. The SDK notes that attach
+// and detach need the instance shut down (offline); the engine attaches to
+// the running VM, and a refusal is classified as any 4xx is (stalled).
+// Placement groups are not offered.
 package verda

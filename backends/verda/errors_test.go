@@ -47,3 +47,33 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+func TestClassifyVolume(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		err      error
+		kind     backends.Kind
+		capacity bool
+	}{
+		{"no capacity", &APIError{Status: 503, Code: "service_unavailable", Message: "No capacity available"}, backends.KindTransient, true},
+		{"quota", &APIError{Status: 400, Code: "invalid_request", Message: "Volume quota exceeded"}, backends.KindStalled, true},
+		{"bad location", &APIError{Status: 400, Code: "invalid_request", Message: "Invalid location code"}, backends.KindStalled, false},
+		{"unauthorized", &APIError{Status: 401, Code: "unauthorized_request", Message: "Invalid or expired access token"}, backends.KindStalled, false},
+		{"insufficient funds", &APIError{Status: 402, Code: "insufficient_funds"}, backends.KindStalled, false},
+		{"rate limit", &APIError{Status: 429, Code: "too_many_requests", Message: "Rate limit exceeded"}, backends.KindTransient, false},
+		{"server error", &APIError{Status: 500, Code: "server_error"}, backends.KindTransient, false},
+	} {
+		err := classifyVolume(c.err)
+		if errors.Is(err, backends.ErrNoCapacity) != c.capacity {
+			t.Errorf("%s: classifyVolume = %v, no capacity want %v", c.name, err, c.capacity)
+		}
+		if !c.capacity && backends.KindOf(err) != c.kind {
+			t.Errorf("%s: classifyVolume kind %v, want %v", c.name, backends.KindOf(err), c.kind)
+		}
+	}
+	for _, err := range []error{&APIError{Status: 404, Code: "not_found"}, &APIError{Status: 400, Message: "Invalid volume id"}} {
+		if !isVolumeGone(err) {
+			t.Errorf("%v is not recognized as a volume gone", err)
+		}
+	}
+}

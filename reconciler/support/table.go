@@ -351,7 +351,7 @@ var Table = []Row{
 	// Volumes: network volumes of the backends with volumes.
 	{Kinds: volume, Field: "", Decision: Honoured, Test: "reconciler.TestWorkers_volumeAttachedBeforeTheTaskAndDetachedAfter",
 		Note: "created (or registered with `volume_id`, or on Kubernetes `claim_name`) at a configured backend that has volumes " +
-			"(aws, gcp, azure, kubernetes, runpod), with the spec's `tags` under hoist's ownership tags; one that cannot be shows `failed` " +
+			"(aws, gcp, azure, verda, kubernetes, runpod), with the spec's `tags` under hoist's ownership tags; one that cannot be shows `failed` " +
 			"with the reason, and jobs mounting it fail with `volume_error`"},
 	{Kinds: volume, Field: "backend", Decision: Honoured, Test: "backends/runpod.TestBackend_volumeTasks",
 		Note: "the backend holding the volume; on `runpod`, a network volume in a secure datacenter (`region`): a job mounting it runs in a pod of that datacenter, " +

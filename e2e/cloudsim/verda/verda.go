@@ -68,6 +68,9 @@ type Provider struct {
 	tokens map[string]time.Time // access token → expiry
 	// refresh are the refresh tokens handed out.
 	refresh map[string]bool
+	// vmu serializes volume attaches, detaches and deletes (the choice of
+	// a free disk target).
+	vmu sync.Mutex
 }
 
 // New returns the simulated Verda API.
@@ -167,6 +170,10 @@ func (p *Provider) Handler(s *sim.Sim) http.Handler {
 	h("GET /v1/instances/{id}", "instances.get", getInstance)
 	h("POST /v1/instances", "instances.create", createInstance)
 	h("PUT /v1/instances", "instances.action", instanceAction)
+	h("GET /v1/volumes", "volumes.list", listVolumes)
+	h("GET /v1/volumes/{id}", "volumes.get", getVolume)
+	h("POST /v1/volumes", "volumes.create", p.createVolume)
+	h("PUT /v1/volumes", "volumes.action", p.volumeAction)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "%s %s is not a Verda API call", r.Method, r.URL.Path))
 	})
@@ -536,7 +543,7 @@ func createInstance(s *sim.Sim, w http.ResponseWriter, r *http.Request) *apiErro
 }
 
 // instanceAction is PUT /instances {action, id: [ids], delete_permanently}:
-// only delete. One id answers 202 or its error; several answer 207 with a
+// only delete, which detaches the instance's volumes. One id answers 202 or its error; several answer 207 with a
 // result per instance.
 func instanceAction(s *sim.Sim, w http.ResponseWriter, r *http.Request) *apiError {
 	var req struct {
@@ -603,6 +610,7 @@ func deleteInstance(s *sim.Sim, id string) *apiError {
 	if res.State == sim.StatePending && res.Message == "" && !stuck(s, res) {
 		return errorf(http.StatusBadRequest, "invalid_request", "Can't discontinue a provisioning instance")
 	}
+	detachAll(s, id)
 	if err := s.Halt(Name, id); err != nil {
 		return errorf(http.StatusInternalServerError, "server_error", "%v", err)
 	}

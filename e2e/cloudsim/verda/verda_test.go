@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,94 @@ func TestCapacityAndErrors(t *testing.T) {
 	c.Faults(sim.Faults{ErrorRate: 1})
 	if code, body := a.call("GET", "/instances", nil); code != 429 || !strings.Contains(body, "too_many_requests") {
 		t.Errorf("rate limited: %d %s", code, body)
+	}
+}
+
+func TestVolumes(t *testing.T) {
+	c, a := start(t)
+	_, keyID := a.call("POST", "/ssh-keys", map[string]string{"name": "k", "key": key})
+	newInstance := func(host string) string {
+		req := map[string]any{"instance_type": "CPU.4V.16G", "image": "img", "ssh_key_ids": []string{keyID}, "hostname": host,
+			"description": "", "location_code": "FIN-01", "is_spot": false}
+		code, id := a.call("POST", "/instances", req)
+		if code != 202 || id == "" {
+			t.Fatalf("create instance: %d %q", code, id)
+		}
+		return id
+	}
+	inst, other := newInstance("h1"), newInstance("h2")
+	c.WaitRunning(verda.Name, inst, 30*time.Second)
+
+	code, id := a.call("POST", "/volumes", map[string]any{"type": "NVMe", "name": "data", "size": 1, "location_code": "FIN-01"})
+	if code != 202 || id == "" || strings.HasPrefix(id, "{") {
+		t.Fatalf("create volume: %d %q, want a plain-text id", code, id)
+	}
+	get := func() map[string]any {
+		t.Helper()
+		code, body := a.call("GET", "/volumes/"+id, nil)
+		var v map[string]any
+		if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
+			t.Fatalf("get volume: %d %s", code, body)
+		}
+		return v
+	}
+	if v := get(); v["status"] != "detached" || v["name"] != "data" || v["size"] != 1.0 || v["type"] != "NVMe" ||
+		v["location"] != "FIN-01" || v["instance_id"] != nil || v["target"] != nil || v["is_os_volume"] != false {
+		t.Errorf("new volume: %v", v)
+	}
+	if code, body := a.call("PUT", "/volumes", map[string]any{"action": "attach", "id": id, "instance_id": inst}); code != 202 {
+		t.Fatalf("attach: %d %s", code, body)
+	}
+	v := get()
+	target, _ := v["target"].(string)
+	if v["status"] != "attached" || v["instance_id"] != inst || !strings.HasPrefix(target, "vd") {
+		t.Fatalf("attached volume: %v", v)
+	}
+	if link, err := os.Readlink("/dev/" + target); err != nil || !strings.HasPrefix(link, "/dev/loop") {
+		t.Errorf("/dev/%s links to %q, %v; want a loop device", target, link, err)
+	}
+	if code, body := a.call("PUT", "/volumes", map[string]any{"action": "attach", "id": id, "instance_id": other}); code != 400 || !strings.Contains(body, "invalid_request") {
+		t.Errorf("attach to another instance: %d %s", code, body)
+	}
+	if code, body := a.call("PUT", "/volumes", map[string]any{"action": "delete", "id": id, "is_permanent": true}); code != 400 {
+		t.Errorf("delete attached: %d %s", code, body)
+	}
+	if code, _ := a.call("GET", "/volumes?status=attached", nil); code != 200 {
+		t.Errorf("list attached: %d", code)
+	}
+	// Deleting the instance detaches the volume.
+	if code, body := a.call("PUT", "/instances", map[string]any{"action": "delete", "id": []string{inst}}); code != 202 {
+		t.Fatalf("delete instance: %d %s", code, body)
+	}
+	if v := get(); v["status"] != "detached" || v["instance_id"] != nil {
+		t.Errorf("volume after its instance was deleted: %v", v)
+	}
+	if _, err := os.Lstat("/dev/" + target); !os.IsNotExist(err) {
+		t.Errorf("/dev/%s still there after the detach: %v", target, err)
+	}
+	if code, body := a.call("PUT", "/volumes", map[string]any{"action": "detach", "id": []string{id}}); code != 202 {
+		t.Errorf("detach a detached volume: %d %s", code, body)
+	}
+	if code, body := a.call("PUT", "/volumes", map[string]any{"action": "delete", "id": id, "is_permanent": true}); code != 202 {
+		t.Errorf("delete: %d %s", code, body)
+	}
+	if code, body := a.call("GET", "/volumes/"+id, nil); code != 404 || !strings.Contains(body, "not_found") {
+		t.Errorf("get after delete: %d %s", code, body)
+	}
+	if _, body := a.call("GET", "/volumes", nil); strings.Contains(body, id) {
+		t.Errorf("list after delete: %s", body)
+	}
+	for name, req := range map[string]map[string]any{
+		"type":     {"type": "SSD", "name": "x", "size": 1, "location_code": "FIN-01"},
+		"size":     {"type": "HDD", "name": "x", "size": 0, "location_code": "FIN-01"},
+		"location": {"type": "HDD", "name": "x", "size": 1, "location_code": "MARS-01"},
+	} {
+		if code, body := a.call("POST", "/volumes", req); code != 400 || !strings.Contains(body, "invalid_request") {
+			t.Errorf("bad %s: %d %s", name, code, body)
+		}
+	}
+	c.Faults(sim.Faults{Capacity: map[string]int{"volume": 0}})
+	if code, body := a.call("POST", "/volumes", map[string]any{"type": "NVMe", "name": "x", "size": 1, "location_code": "FIN-01"}); code != 503 || !strings.Contains(body, "service_unavailable") {
+		t.Errorf("out of capacity: %d %s", code, body)
 	}
 }
