@@ -155,7 +155,7 @@ func (p *Provider) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, 
 		}
 	}
 	p.cache.Add(key, out, offersCacheTTL)
-	p.log.Debug("vastai offers searched", "asks", len(asks), "offers", len(out))
+	p.log.Debug("offers_searched", "asks", len(asks), "offers", len(out))
 	return offers.Filter(slices.Clone(out), q), nil
 }
 

@@ -109,7 +109,7 @@ func (p *Provider) CreatePod(ctx context.Context, spec podcloud.PodSpec) (podclo
 		return podcloud.Pod{}, fmt.Errorf("%w: ask %s: %w", backends.ErrNoCapacity, spec.Offer.Instance, err)
 	}
 	id := strconv.FormatInt(*ans.NewContract, 10)
-	p.log.Info("vastai instance created", "instance_id", id, "ask", spec.Offer.Instance, "name", spec.Name, "spot", spec.Offer.Spot)
+	p.log.Info("instance_created", "instance_id", id, "ask", spec.Offer.Instance, "name", spec.Name, "spot", spec.Offer.Spot)
 	return podcloud.Pod{
 		ID: id, Name: spec.Name, Status: podcloud.PodStarting, Tags: backends.CopyTags(spec.Tags),
 		Price: spec.Offer.Price, Region: spec.Offer.Region, CreatedAt: time.Now(),
@@ -122,16 +122,16 @@ func (p *Provider) destroyLeftover(ctx context.Context, id string) {
 	for i := 0; ; i++ {
 		err := p.api.destroy(ctx, id)
 		if err == nil || notFound(err) {
-			p.log.Info("vastai leftover contract destroyed", "instance_id", id)
+			p.log.Info("leftover_contract_destroyed", "instance_id", id)
 			return
 		}
 		if !throttled(err) || i == cleanupRetries {
-			p.log.Warn("vastai leftover contract not destroyed", "instance_id", id, "error", err)
+			p.log.Warn("leftover_contract_not_destroyed", "instance_id", id, "err", err)
 			return
 		}
 		select {
 		case <-ctx.Done():
-			p.log.Warn("vastai leftover contract not destroyed", "instance_id", id, "error", ctx.Err())
+			p.log.Warn("leftover_contract_not_destroyed", "instance_id", id, "err", ctx.Err())
 			return
 		case <-time.After(cleanupBackoff << i):
 		}
