@@ -2,8 +2,6 @@ package podcloud
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,45 +69,16 @@ type volumes struct {
 	mu sync.Mutex // serializes the changes of volume records
 }
 
-// volumeName is the provider-visible name of hoist volume id called name:
-// dstack-like, hoist-<name>-<8 hex of sha256(id)>, at most maxVolumeName
-// long, so that a volume whose record was lost is still found by its id
-// (volumeOf).
-func volumeName(name, id string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(name) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			b.WriteRune(r)
-			dash = false
-			continue
-		}
-		dash = true
-	}
-	suffix := idSuffix(id)
-	res := b.String()
-	room := maxVolumeName - len("hoist--") - len(suffix)
-	if len(res) > room {
-		res = strings.TrimRight(res[:room], "-")
-	}
-	if res == "" {
-		return "hoist-" + suffix
-	}
-	return "hoist-" + res + "-" + suffix
-}
-
-func idSuffix(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:4])
-}
+// volumeName is the provider-visible name of hoist volume id called name,
+// backends.ResourceName's hoist-<name>-<8 hex of sha256(id)>, at most
+// maxVolumeName long, so that a volume whose record was lost is still found
+// by its id (volumeOf).
+func volumeName(name, id string) string { return backends.ResourceName(name, id, maxVolumeName) }
 
 // volumeOf says whether a provider's volume name is one the engine gave
 // hoist volume id.
 func volumeOf(name, id string) bool {
-	return strings.HasPrefix(name, "hoist-") && strings.HasSuffix(name, "-"+idSuffix(id))
+	return strings.HasPrefix(name, "hoist-") && strings.HasSuffix(name, "-"+backends.IDSuffix(id))
 }
 
 // volumeTags are spec's tags and TagVolume: spec.ID.

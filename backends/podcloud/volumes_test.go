@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"hoist/agents/api"
+	"hoist/backends"
 )
 
 func TestVolumeName(t *testing.T) {
 	tests := []struct{ name, id, want string }{
-		{name: "Data Set_1", id: "v1", want: "hoist-data-set-1-" + idSuffix("v1")},
-		{name: "", id: "v1", want: "hoist-" + idSuffix("v1")},
-		{name: strings.Repeat("x", 80), id: "v2", want: "hoist-" + strings.Repeat("x", maxVolumeName-len("hoist--")-8) + "-" + idSuffix("v2")},
+		{name: "Data Set_1", id: "v1", want: "hoist-data-set-1-" + backends.IDSuffix("v1")},
+		{name: "", id: "v1", want: "hoist-" + backends.IDSuffix("v1")},
+		{name: strings.Repeat("x", 80), id: "v2", want: "hoist-" + strings.Repeat("x", maxVolumeName-len("hoist--")-8) + "-" + backends.IDSuffix("v2")},
 	}
 	for _, tt := range tests {
 		got := volumeName(tt.name, tt.id)
