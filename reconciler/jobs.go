@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/backends"
 	"hoist/store"
 )
 
@@ -238,6 +239,13 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 		// An ephemeral host port: replicas of a service (and the old and
 		// new runs of a rolling deployment) share the host.
 		ts.Ports = append(ts.Ports, api.PortMapping{Host: 0, Container: spec.Port.ContainerPort})
+	}
+	// A pod of a container cloud or Kubernetes runs the start command in
+	// place of the image's entrypoint, which the server does not know
+	// (dstack reads it from the registry): such a job must say what to run.
+	if c.traitsOf(job.Backend).Runtime == backends.RuntimeRunner && len(spec.script()) == 0 && spec.Entrypoint == "" {
+		return 0, c.setTerminating(ctx, l, job, reasonCreatingContainer, fmt.Sprintf(
+			"backend %s runs the job's image without its entrypoint: the job must set commands (or entrypoint)", job.Backend))
 	}
 	// The policy checked every backend the run may use when its revision
 	// was loaded; this is the backend the job actually got.

@@ -105,3 +105,26 @@ func TestWorkers_clusterOnAnIsolatedBackendFailsSayingWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkers_podWithoutCommandsEndsSayingWhy: a task without commands on
+// a backend whose pods run the start command in place of the image's
+// entrypoint (the runner runtime) ends before any pod is created, saying
+// it must set commands.
+func TestWorkers_podWithoutCommandsEndsSayingWhy(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": volFleet,
+		"task.dstack.yml":  "type: task\nname: bare\nimage: busybox\n",
+	})
+	be := f.withContainerFake(fake.Config{Name: "runpod", Isolated: true})
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s: %v", res, f.syncState().Errors)
+	}
+	inst := f.provision("bare")
+	j := f.stepJob("bare", store.JobTerminating)
+	if !strings.Contains(j.TerminationMessage, "backend runpod runs the job's image without its entrypoint: the job must set commands") {
+		t.Errorf("job ends with %q, want the reason", j.TerminationMessage)
+	}
+	if tasks := be.Tasks(inst.ID); len(tasks) != 0 {
+		t.Errorf("tasks %v were created", tasks)
+	}
+}

@@ -189,7 +189,11 @@ func (r *Runner) Submit(spec api.JobSpec) error {
 		return fmt.Errorf("job is %s, submit only before run: %w", r.state.State, errConflict)
 	}
 	if len(spec.Commands) == 0 && len(spec.Entrypoint) == 0 && len(r.cfg.ImageCommand) == 0 {
-		return errors.New("job has no commands and the image has no entrypoint or cmd")
+		// The docker shim passes the image's entrypoint and cmd
+		// (--image-command) when it has them; pods of container clouds
+		// and Kubernetes are started without them.
+		return errors.New("job has no commands and no image entrypoint or cmd to run instead " +
+			"(on RunPod, Vast.ai and Kubernetes a job must set commands)")
 	}
 	base := DefaultWorkingDir
 	if r.cfg.ImageWorkingDir != "" && filepath.IsAbs(r.cfg.ImageWorkingDir) {

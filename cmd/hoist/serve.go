@@ -302,6 +302,15 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	downloads.SetBaseURL(cmp.Or(o.externalURL, "http://"+ln.Addr().String()))
+	if o.externalURL == "" {
+		// Pods of a container cloud fetch the runner from this server.
+		for _, name := range backendNames(bes) {
+			if t := bes[name].Traits(); t.Runtime == backends.RuntimeRunner && t.Isolated {
+				log.Warn("external_url_unset", "backend", name, "runner_url", "http://"+ln.Addr().String(),
+					"hint", "the backend's pods fetch the runner from this server: set --external-url to an address they reach")
+			}
+		}
+	}
 	log.Info("hoist serving", "listen", ln.Addr().String(), "source", src.Describe(), "db", st.Dialect(),
 		"backends", strings.Join(backendNames(bes), ","))
 	hs := srv.HTTPServer() // timeouts against slow clients; live streams lift them

@@ -73,7 +73,9 @@ var Table = []Row{
 
 	// Runs: what runs.
 	{Kinds: runKinds, Field: "image", Decision: Honoured, Test: "e2e.TestSkeleton_gitCommitsDriveRuns"},
-	{Kinds: taskSvc, Field: "commands", Decision: Honoured, Test: "e2e.TestSkeleton_gitCommitsDriveRuns"},
+	{Kinds: taskSvc, Field: "commands", Decision: Honoured, Test: "e2e.TestSkeleton_gitCommitsDriveRuns",
+		Note: "without `commands` the image's entrypoint and cmd run, on hosts with hoist's shim; pods of RunPod, Vast.ai and Kubernetes " +
+			"start without them, so there such a job ends saying it must set `commands` (reconciler.TestWorkers_podWithoutCommandsEndsSayingWhy)"},
 	{Kinds: devEnv, Field: "init", Decision: Honoured, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
 		Note: "run on start; the container then stays up"},
 	{Kinds: taskSvc, Field: "entrypoint", Decision: Partial, Test: "e2e.TestSupport_honouredFieldsReachTheJob",
