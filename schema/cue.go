@@ -64,6 +64,9 @@ type cueChecker struct {
 type cueDoc struct {
 	node  *node
 	label string
+	// wf is "providers" or "workflows" for a top-level list of dstack's
+	// custom providers or workflows (see ProvidersFile), not a resource.
+	wf string
 }
 
 func newCueChecker() *cueChecker {
@@ -573,6 +576,16 @@ func (c *cueChecker) extract(files []string, parsed []*ast.File) (docs []cueDoc,
 		var walk func(v cue.Value, label string, depth int)
 		walk = func(v cue.Value, label string, depth int) {
 			if depth > 20 {
+				return
+			}
+			if depth == 1 && (label == "providers" || label == "workflows") && v.Kind() == cue.ListKind {
+				n, e := fromCue(first, v, []string{label}, 1)
+				if e != nil {
+					errs = append(errs, e)
+					return
+				}
+				found++
+				docs = append(docs, cueDoc{node: n, label: label, wf: label})
 				return
 			}
 			switch v.Kind() {

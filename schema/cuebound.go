@@ -50,13 +50,13 @@ func unitKey(files []string, srcs [][]byte) [sha256.Size]byte {
 // loadCueContext loads the CUE files of one directory under ctx: files of
 // one package are evaluated together. When ctx ends during the evaluation
 // it is abandoned, and abandonedV reports that v is still in use by it.
-func (v *validator) loadCueContext(ctx context.Context, fsys fs.FS, files []string) (res []Resource, errs Errors, abandonedV bool) {
+func (v *validator) loadCueContext(ctx context.Context, fsys fs.FS, files []string) (res []Resource, wf []cueDoc, errs Errors, abandonedV bool) {
 	srcs := make([][]byte, len(files))
 	parsed := make([]*ast.File, len(files))
 	for i, f := range files {
 		src, err := readSpec(fsys, f)
 		if err != nil {
-			return nil, Errors{err}, false
+			return nil, nil, Errors{err}, false
 		}
 		srcs[i] = src
 		pf, perr := parser.ParseFile(f, src)
@@ -71,21 +71,21 @@ func (v *validator) loadCueContext(ctx context.Context, fsys fs.FS, files []stri
 		parsed[i] = pf
 	}
 	if len(errs) > 0 {
-		return nil, errs, false
+		return nil, nil, errs, false
 	}
 	key := unitKey(files, srcs)
 	abandoned.Lock()
 	bad := abandoned.m[key]
 	abandoned.Unlock()
 	if bad {
-		return nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
+		return nil, nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
 			Msg: "CUE evaluation of these files outlived the deadline of an earlier load; refused (lists hold at most " +
 				strconv.Itoa(MaxListItems) + " items)"}}, false
 	}
 	select {
 	case cueSlots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
+		return nil, nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
 			Msg: "no CUE evaluation slot before the deadline: earlier revisions' evaluations are still running"}}, false
 	}
 	type result struct {
@@ -112,20 +112,24 @@ func (v *validator) loadCueContext(ctx context.Context, fsys fs.FS, files []stri
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			why = "stopped at the revision's deadline"
 		}
-		return nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
+		return nil, nil, Errors{{Pos: Position{File: files[0], Line: 1, Column: 1},
 			Msg: "CUE evaluation " + why + "; refused (lists hold at most " + strconv.Itoa(MaxListItems) + " items)"}}, true
 	}
 	if len(r.errs) > 0 {
-		return nil, r.errs, false
+		return nil, nil, r.errs, false
 	}
 	for _, d := range r.docs {
+		if d.wf != "" {
+			wf = append(wf, d)
+			continue
+		}
 		rs, es := v.document(ctx, d.node, d.node.pos.File, d.label)
 		errs = append(errs, es...)
 		if rs != nil {
 			res = append(res, *rs)
 		}
 	}
-	return res, errs, false
+	return res, wf, errs, false
 }
 
 // checkComprehensions refuses, before evaluation, a comprehension whose

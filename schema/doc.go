@@ -31,6 +31,30 @@
 //     once, and content whose evaluation was abandoned is refused at once
 //     the next time.
 //
+// # Custom providers and workflows
+//
+// dstack 0.0.x's custom providers are read in their own formats, unchanged:
+// ProvidersFile (`.dstack/providers.yaml`: `providers:`, a list of `name`,
+// `image`, `commands`) and WorkflowsFile (`.dstack/workflows.yaml`:
+// `workflows:`, a list of `name`, `provider` and the provider's
+// parameters, which are the workflow's other fields but dstack's own
+// `depends-on`), both at the loaded root only. A CUE spec may define them
+// as top-level `providers` and `workflows` lists (#Provider, #Workflow);
+// all providers share one name space.
+//
+//   - A provider's optional `schema` (hoist's addition: dstack's provider
+//     program named the file itself) is a JSON Schema, inline or the path
+//     of a YAML or JSON file from the root, compiled with CUE's JSON-Schema
+//     support; each workflow's parameters are checked against it, every
+//     problem at the parameter's file:line:col (missing ones at the
+//     workflow).
+//   - `provider` is a local name (an unknown one is an error at it) or
+//     `{repo, name, ref?}` of another repository, whose schema hoist does
+//     not fetch.
+//   - hoist does not run workflows yet: a workflow with no error of its own
+//     is refused with one error at its position, and so, when there is no
+//     workflow, is each provider. A revision holding either never loads.
+//
 // # Limits
 //
 // Checked before any CUE evaluation, each error naming the limit and the

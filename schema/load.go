@@ -53,8 +53,12 @@ func (d *Desired) Lookup(k Kind, name string) (Resource, bool) {
 }
 
 // IsSpecFile reports whether a file name is loaded as a spec: *.dstack.yml,
-// *.dstack.yaml, .dstack.yml (and .dstack.yaml) or *.cue.
+// *.dstack.yaml, .dstack.yml (and .dstack.yaml) or *.cue; and, named by
+// its slash path from the loaded root, ProvidersFile or WorkflowsFile.
 func IsSpecFile(name string) bool {
+	if isWorkflowFile(path.Clean(name)) {
+		return true
+	}
 	base := path.Base(name)
 	return strings.HasSuffix(base, ".dstack.yml") || strings.HasSuffix(base, ".dstack.yaml") ||
 		base == ".dstack.yml" || base == ".dstack.yaml" || strings.HasSuffix(base, ".cue")
@@ -124,9 +128,18 @@ func LoadFiles(fsys fs.FS, files []string) (*Desired, error) {
 // LoadFilesContext is LoadFiles under ctx, like LoadContext.
 func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired, error) {
 	files = sortedSet(files) // a file named twice is loaded once
+	var wfFiles []string
+	files = slices.DeleteFunc(files, func(f string) bool {
+		if isWorkflowFile(path.Clean(f)) {
+			wfFiles = append(wfFiles, path.Clean(f))
+			return true
+		}
+		return false
+	})
 	units := workUnits(files)
 	type result struct {
 		res  []Resource
+		wf   []cueDoc
 		errs Errors
 	}
 	results := make([]result, len(units))
@@ -153,17 +166,18 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 					v = validators.Get().(*validator)
 				}
 				var res []Resource
+				var wf []cueDoc
 				var errs Errors
 				if len(u) == 1 && !strings.HasSuffix(u[0], ".cue") {
 					res, errs = loadFileCached(ctx, v, fsys, u[0])
 				} else {
 					var abandoned bool
-					res, errs, abandoned = v.loadCueContext(ctx, fsys, u)
+					res, wf, errs, abandoned = v.loadCueContext(ctx, fsys, u)
 					if abandoned {
 						v = nil // still in use by the abandoned evaluation
 					}
 				}
-				results[i] = result{res, errs}
+				results[i] = result{res, wf, errs}
 			}
 		}()
 	}
@@ -174,12 +188,21 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 	wg.Wait()
 
 	var all []Resource
+	var wf []cueDoc
 	var errs Errors
 	for _, r := range results {
 		all = append(all, r.res...)
+		wf = append(wf, r.wf...)
 		errs = append(errs, r.errs...)
 	}
 	errs = append(errs, checkIdentities(all)...)
+	if ctx.Err() == nil {
+		errs = append(errs, loadWorkflows(fsys, wfFiles, wf)...)
+	} else {
+		for _, f := range wfFiles {
+			errs = append(errs, deadlineError(ctx, f))
+		}
+	}
 	if len(errs) > 0 {
 		errs.Sort()
 		return nil, errs

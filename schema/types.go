@@ -13,7 +13,17 @@ const (
 	KindGateway        Kind = "gateway"
 )
 
-// Kinds lists every kind in a stable order.
+// The kinds of dstack's custom providers and workflows (ProvidersFile,
+// WorkflowsFile). They are not resource kinds: Load validates them and then
+// refuses them, since hoist does not run workflows yet, so they are never
+// in a Desired nor in Kinds. They name the rows deciding them in the
+// support table.
+const (
+	KindProvider Kind = "provider"
+	KindWorkflow Kind = "workflow"
+)
+
+// Kinds lists every resource kind in a stable order.
 var Kinds = []Kind{KindTask, KindService, KindDevEnvironment, KindFleet, KindVolume, KindGateway}
 
 // IsRun reports whether k is a run kind; task, service and dev-environment

@@ -58,6 +58,8 @@ var (
 	volume   = []schema.Kind{schema.KindVolume}
 	gateway  = []schema.Kind{schema.KindGateway}
 	allKinds = schema.Kinds
+	provider = []schema.Kind{schema.KindProvider}
+	workflow = []schema.Kind{schema.KindWorkflow}
 )
 
 // maxStopGrace is the longest graceful stop the reconciler gives a job
@@ -435,6 +437,29 @@ var Table = []Row{
 			}
 			return nil
 		}},
+
+	// dstack's custom providers and workflows (.dstack/providers.yaml,
+	// .dstack/workflows.yaml, or a CUE spec's `providers` and `workflows`
+	// lists). schema.Load validates them and then refuses them, so they
+	// never reach Check; these rows document the refusal. Providers are
+	// refused rather than advisory: a warning belongs to a resource, and a
+	// provider is not one (nor could it have any effect).
+	{Kinds: workflow, Field: "", Decision: Refused,
+		Note: "workflows of custom providers (hoist validates each workflow's parameters against its provider's JSON Schema, " +
+			"at the parameter's file:line:col, but does not run workflows yet)",
+		uses: refusedAtLoad},
+	{Kinds: provider, Field: "", Decision: Refused,
+		Note: "custom providers (validated, with their parameter schemas, then refused: hoist runs no workflows yet, so a provider would have no effect)",
+		uses: refusedAtLoad},
+}
+
+// refusedAtLoad detects the kinds schema.Load itself refuses: a resource
+// of such a kind never exists, so it reports the whole resource if one did.
+func refusedAtLoad(r *schema.Resource) []string {
+	if r.Kind == schema.KindProvider || r.Kind == schema.KindWorkflow {
+		return []string{""}
+	}
+	return nil
 }
 
 // runIf reports path when a run's config satisfies use.
