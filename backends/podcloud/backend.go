@@ -43,7 +43,8 @@ type Backend struct {
 	Poll         time.Duration
 	StartTimeout time.Duration
 
-	mu sync.Mutex // serializes Create and CreateTask
+	mu    sync.Mutex // serializes Create and CreateTask's records
+	podMu sync.Mutex // serializes the creation of pods (shim.ensurePod)
 }
 
 // New returns the backend called name (the server config entry's) of the

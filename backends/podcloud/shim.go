@@ -128,9 +128,17 @@ func (s *shim) CreateTask(ctx context.Context, spec api.TaskSpec) (api.TaskInfo,
 		return api.TaskInfo{}, fmt.Errorf("task %s: this server serves no runner downloads for pods to fetch: %w", spec.ID, shimserver.ErrInvalid)
 	}
 	s.b.mu.Lock()
-	if _, ok, err := s.b.taskRecord(ctx, spec.ID); err != nil {
+	if cur, ok, err := s.b.taskRecord(ctx, spec.ID); err != nil {
 		s.b.mu.Unlock()
 		return api.TaskInfo{}, err
+	} else if ok && cur.Instance == s.rec.ID && cur.PodID == "" && cur.End == nil {
+		// A create that failed before its pod (the caller retries it):
+		// the pod is created now, with the spec's environment and login.
+		s.b.mu.Unlock()
+		if err := s.ensurePod(ctx, &cur, spec); err != nil {
+			return api.TaskInfo{}, err
+		}
+		return s.observe(ctx, cur)
 	} else if ok {
 		s.b.mu.Unlock()
 		return api.TaskInfo{}, fmt.Errorf("task %s exists: %w", spec.ID, shimserver.ErrConflict)
@@ -203,6 +211,18 @@ func (s *shim) newTaskRecord(spec api.TaskSpec) (taskRecord, error) {
 // environment and registry login, which the runner gets with the job); a
 // pod that cannot be created for want of capacity ends the task.
 func (s *shim) ensurePod(ctx context.Context, rec *taskRecord, spec api.TaskSpec) error {
+	// One creation at a time in this server: CreateTask and an
+	// observation of the task (a poll while CreatePod is still under way)
+	// must not both create a pod. The record, read again under the lock,
+	// says whether the other one did.
+	s.b.podMu.Lock()
+	defer s.b.podMu.Unlock()
+	if cur, ok, err := s.b.taskRecord(ctx, rec.ID); err != nil {
+		return err
+	} else if ok && (cur.PodID != "" || cur.End != nil) {
+		*rec = cur
+		return nil
+	}
 	tags := backends.CopyTags(s.rec.Tags)
 	tags[backends.TagInstance], tags[TagTask] = s.rec.ID, rec.ID
 	pods, err := s.b.p.ListPods(ctx, map[string]string{backends.TagInstance: s.rec.ID, TagTask: rec.ID})
@@ -305,10 +325,18 @@ func (s *shim) observe(ctx context.Context, rec taskRecord) (api.TaskInfo, error
 		return s.info(rec, api.TaskTerminated), nil
 	}
 	if rec.PodID == "" {
+		// CreateTask is creating the pod (with the job's environment and
+		// registry login); only a create lost long ago is made up for here.
+		if s.b.now().Sub(rec.CreatedAt) < lostCreateAfter {
+			return s.remember(rec, s.info(rec, api.TaskPending)), nil
+		}
 		if err := s.ensurePod(ctx, &rec, api.TaskSpec{}); err != nil {
 			return api.TaskInfo{}, err
 		}
 		if rec.End != nil || rec.PodID == "" {
+			if rec.End != nil {
+				return s.info(rec, api.TaskTerminated), nil
+			}
 			return s.remember(rec, s.info(rec, api.TaskPending)), nil
 		}
 	}
@@ -397,6 +425,11 @@ func (s *shim) runnerAnswers(ctx context.Context, rec taskRecord) bool {
 	}
 	return true
 }
+
+// lostCreateAfter is how long after CreateTask recorded a task without a
+// pod an observation takes the create as lost (a server that stopped in
+// the middle) and creates the pod itself.
+const lostCreateAfter = time.Minute
 
 // firstPoll is WaitTask's first interval; it doubles up to Poll, so that a
 // pod that starts at once is seen at once, and a slow one costs few calls.
