@@ -60,12 +60,12 @@ func TestRegistry_Open(t *testing.T) {
 		Size int `json:"size"`
 	}
 	var got opts
-	reg := backends.Registry{"nop": func(cfg backends.Config, _ backends.Deps) (backends.Backend, error) {
+	reg := backends.Registry{"nop": {Open: func(cfg backends.Config, _ backends.Deps) (backends.Backend, error) {
 		if err := cfg.Decode(&got); err != nil {
 			return nil, err
 		}
 		return nopBackend{}, nil
-	}}
+	}}}
 	if _, err := reg.Open(backends.Config{Type: "nop", Options: json.RawMessage(`{"size": 3}`)}, backends.Deps{}); err != nil || got.Size != 3 {
 		t.Fatalf("Open = %v, options %+v", err, got)
 	}

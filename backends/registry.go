@@ -17,10 +17,22 @@ import (
 // and fails with a message that names the backend and the field.
 type Factory func(cfg Config, deps Deps) (Backend, error)
 
-// A Registry maps backend types ("local", "ssh", "aws", ...) to factories. It
+// An OfferSource lists the live offers of a backend entry without building
+// the backend: no records, no change at the provider (`hoist offers
+// --config`). Drivers whose offers are catalog rows have none.
+type OfferSource func(cfg Config, log *slog.Logger) (offers.Provider, error)
+
+// A Driver is one backend type as the Registry holds it: its Factory, and
+// for a driver whose offers are live (Traits.LiveOffers) its OfferSource.
+type Driver struct {
+	Open   Factory
+	Offers OfferSource
+}
+
+// A Registry maps backend types ("local", "ssh", "aws", ...) to drivers. It
 // is built explicitly in cmd/hoist, one line per driver; nothing registers
 // itself.
-type Registry map[string]Factory
+type Registry map[string]Driver
 
 // Config is one backend entry of the server's config file.
 type Config struct {
@@ -117,8 +129,8 @@ func (r Registry) Open(cfg Config, deps Deps) (Backend, error) {
 	if cfg.Name == "" {
 		cfg.Name = cfg.Type
 	}
-	f, ok := r[cfg.Type]
-	if !ok {
+	d, ok := r[cfg.Type]
+	if !ok || d.Open == nil {
 		return nil, fmt.Errorf("backend %q: unknown type %q (known: %v)", cfg.Name, cfg.Type, r.Types())
 	}
 	if deps.Logger == nil {
@@ -127,11 +139,26 @@ func (r Registry) Open(cfg Config, deps Deps) (Backend, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	b, err := f(cfg, deps)
+	b, err := d.Open(cfg, deps)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", cfg.Name, err)
 	}
 	return b, nil
+}
+
+// LiveOffers opens the live offers of an entry whose driver has an
+// OfferSource; ok is false for any other entry (its offers are the
+// catalog's).
+func (r Registry) LiveOffers(cfg Config, log *slog.Logger) (p offers.Provider, ok bool, err error) {
+	d, found := r[cfg.Type]
+	if !found || d.Offers == nil {
+		return nil, false, nil
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Type
+	}
+	p, err = d.Offers(cfg, log)
+	return p, true, err
 }
 
 // Types returns the registered backend types, sorted.

@@ -3,6 +3,7 @@ package vultr
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"regexp"
 	"slices"
@@ -83,7 +84,7 @@ func (b *Backend) Offers(ctx context.Context, q offers.Query) ([]offers.Offer, e
 
 // OfferSource returns the live offers of a `vultr` entry, for `hoist
 // offers --config`: it checks the entry and only reads the plans.
-func OfferSource(cfg backends.Config) (offers.Provider, error) {
+func OfferSource(cfg backends.Config, _ *slog.Logger) (offers.Provider, error) {
 	var o Options
 	if err := cfg.Decode(&o); err != nil {
 		return nil, err

@@ -15,13 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"hoist/backends"
-	"hoist/backends/kubernetes"
 	"hoist/backends/local"
 	"hoist/backends/offers"
 	"hoist/backends/offers/query"
-	"hoist/backends/runpod"
-	"hoist/backends/vastai"
-	"hoist/backends/vultr"
 )
 
 // defaultOfferLimit matches dstack's default number of offers shown.
@@ -175,21 +171,10 @@ func (s staticOffers) Offers(context.Context, offers.Query) ([]offers.Offer, err
 	return s.offers, nil
 }
 
-// liveOfferSources opens the live offers of a server-config entry, by
-// backend type, for `hoist offers --config`: the drivers whose offers are
-// not catalog rows (Traits.LiveOffers), each without the rest of a
-// server.
-var liveOfferSources = map[string]func(backends.Config, *slog.Logger) (offers.Provider, error){
-	"kubernetes": kubernetes.OfferSource,
-	"vultr":      func(c backends.Config, _ *slog.Logger) (offers.Provider, error) { return vultr.OfferSource(c) },
-	"runpod":     runpod.OfferSource,
-	"vastai":     vastai.OfferSource,
-}
-
 // clusterOffers asks every backend of the server config at path whose
-// offers are live (liveOfferSources) for its offers matching q (without
-// q's limit), each as a staticOffers. A backend that does not answer is a
-// warning.
+// offers are live (its driver's OfferSource in the registry) for its offers
+// matching q (without q's limit), each as a staticOffers. A backend that
+// does not answer is a warning.
 func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Provider, error) {
 	cfg, err := loadServerConfig(path)
 	if err != nil {
@@ -198,18 +183,18 @@ func clusterOffers(cmd *cobra.Command, path string, q offers.Query) ([]offers.Pr
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	q.Limit = 0
 	var out []offers.Provider
+	reg := registry()
 	for _, e := range cfg.Backends {
-		open, ok := liveOfferSources[e.Type]
-		if !ok {
-			continue
-		}
 		raw, err := json.Marshal(e.Options)
 		if err != nil {
 			return nil, err
 		}
-		src, err := open(backends.Config{Name: e.Name, Type: e.Type, Options: raw}, log)
+		src, ok, err := reg.LiveOffers(backends.Config{Name: e.Name, Type: e.Type, Options: raw}, log)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		if !ok {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), offers.DefaultProviderTimeout)
 		list, err := src.Offers(ctx, q)

@@ -43,22 +43,23 @@ import (
 	"hoist/web/storeview"
 )
 
-// registry lists every backend type hoist can drive. Adding a backend is
-// one line here.
+// registry lists every backend type hoist can drive: its factory and, for
+// a driver whose offers are live, its offer source. Adding a backend is one
+// line here.
 func registry() backends.Registry {
 	return backends.Registry{
-		"aws":        aws.Factory,
-		"azure":      azure.Factory,
-		"gcp":        gcp.Factory,
-		"kubernetes": kubernetes.Factory,
-		"lambda":     lambda.Factory,
-		"local":      local.Factory,
-		"runpod":     runpod.Factory,
-		"vastai":     vastai.Factory,
-		"ssh":        sshfleet.Factory,
-		"verda":      verda.Factory,
-		"datacrunch": verda.Factory, // dstack's alias of verda
-		"vultr":      vultr.Factory,
+		"aws":        {Open: aws.Factory},
+		"azure":      {Open: azure.Factory},
+		"gcp":        {Open: gcp.Factory},
+		"kubernetes": {Open: kubernetes.Factory, Offers: kubernetes.OfferSource},
+		"lambda":     {Open: lambda.Factory},
+		"local":      {Open: local.Factory},
+		"runpod":     {Open: runpod.Factory, Offers: runpod.OfferSource},
+		"ssh":        {Open: sshfleet.Factory},
+		"vastai":     {Open: vastai.Factory, Offers: vastai.OfferSource},
+		"verda":      {Open: verda.Factory},
+		"datacrunch": {Open: verda.Factory}, // dstack's alias of verda
+		"vultr":      {Open: vultr.Factory, Offers: vultr.OfferSource},
 	}
 }
 
