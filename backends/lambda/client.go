@@ -1,15 +1,15 @@
 package lambda
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"hoist/backends/internal/jsonhttp"
 )
 
 // DefaultEndpoint is Lambda's API base URL (https://docs.lambda.ai/api/cloud).
@@ -56,33 +56,11 @@ func (e *APIError) Error() string {
 // response's data into out (when not nil). A non-2xx response is an
 // *APIError; a transport failure is returned as is.
 func (c *client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
+	status, b, err := jsonhttp.Do(ctx, c.http, method, c.base+path, c.key, in, 32<<20)
 	if err != nil {
 		return fmt.Errorf("lambda: %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return fmt.Errorf("lambda: %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if status < 200 || status > 299 {
 		var eb struct {
 			Error *APIError `json:"error"`
 		}
@@ -92,7 +70,7 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 		} else {
 			e.Message = strings.TrimSpace(string(b[:min(len(b), 200)]))
 		}
-		e.Status = resp.StatusCode
+		e.Status = status
 		return e
 	}
 	if out == nil {

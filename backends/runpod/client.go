@@ -1,14 +1,14 @@
 package runpod
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"hoist/backends/internal/jsonhttp"
 )
 
 // DefaultEndpoint is RunPod's GraphQL API (https://docs.runpod.io/sdks/graphql/manage-pods).
@@ -73,23 +73,8 @@ func (e *APIError) Error() string {
 
 // do runs one GraphQL document with vars and decodes data into out.
 func (c *client) do(ctx context.Context, op, query string, vars map[string]any, out any) error {
-	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("runpod: %s: %w", op, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	status, body, err := jsonhttp.Do(ctx, c.http, http.MethodPost, c.endpoint, c.key,
+		map[string]any{"query": query, "variables": vars}, 32<<20)
 	if err != nil {
 		return fmt.Errorf("runpod: %s: %w", op, err)
 	}
@@ -98,8 +83,8 @@ func (c *client) do(ctx context.Context, op, query string, vars map[string]any, 
 		Errors []GraphQLError  `json:"errors"`
 	}
 	jsonErr := json.Unmarshal(body, &env)
-	if resp.StatusCode != http.StatusOK || len(env.Errors) > 0 {
-		e := &APIError{Status: resp.StatusCode, Errors: env.Errors}
+	if status != http.StatusOK || len(env.Errors) > 0 {
+		e := &APIError{Status: status, Errors: env.Errors}
 		if jsonErr != nil || len(env.Errors) == 0 {
 			e.Body = strings.TrimSpace(string(body[:min(len(body), 200)]))
 		}

@@ -1,15 +1,15 @@
 package vastai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"hoist/backends/internal/jsonhttp"
 )
 
 // DefaultEndpoint is Vast.ai's API base URL (dstack's api_client.py).
@@ -64,33 +64,11 @@ func (e *APIError) Error() string {
 // answer into out (when not nil). A non-2xx answer is an *APIError; a
 // transport failure is returned wrapped.
 func (c *client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
+	status, b, err := jsonhttp.Do(ctx, c.http, method, c.base+path, c.key, in, 32<<20)
 	if err != nil {
 		return fmt.Errorf("vastai: %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return fmt.Errorf("vastai: %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if status < 200 || status > 299 {
 		e := &APIError{}
 		if json.Unmarshal(b, e) == nil && e.Msg == "" {
 			e.Msg = e.Message
@@ -98,7 +76,7 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 		if e.Code == "" && e.Msg == "" {
 			e = &APIError{Body: strings.TrimSpace(string(b[:min(len(b), 200)]))}
 		}
-		e.Status = resp.StatusCode
+		e.Status = status
 		e.raw = b
 		return e
 	}

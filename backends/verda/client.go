@@ -1,16 +1,16 @@
 package verda
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"hoist/backends/internal/jsonhttp"
 )
 
 // DefaultEndpoint is Verda's API base URL.
@@ -66,9 +66,9 @@ func (c *client) accessToken(ctx context.Context, renew bool) (string, error) {
 	if !renew && c.token != "" && c.now().Before(c.expires.Add(-tokenMargin)) {
 		return c.token, nil
 	}
-	body, _ := json.Marshal(map[string]string{
+	body := map[string]string{
 		"grant_type": "client_credentials", "client_id": c.clientID, "client_secret": c.clientSecret,
-	})
+	}
 	var out struct {
 		AccessToken string `json:"access_token"`
 		ExpiresIn   int    `json:"expires_in"`
@@ -87,20 +87,12 @@ func (c *client) accessToken(ctx context.Context, renew bool) (string, error) {
 // JSON answer into out, or a plain-text one into *string. It returns the
 // HTTP status.
 func (c *client) do(ctx context.Context, method, path string, in, out any) (int, error) {
-	var body []byte
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, err
-		}
-		body = b
-	}
 	for attempt := 0; ; attempt++ {
 		tok, err := c.accessToken(ctx, attempt > 0)
 		if err != nil {
 			return 0, err
 		}
-		code, err := c.send(ctx, method, path, tok, body, out)
+		code, err := c.send(ctx, method, path, tok, in, out)
 		var ae *APIError
 		if attempt == 0 && errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 			continue
@@ -110,38 +102,18 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) (int,
 }
 
 // send makes one request.
-func (c *client) send(ctx context.Context, method, path, token string, body []byte, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+func (c *client) send(ctx context.Context, method, path, token string, in, out any) (int, error) {
 	op := method + " " + strings.SplitN(path, "?", 2)[0]
-	resp, err := c.http.Do(req)
+	status, b, err := jsonhttp.Do(ctx, c.http, method, c.base+path, token, in, 16<<20)
 	if err != nil {
-		return 0, fmt.Errorf("verda: %s: %w", op, err)
+		return status, fmt.Errorf("verda: %s: %w", op, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return resp.StatusCode, fmt.Errorf("verda: %s: %w", op, err)
-	}
-	if resp.StatusCode >= 300 {
-		ae := &APIError{Status: resp.StatusCode, Op: op}
+	if status >= 300 {
+		ae := &APIError{Status: status, Op: op}
 		if json.Unmarshal(b, ae) != nil || ae.Message == "" && ae.Code == "" {
 			ae.Message = strings.TrimSpace(string(b))
 		}
-		return resp.StatusCode, ae
+		return status, ae
 	}
 	switch o := out.(type) {
 	case nil:
@@ -155,10 +127,10 @@ func (c *client) send(ctx context.Context, method, path, token string, body []by
 		*o = s
 	default:
 		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("verda: %s: decoding the answer: %w", op, err)
+			return status, fmt.Errorf("verda: %s: decoding the answer: %w", op, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return status, nil
 }
 
 // instance is an instance as the API shows it.
