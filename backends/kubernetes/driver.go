@@ -219,16 +219,8 @@ func (b *Backend) instance(r instanceRecord) backends.Instance {
 	return backends.Instance{
 		ID: r.ID, Backend: b.name, Region: b.c.region, Hostname: r.Offer.Instance,
 		Status: backends.StatusRunning, Runtime: backends.RuntimeRunner, Offer: r.Offer,
-		Price: r.Offer.Price, Arch: goArch(r.Offer.CPUArch), Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,
+		Price: r.Offer.Price, Arch: offers.GoArch(r.Offer.CPUArch), Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,
 	}
-}
-
-// goArch maps an offer's CPU architecture to Go's spelling.
-func goArch(arch string) string {
-	if arch == offers.ArchARM {
-		return "arm64"
-	}
-	return "amd64"
 }
 
 // Create reserves the slice of a node spec.Offer describes: it only

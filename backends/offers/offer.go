@@ -21,6 +21,16 @@ const (
 	ArchARM = "arm"
 )
 
+// GoArch spells an offer's CPU architecture as Go does (the agents'
+// builds): arm64 for ArchARM (and arm64, aarch64), amd64 otherwise.
+func GoArch(cpuArch string) string {
+	switch cpuArch {
+	case ArchARM, "arm64", "aarch64":
+		return "arm64"
+	}
+	return "amd64"
+}
+
 // GPU vendors as gpuhunt spells them.
 const (
 	VendorNVIDIA      = "nvidia"

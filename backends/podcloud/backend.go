@@ -118,20 +118,12 @@ func (b *Backend) instance(r instanceRecord) backends.Instance {
 	inst := backends.Instance{
 		ID: r.ID, Backend: b.name, Region: r.Offer.Region, Hostname: r.Offer.Instance,
 		Status: backends.StatusRunning, Runtime: backends.RuntimeRunner, Offer: r.Offer,
-		Price: r.Offer.Price, Arch: goArch(r.Offer.CPUArch), Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,
+		Price: r.Offer.Price, Arch: offers.GoArch(r.Offer.CPUArch), Tags: backends.CopyTags(r.Tags), CreatedAt: r.CreatedAt,
 	}
 	if r.Interrupted {
 		inst.Status, inst.Interrupted, inst.Message = backends.StatusTerminated, true, r.Message
 	}
 	return inst
-}
-
-// goArch maps an offer's CPU architecture to Go's spelling.
-func goArch(arch string) string {
-	if arch == offers.ArchARM {
-		return "arm64"
-	}
-	return "amd64"
 }
 
 // Create reserves spec.Offer: it only records it (the pod is created with

@@ -20,6 +20,7 @@ import (
 	"hoist/backends"
 	"hoist/backends/internal/agentauth"
 	"hoist/backends/internal/shimserver"
+	"hoist/backends/offers"
 	"hoist/backends/tunnel"
 )
 
@@ -233,7 +234,7 @@ func (s *shim) ensurePod(ctx context.Context, rec *taskRecord, spec api.TaskSpec
 		rec.PodID = pods[0].ID
 		return s.b.putTask(ctx, *rec)
 	}
-	url, auth, err := s.b.download(rec.ID, goArch(s.rec.Offer.CPUArch))
+	url, auth, err := s.b.download(rec.ID, offers.GoArch(s.rec.Offer.CPUArch))
 	if err != nil {
 		return fmt.Errorf("task %s: runner download: %w", rec.ID, err)
 	}

@@ -159,12 +159,7 @@ func longPoll(ms string) time.Duration {
 // slice of a Kubernetes node, a container cloud's machine) as the shim API
 // reports a host: the offer's CPUs, memory, disk and GPUs.
 func OfferHost(id string, o offers.Offer, version string) api.HostInfo {
-	arch := "amd64"
-	switch o.CPUArch {
-	case offers.ArchARM, "arm64", "aarch64":
-		arch = "arm64"
-	}
-	h := api.HostInfo{Hostname: id, OS: "linux", Arch: arch, CPUs: o.CPUs,
+	h := api.HostInfo{Hostname: id, OS: "linux", Arch: offers.GoArch(o.CPUArch), CPUs: o.CPUs,
 		MemoryBytes: int64(o.MemoryGB * (1 << 30)), DiskBytes: int64(o.DiskGB * (1 << 30)), ShimVersion: version}
 	if o.GPUCount > 0 {
 		h.GPUVendor = strings.ToLower(o.GPUVendor)
