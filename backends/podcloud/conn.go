@@ -134,11 +134,12 @@ func (s *shim) client(ctx context.Context, id string) (*tunnel.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %s: client key: %w", id, err)
 	}
-	hostKeys, err := tunnel.ParseHostKeys([]string{rec.HostKey})
+	host, err := ssh.ParsePrivateKey([]byte(rec.HostKey))
 	if err != nil {
 		return nil, fmt.Errorf("task %s: host key: %w", id, err)
 	}
-	cl, err = tunnel.Dial(ctx, tunnel.Config{Addr: addr, User: "root", Signers: []ssh.Signer{signer}, HostKeys: hostKeys, Logger: s.log})
+	cl, err = tunnel.Dial(ctx, tunnel.Config{Addr: addr, User: "root", Signers: []ssh.Signer{signer},
+		HostKeys: []ssh.PublicKey{host.PublicKey()}, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}

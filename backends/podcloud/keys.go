@@ -10,20 +10,25 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// newKeyPair returns a fresh ed25519 key pair: the private key as OpenSSH
-// PEM and the public key in authorized_keys form (no newline).
-func newKeyPair(comment string) (private, public string, err error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+// newPrivateKey returns a fresh ed25519 private key as OpenSSH PEM.
+func newPrivateKey(comment string) (string, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return "", "", fmt.Errorf("generate key: %w", err)
+		return "", fmt.Errorf("generate key: %w", err)
 	}
 	block, err := ssh.MarshalPrivateKey(priv, comment)
 	if err != nil {
-		return "", "", fmt.Errorf("marshal key: %w", err)
+		return "", fmt.Errorf("marshal key: %w", err)
 	}
-	sp, err := ssh.NewPublicKey(pub)
+	return string(pem.EncodeToMemory(block)), nil
+}
+
+// authorizedKey returns the public half of the OpenSSH PEM private key in
+// authorized_keys form (no newline).
+func authorizedKey(private string) (string, error) {
+	signer, err := ssh.ParsePrivateKey([]byte(private))
 	if err != nil {
-		return "", "", fmt.Errorf("public key: %w", err)
+		return "", err
 	}
-	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " " + comment, nil
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
 }

@@ -49,16 +49,12 @@ type taskRecord struct {
 	Volumes []PodVolume `json:"volumes,omitempty"`
 	// RunnerToken is the runner API's bearer token.
 	RunnerToken string `json:"runner_token"`
-	// HostKey is the runner's SSH host public key (authorized_keys form),
-	// pinned; ClientKey is the server's private key (OpenSSH PEM) the
-	// runner authorizes.
-	HostKey   string `json:"host_key"`
-	ClientKey string `json:"client_key"`
-	// HostPrivateKey and ClientPublicKey are the halves the pod gets
-	// (OpenSSH PEM; authorized_keys form).
-	HostPrivateKey  string    `json:"host_private_key"`
-	ClientPublicKey string    `json:"client_public_key"`
-	CreatedAt       time.Time `json:"created_at"`
+	// HostKey is the runner's SSH host key, which the pod gets and whose
+	// public half the server pins; ClientKey is the server's key, whose
+	// public half the runner authorizes. Both are OpenSSH PEM private keys.
+	HostKey   string    `json:"host_key"`
+	ClientKey string    `json:"client_key"`
+	CreatedAt time.Time `json:"created_at"`
 	// End is set once the task is terminated: how it ended, kept after
 	// the pod is gone.
 	End *taskEnd `json:"end,omitempty"`

@@ -180,11 +180,11 @@ func (s *shim) newTaskRecord(spec api.TaskSpec) (taskRecord, error) {
 	if err != nil {
 		return taskRecord{}, err
 	}
-	hostPriv, hostPub, err := newKeyPair("hoist-runner-" + spec.ID)
+	hostKey, err := newPrivateKey("hoist-runner-" + spec.ID)
 	if err != nil {
 		return taskRecord{}, err
 	}
-	clientPriv, clientPub, err := newKeyPair("hoist-server")
+	clientKey, err := newPrivateKey("hoist-server")
 	if err != nil {
 		return taskRecord{}, err
 	}
@@ -200,8 +200,7 @@ func (s *shim) newTaskRecord(spec api.TaskSpec) (taskRecord, error) {
 	}
 	return taskRecord{
 		ID: spec.ID, Instance: s.rec.ID, PodName: "hoist-" + spec.ID, Image: spec.Image, Ports: ports, Volumes: vols,
-		RunnerToken: token, HostKey: hostPub, ClientKey: clientPriv, CreatedAt: s.b.now().UTC(),
-		HostPrivateKey: hostPriv, ClientPublicKey: clientPub,
+		RunnerToken: token, HostKey: hostKey, ClientKey: clientKey, CreatedAt: s.b.now().UTC(),
 	}, nil
 }
 
@@ -234,6 +233,10 @@ func (s *shim) ensurePod(ctx context.Context, rec *taskRecord, spec api.TaskSpec
 		rec.PodID = pods[0].ID
 		return s.b.putTask(ctx, *rec)
 	}
+	clientPub, err := authorizedKey(rec.ClientKey)
+	if err != nil {
+		return fmt.Errorf("task %s: client key: %w", rec.ID, err)
+	}
 	url, auth, err := s.b.download(rec.ID, offers.GoArch(s.rec.Offer.CPUArch))
 	if err != nil {
 		return fmt.Errorf("task %s: runner download: %w", rec.ID, err)
@@ -246,8 +249,8 @@ func (s *shim) ensurePod(ctx context.Context, rec *taskRecord, spec api.TaskSpec
 		api.RunnerEnvURL:            url,
 		api.RunnerEnvAuth:           auth,
 		api.RunnerEnvToken:          rec.RunnerToken,
-		api.RunnerEnvHostKey:        base64.StdEncoding.EncodeToString([]byte(rec.HostPrivateKey)),
-		api.RunnerEnvAuthorizedKeys: rec.ClientPublicKey,
+		api.RunnerEnvHostKey:        base64.StdEncoding.EncodeToString([]byte(rec.HostKey)),
+		api.RunnerEnvAuthorizedKeys: clientPub,
 	})
 	ps := PodSpec{
 		Name: rec.PodName, Offer: s.rec.Offer, Image: rec.Image, Env: env,
