@@ -20,14 +20,14 @@ var (
 	_ backends.Connector = (*Backend)(nil)
 )
 
-// DefaultPoll is how often a task's pod is observed while the server waits
+// pollEvery is how often a task's pod is observed while the server waits
 // for it (WaitTask), and how often a starting runner is tried.
-const DefaultPoll = 2 * time.Second
+const pollEvery = 2 * time.Second
 
-// DefaultStartTimeout bounds how long a pod may take from accepted to its
+// startTimeout bounds how long a pod may take from accepted to its
 // runner answering (pull, start, download of the runner) before its task
 // fails.
-const DefaultStartTimeout = 20 * time.Minute
+const startTimeout = 20 * time.Minute
 
 // A Backend is a container cloud driver built on a Provider.
 type Backend struct {
@@ -38,10 +38,6 @@ type Backend struct {
 	download func(taskID, arch string) (string, string, error)
 	log      *slog.Logger
 	now      func() time.Time
-
-	// Poll and StartTimeout may be changed before first use (tests).
-	Poll         time.Duration
-	StartTimeout time.Duration
 
 	mu    sync.Mutex // serializes Create and CreateTask's records
 	podMu sync.Mutex // serializes the creation of pods (shim.ensurePod)
@@ -63,8 +59,7 @@ func New(name, kind string, p Provider, deps backends.Deps) (backends.Backend, e
 	if now == nil {
 		now = time.Now
 	}
-	b := &Backend{name: name, kind: kind, p: p, records: deps.Records, download: deps.RunnerDownload, log: log, now: now,
-		Poll: DefaultPoll, StartTimeout: DefaultStartTimeout}
+	b := &Backend{name: name, kind: kind, p: p, records: deps.Records, download: deps.RunnerDownload, log: log, now: now}
 	if vp, ok := p.(VolumeProvider); ok {
 		return volumeBackend{b, &volumes{b: b, p: vp}}, nil
 	}

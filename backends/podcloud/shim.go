@@ -322,7 +322,7 @@ func (s *shim) info(rec taskRecord, status string) api.TaskInfo {
 //   - running, with the runner's address and token and the job's ports,
 //     once the runner answers over SSH.
 //
-// A pod that is not running StartTimeout after the task was created ends
+// A pod that is not running startTimeout after the task was created ends
 // the task.
 func (s *shim) observe(ctx context.Context, rec taskRecord) (api.TaskInfo, error) {
 	if rec.End != nil {
@@ -361,7 +361,7 @@ func (s *shim) observe(ctx context.Context, rec taskRecord) (api.TaskInfo, error
 	case err != nil:
 		return api.TaskInfo{}, err
 	}
-	late := s.b.now().Sub(rec.CreatedAt) > s.b.StartTimeout
+	late := s.b.now().Sub(rec.CreatedAt) > startTimeout
 	switch pod.Status {
 	case PodExited:
 		reason, msg := api.ReasonContainerExitedWithError, cmp.Or(pod.Message, "the pod exited")
@@ -396,9 +396,9 @@ func (s *shim) observe(ctx context.Context, rec taskRecord) (api.TaskInfo, error
 	}
 }
 
-// stopLate ends a task whose pod missed StartTimeout and deletes the pod.
+// stopLate ends a task whose pod missed startTimeout and deletes the pod.
 func (s *shim) stopLate(ctx context.Context, rec taskRecord, msg string) (api.TaskInfo, error) {
-	msg = fmt.Sprintf("%s within %s", msg, s.b.StartTimeout)
+	msg = fmt.Sprintf("%s within %s", msg, startTimeout)
 	if err := s.b.p.TerminatePod(ctx, rec.PodID); err != nil {
 		return api.TaskInfo{}, err
 	}
@@ -435,7 +435,7 @@ func (s *shim) runnerAnswers(ctx context.Context, rec taskRecord) bool {
 // the middle) and creates the pod itself.
 const lostCreateAfter = time.Minute
 
-// firstPoll is WaitTask's first interval; it doubles up to Poll, so that a
+// firstPoll is WaitTask's first interval; it doubles up to pollEvery, so that a
 // pod that starts at once is seen at once, and a slow one costs few calls.
 const firstPoll = 200 * time.Millisecond
 
@@ -443,7 +443,7 @@ const firstPoll = 200 * time.Millisecond
 // passed.
 func (s *shim) WaitTask(ctx context.Context, id, status string, timeout time.Duration) (api.TaskInfo, error) {
 	deadline := s.b.now().Add(timeout)
-	every := min(firstPoll, s.b.Poll)
+	every := firstPoll
 	for {
 		info, err := s.GetTask(ctx, id)
 		if err != nil || api.TaskStatusRank(info.Status) >= api.TaskStatusRank(status) || !s.b.now().Before(deadline) {
@@ -454,7 +454,7 @@ func (s *shim) WaitTask(ctx context.Context, id, status string, timeout time.Dur
 			return info, ctx.Err()
 		case <-time.After(min(every, deadline.Sub(s.b.now()))):
 		}
-		every = min(2*every, s.b.Poll)
+		every = min(2*every, pollEvery)
 	}
 }
 
@@ -474,7 +474,7 @@ func (s *shim) ListTasks(ctx context.Context) (api.TaskList, error) {
 		s.mu.Lock()
 		seen, ok := s.seen[rec.ID]
 		s.mu.Unlock()
-		if ok && rec.End == nil && s.b.now().Sub(seen.at) < s.b.Poll {
+		if ok && rec.End == nil && s.b.now().Sub(seen.at) < pollEvery {
 			out.Tasks = append(out.Tasks, seen.info)
 			continue
 		}
