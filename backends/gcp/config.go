@@ -135,7 +135,7 @@ func newProvider(ctx context.Context, name string, o Options, deps backends.Deps
 		return nil, err
 	}
 	regions := slices.Clone(o.Regions)
-	if err := vm.CheckRegions(regions, "region name"); err != nil {
+	if err := backends.CheckRegions(regions, "region name"); err != nil {
 		return nil, err
 	}
 	cpu, nvidia, err := o.OSImages.Resolve(defaultCPUImage, defaultNVIDIAImage, false)

@@ -98,12 +98,12 @@ func newProvider(name string, o Options, deps backends.Deps) (*Provider, error) 
 	case deps.Records == nil:
 		return nil, errors.New("records are required")
 	}
-	endpoint, err := vm.EndpointURL(o.EndpointURL, DefaultEndpoint)
+	endpoint, err := backends.EndpointURL(o.EndpointURL, DefaultEndpoint)
 	if err != nil {
 		return nil, err
 	}
 	regions := slices.Clone(o.Regions)
-	if err := vm.CheckRegions(regions, "region name"); err != nil {
+	if err := backends.CheckRegions(regions, "region name"); err != nil {
 		return nil, err
 	}
 	cpu, nvidia, err := o.OSImages.Resolve(defaultCPUImage, defaultNVIDIAImage, false)

@@ -3,9 +3,10 @@ package runpod
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
+
+	"hoist/backends"
 )
 
 // Options are dstack's runpod backend entry
@@ -38,9 +39,7 @@ type Creds struct {
 // compute.py, _is_secure_cloud).
 func secureRegion(region string) bool { return strings.Contains(region, "-") }
 
-// check validates o and returns its endpoint. The checks are those of
-// backends/vm's CheckRegions and EndpointURL, repeated here so that a
-// container driver does not depend on the cloud-VM engine.
+// check validates o and returns its endpoint.
 func (o Options) check() (string, error) {
 	switch {
 	case o.Creds == nil:
@@ -50,10 +49,10 @@ func (o Options) check() (string, error) {
 	case o.Creds.APIKey == "":
 		return "", errors.New("creds.api_key is required")
 	}
+	if err := backends.CheckRegions(o.Regions, "datacenter id or country code"); err != nil {
+		return "", err
+	}
 	for _, r := range o.Regions {
-		if r == "" || strings.ContainsAny(r, "/ ") {
-			return "", fmt.Errorf("regions: %q is not a datacenter id or country code", r)
-		}
 		if !secureRegion(r) && !o.CommunityCloud {
 			return "", fmt.Errorf("regions: %q is a community-cloud country; set community_cloud: true to use it", r)
 		}
@@ -61,12 +60,5 @@ func (o Options) check() (string, error) {
 	if i := slices.IndexFunc(o.Regions, func(r string) bool { return r != strings.ToUpper(r) }); i >= 0 {
 		return "", fmt.Errorf("regions: %q must be upper case, as RunPod spells it", o.Regions[i])
 	}
-	endpoint := o.EndpointURL
-	if endpoint == "" {
-		endpoint = DefaultEndpoint
-	}
-	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("endpoint_url: %q is not an http(s) URL", endpoint)
-	}
-	return endpoint, nil
+	return backends.EndpointURL(o.EndpointURL, DefaultEndpoint)
 }

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/cache"
 
-	"hoist/backends/vm"
+	"hoist/backends"
 )
 
 // Options are dstack's vastai backend entry
@@ -53,7 +53,7 @@ func NewProvider(opts Options, httpClient *http.Client, log *slog.Logger) (*Prov
 	case opts.Creds.APIKey == "":
 		return nil, errors.New("creds.api_key is required")
 	}
-	endpoint, err := vm.EndpointURL(opts.EndpointURL, DefaultEndpoint)
+	endpoint, err := backends.EndpointURL(opts.EndpointURL, DefaultEndpoint)
 	if err != nil {
 		return nil, err
 	}

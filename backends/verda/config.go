@@ -85,10 +85,10 @@ func newProvider(name string, o Options, deps backends.Deps) (*Provider, error) 
 	case c.ClientID == "" || c.ClientSecret == "":
 		return nil, errors.New("creds: client_id and client_secret are required")
 	}
-	if err := vm.CheckRegions(o.Regions, "location code"); err != nil {
+	if err := backends.CheckRegions(o.Regions, "location code"); err != nil {
 		return nil, err
 	}
-	endpoint, err := vm.EndpointURL(o.EndpointURL, DefaultEndpoint)
+	endpoint, err := backends.EndpointURL(o.EndpointURL, DefaultEndpoint)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func newProvider(name string, o Options, deps backends.Deps) (*Provider, error) 
 	case o.Creds.APIKey == "":
 		return nil, errors.New("creds: api_key is required")
 	}
-	if err := vm.CheckRegions(o.Regions, "region id"); err != nil {
+	if err := backends.CheckRegions(o.Regions, "region id"); err != nil {
 		return nil, err
 	}
 	client := func() (*govultr.Client, error) {

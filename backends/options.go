@@ -1,4 +1,4 @@
-package vm
+package backends
 
 import (
 	"fmt"
@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// CheckRegions rejects a configured region that no provider could name:
+// CheckRegions rejects a configured region that no provider could name
+// (the drivers' config checks):
 // empty, or holding a slash or a space. noun is what the provider calls a
 // region ("region name", "location code", ...), for the message.
 func CheckRegions(regions []string, noun string) error {
