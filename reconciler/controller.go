@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hoist/store/blob"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -73,6 +74,14 @@ type Config struct {
 	Retention time.Duration
 	// RetentionInterval is how often retention runs (1 h when zero).
 	RetentionInterval time.Duration
+	// Artifacts keeps the files of jobs' `artifacts` folders: the runner's
+	// copy is fetched when a job ends, and a job's dependencies' artifacts
+	// are placed in its working directory before it starts. Nil refuses
+	// every workflow job that declares or needs artifacts.
+	Artifacts blob.Store
+	// ArtifactRetention is how long artifacts are kept after their run
+	// finished; zero keeps them as long as the run's record.
+	ArtifactRetention time.Duration
 	// LeakAuditInterval is how often every backend is asked for
 	// instances, network volumes and placement groups tagged as this
 	// installation's that the store does not know, which are then deleted
