@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hoist/store/blob"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"hoist/reconciler/source"
 	"hoist/schema"
 	"hoist/store"
+	"hoist/store/blob"
 )
 
 // Config tunes a Controller.
