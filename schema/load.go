@@ -34,6 +34,9 @@ type Resource struct {
 	JSON []byte
 	// doc is the source tree the resource was decoded from, for PosOf.
 	doc *node
+	// pending is set on a workflow whose provider is in another
+	// repository until ResolveWorkflow reads it.
+	pending *pendingWorkflow
 }
 
 // Desired is the desired state of one revision: every resource, ordered by
@@ -195,14 +198,17 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 		wf = append(wf, r.wf...)
 		errs = append(errs, r.errs...)
 	}
-	errs = append(errs, checkIdentities(all)...)
 	if ctx.Err() == nil {
-		errs = append(errs, loadWorkflows(fsys, wfFiles, wf)...)
+		v := validators.Get().(*validator)
+		res, wfErrs := loadWorkflows(v, fsys, wfFiles, wf)
+		validators.Put(v)
+		all, errs = append(all, res...), append(errs, wfErrs...)
 	} else {
 		for _, f := range wfFiles {
 			errs = append(errs, deadlineError(ctx, f))
 		}
 	}
+	errs = append(errs, checkIdentities(all)...)
 	if len(errs) > 0 {
 		errs.Sort()
 		return nil, errs

@@ -1,5 +1,7 @@
 package schema
 
+import "encoding/json"
+
 // Kind is the value of a spec's `type` field.
 type Kind string
 
@@ -13,27 +15,26 @@ const (
 	KindGateway        Kind = "gateway"
 )
 
-// The kinds of dstack's custom providers and workflows (ProvidersFile,
-// WorkflowsFile). They are not resource kinds: Load validates them and then
-// refuses them, since hoist does not run workflows yet, so they are never
-// in a Desired nor in Kinds. They name the rows deciding them in the
-// support table.
-const (
-	KindProvider Kind = "provider"
-	KindWorkflow Kind = "workflow"
-)
+// KindWorkflow is a workflow of dstack's custom providers
+// (WorkflowsFile, or a CUE spec's top-level `workflows`): a run whose jobs
+// a provider generates. It is a run kind, never the `type` of a spec file,
+// so it is not in Kinds.
+const KindWorkflow Kind = "workflow"
+
+// KindProvider names the support table's rows about providers
+// (ProvidersFile); providers are not resources.
+const KindProvider Kind = "provider"
 
 // Kinds lists every resource kind in a stable order.
 var Kinds = []Kind{KindTask, KindService, KindDevEnvironment, KindFleet, KindVolume, KindGateway}
 
-// IsRun reports whether k is a run kind; task, service and dev-environment
-// share one name space.
+// IsRun reports whether k is a run kind; task, service, dev-environment
+// and workflow share one name space.
 func (k Kind) IsRun() bool {
-	return k == KindTask || k == KindService || k == KindDevEnvironment
+	return k == KindTask || k == KindService || k == KindDevEnvironment || k == KindWorkflow
 }
 
-// Namespace returns the identity name space of k: "run" for the three run
-// kinds and the kind itself otherwise.
+// Namespace returns the identity name space of k: "run" for the run kinds and the kind itself otherwise.
 func (k Kind) Namespace() string {
 	if k.IsRun() {
 		return "run"
@@ -501,4 +502,76 @@ type HoistOptions struct {
 	// Prune lets hoist delete the resource at its backend when its spec
 	// leaves Git, without waiting for a user's confirmation.
 	Prune bool `json:"prune,omitempty"`
+}
+
+// Workflow is a normalized workflow: its provider, its parameters and the
+// jobs the provider generates. A CUE provider's jobs are known once the
+// workflow is loaded; a program provider's once its program has run on
+// the same input (InputHash), until then Jobs is empty and the run's first
+// job runs the program.
+type Workflow struct {
+	// RunConfig holds the run's defaults (a task's: profile, retry,
+	// resources of the provider's program); each job has its own image,
+	// commands and resources.
+	RunConfig
+	Provider WorkflowProvider `json:"provider"`
+	// Params are the workflow's parameters as JSON (every field but name,
+	// provider and depends-on).
+	Params json.RawMessage `json:"params"`
+	// Program is the provider's program, for a program provider.
+	Program *ProviderProgram `json:"program,omitempty"`
+	// InputHash identifies everything a program provider reads: the
+	// workflow, the provider and the files of its inputs at the revision.
+	InputHash string `json:"input_hash,omitempty"`
+	// Jobs are the generated jobs, in the provider's order.
+	Jobs []WorkflowJob `json:"jobs,omitempty"`
+}
+
+// WorkflowProvider names a workflow's provider: one of the spec
+// repository, or of another repository (Repo, at Ref; Commit is the
+// commit it was read from).
+type WorkflowProvider struct {
+	Name   string `json:"name"`
+	Repo   string `json:"repo,omitempty"`
+	Ref    string `json:"ref,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	// Kind is ProviderProgram or ProviderCUE; empty while a remote
+	// provider is not resolved yet.
+	Kind string `json:"kind,omitempty"`
+}
+
+// The kinds of provider.
+const (
+	// ProviderKindProgram is dstack's kind: a container that prints the
+	// jobs.
+	ProviderKindProgram = "program"
+	// ProviderKindCUE is hoist's: a CUE definition evaluated at load time.
+	ProviderKindCUE = "cue"
+)
+
+// ProviderProgram is a program provider's container.
+type ProviderProgram struct {
+	Image    string   `json:"image"`
+	Commands []string `json:"commands"`
+}
+
+// WorkflowJob is one job a provider generated (dstack's old Job fields).
+type WorkflowJob struct {
+	// Name is unique in the workflow ("job-<index>" when the provider
+	// gives none).
+	Name       string        `json:"name"`
+	Image      string        `json:"image,omitempty"`
+	Commands   []string      `json:"commands,omitempty"`
+	Env        []EnvVar      `json:"env,omitempty"`
+	Ports      []PortMapping `json:"ports,omitempty"`
+	WorkingDir string        `json:"working_dir,omitempty"`
+	Resources  Resources     `json:"resources"`
+	// Artifacts are the folders (relative to the working directory, or
+	// absolute) kept when the job ends.
+	Artifacts []string `json:"artifacts,omitempty"`
+	// DependsOn names the jobs that must be done before this one starts;
+	// their artifacts are placed in its working directory.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// Master names the job whose address this one gets.
+	Master string `json:"master,omitempty"`
 }
