@@ -71,7 +71,7 @@ func TestLoadFiles_workflowsResolveTheRootProviders(t *testing.T) {
 func TestParseProviderOutput_namesTheOutputsLineAndTheJobsField(t *testing.T) {
 	for _, tc := range []struct {
 		name, out, want string
-		jobs         int
+		jobs            int
 	}{
 		{name: "json list", out: `[{"name": "get", "image": "busybox", "commands": ["echo hi"], "artifacts": ["data"]}]`, jobs: 1},
 		{name: "yaml list with a dependency", out: "- name: a\n  commands: [x]\n- name: b\n  commands: [y]\n  depends_on: [a]\n  resources: {gpu: 1}\n", jobs: 2},
