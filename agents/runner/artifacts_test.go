@@ -75,9 +75,11 @@ func TestRunner_artifactsArchiveThePathsAskedFor(t *testing.T) {
 		missing func(wd string) []string
 	}{
 		{
-			name:    "nested directories are walked, empty ones kept, symlinks skipped",
-			paths:   func(string) []string { return []string{"out"} },
-			entries: func(string) []string { return []string{"out/", "out/a/", "out/a/b/", "out/a/b/deep.txt", "out/a/empty/", "out/top.txt"} },
+			name:  "nested directories are walked, empty ones kept, symlinks skipped",
+			paths: func(string) []string { return []string{"out"} },
+			entries: func(string) []string {
+				return []string{"out/", "out/a/", "out/a/b/", "out/a/b/deep.txt", "out/a/empty/", "out/top.txt"}
+			},
 		},
 		{
 			name:    "a file alone",
@@ -107,9 +109,12 @@ func TestRunner_artifactsArchiveThePathsAskedFor(t *testing.T) {
 			missing: func(string) []string { return []string{"out/link", "linkdir", "linkdir/top.txt"} },
 		},
 		{
-			name:    "an absolute path is named relative to the root",
-			paths:   func(wd string) []string { return []string{filepath.Join(wd, "out/a/b")} },
-			entries: func(wd string) []string { r := strings.TrimPrefix(wd, "/"); return []string{r + "/out/a/b/", r + "/out/a/b/deep.txt"} },
+			name:  "an absolute path is named relative to the root",
+			paths: func(wd string) []string { return []string{filepath.Join(wd, "out/a/b")} },
+			entries: func(wd string) []string {
+				r := strings.TrimPrefix(wd, "/")
+				return []string{r + "/out/a/b/", r + "/out/a/b/deep.txt"}
+			},
 		},
 		{
 			name:    "overlapping paths give every entry once",
