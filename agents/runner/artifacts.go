@@ -286,6 +286,9 @@ func (r *Runner) handleArtifacts(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("Content-Type", api.ArtifactsContentType)
 	w.WriteHeader(http.StatusOK)
+	// The answer begins now: the client learns what is missing, and an
+	// error below truncates the tar rather than failing the request.
+	_ = http.NewResponseController(w).Flush()
 	st, err := r.writeArtifacts(w, plan)
 	if err != nil {
 		if req.Context().Err() != nil {
