@@ -32,8 +32,9 @@ import (
 //     kept. Regular files are entries of TypeReg with their permission
 //     bits and modification time.
 //   - Symlinks are never followed: a symlink inside a walked directory is
-//     skipped, and so is a named path that is a symlink or is reached
-//     through one. Sockets, devices and pipes are skipped too.
+//     skipped, and a path asked for that is a symlink or is reached
+//     through one is skipped and reported missing. Sockets, devices and
+//     pipes are treated alike.
 //   - Every entry appears once, in the order of the paths asked for, each
 //     directory's contents in lexical order.
 //
@@ -50,14 +51,14 @@ const (
 	// ArtifactsContentType is the media type of the artifacts' tar.
 	ArtifactsContentType = "application/x-tar"
 	// ArtifactsMissingHeader lists, comma-separated, each item escaped
-	// with url.PathEscape, the paths asked for that the runner could not
-	// archive — they do not exist, are symlinks or are reached through
-	// one, are neither a regular file nor a directory, or the runner may
-	// not read them — as they were asked for, followed by the entries
-	// inside a walked directory that the runner may not read, named like
-	// the tar's entries. Absent when nothing is missing. When the list
-	// would exceed MaxArtifactsMissingBytes, it ends with an item
-	// "... and N more".
+	// with url.PathEscape, in the order met, what the runner could not
+	// archive: each path asked for that does not exist, is a symlink or
+	// is reached through one, is neither a regular file nor a directory,
+	// or that the runner may not read, as it was asked for; and each
+	// entry inside a walked directory that the runner may not read (or
+	// list and enter), named like the tar's entries. Absent when nothing
+	// is missing. When the list would exceed MaxArtifactsMissingBytes, it
+	// ends with an item "... and N more".
 	ArtifactsMissingHeader = "Hoist-Artifacts-Missing"
 	// MaxArtifactsMissingBytes bounds the value of ArtifactsMissingHeader.
 	MaxArtifactsMissingBytes = 32 << 10
