@@ -3,8 +3,9 @@
 // and typed HTTP clients for both.
 //
 // Every request and response is JSON under /api/v1/ except the health check
-// (GET /api/healthcheck, unversioned so that any version can be asked) and the
-// binary log encoding (see LogFramesContentType). Every response carries the agent's API
+// (GET /api/healthcheck, unversioned so that any version can be asked), the
+// binary log encoding (see LogFramesContentType), the code's blobs and the
+// artifacts' tar (ArtifactsContentType). Every response carries the agent's API
 // version in the Hoist-Api-Version header; the clients refuse to talk to an
 // agent whose version differs from ShimAPIVersion or RunnerAPIVersion and
 // return an error wrapping ErrIncompatibleAgent, so the caller can replace the
@@ -53,6 +54,7 @@
 //	GET  /api/v1/metrics                  Metrics
 //	GET  /api/v1/ssh                      Upgrade: ssh → 101, then SSH (DialSSH; see SSHPath)
 //	GET  /api/v1/ssh/activity             SSHActivity
+//	GET  /api/v1/artifacts?path=&path=    tar of the job's artifacts (see ArtifactsPath; EachArtifact reads it)
 //
 // Package api imports nothing of hoist. The server (reconciler, backends), the
 // shim and the runner import it.

@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"time"
 
@@ -35,4 +37,23 @@ func Example() {
 	state, _ := runner.Wait(ctx) // done, failed or terminated
 	_, _ = shim.TerminateTask(ctx, "job-1", state.TerminationReason, "", 10*time.Second)
 	_ = shim.RemoveTask(ctx, "job-1")
+}
+
+// ExampleRunnerClient_Artifacts keeps a finished job's artifacts: the
+// folders its spec names, relative to its working directory.
+func ExampleRunnerClient_Artifacts() {
+	ctx := context.Background()
+	runner := api.NewRunnerClient("unix:///var/lib/hoist/tasks/job-1/runner.sock", nil)
+	body, missing, err := runner.Artifacts(ctx, []string{"checkpoints", "samples"})
+	if err != nil {
+		return
+	}
+	defer body.Close()
+	for _, m := range missing {
+		fmt.Printf("artifact %s not found\n", m)
+	}
+	_ = api.EachArtifact(body, func(name string, size int64, mode fs.FileMode, content io.Reader) error {
+		_, err := io.Copy(io.Discard, content) // or into the artifact store
+		return err
+	})
 }

@@ -226,6 +226,23 @@ func (r *RunnerClient) Ack(ctx context.Context, seq int64) (AckResponse, error) 
 	return out, err
 }
 
+// Artifacts asks the runner for the job's artifacts at paths (see
+// ArtifactsPath): body is the uncompressed tar, for EachArtifact, and
+// missing what the runner could not archive (ArtifactsMissingHeader). ctx
+// bounds the whole transfer, the reading of body included; the caller
+// closes body. The http.Client's Timeout, if any, bounds it too.
+func (r *RunnerClient) Artifacts(ctx context.Context, paths []string) (body io.ReadCloser, missing []string, err error) {
+	resp, err := r.c.send(ctx, http.MethodGet, ArtifactsPath+"?"+url.Values{"path": paths}.Encode(), nil, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != ArtifactsContentType {
+		resp.Body.Close()
+		return nil, nil, fmt.Errorf("%s GET %s: content type %q, want %s", r.c.service, ArtifactsPath, ct, ArtifactsContentType)
+	}
+	return resp.Body, parseArtifactsMissing(resp.Header.Get(ArtifactsMissingHeader)), nil
+}
+
 // DialSSH opens an SSH connection to the job (see SSHPath): the returned
 // conn speaks SSH, the runner being the server, and hostKey is the
 // runner's host key in authorized_keys form, for the caller to pin.

@@ -31,8 +31,9 @@ const (
 	// DSTACK_NODES_IPS and the MPI hostfile its nodes need to find each
 	// other). Version 7: ClusterInfo.SSHKey, SSH between a cluster's
 	// nodes on ClusterSSHPort (an older runner would leave mpirun's ssh
-	// to the other nodes without a server or a key).
-	RunnerAPIVersion = 7
+	// to the other nodes without a server or a key). Version 8: GET
+	// ArtifactsPath, a job's artifacts (an older runner would lose them).
+	RunnerAPIVersion = 8
 )
 
 // Service names reported by the agents' health checks.

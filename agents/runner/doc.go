@@ -43,6 +43,11 @@
 // blobs evicted). Every blob is checked against its hash before the code is
 // placed; the job does not start until it is.
 //
+// A job's artifacts (api.ArtifactsPath, artifacts.go) are streamed as a
+// tar of the paths the server asks for once the job has ended, relative to
+// the working dir or absolute, walked without following symlinks and read
+// with the runner's own permissions, the job's user's.
+//
 // cmd/hoist-runner and `hoist agent runner` (cmd/hoist) run it through Main;
 // tests import it too. It imports agents/api and agents/internal/agenthttp,
 // and nothing else of hoist.

@@ -32,6 +32,7 @@ func (r *Runner) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/metrics", r.handleMetrics)
 	mux.HandleFunc("GET "+api.SSHPath, r.handleSSH)
 	mux.HandleFunc("GET "+api.SSHActivityPath, r.handleSSHActivity)
+	mux.HandleFunc("GET "+api.ArtifactsPath, r.handleArtifacts)
 	// Only admitted requests touch the runner: a stranger's calls must not
 	// keep it alive.
 	touched := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
