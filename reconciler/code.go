@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"hoist/agents/api"
+	"hoist/schema"
 	"hoist/store"
 )
 
@@ -83,8 +84,12 @@ func (j *jobCode) Close() {
 // configuration file's directory (dstack:
 // src/dstack/_internal/core/models/configurations.py, RepoSpec and
 // FilePathMapping). It returns nil, nil for a run that brings no code: a
-// task without `repos` gets none, as in dstack 0.20.
-func (c *Controller) runCode(ctx context.Context, run *store.Run, spec runSpec) (*jobCode, error) {
+// task without `repos` gets none, as in dstack 0.20. A workflow's jobs get
+// the spec repository and their dependencies' artifacts (workflowCode).
+func (c *Controller) runCode(ctx context.Context, run *store.Run, job *store.Job, spec runSpec) (*jobCode, error) {
+	if schema.Kind(spec.Type) == schema.KindWorkflow {
+		return c.workflowCode(ctx, run, job, spec)
+	}
 	if len(spec.Repos) == 0 && len(spec.Files) == 0 {
 		return nil, nil
 	}

@@ -213,8 +213,13 @@ type Controller struct {
 
 	history *serviceHistory // each service's recent traffic and replica count, for the dashboard
 
-	mirrors  *source.Mirrors // of `repos[].url` repositories
-	blobSums *blobSums       // SHA-256 of Git blobs of mirrored repositories
+	mirrors   *source.Mirrors // of `repos[].url` repositories
+	blobSums  *blobSums       // SHA-256 of Git blobs of mirrored repositories
+	provRepos providerRepos   // provider repositories' files by URL and commit
+	artSums   artifactSums    // SHA-256 of kept artifact files
+	// artifactsPrunedTo is the previous artifact retention pass's cutoff
+	// (only the retention loop touches it).
+	artifactsPrunedTo time.Time
 }
 
 // New returns a Controller; Run starts it.

@@ -379,14 +379,18 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 		if err != nil {
 			return 0, c.setTerminating(ctx, l, job, reasonTerminatedByServer, "groups IP interpolation error: "+err.Error())
 		}
+		env := c.jobEnv(run, job, spec, sec.env)
+		if err := c.workflowEnv(ctx, run, job, spec, env); err != nil {
+			return 0, err
+		}
 		js := api.JobSpec{
 			RunName: run.Name, RunID: run.ID, JobID: job.ID, Cluster: gate.Info,
-			Commands: commands, Entrypoint: entrypoint, Env: c.jobEnv(run, job, spec, sec.env),
+			Commands: commands, Entrypoint: entrypoint, Env: env,
 			WorkingDir: spec.WorkingDir, Shell: spec.Shell,
 			MaxDuration:    time.Duration(spec.MaxDuration) * time.Second,
 			AuthorizedKeys: c.cfg.SSHAuthorizedKeys,
 		}
-		code, err := c.runCode(ctx, run, spec)
+		code, err := c.runCode(ctx, run, job, spec)
 		if err != nil {
 			return 0, c.setTerminating(ctx, l, job, reasonExecutorError, "the run's code: "+err.Error())
 		}
@@ -511,6 +515,9 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 				}
 				cancel()
 				c.drainLogs(ctx, job, runner)
+				if err := c.keepJobArtifacts(ctx, job, spec, runner); err != nil {
+					return 0, err
+				}
 				cleanup = func() error { return c.removeTask(ctx, shim, job) }
 			} else {
 				// No runner ever answered: terminating the task is the stop.
@@ -553,6 +560,7 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	}
 	c.event(ctx, "job", job.JobName, job.ID, job.Status, "", fmt.Sprintf("job %s: %s", job.Status, job.StatusMessage))
 	c.runs.Add(job.RunID)
+	c.wakeDependents(ctx, job, spec)
 	if job.InstanceID != "" {
 		c.markInstance(ctx, job.InstanceID)
 	}

@@ -38,6 +38,15 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	if spec.multiNode() {
 		return c.placeGang(ctx, l, job, run, spec)
 	}
+	// A workflow's job waits for its dependencies and its master.
+	if wait, fail, err := c.workflowGate(ctx, run, job, spec); err != nil || fail != "" {
+		if err != nil {
+			return 0, err
+		}
+		return 0, c.setTerminating(ctx, l, job, reasonDependencyFailed, fail)
+	} else if wait != "" {
+		return c.holdJob(ctx, l, job, run, wait, workflowDependencyPoll)
+	}
 	var pd provisioningData
 	if len(job.ProvisioningData) > 0 {
 		_ = json.Unmarshal(job.ProvisioningData, &pd)

@@ -78,6 +78,70 @@ func (r *secretResolver) optional(names ...string) (name string, value []byte, e
 	return "", nil, nil
 }
 
+// fetchMirror fetches rawURL at ref into its mirror with the project's
+// Git secrets (gitSecrets) and returns the commit's tree; an
+// authentication failure's error says which secret was used or which one
+// to set.
+func (c *Controller) fetchMirror(ctx context.Context, rawURL string, ref source.MirrorRef) (*source.Tree, error) {
+	names, ssh, err := gitSecrets(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	sec := c.secrets(ctx)
+	var creds source.Credentials
+	used := "no secret"
+	if ssh {
+		name, key, err := sec.optional(names...)
+		if err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, fmt.Errorf("an ssh url needs a private key: set the project secret %s or %s", names[0], names[1])
+		}
+		_, kh, err := sec.optional(secretGitKnownHosts)
+		if err != nil {
+			return nil, err
+		}
+		if len(kh) == 0 {
+			return nil, fmt.Errorf("an ssh url needs the server's host keys: set the project secret %s (known_hosts lines)", secretGitKnownHosts)
+		}
+		creds.SSHKey, creds.KnownHosts, used = string(key), string(kh), "secret "+name
+	} else if len(names) > 0 {
+		name, tok, err := sec.optional(names...)
+		if err != nil {
+			return nil, err
+		}
+		if name != "" {
+			_, user, err := sec.optional(secretGitUsername)
+			if err != nil {
+				return nil, err
+			}
+			creds.Username, creds.Password, used = string(user), string(tok), "secret "+name
+			if creds.Username == "" {
+				creds.Username = defaultGitUsername
+			}
+		}
+	}
+	tree, err := c.mirrors.Fetch(ctx, rawURL, creds, ref)
+	if err != nil {
+		if isAuthError(err) {
+			hint := "set the project secret " + strings.Join(names, " or ")
+			if used != "no secret" {
+				hint = "with " + used
+			}
+			return nil, fmt.Errorf("%w (%s)", err, hint)
+		}
+		return nil, err
+	}
+	return tree, nil
+}
+
+// isAuthError reports whether a fetch failed for want of (valid)
+// credentials.
+func isAuthError(err error) bool {
+	return errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed)
+}
+
 // repoFromURL adds a `repos` entry with a `url` to j under the repository
 // prefix. The server fetches it, not the job: hoist's job containers run
 // on Docker bridge networks and instances behind tunnels, and the
@@ -88,54 +152,8 @@ func (r *secretResolver) optional(names ...string) (name string, value []byte, e
 // remote's default branch, and its tree travels as local code does (the
 // run gets the files, without a .git directory).
 func (c *Controller) repoFromURL(ctx context.Context, j *jobCode, r schema.Repo) error {
-	names, ssh, err := gitSecrets(r.URL)
+	tree, err := c.fetchMirror(ctx, r.URL, source.MirrorRef{Branch: r.Branch, Hash: r.Hash})
 	if err != nil {
-		return err
-	}
-	sec := c.secrets(ctx)
-	var creds source.Credentials
-	used := "no secret"
-	if ssh {
-		name, key, err := sec.optional(names...)
-		if err != nil {
-			return err
-		}
-		if name == "" {
-			return fmt.Errorf("an ssh url needs a private key: set the project secret %s or %s", names[0], names[1])
-		}
-		_, kh, err := sec.optional(secretGitKnownHosts)
-		if err != nil {
-			return err
-		}
-		if len(kh) == 0 {
-			return fmt.Errorf("an ssh url needs the server's host keys: set the project secret %s (known_hosts lines)", secretGitKnownHosts)
-		}
-		creds.SSHKey, creds.KnownHosts, used = string(key), string(kh), "secret "+name
-	} else if len(names) > 0 {
-		name, tok, err := sec.optional(names...)
-		if err != nil {
-			return err
-		}
-		if name != "" {
-			_, user, err := sec.optional(secretGitUsername)
-			if err != nil {
-				return err
-			}
-			creds.Username, creds.Password, used = string(user), string(tok), "secret "+name
-			if creds.Username == "" {
-				creds.Username = defaultGitUsername
-			}
-		}
-	}
-	tree, err := c.mirrors.Fetch(ctx, r.URL, creds, source.MirrorRef{Branch: r.Branch, Hash: r.Hash})
-	if err != nil {
-		if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
-			hint := "set the project secret " + strings.Join(names, " or ")
-			if used != "no secret" {
-				hint = "with " + used
-			}
-			return fmt.Errorf("%w (%s)", err, hint)
-		}
 		return err
 	}
 	j.closers = append(j.closers, tree.Close)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,7 +116,18 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 			return 0, err
 		}
 	}
+	if schema.Kind(spec.Type) == schema.KindWorkflow {
+		changed, err := c.reconcileWorkflow(ctx, l, &run, &spec, latest)
+		if err != nil || changed {
+			c.runs.Add(run.ID)
+			return 0, err
+		}
+	}
 	status, term := deriveRunStatus(latest)
+	if schema.Kind(spec.Type) == schema.KindWorkflow && status == store.RunSubmitted &&
+		slices.ContainsFunc(latest, func(j store.Job) bool { return j.Status == store.JobDone }) {
+		status = store.RunRunning // between one stage of the DAG and the next
+	}
 	if len(latest) == 0 && schema.Kind(spec.Type) == schema.KindService && spec.minReplicas() == 0 {
 		// Scaled to zero: the service stays up, a request wakes it.
 		status = store.RunRunning

@@ -41,6 +41,13 @@ type runSpec struct {
 	// it serves it over TLS (schema.Service).
 	Gateway *schema.GatewayRef `json:"gateway"`
 	HTTPS   string             `json:"https"`
+	// A workflow's provider, parameters, program and generated jobs
+	// (schema.Workflow).
+	Provider  *schema.WorkflowProvider `json:"provider"`
+	Params    json.RawMessage          `json:"params"`
+	Program   *schema.ProviderProgram  `json:"program"`
+	InputHash string                   `json:"input_hash"`
+	Jobs      []schema.WorkflowJob     `json:"jobs"`
 }
 
 func decodeRunSpec(b []byte) (runSpec, error) {
@@ -62,6 +69,16 @@ func (s runSpec) jobNums() []jobNum {
 		out := make([]jobNum, n)
 		for i := range out {
 			out[i] = jobNum{job: i}
+		}
+		return out
+	case schema.KindWorkflow:
+		if len(s.Jobs) == 0 {
+			return []jobNum{{}} // the provider's program
+		}
+		off := s.jobOffset()
+		out := make([]jobNum, len(s.Jobs))
+		for i := range out {
+			out[i] = jobNum{job: i + off}
 		}
 		return out
 	case schema.KindService:
@@ -113,9 +130,13 @@ func (s runSpec) nodeGroup(jobNum int) (group, index int, ok bool) {
 // forJob returns the spec job jobNum runs: for a task with groups, its
 // group's commands, resources and ports (a group's resources do not
 // inherit the task's; dstack's configurators/base.py, _requirements); for
-// any other spec, s itself. The groups stay, so that forJob of the result
+// a workflow, the generated job's or the provider's program
+// (forWorkflowJob); for any other spec, s itself. The groups stay, so that forJob of the result
 // gives any other job's.
 func (s runSpec) forJob(jobNum int) runSpec {
+	if schema.Kind(s.Type) == schema.KindWorkflow {
+		return s.forWorkflowJob(jobNum)
+	}
 	g, _, ok := s.nodeGroup(jobNum)
 	if !ok {
 		return s

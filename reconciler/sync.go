@@ -93,8 +93,11 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	}
 	defer snap.Close()
 	desired, lerr := c.load(ctx, snap.FS)
-	if lerr != nil && ctx.Err() != nil {
-		return "", lerr // shutting down: no verdict on the revision
+	var transient *transientLoadError
+	if lerr != nil && (ctx.Err() != nil || errors.As(lerr, &transient)) {
+		// Shutting down, or a provider repository could not be fetched:
+		// no verdict on the revision; the sync is tried again.
+		return "", lerr
 	}
 	rec := store.Revision{
 		SHA: rev.ID, SourceID: c.src.Describe(), Author: rev.Author, Message: rev.Message,
@@ -232,7 +235,11 @@ func (c *Controller) load(ctx context.Context, fsys fs.FS) (*schema.Desired, err
 	if err != nil {
 		return desired, err
 	}
-	errs := c.checkGateways(desired)
+	errs, err := c.resolveWorkflows(ctx, fsys, desired)
+	if err != nil {
+		return nil, &transientLoadError{err: err}
+	}
+	errs = append(errs, c.checkGateways(desired)...)
 	for i := range desired.Resources {
 		for _, check := range c.chk {
 			errs = append(errs, check(&desired.Resources[i])...)
@@ -395,3 +402,11 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 	st.Held, st.HeldReasons = false, nil
 	return c.st.UpdateSyncState(ctx, &st)
 }
+
+// transientLoadError is a revision's load that failed for a reason other
+// than its specs (a provider repository that could not be fetched): the
+// revision is neither applied nor rejected.
+type transientLoadError struct{ err error }
+
+func (e *transientLoadError) Error() string { return e.err.Error() }
+func (e *transientLoadError) Unwrap() error { return e.err }

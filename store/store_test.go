@@ -847,3 +847,27 @@ func TestOpen_postgresLoopbackWithoutSSLMode(t *testing.T) {
 		t.Errorf("Dialect() = %q", s.Dialect())
 	}
 }
+
+// TestWorkflowOutput_keepsTheFirstJobsOfAnInputHash checks the program
+// providers' output cache: by project and hash, first write wins.
+func TestWorkflowOutput_keepsTheFirstJobsOfAnInputHash(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, _ *fakeClock) {
+		ctx := t.Context()
+		if _, err := s.GetWorkflowOutput(ctx, "", "h1"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("missing output: %v, want ErrNotFound", err)
+		}
+		if err := s.PutWorkflowOutput(ctx, "", "h1", json.RawMessage(`[{"name":"a"}]`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutWorkflowOutput(ctx, "", "h1", json.RawMessage(`[{"name":"b"}]`)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetWorkflowOutput(ctx, DefaultProject, "h1")
+		if err != nil || string(got) != `[{"name":"a"}]` {
+			t.Fatalf("output = %s, %v; want the first", got, err)
+		}
+		if _, err := s.GetWorkflowOutput(ctx, "other", "h1"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("another project's output: %v, want ErrNotFound", err)
+		}
+	})
+}

@@ -81,6 +81,13 @@ type Job struct {
 	// Group is the name of the node group the job is a node of, for a
 	// task with groups.
 	Group string `json:"group,omitempty"`
+	// JobNum is the job's number in its run (a node's rank, a workflow
+	// job's place).
+	JobNum int `json:"job_num"`
+	// WorkflowJob is a workflow job's name ("provider" for the provider's
+	// program), and DependsOn the jobs it waits for.
+	WorkflowJob string   `json:"workflow_job,omitempty"`
+	DependsOn   []string `json:"depends_on,omitempty"`
 	// Status is dstack's job status (submitted … done).
 	Status string `json:"status"`
 	// StatusMessage explains Status to people.
@@ -373,6 +380,19 @@ type Change struct {
 	Kind   string `json:"kind"`
 	Name   string `json:"name"`
 	Detail string `json:"detail,omitempty"`
+	// Jobs are a workflow's jobs, in the provider's order.
+	Jobs []ChangeJob `json:"jobs,omitempty"`
+}
+
+// ChangeJob is one job of a planned workflow.
+type ChangeJob struct {
+	Name      string   `json:"name"`
+	Image     string   `json:"image,omitempty"`
+	DependsOn []string `json:"depends_on,omitempty"`
+	Master    string   `json:"master,omitempty"`
+	Artifacts []string `json:"artifacts,omitempty"`
+	// PricePerHour is the job's estimated price, when an offer prices it.
+	PricePerHour *float64 `json:"price_per_hour,omitempty"`
 }
 
 // Planner computes plans without applying them and reads normalized specs

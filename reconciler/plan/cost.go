@@ -282,6 +282,15 @@ func runResources(spec any) ([]runJobs, schema.Profile, bool) {
 		return []runJobs{{s.Resources, n}}, s.Profile, true
 	case *schema.DevEnvironment:
 		return []runJobs{{s.Resources, 1}}, s.Profile, true
+	case *schema.Workflow:
+		if len(s.Jobs) == 0 {
+			return []runJobs{{s.Resources, 1}}, s.Profile, true // the provider's program
+		}
+		parts := make([]runJobs, len(s.Jobs))
+		for i, j := range s.Jobs {
+			parts[i] = runJobs{j.Resources, 1}
+		}
+		return parts, s.Profile, true
 	}
 	return nil, schema.Profile{}, false
 }
@@ -321,6 +330,9 @@ func estimate(s Step, fleets fleetSet, price Pricer) (v float64, cost string, ok
 				if task && nodes > 1 {
 					cost = nodesCost(parts, prices, v)
 				}
+				if wf, isWf := spec.(*schema.Workflow); isWf {
+					cost = workflowCost(wf, prices, v)
+				}
 				return v, cost, true
 			}
 		}
@@ -340,4 +352,52 @@ func nodesCost(parts []runJobs, prices []float64, v float64) string {
 		terms[i] = fmt.Sprintf("%d %s × $%.4g/h", p.jobs, map[bool]string{true: "node", false: "nodes"}[p.jobs == 1], prices[i])
 	}
 	return fmt.Sprintf("%s = $%.4g/h", strings.Join(terms, " + "), v)
+}
+
+// workflowCost says what a workflow's estimate v is made of: its jobs by
+// price, all at once (the most it can cost, when every job runs in
+// parallel), e.g. "1 job × $1/h + 2 jobs × $0.5/h = $2/h if all run at
+// once"; or its provider's program, before the program has generated the
+// jobs.
+func workflowCost(wf *schema.Workflow, prices []float64, v float64) string {
+	if len(wf.Jobs) == 0 {
+		return fmt.Sprintf("the provider's program $%.4g/h; its jobs are priced once it has run", v)
+	}
+	var order []float64
+	count := map[float64]int{}
+	for _, p := range prices {
+		if count[p] == 0 {
+			order = append(order, p)
+		}
+		count[p]++
+	}
+	terms := make([]string, len(order))
+	for i, p := range order {
+		terms[i] = fmt.Sprintf("%d %s × $%.4g/h", count[p], map[bool]string{true: "job", false: "jobs"}[count[p] == 1], p)
+	}
+	return fmt.Sprintf("%s = $%.4g/h if all run at once", strings.Join(terms, " + "), v)
+}
+
+// PlannedJob is one job of a workflow as a plan shows it.
+type PlannedJob struct {
+	Name      string   `json:"name"`
+	Image     string   `json:"image,omitempty"`
+	DependsOn []string `json:"depends_on,omitempty"`
+	Master    string   `json:"master,omitempty"`
+	Artifacts []string `json:"artifacts,omitempty"`
+	// PricePerHour is the job's estimated price, when an offer prices it.
+	PricePerHour *float64 `json:"price_per_hour,omitempty"`
+}
+
+// plannedJobs lists a workflow's jobs with their prices, whether its
+// program runs first, and its provider's commit.
+func plannedJobs(wf *schema.Workflow, fleets fleetSet, price Pricer) ([]PlannedJob, bool, string) {
+	out := make([]PlannedJob, len(wf.Jobs))
+	for i, j := range wf.Jobs {
+		out[i] = PlannedJob{Name: j.Name, Image: j.Image, DependsOn: j.DependsOn, Master: j.Master, Artifacts: j.Artifacts}
+		if v, ok := estimateRun(j.Resources, wf.Profile, fleets, price); ok {
+			out[i].PricePerHour = &v
+		}
+	}
+	return out, wf.Program != nil && len(wf.Jobs) == 0, wf.Provider.Commit
 }

@@ -110,6 +110,16 @@ type Step struct {
 	// $1/h + 2 nodes × $0.1/h = $1.2/h" (empty for other steps, and when no
 	// offer prices it).
 	Cost string `json:"cost,omitempty"`
+	// Jobs lists a workflow's jobs as the revision generates them (empty
+	// while a program provider has not run on this input: its program
+	// runs first, Program says).
+	Jobs []PlannedJob `json:"jobs,omitempty"`
+	// Program is set for a workflow whose jobs its provider's program
+	// prints when it runs.
+	Program bool `json:"program,omitempty"`
+	// ProviderCommit is the commit a workflow's provider of another
+	// repository was read from.
+	ProviderCommit string `json:"provider_commit,omitempty"`
 	// Desired is the resource as the revision declares it (nil for deletes).
 	Desired *schema.Resource `json:"-"`
 	// Current is the resource as it is (nil for creates).
@@ -218,6 +228,9 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 	for i, s := range p.Steps {
 		if s.Action == Delete || s.Desired == nil {
 			continue
+		}
+		if wf, ok := s.Desired.Spec.(*schema.Workflow); ok {
+			p.Steps[i].Jobs, p.Steps[i].Program, p.Steps[i].ProviderCommit = plannedJobs(wf, fleets, opts.Estimate)
 		}
 		if v, cost, ok := estimate(s, fleets, opts.Estimate); ok {
 			p.CostAfter += v

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -261,4 +262,42 @@ func (t *Tree) Open(blob string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	return b.Reader()
+}
+
+// ErrTreeTooLarge is returned by ReadFS for a tree over its limit.
+var ErrTreeTooLarge = errors.New("the repository's files are larger than the limit")
+
+// ReadFS reads the whole tree into memory as a file system (for a
+// provider repository's few files), refusing a tree whose files add up to
+// more than maxBytes.
+func (t *Tree) ReadFS(maxBytes int64) (fs.FS, error) {
+	m := newMemFS(time.Time{})
+	var total int64
+	err := t.Walk(func(e TreeEntry) error {
+		if e.Dir {
+			return nil
+		}
+		if total += e.Size; total > maxBytes {
+			return fmt.Errorf("%w (%d bytes)", ErrTreeTooLarge, maxBytes)
+		}
+		r, err := t.Open(e.Blob)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Path, err)
+		}
+		mode := fs.FileMode(0o644)
+		if e.Executable {
+			mode = 0o755
+		}
+		m.add(e.Path, b, mode, time.Time{})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m.seal(), nil
 }

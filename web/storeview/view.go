@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"hoist/reconciler/plan"
+	"hoist/reconciler/source"
 	"hoist/store"
 	"hoist/web"
 )
@@ -159,7 +160,11 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func jobView(j store.Job, inst map[string]instInfo) web.Job {
+	wj, deps := workflowJob(j)
 	return web.Job{
+		JobNum:             j.JobNum,
+		WorkflowJob:        wj,
+		DependsOn:          deps,
 		ID:                 j.ID,
 		SubmissionID:       j.ID,
 		SubmissionNum:      j.SubmissionNum,
@@ -177,6 +182,35 @@ func jobView(j store.Job, inst map[string]instInfo) web.Job {
 		FinishedAt:         timePtr(j.FinishedAt),
 		RunName:            j.RunName,
 	}
+}
+
+// workflowJob names the workflow job j is ("provider" for a program
+// provider's job 0) and the jobs it depends on; "" for other jobs.
+func workflowJob(j store.Job) (string, []string) {
+	if !bytes.HasPrefix(j.Spec, []byte(`{"type":"workflow"`)) {
+		return "", nil
+	}
+	var s struct {
+		Program *struct{} `json:"program"`
+		Jobs    []struct {
+			Name      string   `json:"name"`
+			DependsOn []string `json:"depends_on"`
+		} `json:"jobs"`
+	}
+	if json.Unmarshal(j.Spec, &s) != nil {
+		return "", nil
+	}
+	k := j.JobNum
+	if s.Program != nil {
+		if k == 0 {
+			return "provider", nil
+		}
+		k--
+	}
+	if k < 0 || k >= len(s.Jobs) {
+		return "", nil
+	}
+	return s.Jobs[k].Name, s.Jobs[k].DependsOn
 }
 
 // nodeGroup names the group of a task with groups whose node job j is
@@ -446,7 +480,18 @@ func PlanView(rev string, p plan.Plan) web.Plan {
 		if s.Cost != "" {
 			detail = strings.TrimPrefix(detail+"; estimated "+s.Cost, "; ")
 		}
-		out.Changes = append(out.Changes, web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail})
+		if s.Program {
+			detail = strings.TrimPrefix(detail+"; its provider's program runs first and prints its jobs", "; ")
+		}
+		if s.ProviderCommit != "" {
+			detail = strings.TrimPrefix(detail+"; provider at commit "+source.ShortID(s.ProviderCommit), "; ")
+		}
+		ch := web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail}
+		for _, j := range s.Jobs {
+			ch.Jobs = append(ch.Jobs, web.ChangeJob{Name: j.Name, Image: j.Image, DependsOn: j.DependsOn, Master: j.Master,
+				Artifacts: j.Artifacts, PricePerHour: j.PricePerHour})
+		}
+		out.Changes = append(out.Changes, ch)
 	}
 	return out
 }
