@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/e2e/testenv"
+)
+
+// fanoutProvider is a CUE provider generating a three-job DAG: a writes
+// out/data.txt (its artifact), then b and c read it; `fail` makes a exit 1.
+const fanoutProvider = `providers:
+  - name: fanout
+    schema:
+      type: object
+      additionalProperties: false
+      properties:
+        fail: {type: boolean}
+        word: {type: string}
+      required: [word]
+    cue: |
+      parameters: {fail: *false | bool, word: string}
+      _exit: [if parameters.fail {"exit 1"}, "true"][0]
+      jobs: [{
+        name: "a"
+        image: "` + testenv.BusyboxImage + `"
+        commands: ["mkdir -p out", "echo \(parameters.word) from a > out/data.txt", _exit]
+        artifacts: ["out"]
+        resources: {cpu: "1..", memory: "0.1GB.."}
+      }, for n in ["b", "c"] {
+        name: n
+        image: "` + testenv.BusyboxImage + `"
+        commands: ["echo \(n) saw $(cat out/data.txt)"]
+        depends_on: ["a"]
+        resources: {cpu: "1..", memory: "0.1GB.."}
+      }]
+`
+
+// wfJob is a job of a workflow run as GET /api/v1/runs/{name} returns it.
+type wfJob struct {
+	ID                 string `json:"id"`
+	JobNum             int    `json:"job_num"`
+	WorkflowJob        string `json:"workflow_job"`
+	SubmissionNum      int    `json:"submission_num"`
+	Status             string `json:"status"`
+	StatusMessage      string `json:"status_message"`
+	TerminationReason  string `json:"termination_reason"`
+	TerminationMessage string `json:"termination_message"`
+	Revision           string `json:"revision"`
+	StartedAt          string `json:"started_at"`
+	FinishedAt         string `json:"finished_at"`
+}
+
+// wfRun is a workflow run with its jobs.
+type wfRun struct {
+	Name     string  `json:"name"`
+	Type     string  `json:"type"`
+	Status   string  `json:"status"`
+	Revision string  `json:"revision"`
+	Jobs     []wfJob `json:"jobs"`
+}
+
+// workflowRun reads run name.
+func (s *server) workflowRun(name string) wfRun {
+	s.t.Helper()
+	var r wfRun
+	if code := s.getJSON("/api/v1/runs/"+name, &r); code != 200 {
+		s.t.Fatalf("GET run %s: %d", name, code)
+	}
+	return r
+}
+
+// jobsByName maps a workflow run's jobs of revision rev by their names.
+func (r wfRun) jobsByName() map[string]wfJob {
+	out := map[string]wfJob{}
+	for _, j := range r.Jobs {
+		if j.Revision == "" && j.WorkflowJob != "" {
+			out[j.WorkflowJob] = j
+		}
+	}
+	return out
+}
+
+// hoistCLI runs the hoist CLI against s in dir and returns its output.
+func (s *server) hoistCLI(dir string, args ...string) (string, error) {
+	s.t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "hoist"), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOIST_URL="+s.url, "HOIST_TOKEN="+s.token)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestWorkflows_cueProviderDAGRunsInOrderWithArtifacts is a CUE provider's
+// three-job DAG (a → b, a → c) through Git on this host: `hoist plan` lists
+// the three jobs before anything runs; b and c start after a is done and
+// read a's artifact, placed in their working directories; the artifact can
+// be listed and downloaded (`hoist artifacts get`); the run page draws the
+// DAG. A commit making a fail fails b and c with the reason, naming a.
+func TestWorkflows_cueProviderDAGRunsInOrderWithArtifacts(t *testing.T) {
+	r := newRepo(t)
+	r.write(".dstack/providers.yaml", fanoutProvider)
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: dag\n    provider: fanout\n    word: hello\n")
+	s := startServer(t, r.dir)
+
+	out, err := s.hoistCLI(r.dir, "plan", ".")
+	if err != nil {
+		t.Fatalf("hoist plan: %v\n%s", err, out)
+	}
+	for _, want := range []string{"create  workflow  dag", "job a", "job b", "after a", "artifacts out", "job c"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("hoist plan lacks %q:\n%s", want, out)
+		}
+	}
+
+	start := time.Now()
+	sha := r.commit("a workflow of a CUE provider")
+	s.waitRun("dag", sha, "done", 90*time.Second)
+	t.Logf("MEASURE three-job DAG commit → done %s", time.Since(start).Round(time.Millisecond))
+	jobs := s.workflowRun("dag").jobsByName()
+	a, b, c := jobs["a"], jobs["b"], jobs["c"]
+	for _, j := range []wfJob{a, b, c} {
+		if j.Status != "done" {
+			t.Fatalf("jobs: %+v, want all done", jobs)
+		}
+	}
+	if b.StartedAt < a.FinishedAt || c.StartedAt < a.FinishedAt {
+		t.Errorf("b or c started before a finished: a %s, b %s, c %s", a.FinishedAt, b.StartedAt, c.StartedAt)
+	}
+	for name, j := range map[string]wfJob{"b": b, "c": c} {
+		if got, want := s.jobLogs("dag", j.ID), name+" saw hello from a\n"; got != want {
+			t.Errorf("%s's logs = %q, want %q", name, got, want)
+		}
+	}
+
+	var arts []struct {
+		JobNum int    `json:"job_num"`
+		Path   string `json:"path"`
+		Size   int64  `json:"size"`
+	}
+	if code := s.getJSON("/api/v1/runs/dag/artifacts", &arts); code != 200 || len(arts) != 1 || arts[0].Path != "out/data.txt" || arts[0].JobNum != a.JobNum {
+		t.Fatalf("artifacts: %d %+v, want a's out/data.txt", code, arts)
+	}
+	dl := t.TempDir()
+	if out, err := s.hoistCLI(r.dir, "artifacts", "get", "dag", "--job", fmt.Sprint(a.JobNum), "-o", dl); err != nil {
+		t.Fatalf("hoist artifacts get: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dl, "out", "data.txt")); err != nil || string(b) != "hello from a\n" {
+		t.Fatalf("downloaded out/data.txt = %q, %v", b, err)
+	}
+	code, page := s.do("GET", "/runs/dag", nil)
+	for _, want := range []string{`data-testid="workflow-dag"`, `data-testid="dag-status-b"`, "done"} {
+		if code != 200 || !strings.Contains(string(page), want) {
+			t.Errorf("run page (%d) lacks %s", code, want)
+		}
+	}
+
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: dag\n    provider: fanout\n    word: hello\n    fail: true\n")
+	sha = r.commit("a fails")
+	s.waitRun("dag", sha, "failed", 90*time.Second)
+	jobs = s.workflowRun("dag").jobsByName()
+	if jobs["a"].Status != "failed" {
+		t.Fatalf("a: %+v, want failed", jobs["a"])
+	}
+	for _, n := range []string{"b", "c"} {
+		j := jobs[n]
+		if j.Status != "failed" || j.TerminationReason != "dependency_failed" || !strings.Contains(j.TerminationMessage+j.StatusMessage, "dependency a failed") {
+			t.Errorf("%s: %+v, want failed for its dependency a", n, j)
+		}
+		if j.StartedAt != "" {
+			t.Errorf("%s started although a failed: %+v", n, j)
+		}
+	}
+}
+
+// TestWorkflows_providerOfAnotherRepositoryOverGitDaemon is a workflow
+// whose provider lives in a second repository served by `git daemon` on
+// loopback: the server fetches it, the plan names the commit it used, the
+// workflow runs; a workflow whose parameters break that provider's schema
+// is refused at its path:line:col and nothing of it runs.
+func TestWorkflows_providerOfAnotherRepositoryOverGitDaemon(t *testing.T) {
+	lib := newRepo(t)
+	lib.write(".dstack/providers.yaml", fanoutProvider)
+	libSHA := lib.commit("the fanout provider")
+	root := t.TempDir()
+	lib.git("clone", "-q", "--bare", lib.dir, filepath.Join(root, "providers.git"))
+	port := fmt.Sprint(freePortOn(t, "127.0.0.1"))
+	daemon := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", "--port="+port, "--base-path="+root, root)
+	if err := daemon.Start(); err != nil {
+		t.Fatalf("git daemon: %v", err)
+	}
+	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	waitFor(t, 10*time.Second, func() string { return "git daemon to listen" }, func() bool {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	url := "git://127.0.0.1:" + port + "/providers.git"
+
+	r := newRepo(t)
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: remote\n    provider: {repo: '"+url+"', name: fanout}\n    word: far\n")
+	s := startServer(t, r.dir)
+	sha := r.commit("a workflow of another repository's provider")
+	s.waitRun("remote", sha, "done", 90*time.Second)
+	jobs := s.workflowRun("remote").jobsByName()
+	if got, want := s.jobLogs("remote", jobs["b"].ID), "b saw far from a\n"; got != want {
+		t.Errorf("b's logs = %q, want %q", got, want)
+	}
+	var revs []struct {
+		SHA  string `json:"sha"`
+		Plan struct {
+			Changes []struct {
+				Name   string `json:"name"`
+				Detail string `json:"detail"`
+			} `json:"changes"`
+		} `json:"plan"`
+	}
+	s.getJSON("/api/v1/revisions", &revs)
+	if len(revs) == 0 || revs[0].SHA != sha || len(revs[0].Plan.Changes) == 0 ||
+		!strings.Contains(revs[0].Plan.Changes[0].Detail, "provider at commit "+libSHA[:12]) {
+		t.Errorf("the plan does not name the provider's commit %.12s: %+v", libSHA, revs)
+	}
+
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: remote\n    provider: {repo: '"+url+"', name: fanout}\n    word: far\n"+
+		"  - name: broken\n    provider: {repo: '"+url+"', name: fanout}\n    wrod: typo\n")
+	bad := r.commit("parameters the provider's schema refuses")
+	st := s.waitSync(60*time.Second, "the revision to be rejected", func(st apiSync) bool { return st.LatestRevision == bad && st.Status == "invalid" })
+	want := `.dstack/workflows.yaml:8:5: workflows[1].wrod: field "wrod" not allowed by provider fanout's schema (did you mean "word"?)`
+	if len(st.Errors) == 0 || !strings.Contains(strings.Join(st.Errors, "\n"), want) {
+		t.Fatalf("errors %q, want %q", st.Errors, want)
+	}
+	if code, _ := s.do("GET", "/api/v1/runs/broken", nil); code != 404 {
+		t.Errorf("the refused workflow has a run: %d", code)
+	}
+}
