@@ -322,6 +322,13 @@ func (s *Server) pageRun(c *echo.Context) error {
 		d.Lines, cut = capLogLines(d.Lines)
 		d.More = d.More || cut
 	}
+	if s.deps.Artifacts != nil {
+		// The page is still worth showing without its artifacts.
+		if d.Artifacts, err = s.deps.Artifacts.ListArtifacts(ctx, run.Name, -1); err != nil {
+			s.log.Warn("artifacts not listed", "run", run.Name, "error", err)
+			d.Artifacts = nil
+		}
+	}
 	d.Spec, d.SpecFull = capSpec(d.Spec)
 	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
 	if err != nil {
