@@ -155,13 +155,14 @@ func artifactParam(c *echo.Context) (string, error) {
 	return p, nil
 }
 
-// artifactURL is the API path that downloads a, each path element escaped.
-func artifactURL(run string, a Artifact) string {
-	parts := strings.Split(a.Path, "/")
+// ArtifactPath is the path below /api/v1 that downloads a run's artifact
+// file, each element escaped: /runs/{name}/artifacts/{job}/{path…}.
+func ArtifactPath(run string, jobNum int, file string) string {
+	parts := strings.Split(file, "/")
 	for i, p := range parts {
 		parts[i] = url.PathEscape(p)
 	}
-	return "/api/v1/runs/" + url.PathEscape(run) + "/artifacts/" + strconv.Itoa(a.JobNum) + "/" + strings.Join(parts, "/")
+	return "/runs/" + url.PathEscape(run) + "/artifacts/" + strconv.Itoa(jobNum) + "/" + strings.Join(parts, "/")
 }
 
 // fmtSize writes a byte count for people: B, KiB, MiB, GiB or TiB with
