@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -227,7 +225,7 @@ func downloadArtifact(ctx context.Context, c *client.Client, root *os.Root, run 
 		return 0, err
 	}
 	if size >= 0 && n != size {
-		return 0, errors.New("the download ended after " + strconv.FormatInt(n, 10) + " of " + strconv.FormatInt(size, 10) + " bytes")
+		return 0, fmt.Errorf("the download ended after %d of %d bytes", n, size)
 	}
 	if err := f.Close(); err != nil {
 		return 0, err

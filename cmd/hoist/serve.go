@@ -221,8 +221,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 
 	artifacts, artifactRetention, err := openArtifacts(ctx, cfg.Artifacts, o.dataDir)
-	if err != nil {
+	if err != nil && o.config != "" {
 		return fmt.Errorf("config %s: %w", o.config, err)
+	} else if err != nil {
+		return err
 	}
 
 	// The backends open first: those whose offers are live (a Kubernetes
