@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -26,6 +27,8 @@ import (
 type artifactEnv struct {
 	url    string
 	seeded fixture.Seeded
+	// put stores another file of run hello.
+	put func(t *testing.T, job int, path, body string)
 }
 
 // helloArtifacts are the files of run hello: job 0's two and job 1's one.
@@ -89,7 +92,13 @@ func newArtifactEnv(t *testing.T, withArtifacts bool) *artifactEnv {
 		srv.Close()
 		ts.Close()
 	})
-	return &artifactEnv{url: ts.URL, seeded: seeded}
+	put := func(t *testing.T, job int, path, body string) {
+		t.Helper()
+		if err := blobs.Put(ctx, blob.Key(store.DefaultProject, hello.ID, job, path), strings.NewReader(body), int64(len(body))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &artifactEnv{url: ts.URL, seeded: seeded, put: put}
 }
 
 // fetch sends GET path with the token (none when empty).
@@ -282,5 +291,19 @@ func TestRunPage_listsArtifactsWithDownloadLinks(t *testing.T) {
 	}
 	if d := get(t, e.url+"/runs/train", tok); d.Find(`[data-testid=artifacts-table]`).Length() != 0 {
 		t.Error("a run without artifacts shows an Artifacts section")
+	}
+}
+
+func TestRunPage_listsTheFirst200Artifacts(t *testing.T) {
+	e := newArtifactEnv(t, true)
+	for i := range 250 {
+		e.put(t, 2, fmt.Sprintf("ckpt/%03d.pt", i), "x")
+	}
+	d := get(t, e.url+"/runs/hello", e.seeded.Tokens.Viewer)
+	if n := d.Find(`[data-testid=artifact-link]`).Length(); n != 200 {
+		t.Errorf("%d links, want 200", n)
+	}
+	if got := d.Find(`[data-testid=artifacts-truncated]`).Text(); !strings.Contains(got, "200 of 253 files") {
+		t.Errorf("truncation note %q", got)
 	}
 }
