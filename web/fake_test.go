@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -285,4 +287,34 @@ func (f *fakeController) list() []string {
 
 func (f *fakeController) ConfirmRevision(_ context.Context, sha string) error {
 	return f.record("confirm " + sha)
+}
+
+// memArtifacts holds artifact files by run, job number and path.
+type memArtifacts struct {
+	files map[string]map[int]map[string]string
+}
+
+func (m *memArtifacts) ListArtifacts(_ context.Context, run string, jobNum int) ([]Artifact, error) {
+	jobs, ok := m.files[run]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	var out []Artifact
+	for n, files := range jobs {
+		if jobNum >= 0 && n != jobNum {
+			continue
+		}
+		for p, body := range files {
+			out = append(out, Artifact{JobNum: n, Path: p, Size: int64(len(body))})
+		}
+	}
+	return out, nil
+}
+
+func (m *memArtifacts) OpenArtifact(_ context.Context, run string, jobNum int, file string) (io.ReadCloser, Artifact, error) {
+	body, ok := m.files[run][jobNum][file]
+	if !ok {
+		return nil, Artifact{}, ErrNotFound
+	}
+	return io.NopCloser(strings.NewReader(body)), Artifact{JobNum: jobNum, Path: file, Size: int64(len(body))}, nil
 }

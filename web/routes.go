@@ -54,7 +54,7 @@ func (s *Server) routes() *echo.Echo {
 	pages.GET("/", s.pageOverview)
 	api.GET("/spend", s.apiSpend)
 
-	// Runs, their jobs and logs (runs.go, logs.go).
+	// Runs, their jobs, logs and artifacts (runs.go, logs.go, artifacts.go).
 	pages.GET("/runs", s.pageRuns)
 	pages.GET("/runs/:name", s.pageRun)
 	pages.GET("/runs/:name/logs/stream", s.pageLogStream)
@@ -64,6 +64,8 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/runs/:name/jobs", s.apiRunJobs)
 	api.GET("/runs/:name/logs", s.apiRunLogs)
 	api.GET("/runs/:name/events", s.apiRunEvents)
+	api.GET("/runs/:name/artifacts", s.apiRunArtifacts)
+	api.GET("/runs/:name/artifacts/:job/*", s.apiRunArtifact)
 	api.POST("/runs/:name/stop", s.apiRunAction("stop"), s.requireAct)
 	api.POST("/runs/:name/rerun", s.apiRunAction("rerun"), s.requireAct)
 	api.POST("/runs/:name/suspend", s.apiRunAction("suspend"), s.requireAct)

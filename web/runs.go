@@ -245,6 +245,9 @@ func (s *Server) apiListJobs(c *echo.Context) error {
 // runStatuses is dstack's run vocabulary, in lifecycle order.
 var runStatuses = []string{"pending", "submitted", "provisioning", "running", "terminating", "terminated", "failed", "done"}
 
+// pageArtifacts is how many artifact files the run page lists.
+const pageArtifacts = 200
+
 // pageLogLines is how many log lines one page of the run page shows.
 const pageLogLines = 500
 
@@ -321,6 +324,16 @@ func (s *Server) pageRun(c *echo.Context) error {
 		var cut bool
 		d.Lines, cut = capLogLines(d.Lines)
 		d.More = d.More || cut
+	}
+	if s.deps.Artifacts != nil {
+		// The page is still worth showing without its artifacts.
+		if d.Artifacts, err = s.deps.Artifacts.ListArtifacts(ctx, run.Name, -1); err != nil {
+			s.log.Warn("artifacts not listed", "run", run.Name, "error", err)
+			d.Artifacts = nil
+		}
+		if len(d.Artifacts) > pageArtifacts {
+			d.Artifacts, d.ArtifactsTotal = d.Artifacts[:pageArtifacts], len(d.Artifacts)
+		}
 	}
 	d.Spec, d.SpecFull = capSpec(d.Spec)
 	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})

@@ -138,6 +138,10 @@ type Deps struct {
 	// RunnerDownloads serves the runner to container clouds' pods
 	// (GET /agents/runner/<arch>); nil answers 404 there.
 	RunnerDownloads *RunnerDownloads
+	// Artifacts serves jobs' artifact files (GET
+	// /api/v1/runs/{name}/artifacts…) and lists them on the run page; nil
+	// answers 501 there and leaves the page's section out.
+	Artifacts Artifacts
 	// Shared keeps sessions, webhook deliveries and pull-request plans
 	// where every server on the database sees them; nil keeps them in this
 	// process.

@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newSSHCmd())
 	root.AddCommand(newSSHProxyCmd())
 	root.AddCommand(newGatewayCmd())
+	root.AddCommand(newArtifactsCmd())
 	return root
 }
 

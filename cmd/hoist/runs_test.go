@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"hoist/store"
+	"hoist/store/blob"
 	"hoist/web"
 	"hoist/web/client"
 	"hoist/web/storeview"
@@ -34,6 +35,10 @@ type cliFixture struct {
 	srv   *web.Server
 	ctrl  *stopRecorder
 	train *store.Job
+	// blobs keeps the runs' artifact files (none unless a test puts some).
+	blobs *blob.FS
+	// runIDs are the runs' ids by name.
+	runIDs map[string]string
 }
 
 // stopRecorder is the web's Controller: it records stops and refuses the
@@ -143,8 +148,16 @@ func newCLIFixture(t *testing.T) *cliFixture {
 			t.Fatalf("sample %d: %v", i, err)
 		}
 	}
+	f.runIDs = map[string]string{}
+	for _, r := range []*store.Run{hello, train, serve, queued} {
+		f.runIDs[r.Name] = r.ID
+	}
+	if f.blobs, err = blob.OpenFS(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 	view := storeview.New(st, "")
-	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: noSync{view}, Controller: f.ctrl, JobMetrics: view})
+	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: noSync{view}, Controller: f.ctrl, JobMetrics: view,
+		Artifacts: storeview.NewArtifacts(st, "", f.blobs)})
 	if err != nil {
 		t.Fatal(err)
 	}

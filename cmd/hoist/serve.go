@@ -220,6 +220,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
+	artifacts, artifactRetention, err := openArtifacts(ctx, cfg.Artifacts, o.dataDir)
+	if err != nil && o.config != "" {
+		return fmt.Errorf("config %s: %w", o.config, err)
+	} else if err != nil {
+		return err
+	}
+
 	// The backends open first: those whose offers are live (a Kubernetes
 	// cluster's nodes) are the Market's online providers. Cloud drivers
 	// read the Market's catalog only when asked for offers.
@@ -267,6 +274,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
 		SSHAuthorizedKeys: cfg.SSH.AuthorizedKeys,
 		RepoCacheDir:      filepath.Join(o.dataDir, "repos"),
+		Artifacts:         artifacts, ArtifactRetention: artifactRetention,
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check, support.CodePaths}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})
@@ -290,7 +298,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
 		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter, JobMetrics: view,
-		RunnerDownloads: downloads,
+		RunnerDownloads: downloads, Artifacts: storeview.NewArtifacts(st, "", artifacts),
 	})
 	if err != nil {
 		return err

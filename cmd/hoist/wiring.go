@@ -50,6 +50,8 @@ type serverConfig struct {
 	// SSH says who may SSH into every job besides the user of each
 	// connection (`hoist attach`, `hoist ssh`).
 	SSH sshConfig `yaml:"ssh"`
+	// Artifacts says where jobs' artifact files are kept and for how long.
+	Artifacts artifactsConfig `yaml:"artifacts"`
 }
 
 // sshConfig is the `ssh:` section: authorized_keys lines (hoist's project
@@ -181,6 +183,9 @@ func loadServerConfig(path string) (serverConfig, error) {
 		seen[name] = true
 	}
 	if err := cfg.SSH.check(); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := cfg.Artifacts.check(); err != nil {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil

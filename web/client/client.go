@@ -455,6 +455,30 @@ func (c *Client) Plan(ctx context.Context, req web.PlanRequest) (web.Plan, error
 	return out, c.call(ctx, http.MethodPost, "/plan", nil, req, &out)
 }
 
+// Artifacts lists a run's artifact files, by job number and path, or job
+// jobNum's only when it is not negative (GET /api/v1/runs/{name}/artifacts);
+// ErrNotFound when there is no such run.
+func (c *Client) Artifacts(ctx context.Context, run string, jobNum int) ([]web.Artifact, error) {
+	var q url.Values
+	if jobNum >= 0 {
+		q = url.Values{"job": {strconv.Itoa(jobNum)}}
+	}
+	var out []web.Artifact
+	return out, c.call(ctx, http.MethodGet, "/runs/"+url.PathEscape(run)+"/artifacts", q, nil, &out)
+}
+
+// Artifact opens one artifact file of a run (GET
+// /api/v1/runs/{name}/artifacts/{job}/{path…}) and returns its body and
+// its length (-1 when the server did not say). ctx alone bounds the
+// download; the caller closes the body.
+func (c *Client) Artifact(ctx context.Context, run string, jobNum int, file string) (io.ReadCloser, int64, error) {
+	resp, err := c.do(ctx, http.MethodGet, web.ArtifactPath(run, jobNum, file), nil, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
 func setIf(q url.Values, k, v string) {
 	if v != "" {
 		q.Set(k, v)
