@@ -233,11 +233,130 @@ func TestWorkflows_providerOfAnotherRepositoryOverGitDaemon(t *testing.T) {
 		"  - name: broken\n    provider: {repo: '"+url+"', name: fanout}\n    wrod: typo\n")
 	bad := r.commit("parameters the provider's schema refuses")
 	st := s.waitSync(60*time.Second, "the revision to be rejected", func(st apiSync) bool { return st.LatestRevision == bad && st.Status == "invalid" })
-	want := `.dstack/workflows.yaml:8:5: workflows[1].wrod: field "wrod" not allowed by provider fanout's schema (did you mean "word"?)`
-	if len(st.Errors) == 0 || !strings.Contains(strings.Join(st.Errors, "\n"), want) {
-		t.Fatalf("errors %q, want %q", st.Errors, want)
+	for _, want := range []string{
+		`.dstack/workflows.yaml:5:5: workflows[1]: field "word" is required by provider fanout's schema`,
+		`.dstack/workflows.yaml:7:5: workflows[1].wrod: field "wrod" not allowed by provider fanout's schema (did you mean "word"?)`,
+	} {
+		if !strings.Contains(strings.Join(st.Errors, "\n"), want) {
+			t.Errorf("errors %q lack %q", st.Errors, want)
+		}
 	}
 	if code, _ := s.do("GET", "/api/v1/runs/broken", nil); code != 404 {
 		t.Errorf("the refused workflow has a run: %d", code)
+	}
+}
+
+// curlProvider is the documentation's `curl` provider as a program: its
+// schema requires `url` and `output`; its program reads the workflow on
+// stdin and prints one job that downloads url to output, keeping output's
+// folder as the job's artifact. It reads only its own folder (`inputs`).
+const curlProvider = `providers:
+  - name: curl
+    image: ` + testenv.BusyboxImage + `
+    commands:
+      - sh providers/curl/main.sh
+    inputs: [providers/curl]
+    schema: providers/curl/schema.yaml
+`
+
+const curlSchema = `type: object
+additionalProperties: false
+properties:
+  url: {type: string}
+  output: {type: string}
+  artifacts: {type: array, items: {type: string}}
+required: [url, output]
+`
+
+// curlMain is the provider's program: POSIX sh and busybox, as any
+// language reading JSON on stdin and printing JSON would do.
+const curlMain = `doc=$(cat)
+url=$(echo "$doc" | sed -n 's/.*"url":"\([^"]*\)".*/\1/p')
+out=$(echo "$doc" | sed -n 's/.*"output":"\([^"]*\)".*/\1/p')
+dir=$(dirname "$out")
+echo "curl provider: $url to $out" >&2
+echo "[{\"name\": \"download\", \"image\": \"` + testenv.BusyboxImage + `\", \"commands\": [\"mkdir -p $dir\", \"wget -q -O $out $url\"], \"artifacts\": [\"$dir\"], \"resources\": {\"cpu\": \"1..\", \"memory\": \"1GB..\"}}]"
+`
+
+// TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud is the
+// documentation's example end to end on the simulated RunPod (whose pods
+// run on the host network, so a job reaches a file served on loopback):
+// the `curl` program provider runs first, its output is in the workflow's
+// logs and becomes the `download` job, which fetches the file; the
+// artifact data/input.txt is downloaded with `hoist artifacts get`. A
+// commit outside the provider's inputs leaves the workflow as it is (its
+// output is kept per input hash); changing a parameter runs it again. A
+// workflow breaking the provider's schema is refused at its path:line:col.
+func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T) {
+	e := newCloudEnv(t, "runpod", "2s")
+	r, s := e.r, e.s
+	const text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
+	srvDir := t.TempDir()
+	writeTestFile(t, filepath.Join(srvDir, "input.txt"), text)
+	port := freePortOn(t, "127.0.0.1")
+	fileServer := exec.Command("busybox", "httpd", "-f", "-p", fmt.Sprintf("127.0.0.1:%d", port), "-h", srvDir)
+	if err := fileServer.Start(); err != nil {
+		t.Fatalf("file server: %v", err)
+	}
+	t.Cleanup(func() { _ = fileServer.Process.Kill(); _ = fileServer.Wait() })
+	url := fmt.Sprintf("http://127.0.0.1:%d/input.txt", port)
+
+	r.write("fleet.dstack.yml", "type: fleet\nname: pods\nnodes: 0..2\nbackends: [runpod]\nresources:\n  cpu: 1..\n  memory: 1GB..\n")
+	r.write(".dstack/providers.yaml", curlProvider)
+	r.write("providers/curl/schema.yaml", curlSchema)
+	r.write("providers/curl/main.sh", curlMain)
+	wf := func(output string) string {
+		return "workflows:\n  - name: tinyshakespeare\n    provider: curl\n    url: " + url + "\n    output: " + output + "\n    artifacts:\n      - data\n"
+	}
+	r.write(".dstack/workflows.yaml", wf("data/input.txt"))
+	start := time.Now()
+	sha := r.commit("the tinyshakespeare workflow")
+	s.waitRun("tinyshakespeare", sha, "done", 2*cloudWithin)
+	t.Logf("MEASURE program provider workflow commit → done %s", time.Since(start).Round(time.Millisecond))
+	jobs := s.workflowRun("tinyshakespeare").jobsByName()
+	prov, dl := jobs["provider"], jobs["download"]
+	if prov.Status != "done" || dl.Status != "done" {
+		t.Fatalf("jobs %+v, want the provider's and download done", jobs)
+	}
+	if logs := s.jobLogs("tinyshakespeare", prov.ID); !strings.Contains(logs, "curl provider: "+url+" to data/input.txt") || !strings.Contains(logs, `"name": "download"`) {
+		t.Errorf("the provider's logs lack its stderr or its output: %q", logs)
+	}
+	dir := t.TempDir()
+	if out, err := s.hoistCLI(r.dir, "artifacts", "get", "tinyshakespeare", "data/input.txt", "--job", fmt.Sprint(dl.JobNum), "-o", dir); err != nil {
+		t.Fatalf("hoist artifacts get: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "data", "input.txt")); err != nil || string(b) != text {
+		t.Fatalf("data/input.txt = %q, %v; want the served file", b, err)
+	}
+
+	// A commit the provider does not read: same input, same jobs, no run.
+	r.write("README.md", "tinyshakespeare\n")
+	sha2 := r.commit("a readme")
+	s.waitSync(60*time.Second, "the readme commit to be applied", func(st apiSync) bool { return st.Revision == sha2 })
+	if run := s.workflowRun("tinyshakespeare"); run.Revision != sha || len(run.Jobs) != 2 {
+		t.Errorf("a commit outside the provider's inputs changed the workflow: %+v", run)
+	}
+	// A new parameter is a new input: the provider runs again.
+	r.write(".dstack/workflows.yaml", wf("data/tiny.txt"))
+	sha3 := r.commit("another output")
+	s.waitRun("tinyshakespeare", sha3, "done", 2*cloudWithin)
+	if jobs := s.workflowRun("tinyshakespeare").jobsByName(); jobs["provider"].Status != "done" {
+		t.Errorf("the provider did not run again for a new parameter: %+v", jobs)
+	}
+
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: tinyshakespeare\n    provider: curl\n    url: 7\n")
+	bad := r.commit("parameters breaking the schema")
+	st := s.waitSync(60*time.Second, "the revision to be rejected", func(st apiSync) bool { return st.LatestRevision == bad && st.Status == "invalid" })
+	joined := strings.Join(st.Errors, "\n")
+	for _, want := range []string{
+		`.dstack/workflows.yaml:2:5: workflows[0]: field "output" is required by provider curl's schema`,
+		`.dstack/workflows.yaml:4:10: workflows[0].url: invalid value 7 (int): want string`,
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("errors lack %q:\n%s", want, joined)
+		}
+	}
+	if run := s.workflowRun("tinyshakespeare"); run.Revision != sha3 {
+		t.Errorf("the refused revision changed the workflow: %+v", run)
 	}
 }

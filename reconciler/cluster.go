@@ -9,6 +9,7 @@ import (
 
 	"hoist/agents/api"
 	"hoist/backends"
+	"hoist/schema"
 	"hoist/store"
 )
 
@@ -82,8 +83,10 @@ func (c *Controller) clusterFor(ctx context.Context, job *store.Job, run *store.
 		}
 	}
 	slices.SortFunc(nodes, func(a, b store.Job) int { return a.JobNum - b.JobNum })
-	if len(nodes) == 0 || !slices.ContainsFunc(nodes, func(j store.Job) bool { return j.ID == job.ID }) {
-		// An older submission: it is its own cluster.
+	if len(nodes) == 0 || !slices.ContainsFunc(nodes, func(j store.Job) bool { return j.ID == job.ID }) ||
+		schema.Kind(spec.Type) == schema.KindWorkflow {
+		// An older submission, or a workflow's job (which reaches others
+		// through its `master`): it is its own cluster.
 		nodes = []store.Job{*job}
 	}
 	n := len(nodes)

@@ -208,11 +208,11 @@ func (c *Controller) workflowGate(ctx context.Context, run *store.Run, job *stor
 	for _, dep := range wj.DependsOn {
 		num, _ := spec.jobNumOf(dep)
 		d, ok := byNum[num]
-		switch {
-		case !ok || !store.IsJobFinished(d.Status):
+		if why, failed := jobFailure(d); ok && failed {
+			return "", "dependency " + dep + " " + why, nil
+		}
+		if !ok || d.Status != store.JobDone {
 			waiting = append(waiting, dep)
-		case d.Status != store.JobDone:
-			return "", fmt.Sprintf("dependency %s %s: %s", dep, d.Status, d.StatusMessage), nil
 		}
 	}
 	if len(waiting) > 0 {
@@ -268,12 +268,13 @@ func (c *Controller) reconcileWorkflow(ctx context.Context, l store.Lease, run *
 	// each naming the dependency that failed.
 	failed := map[string]string{} // job name → what its dependents say
 	for _, j := range latest {
-		if store.IsJobFinished(j.Status) && j.Status != store.JobDone {
+		if why, ok := jobFailure(j); ok {
 			if wj, ok := spec.workflowJob(j.JobNum); ok {
-				failed[wj.Name] = fmt.Sprintf("%s %s: %s", wj.Name, j.Status, j.StatusMessage)
+				failed[wj.Name] = wj.Name + " " + why
 			}
 		}
 	}
+	terminated := false
 	for more := len(failed) > 0; more; {
 		more = false
 		for _, j := range latest {
@@ -287,13 +288,36 @@ func (c *Controller) reconcileWorkflow(ctx context.Context, l store.Lease, run *
 					if err := c.terminateJob(ctx, j.ID, reasonDependencyFailed, msg); err != nil {
 						return false, err
 					}
-					failed[wj.Name], more = fmt.Sprintf("%s failed: %s", wj.Name, msg), true
+					failed[wj.Name], more, terminated = wj.Name+" failed: "+msg, true, true
 					break
 				}
 			}
 		}
 	}
-	return false, nil
+	// The run is looked at again with its jobs as they are now.
+	return terminated, nil
+}
+
+// jobFailure says how a job that did not end done ended ("failed:
+// exited (1)"), also while it is still terminating; ok is false for a
+// job done, or not ended yet.
+func jobFailure(j store.Job) (why string, ok bool) {
+	ending := j.Status == store.JobTerminating && j.TerminationReason != reasonDoneByRunner
+	if !ending && (!store.IsJobFinished(j.Status) || j.Status == store.JobDone) {
+		return "", false
+	}
+	status := j.Status
+	if ending {
+		status = jobFinalStatus(j.TerminationReason)
+	}
+	detail := j.TerminationMessage
+	if detail == "" {
+		detail = j.StatusMessage
+	}
+	if detail == "" || detail == status {
+		detail = j.TerminationReason
+	}
+	return status + ": " + detail, true
 }
 
 // expandProgram reads a program provider's output (its job's artifact),

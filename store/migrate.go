@@ -30,6 +30,11 @@ func Migrations(dialect string) (*migrate.Migrations, error) {
 	if err := ms.Discover(sub); err != nil {
 		return nil, fmt.Errorf("discover %s migrations: %w", dialect, err)
 	}
+	if dialect == DialectSQLite {
+		for _, m := range sqliteGoMigrations() {
+			ms.Add(m)
+		}
+	}
 	return ms, nil
 }
 

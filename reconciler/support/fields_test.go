@@ -20,6 +20,7 @@ import (
 var kindDefs = map[schema.Kind]string{
 	schema.KindTask: "#Task", schema.KindService: "#Service", schema.KindDevEnvironment: "#DevEnvironment",
 	schema.KindFleet: "#Fleet", schema.KindVolume: "#Volume", schema.KindGateway: "#Gateway",
+	schema.KindWorkflow: "#Workflow", schema.KindProvider: "#Provider",
 }
 
 // schemaFields walks the embedded CUE schema and returns, per kind, every
@@ -33,7 +34,7 @@ func schemaFields(t *testing.T) map[schema.Kind][]string {
 		t.Fatalf("compile schema: %v", err)
 	}
 	out := map[schema.Kind][]string{}
-	for _, k := range schema.Kinds {
+	for k := range kindDefs {
 		def := v.LookupPath(cue.ParsePath(kindDefs[k]))
 		if !def.Exists() {
 			t.Fatalf("schema has no %s for kind %s", kindDefs[k], k)

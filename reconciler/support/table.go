@@ -440,26 +440,18 @@ var Table = []Row{
 
 	// dstack's custom providers and workflows (.dstack/providers.yaml,
 	// .dstack/workflows.yaml, or a CUE spec's `providers` and `workflows`
-	// lists). schema.Load validates them and then refuses them, so they
-	// never reach Check; these rows document the refusal. Providers are
-	// refused rather than advisory: a warning belongs to a resource, and a
-	// provider is not one (nor could it have any effect).
-	{Kinds: workflow, Field: "", Decision: Refused,
-		Note: "workflows of custom providers (hoist validates each workflow's parameters against its provider's JSON Schema, " +
-			"at the parameter's file:line:col, but does not run workflows yet)",
-		uses: refusedAtLoad},
-	{Kinds: provider, Field: "", Decision: Refused,
-		Note: "custom providers (validated, with their parameter schemas, then refused: hoist runs no workflows yet, so a provider would have no effect)",
-		uses: refusedAtLoad},
-}
-
-// refusedAtLoad detects the kinds schema.Load itself refuses: a resource
-// of such a kind never exists, so it reports the whole resource if one did.
-func refusedAtLoad(r *schema.Resource) []string {
-	if r.Kind == schema.KindProvider || r.Kind == schema.KindWorkflow {
-		return []string{""}
-	}
-	return nil
+	// lists). A workflow is a run of the jobs its provider generates.
+	{Kinds: workflow, Field: "", Decision: Honoured, Test: "e2e.TestWorkflows_cueProviderDAGRunsInOrderWithArtifacts",
+		Note: "a run of the jobs its provider generates: each starts once its `depends_on` are done, with their `artifacts` " +
+			"in its working directory; a failed job fails its dependents; `master` gives a job DSTACK_MASTER_NODE_IP"},
+	{Kinds: workflow, Field: "provider", Decision: Honoured, Test: "e2e.TestWorkflows_providerOfAnotherRepositoryOverGitDaemon",
+		Note: "a provider of the spec repository, or `{repo, name, ref}` of another one, fetched per commit with the project's Git secrets"},
+	{Kinds: workflow, Field: "depends-on", Decision: Refused,
+		Note: "ordering workflows after one another (hoist orders the jobs of one workflow: the provider's `depends_on`)",
+		uses: func(*schema.Resource) []string { return nil }},
+	{Kinds: provider, Field: "", Decision: Honoured, Test: "e2e.TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud",
+		Note: "program providers (`image`, `commands`: the workflow on stdin, jobs on stdout, output kept per input hash) " +
+			"and CUE providers (`cue`, evaluated at plan time)"},
 }
 
 // runIf reports path when a run's config satisfies use.
