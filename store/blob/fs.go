@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // FS is a Store on a local directory: each key is a file under it.
@@ -75,7 +76,8 @@ func (s *FS) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
 		return nil, 0, err
 	}
 	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	// ENOTDIR: a leading part of the key is an object, not a directory.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, 0, fmt.Errorf("get %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
