@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -22,29 +21,18 @@ import (
 	"hoist/store/blob"
 )
 
-// The environment variables e2e/testenv/minio.sh sets for a running MinIO.
-const (
-	envEndpoint  = "HOIST_TEST_S3_ENDPOINT"
-	envBucket    = "HOIST_TEST_S3_BUCKET"
-	envAccessKey = "HOIST_TEST_S3_ACCESS_KEY"
-	envSecretKey = "HOIST_TEST_S3_SECRET_KEY"
-)
-
-// s3Config returns the config of the test S3 service with a fresh Prefix
-// of the test's own, ending the test through testenv.Missing when
-// minio.sh has not set the environment.
+// s3Config returns the config of the test S3 service (testenv.S3) with a
+// fresh Prefix of the test's own.
 func s3Config(t testing.TB) blob.S3Config {
 	t.Helper()
+	srv := testenv.S3(t)
 	cfg := blob.S3Config{
-		Endpoint:        os.Getenv(envEndpoint),
+		Endpoint:        srv.Endpoint,
 		Region:          "us-east-1",
-		Bucket:          os.Getenv(envBucket),
-		AccessKeyID:     os.Getenv(envAccessKey),
-		SecretAccessKey: os.Getenv(envSecretKey),
+		Bucket:          srv.Bucket,
+		AccessKeyID:     srv.AccessKey,
+		SecretAccessKey: srv.SecretKey,
 		PathStyle:       true,
-	}
-	if cfg.Endpoint == "" || cfg.Bucket == "" {
-		testenv.Missing(t, "s3: %s/%s are unset; start MinIO with: eval \"$(e2e/testenv/minio.sh start)\"", envEndpoint, envBucket)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -413,5 +401,71 @@ func TestS3_failedMultipartPutIsAborted(t *testing.T) {
 	}
 	if len(out.Uploads) != 0 {
 		t.Errorf("%d multipart uploads left open", len(out.Uploads))
+	}
+}
+
+// repeatReader yields n bytes cycling through buf, with no Len or Seek.
+type repeatReader struct {
+	buf []byte
+	off int
+	n   int64
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.n {
+		p = p[:r.n]
+	}
+	m := copy(p, r.buf[r.off:])
+	r.off = (r.off + m) % len(r.buf)
+	r.n -= int64(m)
+	return m, nil
+}
+
+// benchSize is the object size of the throughput benchmarks.
+const benchSize = 256 << 20
+
+// BenchmarkStore_put measures Put of a 256 MiB body of unknown size.
+func BenchmarkStore_put(b *testing.B) {
+	buf := make([]byte, 1<<20)
+	_, _ = rand.Read(buf)
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				if err := s.Put(b.Context(), "bench/object", &repeatReader{buf: buf, n: benchSize}, -1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStore_get measures reading a 256 MiB object through Get.
+func BenchmarkStore_get(b *testing.B) {
+	buf := make([]byte, 1<<20)
+	_, _ = rand.Read(buf)
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			if err := s.Put(b.Context(), "bench/object", &repeatReader{buf: buf, n: benchSize}, benchSize); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				rc, _, err := s.Get(b.Context(), "bench/object")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, rc)
+				_ = rc.Close()
+				if err != nil || n != benchSize {
+					b.Fatalf("read %d bytes: %v", n, err)
+				}
+			}
+		})
 	}
 }
