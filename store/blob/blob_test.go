@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sync/errgroup"
 
 	"hoist/e2e/testenv"
 	"hoist/store/blob"
@@ -202,8 +203,16 @@ func TestStore_deletePrefixOfManyObjects(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s blob.Store) {
 		// More than one DeleteObjects batch (1,000 keys) and list page.
 		const n = 1100
+		var g errgroup.Group
+		g.SetLimit(16)
 		for i := range n {
-			put(t, s, blob.Key("main", "run-1", 0, fmt.Sprintf("f%04d", i)), "x")
+			g.Go(func() error {
+				key := blob.Key("main", "run-1", 0, fmt.Sprintf("f%04d", i))
+				return s.Put(t.Context(), key, strings.NewReader("x"), 1)
+			})
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
 		}
 		put(t, s, blob.Key("main", "run-2", 0, "kept"), "x")
 		if got := len(keys(t, s, blob.RunPrefix("main", "run-1"))); got != n {
@@ -278,6 +287,30 @@ func TestStore_failedPutLeavesNothing(t *testing.T) {
 				}
 				if got := get(t, s, "a/kept"); got != "old" {
 					t.Errorf("a failed replace left %q", got)
+				}
+			})
+		})
+	}
+}
+
+func TestStore_putOfAnotherLengthThanSizeFails(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		body, size int
+	}{
+		{"shorter", 3, 10},
+		{"longer", 10, 3},
+		{"shorter, multipart", 20 << 20, 30 << 20},
+		{"longer, multipart", 20 << 20, 17 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, s blob.Store) {
+				body := io.LimitReader(randomReader{mrand.NewChaCha8([32]byte{2})}, int64(c.body))
+				if err := s.Put(t.Context(), "a/b", body, int64(c.size)); err == nil {
+					t.Error("put succeeded")
+				}
+				if got := keys(t, s, ""); len(got) != 0 {
+					t.Errorf("stored %v", got)
 				}
 			})
 		})

@@ -37,7 +37,7 @@ func (s *FS) path(key string) (string, error) {
 
 // Put writes r to a temporary file beside the key's and renames it into
 // place, so a failed Put leaves nothing behind.
-func (s *FS) Put(ctx context.Context, key string, r io.Reader, _ int64) error {
+func (s *FS) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -56,7 +56,7 @@ func (s *FS) Put(ctx context.Context, key string, r io.Reader, _ int64) error {
 			_ = os.Remove(f.Name())
 		}
 	}()
-	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
+	if _, err := io.Copy(f, newCheckedReader(ctx, r, size)); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	if err := f.Close(); err != nil {
@@ -161,17 +161,4 @@ func (s *FS) DeletePrefix(ctx context.Context, prefix string) error {
 		_ = os.Remove(d) // fails while not empty, as meant
 	}
 	return nil
-}
-
-// ctxReader stops a copy once ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

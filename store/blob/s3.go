@@ -143,9 +143,9 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error
 	in := &transfermanager.UploadObjectInput{
 		Bucket: aws.String(s.bucket),
 		Key:    aws.String(name),
-		// ctxReader also hides r's io.Seeker, which the transfer manager
-		// would otherwise use to size (and rewind) the body.
-		Body: ctxReader{ctx, r},
+		// The checked reader also hides r's io.Seeker, which the transfer
+		// manager would otherwise use to size (and rewind) the body.
+		Body: newCheckedReader(ctx, r, size),
 	}
 	if size > 0 {
 		in.ContentLength = aws.Int64(size)
