@@ -2,8 +2,9 @@
 // run against: the local busybox test image on this machine's Docker Engine,
 // (from the store's tests) a throwaway PostgreSQL database, throwaway
 // OpenSSH servers on loopback addresses (StartSSHD), the cloud simulator
-// (StartCloudSim), and the real single-node Kubernetes cluster of
-// kubernetes.sh (Kubernetes).
+// (StartCloudSim), the real single-node Kubernetes cluster of
+// kubernetes.sh (Kubernetes), and the throwaway MinIO of minio.sh, an
+// S3-compatible server for the S3 artifact store (S3).
 //
 // Every test that needs something outside Go asks for it through Require (a
 // program) or ends through Missing: on a developer's machine a missing

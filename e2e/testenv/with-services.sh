@@ -2,6 +2,9 @@
 # Runs a command with the services the tests use:
 #   - a throwaway PostgreSQL cluster on a free loopback port
 #     (HOIST_TEST_POSTGRES), stopped afterwards;
+#   - a throwaway MinIO, the S3-compatible server of minio.sh, on a free
+#     loopback port (HOIST_TEST_S3_ENDPOINT and the rest of HOIST_TEST_S3_*),
+#     stopped afterwards (its first build takes minutes, then it is cached);
 #   - as root, the real single-node Kubernetes cluster of kubernetes.sh
 #     (HOIST_TEST_KUBECONFIG), started in the background so that compiling the
 #     tests overlaps its start (cached or a first build), and stopped afterwards
@@ -13,7 +16,9 @@
 # start's progress, and <it>.rc its exit status once it ends. testenv.Kubernetes
 # waits on them. A HOIST_TEST_KUBECONFIG set by the caller is used as it is;
 # HOIST_TEST_KUBERNETES=0 starts no cluster (the Kubernetes tests then skip,
-# or fail under CI=true).
+# or fail under CI=true). Likewise a HOIST_TEST_POSTGRES or
+# HOIST_TEST_S3_ENDPOINT set by the caller is used as it is, and HOIST_TEST_S3=0
+# starts no MinIO.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -72,8 +77,12 @@ if [ -z "${HOIST_TEST_KUBECONFIG:-}" ] && [ "${HOIST_TEST_KUBERNETES:-1}" != 0 ]
   fi
 fi
 
+cmd=("$@")
+if [ -z "${HOIST_TEST_S3_ENDPOINT:-}" ] && [ "${HOIST_TEST_S3:-1}" != 0 ]; then
+  cmd=(bash "$here/minio.sh" run -- "${cmd[@]}")
+fi
 if [ -n "${HOIST_TEST_POSTGRES:-}" ]; then
-  "$@" 7>&-
+  "${cmd[@]}" 7>&-
 else
-  bash "$here/postgres.sh" run -- "$@" 7>&-
+  bash "$here/postgres.sh" run -- "${cmd[@]}" 7>&-
 fi

@@ -65,7 +65,7 @@ func newWithServices(t *testing.T) withServices {
 	return w
 }
 
-// run runs `with-services.sh sh -c script` (PostgreSQL is taken as given) and
+// run runs `with-services.sh sh -c script` (PostgreSQL and MinIO are taken as given) and
 // returns its exit status.
 func (w withServices) run(t *testing.T, script string) int {
 	t.Helper()
@@ -76,7 +76,8 @@ func (w withServices) run(t *testing.T, script string) int {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "TMPDIR="+filepath.Join(w.dir, "tmp"), "HOIST_TEST_POSTGRES=postgres://unused")
+	cmd.Env = append(cmd.Env, "TMPDIR="+filepath.Join(w.dir, "tmp"), "HOIST_TEST_POSTGRES=postgres://unused",
+		"HOIST_TEST_S3_ENDPOINT=http://unused")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -3,6 +3,7 @@ package blob
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strconv"
@@ -26,7 +27,9 @@ type Object struct {
 // Store keeps files by key. Implementations are safe for concurrent use.
 type Store interface {
 	// Put writes r (size bytes, or -1 when unknown) under key, replacing
-	// what was there. A failed Put leaves no partial object.
+	// what was there. A body of another length than a known size fails.
+	// A failed Put leaves no partial object (and the one it would have
+	// replaced as it was).
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	// Get opens the object under key, with its size; ErrNotFound when
 	// there is none.
@@ -67,4 +70,37 @@ func validKey(key string) bool {
 		}
 	}
 	return path.Clean(key) == key
+}
+
+// checkedReader reads a Put's body, stopping once ctx ends and failing
+// when the body is not the size bytes announced (size -1: any length). The
+// error comes from the read that finds the mismatch, before the store
+// commits the object.
+type checkedReader struct {
+	ctx  context.Context
+	r    io.Reader
+	size int64
+	n    int64
+}
+
+// newCheckedReader wraps a Put's body; it also hides r's other methods
+// (Seek, Len, WriterTo), so stores read it as a plain stream.
+func newCheckedReader(ctx context.Context, r io.Reader, size int64) *checkedReader {
+	return &checkedReader{ctx: ctx, r: r, size: size}
+}
+
+// Read reads from the body, checking the context and the length so far.
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.size >= 0 && c.n > c.size {
+		return n, fmt.Errorf("body longer than its size, %d bytes", c.size)
+	}
+	if errors.Is(err, io.EOF) && c.size >= 0 && c.n < c.size {
+		return n, fmt.Errorf("body ended after %d of its %d bytes: %w", c.n, c.size, io.ErrUnexpectedEOF)
+	}
+	return n, err
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // FS is a Store on a local directory: each key is a file under it.
@@ -36,7 +37,7 @@ func (s *FS) path(key string) (string, error) {
 
 // Put writes r to a temporary file beside the key's and renames it into
 // place, so a failed Put leaves nothing behind.
-func (s *FS) Put(ctx context.Context, key string, r io.Reader, _ int64) error {
+func (s *FS) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -55,7 +56,7 @@ func (s *FS) Put(ctx context.Context, key string, r io.Reader, _ int64) error {
 			_ = os.Remove(f.Name())
 		}
 	}()
-	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
+	if _, err := io.Copy(f, newCheckedReader(ctx, r, size)); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	if err := f.Close(); err != nil {
@@ -75,7 +76,8 @@ func (s *FS) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
 		return nil, 0, err
 	}
 	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	// ENOTDIR: a leading part of the key is an object, not a directory.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, 0, fmt.Errorf("get %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
@@ -159,17 +161,4 @@ func (s *FS) DeletePrefix(ctx context.Context, prefix string) error {
 		_ = os.Remove(d) // fails while not empty, as meant
 	}
 	return nil
-}
-
-// ctxReader stops a copy once ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
