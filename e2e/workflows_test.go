@@ -311,7 +311,12 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 	r.write(".dstack/workflows.yaml", wf("data/input.txt"))
 	start := time.Now()
 	sha := r.commit("the tinyshakespeare workflow")
-	s.waitRun("tinyshakespeare", sha, "done", 2*cloudWithin)
+	s.waitRunCond("tinyshakespeare", 2*cloudWithin, "done", func(r apiRunFull) bool {
+		if r.Status == "failed" {
+			t.Fatalf("the workflow failed: %+v\n%s", r, s.logs("tinyshakespeare"))
+		}
+		return r.Revision == sha && r.Status == "done"
+	})
 	t.Logf("MEASURE program provider workflow commit → done %s", time.Since(start).Round(time.Millisecond))
 	jobs := s.workflowRun("tinyshakespeare").jobsByName()
 	prov, dl := jobs["provider"], jobs["download"]
@@ -334,7 +339,8 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 	sha2 := r.commit("a readme")
 	s.waitSync(60*time.Second, "the readme commit to be applied", func(st apiSync) bool { return st.Revision == sha2 })
 	if run := s.workflowRun("tinyshakespeare"); run.Revision != sha || len(run.Jobs) != 2 {
-		t.Errorf("a commit outside the provider's inputs changed the workflow: %+v", run)
+		_, revs := s.do("GET", "/api/v1/revisions?limit=1", nil)
+		t.Errorf("a commit outside the provider's inputs changed the workflow: %+v\n%s", run, revs)
 	}
 	// A new parameter is a new input: the provider runs again.
 	r.write(".dstack/workflows.yaml", wf("data/tiny.txt"))

@@ -117,10 +117,9 @@ func (c *Controller) reconcileRun(ctx context.Context, id string) (time.Duration
 		}
 	}
 	if schema.Kind(spec.Type) == schema.KindWorkflow {
-		changed, err := c.reconcileWorkflow(ctx, l, &run, &spec, latest)
-		if err != nil || changed {
-			c.runs.Add(run.ID)
-			return 0, err
+		again, err := c.reconcileWorkflow(ctx, l, &run, &spec, latest)
+		if err != nil || again {
+			return time.Second, err
 		}
 	}
 	status, term := deriveRunStatus(latest)

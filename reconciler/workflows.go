@@ -82,7 +82,7 @@ func (s runSpec) jobNumOf(name string) (int, bool) {
 // commands, environment, ports, working directory and resources.
 func (s runSpec) forWorkflowJob(jobNum int) runSpec {
 	if s.isProviderJob(jobNum) {
-		s.Image, s.Commands = s.Program.Image, providerScript(s.Program.Commands)
+		s.Image, s.Commands, s.WorkingDir = s.Program.Image, providerScript(s.Program.Commands), workflowWorkingDir
 		return s
 	}
 	j, ok := s.workflowJob(jobNum)
@@ -90,8 +90,16 @@ func (s runSpec) forWorkflowJob(jobNum int) runSpec {
 		return s
 	}
 	s.Image, s.Commands, s.Env, s.Ports, s.WorkingDir, s.Resources = j.Image, j.Commands, j.Env, j.Ports, j.WorkingDir, j.Resources
+	if s.WorkingDir == "" {
+		s.WorkingDir = workflowWorkingDir
+	}
 	return s
 }
+
+// workflowWorkingDir is where a workflow's jobs run unless a job names
+// its own working_dir: the spec repository is placed there, as dstack's
+// workflows ran in /workflow with the repository checked out.
+const workflowWorkingDir = "/workflow"
 
 // artifactsOf returns the artifact folders job jobNum of spec keeps: a
 // generated job's, and a program provider's output.
@@ -253,13 +261,20 @@ func (c *Controller) wakeDependents(ctx context.Context, job *store.Job, spec ru
 
 // reconcileWorkflow does a workflow run's own part before its status is
 // derived: once a program provider's job is done, its output becomes the
-// run's jobs; a job whose dependency failed fails, naming it. done is set
-// when the run was changed and is looked at again.
-func (c *Controller) reconcileWorkflow(ctx context.Context, l store.Lease, run *store.Run, spec *runSpec, latest []store.Job) (done bool, err error) {
+// run's jobs; a job whose dependency failed fails, naming it. again is
+// set when the run's status is not to be derived now (it changed, or its
+// provider's job is still finishing) but looked at again shortly.
+func (c *Controller) reconcileWorkflow(ctx context.Context, l store.Lease, run *store.Run, spec *runSpec, latest []store.Job) (again bool, err error) {
 	if spec.Program != nil && len(spec.Jobs) == 0 {
 		for _, j := range latest {
-			if j.JobNum == 0 && j.Status == store.JobDone {
+			switch {
+			case j.JobNum != 0:
+			case j.Status == store.JobDone:
 				return true, c.expandProgram(ctx, l, run, spec, j)
+			case j.Status == store.JobTerminating && j.TerminationReason == reasonDoneByRunner:
+				// Its output is kept as it finishes; the run is not
+				// done, its jobs are to come.
+				return true, nil
 			}
 		}
 		return false, nil
@@ -353,13 +368,25 @@ func (c *Controller) expandProgram(ctx context.Context, l store.Lease, run *stor
 		return fmt.Errorf("decode workflow spec: %w", err)
 	}
 	wf.Jobs = jobs
+	oldHash := run.SpecHash
 	run.Spec = schema.WorkflowJSON(&wf)
+	run.SpecHash = specHash(run.Spec)
 	ns, err := decodeRunSpec(run.Spec)
 	if err != nil {
 		return err
 	}
 	*spec = ns
 	if err := c.st.UpdateRunLeased(ctx, l, run); err != nil {
+		return err
+	}
+	// The resource's applied spec is the run's: the next revision's
+	// workflow, its jobs taken from the kept output, then matches it.
+	res, err := c.st.GetResource(ctx, run.Project, run.ResourceKind, run.ResourceName)
+	if err == nil && res.SpecHash == oldHash {
+		res.Spec, res.SpecHash = run.Spec, run.SpecHash
+		err = c.st.UpdateResource(ctx, &res)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
 		return err
 	}
 	c.event(ctx, "run", run.Name, run.ID, "expanded", run.Revision,
@@ -674,9 +701,11 @@ func (c *Controller) artifactSum(ctx context.Context, key string, o blob.Object)
 
 // workflowCode is a workflow job's code: the spec repository at the run's
 // revision in its working directory (as dstack's workflows had the
-// repository checked out), then its dependencies' artifacts over it.
+// repository checked out), then its dependencies' artifacts over it. A
+// working directory that is not empty fails the job's start: it would run
+// without the repository.
 func (c *Controller) workflowCode(ctx context.Context, run *store.Run, job *store.Job, spec runSpec) (*jobCode, error) {
-	j := &jobCode{spec: &api.CodeSpec{Repo: ".", RepoIfExists: api.RepoIfExistsSkip}, blobs: map[string]func() (io.ReadCloser, error){}}
+	j := &jobCode{spec: &api.CodeSpec{Repo: ".", RepoIfExists: api.RepoIfExistsError}, blobs: map[string]func() (io.ReadCloser, error){}}
 	ok := false
 	defer func() {
 		if !ok {

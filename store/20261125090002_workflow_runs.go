@@ -76,4 +76,3 @@ func sqliteRunTypeCheck(ctx context.Context, db *bun.DB) error {
 
 // quoteSQL quotes s as an SQL string literal.
 func quoteSQL(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-

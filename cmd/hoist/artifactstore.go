@@ -36,21 +36,7 @@ type artifactsConfig struct {
 	// a Go duration (720h) or whole days (30d); "" or 0 keeps them.
 	Retention string `yaml:"retention"`
 	// S3 is the s3 store's bucket and credentials.
-	S3 *s3Config `yaml:"s3"`
-}
-
-// s3Config is an S3-compatible bucket: blob.S3Config's fields and YAML
-// names, so that one converts into the other. Empty credentials leave
-// them to the SDK's environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// its shared files and roles).
-type s3Config struct {
-	Endpoint        string `yaml:"endpoint"`
-	Region          string `yaml:"region"`
-	Bucket          string `yaml:"bucket"`
-	Prefix          string `yaml:"prefix"`
-	AccessKeyID     string `yaml:"access_key_id"`
-	SecretAccessKey string `yaml:"secret_access_key"`
-	PathStyle       bool   `yaml:"path_style"`
+	S3 *blob.S3Config `yaml:"s3"`
 }
 
 // check validates the section, naming the field at fault.
@@ -113,7 +99,7 @@ func openArtifacts(ctx context.Context, c artifactsConfig, dataDir string) (blob
 		return nil, 0, fmt.Errorf("artifacts.retention: %w", err)
 	}
 	if c.Store == artifactStoreS3 {
-		st, err := openS3Artifacts(ctx, *c.S3)
+		st, err := blob.OpenS3(ctx, *c.S3)
 		if err != nil {
 			return nil, 0, fmt.Errorf("artifacts.s3: %w", err)
 		}
@@ -128,15 +114,4 @@ func openArtifacts(ctx context.Context, c artifactsConfig, dataDir string) (blob
 		return nil, 0, fmt.Errorf("artifacts.path: %w", err)
 	}
 	return st, retention, nil
-}
-
-// openS3Artifacts opens the s3 artifact store.
-//
-// TODO(merge): replace the body with
-//
-//	return blob.OpenS3(ctx, blob.S3Config(c))
-//
-// once store/blob's S3 store is merged.
-func openS3Artifacts(_ context.Context, _ s3Config) (blob.Store, error) {
-	return nil, errors.New("the S3 artifact store is not built in yet")
 }
