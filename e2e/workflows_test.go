@@ -366,3 +366,42 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 		t.Errorf("the refused revision changed the workflow: %+v", run)
 	}
 }
+
+// TestWorkflows_aJobReachesItsMaster is a CUE provider's two jobs on this
+// host: `client` names `server` as its master, starts once the server
+// runs, and reaches it at $DSTACK_MASTER_NODE_IP (both on host
+// networking, as a multi-node run's nodes); the server prints the line.
+func TestWorkflows_aJobReachesItsMaster(t *testing.T) {
+	port := freePortOn(t, "127.0.0.1")
+	r := newRepo(t)
+	r.write(".dstack/providers.yaml", fmt.Sprintf(`providers:
+  - name: pair
+    cue: |
+      parameters: {}
+      jobs: [{
+        name: "server"
+        image: "%[1]s"
+        commands: ["mkfifo /tmp/nc-in; exec 3<>/tmp/nc-in; nc -l -p %[2]d <&3"]
+        resources: {cpu: "1..", memory: "0.1GB.."}
+      }, {
+        name: "client"
+        image: "%[1]s"
+        master: "server"
+        commands: ["for i in $(seq 100); do echo hello master $DSTACK_MASTER_NODE_IP | nc $DSTACK_MASTER_NODE_IP %[2]d && exit 0; sleep 0.2; done; exit 1"]
+        resources: {cpu: "1..", memory: "0.1GB.."}
+      }]
+`, testenv.BusyboxImage, port))
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: pair\n    provider: pair\n")
+	s := startServer(t, r.dir)
+	sha := r.commit("a job and its master")
+	s.waitRunCond("pair", 90*time.Second, "done", func(run apiRunFull) bool {
+		if run.Status == "failed" {
+			t.Fatalf("the pair failed: %+v\n%s", run, s.logs("pair"))
+		}
+		return run.Revision == sha && run.Status == "done"
+	})
+	jobs := s.workflowRun("pair").jobsByName()
+	if got := s.jobLogs("pair", jobs["server"].ID); got != "hello master 127.0.0.1\n" {
+		t.Errorf("the server received %q, want the client's line", got)
+	}
+}

@@ -211,9 +211,10 @@ func (c *Controller) createTask(ctx context.Context, l store.Lease, job *store.J
 	if g := taskGPUs(spec); g > 0 {
 		ts.GPUCount, ts.GPUVendor = g, spec.Resources.GPU.Vendor
 	}
-	if spec.multiNode() {
+	if spec.multiNode() || spec.mastered(job.JobNum) {
 		// Nodes see each other on their hosts' interfaces (NCCL, Gloo,
-		// MPI), as dstack runs multi-node jobs with host networking.
+		// MPI), as dstack runs multi-node jobs with host networking; so do
+		// a workflow's job and its master.
 		ts.NetworkMode = api.NetworkHost
 	}
 	part, shared, err := c.jobPart(ctx, *job)

@@ -66,6 +66,17 @@ func (s runSpec) workflowJob(jobNum int) (schema.WorkflowJob, bool) {
 	return s.Jobs[k], true
 }
 
+// mastered reports whether workflow job jobNum has a master or is one:
+// it runs with host networking, so that the two reach each other at their
+// hosts' addresses as a multi-node run's nodes do.
+func (s runSpec) mastered(jobNum int) bool {
+	j, ok := s.workflowJob(jobNum)
+	if !ok {
+		return false
+	}
+	return j.Master != "" || slices.ContainsFunc(s.Jobs, func(o schema.WorkflowJob) bool { return o.Master == j.Name })
+}
+
 // jobNumOf returns the number of the generated job named name.
 func (s runSpec) jobNumOf(name string) (int, bool) {
 	for i, j := range s.Jobs {
@@ -227,6 +238,10 @@ func (c *Controller) workflowGate(ctx context.Context, run *store.Run, job *stor
 		return "waiting for " + strings.Join(waiting, ", "), "", nil
 	}
 	if wj.Master != "" {
+		num, _ := spec.jobNumOf(wj.Master)
+		if m, ok := byNum[num]; ok && (store.IsJobFinished(m.Status) || m.Status == store.JobTerminating) {
+			return "", "master " + wj.Master + " ended (" + m.Status + ") before this job started", nil
+		}
 		_, ok, err := c.masterAddress(ctx, run, spec, wj.Master)
 		if err != nil {
 			return "", "", err
