@@ -469,6 +469,9 @@ func (c *Controller) startJob(ctx context.Context, l store.Lease, job *store.Job
 	c.event(ctx, "job", job.JobName, job.ID, "running", run.Revision, "job running in container "+info.ContainerName)
 	c.runs.Add(run.ID)
 	c.wakeNodes(ctx, job)
+	if spec.mastered(job.JobNum) {
+		c.wakeDependents(ctx, job, spec) // a job waiting for its master
+	}
 	return time.Millisecond, nil
 }
 
