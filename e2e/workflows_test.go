@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"hoist/e2e/testenv"
+	"hoist/store/blob"
 )
 
 // fanoutProvider is a CUE provider generating a three-job DAG: a writes
@@ -404,4 +406,41 @@ func TestWorkflows_aJobReachesItsMaster(t *testing.T) {
 	if got := s.jobLogs("pair", jobs["server"].ID); got != "hello master 127.0.0.1\n" {
 		t.Errorf("the server received %q, want the client's line", got)
 	}
+}
+
+// TestWorkflows_artifactsInAnS3CompatibleStore runs the CUE provider's
+// DAG on a server whose artifacts live in a real S3-compatible store
+// (MinIO on loopback, e2e/testenv/minio.sh): a's artifact is written
+// there under the configured prefix, b reads it, and the API serves it.
+func TestWorkflows_artifactsInAnS3CompatibleStore(t *testing.T) {
+	s3 := testenv.S3(t)
+	prefix := fmt.Sprintf("e2e-%d", time.Now().UnixNano())
+	cfg := filepath.Join(t.TempDir(), "hoist.yaml")
+	writeTestFile(t, cfg, fmt.Sprintf("backends:\n  - type: local\nartifacts:\n  store: s3\n  s3:\n    endpoint: %s\n    region: us-east-1\n"+
+		"    bucket: %s\n    prefix: %s\n    access_key_id: %s\n    secret_access_key: %s\n    path_style: true\n",
+		s3.Endpoint, s3.Bucket, prefix, s3.AccessKey, s3.SecretKey))
+	r := newRepo(t)
+	r.write(".dstack/providers.yaml", fanoutProvider)
+	r.write(".dstack/workflows.yaml", "workflows:\n  - name: dag\n    provider: fanout\n    word: bucket\n")
+	s := startServer(t, r.dir, "--config", cfg)
+	sha := r.commit("a workflow whose artifacts go to S3")
+	s.waitRun("dag", sha, "done", 90*time.Second)
+	jobs := s.workflowRun("dag").jobsByName()
+	if got, want := s.jobLogs("dag", jobs["b"].ID), "b saw bucket from a\n"; got != want {
+		t.Errorf("b's logs = %q, want %q", got, want)
+	}
+	st, err := blob.OpenS3(t.Context(), blob.S3Config{Endpoint: s3.Endpoint, Region: "us-east-1", Bucket: s3.Bucket, Prefix: prefix,
+		AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey, PathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := st.List(t.Context(), "artifacts/")
+	if err != nil || len(objs) != 1 || !strings.HasSuffix(objs[0].Key, "/0/out/data.txt") {
+		t.Fatalf("objects under %s: %+v, %v; want a's out/data.txt", prefix, objs, err)
+	}
+	code, body := s.do("GET", "/api/v1/runs/dag/artifacts/0/out/data.txt", nil)
+	if code != 200 || string(body) != "bucket from a\n" {
+		t.Fatalf("download: %d %q", code, body)
+	}
+	t.Cleanup(func() { _ = st.DeletePrefix(context.Background(), "") })
 }
