@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -96,3 +97,23 @@ func workflowDAG(run string, jobs []Job) dagChart {
 // dagClass is a job box's class: its status's, as the timeline colours
 // them.
 func dagClass(status string) string { return "dag-node seg-" + strings.ReplaceAll(status, " ", "-") }
+
+// Summary describes a planned workflow job in one line: what it waits
+// for, its master, its artifacts and its price (`hoist plan` and the
+// history page print it).
+func (j ChangeJob) Summary() string {
+	var parts []string
+	if len(j.DependsOn) > 0 {
+		parts = append(parts, "after "+strings.Join(j.DependsOn, ", "))
+	}
+	if j.Master != "" {
+		parts = append(parts, "master "+j.Master)
+	}
+	if len(j.Artifacts) > 0 {
+		parts = append(parts, "artifacts "+strings.Join(j.Artifacts, ", "))
+	}
+	if j.PricePerHour != nil {
+		parts = append(parts, fmt.Sprintf("$%.4g/h", *j.PricePerHour))
+	}
+	return strings.Join(parts, "; ")
+}

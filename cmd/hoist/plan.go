@@ -159,7 +159,7 @@ func printPlan(w io.Writer, p web.Plan) {
 		counts[c.Action]++
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Action, c.Kind, c.Name, c.Detail)
 		for _, j := range c.Jobs {
-			fmt.Fprintf(tw, "\t\t  job %s\t%s\n", j.Name, jobDetail(j))
+			fmt.Fprintf(tw, "\t\t  job %s\t%s\n", j.Name, j.Summary())
 		}
 	}
 	tw.Flush()
@@ -169,23 +169,4 @@ func printPlan(w io.Writer, p web.Plan) {
 	if p.Held {
 		fmt.Fprintln(w, "Held: applying this revision waits for confirmation (POST /api/v1/sync/confirm).")
 	}
-}
-
-// jobDetail describes a planned workflow job in one line: what it waits
-// for, its master, its artifacts and its price.
-func jobDetail(j web.ChangeJob) string {
-	var parts []string
-	if len(j.DependsOn) > 0 {
-		parts = append(parts, "after "+strings.Join(j.DependsOn, ", "))
-	}
-	if j.Master != "" {
-		parts = append(parts, "master "+j.Master)
-	}
-	if len(j.Artifacts) > 0 {
-		parts = append(parts, "artifacts "+strings.Join(j.Artifacts, ", "))
-	}
-	if j.PricePerHour != nil {
-		parts = append(parts, fmt.Sprintf("$%.4g/h", *j.PricePerHour))
-	}
-	return strings.Join(parts, "; ")
 }
