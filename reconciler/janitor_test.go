@@ -3,6 +3,7 @@ package reconciler
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"hoist/backends/offers"
 	"hoist/e2e/testenv"
 	"hoist/store"
+	"hoist/store/blob"
 )
 
 // TestAuditLeaks_terminatesTaggedInstancesTheStoreDoesNotKnow creates
@@ -84,5 +86,52 @@ func TestPrune_dropsOldEventsAndFinishedLogs(t *testing.T) {
 	}
 	if len(es) != 1 || es[0].ObjectName != "new" {
 		t.Errorf("events after retention: %+v", es)
+	}
+}
+
+// TestPrune_dropsTheArtifactsOfRunsFinishedBeforeTheirRetention checks
+// artifact retention: a run finished longer ago than it loses its
+// artifacts, a run finished since keeps them.
+func TestPrune_dropsTheArtifactsOfRunsFinishedBeforeTheirRetention(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"old.dstack.yml": "type: task\ncommands: [\"true\"]\n",
+		"new.dstack.yml": "type: task\ncommands: [\"true\"]\n",
+	})
+	f.sync()
+	arts, err := blob.OpenFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c.cfg.Artifacts, f.c.cfg.ArtifactRetention = arts, 24*time.Hour
+	finish := func(name string) store.Run {
+		r := f.run(name)
+		r.Status, r.FinishedAt = store.RunDone, f.clock.Now()
+		if err := f.st.UpdateRun(f.ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+		if err := arts.Put(f.ctx, blob.Key(r.Project, r.ID, 0, "out/data.txt"), strings.NewReader("x"), 1); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	old := finish("old")
+	f.clock.Advance(20 * time.Hour)
+	recent := finish("new")
+	f.clock.Advance(5 * time.Hour)
+	f.c.prune(f.ctx)
+	for _, tc := range []struct {
+		r    store.Run
+		want int
+	}{{old, 0}, {recent, 1}} {
+		r, want := tc.r, tc.want
+		objs, err := arts.List(f.ctx, blob.RunPrefix(r.Project, r.ID))
+		if err != nil || len(objs) != want {
+			t.Errorf("run %s: %d artifacts (%v), want %d", r.Name, len(objs), err, want)
+		}
+	}
+	f.clock.Advance(24 * time.Hour)
+	f.c.prune(f.ctx)
+	if objs, _ := arts.List(f.ctx, "artifacts/"); len(objs) != 0 {
+		t.Errorf("artifacts left after both runs' retention: %+v", objs)
 	}
 }
