@@ -40,7 +40,8 @@
 // parameters, which are the workflow's other fields but dstack's own
 // `depends-on`), both at the loaded root only. A CUE spec may define them
 // as top-level `providers` and `workflows` lists (#Provider, #Workflow);
-// all providers share one name space.
+// all providers share one name space. Each workflow is a Resource of
+// KindWorkflow (a run kind) whose Spec is a *Workflow.
 //
 //   - A provider's optional `schema` (hoist's addition: dstack's provider
 //     program named the file itself) is a JSON Schema, inline or the path
@@ -48,13 +49,20 @@
 //     support; each workflow's parameters are checked against it, every
 //     problem at the parameter's file:line:col (missing ones at the
 //     workflow).
+//   - A program provider (`image`, `commands`, optional `inputs`) gives
+//     the workflow its Program and InputHash (the workflow, the provider
+//     and the files of its inputs); its jobs come from the program's
+//     output (ParseProviderOutput) and are set with WithJobs. A CUE
+//     provider (`cue`: `parameters` in, `jobs` out) is evaluated here, and
+//     its jobs are the workflow's Jobs. Jobs are validated as tasks
+//     (decodeJobs): names unique, `depends_on` and `master` known, no
+//     cycle.
 //   - `provider` is a local name (an unknown one is an error at it) or
-//     `{repo, name, ref?}` of another repository, whose schema hoist does
-//     not fetch.
-//   - hoist does not run workflows yet: a workflow with no error of its own
-//     is refused with one error at its position, and so, when there is no
-//     workflow, is each provider. A revision holding either never loads.
-//
+//     `{repo, name, ref?}` of another repository: the workflow loads
+//     pending (Resource.NeedsProvider) until ResolveWorkflow reads that
+//     repository's providers, which the reconciler fetches.
+//   - dstack's workflow-level `depends-on` is refused at its position.
+
 // # Limits
 //
 // Checked before any CUE evaluation, each error naming the limit and the
@@ -73,8 +81,8 @@
 // # Results
 //
 //   - Desired.Resources is sorted by name space and name; each Resource has
-//     Kind, Name, File, Pos, Spec (*Task, *Service, *DevEnvironment, *Fleet,
-//     *Volume or *Gateway) and JSON, the canonical normalized form: specs
+//     Kind, Name, File, Pos, Spec (*Task, *Service, *DevEnvironment,
+//     *Workflow, *Fleet, *Volume or *Gateway) and JSON, the canonical normalized form: specs
 //     that mean the same (shorthand vs object forms, env map vs list,
 //     reordered sets, explicit defaults) are byte-identical.
 //   - Kind (KindTask, ...), Kind.IsRun and Kind.Namespace.

@@ -26,8 +26,8 @@ type Resource struct {
 	File string
 	// Pos is where the resource is defined (the document or CUE field).
 	Pos Position
-	// Spec is *Task, *Service, *DevEnvironment, *Fleet, *Volume or *Gateway,
-	// normalized with every default applied.
+	// Spec is *Task, *Service, *DevEnvironment, *Workflow, *Fleet, *Volume
+	// or *Gateway, normalized with every default applied.
 	Spec any
 	// JSON is the canonical normalized JSON of Spec, with "type" first:
 	// byte-identical for specs that mean the same.
