@@ -310,7 +310,9 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 	wf := func(output string) string {
 		return "workflows:\n  - name: tinyshakespeare\n    provider: curl\n    url: " + url + "\n    output: " + output + "\n    artifacts:\n      - data\n"
 	}
-	r.write(".dstack/workflows.yaml", wf("data/input.txt"))
+	// A provider whose program prints something other than jobs.
+	r.write(".dstack/providers.yaml", curlProvider+"  - name: liar\n    image: "+testenv.BusyboxImage+"\n    commands: [\"echo name: x\"]\n")
+	r.write(".dstack/workflows.yaml", wf("data/input.txt")+"  - name: lies\n    provider: liar\n")
 	start := time.Now()
 	sha := r.commit("the tinyshakespeare workflow")
 	s.waitRunCond("tinyshakespeare", 2*cloudWithin, "done", func(r apiRunFull) bool {
@@ -336,6 +338,13 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 		t.Fatalf("data/input.txt = %q, %v; want the served file", b, err)
 	}
 
+	lies := s.waitRunCond("lies", 2*cloudWithin, "failed", func(r apiRunFull) bool { return r.Status == "failed" })
+	var liesRun apiRun
+	s.getJSON("/api/v1/runs/lies", &liesRun)
+	if want := "the provider's output: provider output:1:1: expected a list of jobs, got mapping"; liesRun.StatusMessage != want || len(lies.Jobs) != 1 {
+		t.Errorf("a provider printing no jobs: %q with %d jobs, want %q and the provider's job only", liesRun.StatusMessage, len(lies.Jobs), want)
+	}
+
 	// A commit the provider does not read: same input, same jobs, no run.
 	r.write("README.md", "tinyshakespeare\n")
 	sha2 := r.commit("a readme")
@@ -346,6 +355,7 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 	}
 	// A new parameter is a new input: the provider runs again.
 	r.write(".dstack/workflows.yaml", wf("data/tiny.txt"))
+	r.write(".dstack/providers.yaml", curlProvider)
 	sha3 := r.commit("another output")
 	s.waitRun("tinyshakespeare", sha3, "done", 2*cloudWithin)
 	if jobs := s.workflowRun("tinyshakespeare").jobsByName(); jobs["provider"].Status != "done" {

@@ -363,8 +363,10 @@ func (c *Controller) expandProgram(ctx context.Context, l store.Lease, run *stor
 	if err != nil {
 		msg := "the provider's output: " + strings.ReplaceAll(err.Error(), "\n", "; ")
 		c.event(ctx, "run", run.Name, run.ID, "failed", run.Revision, msg)
+		// Not a job's failure: the run fails with the reason kept as its
+		// message, as for the server's other errors.
 		run.Status, run.StatusMessage = store.RunTerminating, msg
-		run.TerminationReason = runReasonJobFailed
+		run.TerminationReason = runReasonServerError
 		if uerr := c.st.UpdateRunLeased(ctx, l, run); uerr != nil {
 			return uerr
 		}
