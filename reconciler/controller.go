@@ -216,7 +216,7 @@ type Controller struct {
 	mirrors   *source.Mirrors // of `repos[].url` repositories
 	blobSums  *blobSums       // SHA-256 of Git blobs of mirrored repositories
 	provRepos providerRepos   // provider repositories' files by URL and commit
-	artSums   artifactSums    // SHA-256 of kept artifact files
+	artSums   *blobSums       // SHA-256 of kept artifact files
 	// artifactsPrunedTo is the previous artifact retention pass's cutoff
 	// (only the retention loop touches it).
 	artifactsPrunedTo time.Time
@@ -308,6 +308,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 
 		mirrors:  source.NewMirrors(cfg.RepoCacheDir, cfg.Logger),
 		blobSums: &blobSums{sums: map[string]string{}},
+		artSums:  &blobSums{sums: map[string]string{}},
 
 		passes:  map[string][]int{},
 		scales:  map[string]*scaleState{},

@@ -176,9 +176,10 @@ func (c *Controller) repoFromURL(ctx context.Context, j *jobCode, r schema.Repo)
 // maxBlobSums bounds blobSums; past it the map starts over.
 const maxBlobSums = 1 << 20
 
-// blobSums remembers the SHA-256 of Git blobs (by their Git id, which
-// names their content too), so that a mirrored repository's files are
-// read once for their hash, not on every run.
+// blobSums remembers the SHA-256 of files by an id naming their content
+// (a Git blob's id; a kept artifact's key, size and time), so that a
+// mirrored repository's files and kept artifacts are read once for their
+// hash, not on every run.
 type blobSums struct {
 	mu   sync.Mutex
 	sums map[string]string

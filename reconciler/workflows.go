@@ -2,8 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -677,43 +675,15 @@ func parentDirs(p string) []string {
 // mapping (api.CodeFilePrefix).
 func codeFileTree(i int) string { return api.CodeFilePrefix + strconv.Itoa(i) }
 
-// artifactSums remembers the SHA-256 of kept artifact files by key, size
-// and time written (a resubmission's artifacts replace the key's file).
-type artifactSums struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-// maxArtifactSums bounds artifactSums; past it the map starts over.
-const maxArtifactSums = 1 << 16
-
-// artifactSum returns the SHA-256 of the artifact file under key, reading
-// it the first time.
+// artifactSum returns the SHA-256 of the artifact file o (under key),
+// reading it the first time: a file is known by its key, size and time
+// written (a resubmission's artifacts replace the key's file).
 func (c *Controller) artifactSum(ctx context.Context, key string, o blob.Object) (string, error) {
 	id := fmt.Sprintf("%s\x00%d\x00%d", key, o.Size, o.ModTime.UnixNano())
-	c.artSums.mu.Lock()
-	s, ok := c.artSums.m[id]
-	c.artSums.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	rc, _, err := c.cfg.Artifacts.Get(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, rc); err != nil {
-		return "", err
-	}
-	s = hex.EncodeToString(h.Sum(nil))
-	c.artSums.mu.Lock()
-	if c.artSums.m == nil || len(c.artSums.m) >= maxArtifactSums {
-		c.artSums.m = map[string]string{}
-	}
-	c.artSums.m[id] = s
-	c.artSums.mu.Unlock()
-	return s, nil
+	return c.artSums.sum(id, func() (io.ReadCloser, error) {
+		rc, _, err := c.cfg.Artifacts.Get(ctx, key)
+		return rc, err
+	})
 }
 
 // workflowCode is a workflow job's code: the spec repository at the run's

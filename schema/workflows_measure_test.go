@@ -12,39 +12,27 @@ import (
 	"hoist/schema"
 )
 
-// wideProvider is a CUE provider generating stages × width jobs: job i of
-// stage s runs after job i of stage s-1 (lanes, 1 edge per job) or after
-// every job of stage s-1 (full, width edges per job).
-const wideProvider = `providers:
-  - name: wide
-    schema:
-      type: object
-      additionalProperties: false
-      properties:
-        stages: {type: integer}
-        width: {type: integer}
-        full: {type: boolean}
-    cue: |
-      import "list"
-      parameters: {stages: int, width: int, full: *false | bool}
-      _stages: list.Range(0, parameters.stages, 1)
-      _lanes: list.Range(0, parameters.width, 1)
-      jobs: [for s in _stages for i in _lanes {
-        name: "s\(s)-j\(i)"
-        image: "busybox"
-        commands: ["echo stage \(s) job \(i)"]
-        artifacts: ["out"]
-        resources: {cpu: "1..", memory: "0.1GB.."}
-        if s > 0 && !parameters.full {depends_on: ["s\(s-1)-j\(i)"]}
-        if s > 0 && parameters.full {depends_on: [for k in _lanes {"s\(s-1)-j\(k)"}]}
-      }]
-`
+// wideProviderFile holds a CUE provider generating stages × width jobs:
+// job i of stage s runs after job i of stage s-1 (lanes) or after every
+// job of stage s-1 (full). The schema's and the plan's measurements load
+// the same one.
+const wideProviderFile = "testdata/measure/wide-providers.yaml"
+
+// wideProvider reads wideProviderFile.
+func wideProvider(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(wideProviderFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
 
 // wideRepo is a revision of one workflow whose CUE provider generates
 // stages × width jobs (see wideProvider).
-func wideRepo(stages, width int, full bool) fstest.MapFS {
+func wideRepo(tb testing.TB, stages, width int, full bool) fstest.MapFS {
 	return fstest.MapFS{
-		schema.ProvidersFile: {Data: []byte(wideProvider)},
+		schema.ProvidersFile: {Data: wideProvider(tb)},
 		schema.WorkflowsFile: {Data: []byte(fmt.Sprintf("workflows:\n  - name: wide\n    provider: wide\n    stages: %d\n    width: %d\n    full: %v\n", stages, width, full))},
 	}
 }
@@ -67,7 +55,7 @@ func loadWide(tb testing.TB, fsys fstest.MapFS) (jobs, size int, err error) {
 // generates 1,000 jobs (10 stages × 100 lanes) with nothing compiled or
 // memoized: the daemon's first load.
 func BenchmarkLoad_workflow1000Cold(b *testing.B) {
-	fsys := wideRepo(10, 100, false)
+	fsys := wideRepo(b, 10, 100, false)
 	b.ReportAllocs()
 	for b.Loop() {
 		schema.DropFieldCache()
@@ -81,7 +69,7 @@ func BenchmarkLoad_workflow1000Cold(b *testing.B) {
 // BenchmarkLoad_workflow1000Warm reloads the same revision: validators
 // compiled and field verdicts memoized.
 func BenchmarkLoad_workflow1000Warm(b *testing.B) {
-	fsys := wideRepo(10, 100, false)
+	fsys := wideRepo(b, 10, 100, false)
 	if _, _, err := loadWide(b, fsys); err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +94,7 @@ func TestMeasure_workflow1000Load(t *testing.T) {
 		name string
 		full bool
 	}{{"lanes (1 edge/job)", false}, {"full (100 edges/job)", true}} {
-		fsys := wideRepo(10, 100, shape.full)
+		fsys := wideRepo(t, 10, 100, shape.full)
 		for _, phase := range []string{"cold", "warm", "warm"} {
 			if phase == "cold" {
 				schema.DropFieldCache()

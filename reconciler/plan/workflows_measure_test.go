@@ -14,33 +14,21 @@ import (
 	"hoist/schema"
 )
 
-// wideProvider is a CUE provider generating stages × width jobs: job i of
-// stage s runs after job i of stage s-1 (lanes) or after every job of
-// stage s-1 (full). schema/workflows_measure_test.go loads the same one.
-const wideProvider = `providers:
-  - name: wide
-    schema:
-      type: object
-      additionalProperties: false
-      properties:
-        stages: {type: integer}
-        width: {type: integer}
-        full: {type: boolean}
-    cue: |
-      import "list"
-      parameters: {stages: int, width: int, full: *false | bool}
-      _stages: list.Range(0, parameters.stages, 1)
-      _lanes: list.Range(0, parameters.width, 1)
-      jobs: [for s in _stages for i in _lanes {
-        name: "s\(s)-j\(i)"
-        image: "busybox"
-        commands: ["echo stage \(s) job \(i)"]
-        artifacts: ["out"]
-        resources: {cpu: "1..", memory: "0.1GB.."}
-        if s > 0 && !parameters.full {depends_on: ["s\(s-1)-j\(i)"]}
-        if s > 0 && parameters.full {depends_on: [for k in _lanes {"s\(s-1)-j\(k)"}]}
-      }]
-`
+// wideProviderFile holds a CUE provider generating stages × width jobs:
+// job i of stage s runs after job i of stage s-1 (lanes) or after every
+// job of stage s-1 (full). The schema's and the plan's measurements load
+// the same one.
+const wideProviderFile = "../../schema/testdata/measure/wide-providers.yaml"
+
+// wideProvider reads wideProviderFile.
+func wideProvider(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(wideProviderFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
 
 // wideRevision loads a revision of one workflow whose CUE provider
 // generates stages × width jobs, and a cloud fleet that grows for them
@@ -48,7 +36,7 @@ const wideProvider = `providers:
 func wideRevision(tb testing.TB, stages, width int, full bool) []schema.Resource {
 	tb.Helper()
 	d, err := schema.Load(fstest.MapFS{
-		schema.ProvidersFile: {Data: []byte(wideProvider)},
+		schema.ProvidersFile: {Data: wideProvider(tb)},
 		schema.WorkflowsFile: {Data: []byte(fmt.Sprintf("workflows:\n  - name: wide\n    provider: wide\n    stages: %d\n    width: %d\n    full: %v\n", stages, width, full))},
 		"fleet.dstack.yml":   {Data: []byte("type: fleet\nname: cloud\nnodes: 0..8\nbackends: [aws]\n")},
 	})
