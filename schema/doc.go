@@ -49,11 +49,15 @@
 //     problem at the parameter's file:line:col (missing ones at the
 //     workflow).
 //   - `provider` is a local name (an unknown one is an error at it) or
-//     `{repo, name, ref?}` of another repository, whose schema hoist does
-//     not fetch.
-//   - hoist does not run workflows yet: a workflow with no error of its own
-//     is refused with one error at its position, and so, when there is no
-//     workflow, is each provider. A revision holding either never loads.
+//     `{repo, name, ref?}` of another repository, which Load leaves
+//     pending (Resource.NeedsProvider): the server fetches that repository
+//     and ResolveWorkflow checks the parameters against its provider's
+//     schema and completes the workflow.
+//   - Each valid workflow is a resource of KindWorkflow: a CUE provider's
+//     jobs are evaluated at load time (decodeJobs checks them as tasks,
+//     and their graph); a program provider's workflow holds its program
+//     and the hash of its inputs, its jobs coming from the program's output
+//     (ParseProviderOutput, WithJobs).
 //
 // # Limits
 //
