@@ -604,8 +604,9 @@ func artifactGroups(paths []string) []artifactGroup {
 
 // addDependencyArtifacts adds the artifacts of a workflow job's
 // dependencies to its code: relative ones under its working directory,
-// absolute ones at their paths. A dependency that declared artifacts but
-// has none kept fails the job's start (it would run without them).
+// absolute ones at their paths. Artifacts that cannot be listed or read
+// fail the job's start; a dependency that kept none (its folders did not
+// exist) adds nothing.
 func (c *Controller) addDependencyArtifacts(ctx context.Context, j *jobCode, run *store.Run, job *store.Job, spec runSpec) error {
 	wj, ok := spec.workflowJob(job.JobNum)
 	if !ok || len(wj.DependsOn) == 0 {
