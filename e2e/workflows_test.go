@@ -353,6 +353,11 @@ func TestWorkflows_tinyshakespeareProgramProviderOnAContainerCloud(t *testing.T)
 		_, revs := s.do("GET", "/api/v1/revisions?limit=1", nil)
 		t.Errorf("a commit outside the provider's inputs changed the workflow: %+v\n%s", run, revs)
 	}
+	// `hoist plan` of the work tree sends what the provider reads too (its
+	// schema file, its inputs): the plan agrees there is nothing to do.
+	if out, err := s.hoistCLI(r.dir, "plan", ".", "--detailed-exitcode"); err != nil {
+		t.Errorf("hoist plan of the applied work tree: %v\n%s", err, out)
+	}
 	// A new parameter is a new input: the provider runs again.
 	r.write(".dstack/workflows.yaml", wf("data/tiny.txt"))
 	r.write(".dstack/providers.yaml", curlProvider)

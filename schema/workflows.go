@@ -690,3 +690,40 @@ func schemaProps(s *node, path []string) []string {
 	}
 	return out
 }
+
+// ProviderFiles names the files besides the spec files that loading the
+// providers of fsys's ProvidersFile reads: each provider's schema file,
+// and the paths (files or folders) a program provider's `inputs` name;
+// all is set when a program provider names no inputs (its input hash
+// covers every file). A caller sending a revision's files elsewhere (`hoist
+// plan`) sends these too. A ProvidersFile that does not parse names
+// nothing (loading it reports why).
+func ProviderFiles(fsys fs.FS) (paths []string, all bool) {
+	b, err := fs.ReadFile(fsys, ProvidersFile)
+	if err != nil {
+		return nil, false
+	}
+	doc, perr := parseYAML(ProvidersFile, b)
+	if perr != nil || doc.kind != nMap || doc.get("providers") == nil {
+		return nil, false
+	}
+	for _, it := range doc.get("providers").items {
+		if s := it.get("schema"); s != nil && s.kind == nString {
+			paths = append(paths, path.Clean(s.str))
+		}
+		if it.get("cue") != nil {
+			continue
+		}
+		in := it.get("inputs")
+		if in == nil || in.kind != nList || len(in.items) == 0 {
+			all = true
+			continue
+		}
+		for _, p := range in.items {
+			if p.kind == nString {
+				paths = append(paths, path.Clean(p.str))
+			}
+		}
+	}
+	return paths, all
+}

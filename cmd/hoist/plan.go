@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"hoist/schema"
 	"hoist/web"
 )
 
@@ -88,6 +91,9 @@ func runPlan(cmd *cobra.Command, o planOptions, args []string) error {
 	}
 	if len(body.Files) == 0 {
 		return errors.New("no spec files under the given paths")
+	}
+	if err := addProviderFiles(body.Files, base); err != nil {
+		return err
 	}
 	c, err := o.client()
 	if err != nil {
@@ -169,4 +175,78 @@ func printPlan(w io.Writer, p web.Plan) {
 	if p.Held {
 		fmt.Fprintln(w, "Held: applying this revision waits for confirmation (POST /api/v1/sync/confirm).")
 	}
+}
+
+// maxPlanFileBytes is what `hoist plan` sends at most: the server's limit
+// on a plan's body (web's plan route), less room for its JSON.
+const maxPlanFileBytes = 7 << 20
+
+// addProviderFiles adds to files (path relative to base → content) the
+// files the providers under base read besides the spec files
+// (schema.ProviderFiles): schema files and inputs, or, for a program
+// provider without inputs, every file Git tracks there (what its input
+// hash covers on the server), so that the plan says what the sync will.
+func addProviderFiles(files map[string]string, base string) error {
+	paths, all := schema.ProviderFiles(os.DirFS(base))
+	if all {
+		tracked, err := trackedFiles(base)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, tracked...)
+	}
+	total := 0
+	for _, c := range files {
+		total += len(c)
+	}
+	for _, p := range paths {
+		err := fs.WalkDir(os.DirFS(base), p, func(f string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // the server says what is missing
+				}
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == ".git" {
+					return fs.SkipDir
+				}
+				return nil
+			}
+			if _, ok := files[f]; ok || !d.Type().IsRegular() {
+				return nil
+			}
+			b, err := os.ReadFile(filepath.Join(base, filepath.FromSlash(f)))
+			if err != nil {
+				return err
+			}
+			if total += len(b); total > maxPlanFileBytes {
+				return fmt.Errorf("the files the providers of %s read come to more than %d MiB, more than a plan sends: name a program provider's `inputs`",
+					schema.ProvidersFile, maxPlanFileBytes>>20)
+			}
+			files[f] = string(b)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trackedFiles lists the files Git tracks under dir (slash paths relative
+// to it), or every file there outside a Git work tree.
+func trackedFiles(dir string) ([]string, error) {
+	cmd := exec.Command("git", "-C", dir, "ls-files", "-z", "--", ".")
+	out, err := cmd.Output()
+	if err != nil {
+		return []string{"."}, nil // not a work tree: every file
+	}
+	var paths []string
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p != "" {
+			paths = append(paths, p)
+		}
+	}
+	return paths, nil
 }
