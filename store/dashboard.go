@@ -18,7 +18,7 @@ type RunSummary struct {
 	ID string `bun:"id,pk"`
 	// Name is the run name.
 	Name string `bun:"name"`
-	// Type is "task", "service" or "dev-environment".
+	// Type is "task", "service", "dev-environment" or "workflow".
 	Type string `bun:"type"`
 	// Status is one of the Run* constants.
 	Status string `bun:"status"`

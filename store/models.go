@@ -273,7 +273,7 @@ type Run struct {
 	Project string `bun:"project,notnull"`
 	// Name is the run name; several runs (resubmissions) may share it.
 	Name string `bun:"name,notnull"`
-	// Type is "task", "service" or "dev-environment".
+	// Type is "task", "service", "dev-environment" or "workflow".
 	Type string `bun:"type,notnull"`
 	// ResourceKind is the kind of the Git resource that asked for the run.
 	ResourceKind string `bun:"resource_kind,notnull"`

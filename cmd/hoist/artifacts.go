@@ -31,7 +31,7 @@ func newArtifactsCmd() *cobra.Command {
 // when the flag was not given.
 func jobFlag(cmd *cobra.Command) func() (int, error) {
 	var job int
-	cmd.Flags().IntVar(&job, "job", 0, "only the artifacts of this job number (0, 1, … : the node of a multi-node task)")
+	cmd.Flags().IntVar(&job, "job", 0, "only the artifacts of this job number (a workflow job's job_num, as hoist artifacts list and the API show it)")
 	return func() (int, error) {
 		if !cmd.Flags().Changed("job") {
 			return -1, nil
