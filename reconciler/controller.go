@@ -170,6 +170,9 @@ type Observer interface {
 	// LeakReaped is called for each leaked resource of kind (instance,
 	// volume, placement_group) the leak audit deleted on backend.
 	LeakReaped(backend, kind string)
+	// JobFinished is called when a job that started reaches its final
+	// status, with its backend and how long it ran.
+	JobFinished(backend, status string, d time.Duration)
 }
 
 // Controller reconciles desired state from Git with what is provisioned.
@@ -320,12 +323,13 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 
 type nopObserver struct{}
 
-func (nopObserver) Reconciled(string, time.Duration, error) {}
-func (nopObserver) Synced(string, time.Duration)            {}
-func (nopObserver) QueueDepth(string, int)                  {}
-func (nopObserver) LogsAppended(string)                     {}
-func (nopObserver) Changed()                                {}
-func (nopObserver) LeakReaped(string, string)               {}
+func (nopObserver) Reconciled(string, time.Duration, error)   {}
+func (nopObserver) Synced(string, time.Duration)              {}
+func (nopObserver) QueueDepth(string, int)                    {}
+func (nopObserver) LogsAppended(string)                       {}
+func (nopObserver) Changed()                                  {}
+func (nopObserver) LeakReaped(string, string)                 {}
+func (nopObserver) JobFinished(string, string, time.Duration) {}
 
 // Run runs the source watchers, the revision pipeline, the workers and the
 // periodic resync until ctx is done.

@@ -562,6 +562,9 @@ func (c *Controller) finishJob(ctx context.Context, l store.Lease, job *store.Jo
 	if err := c.st.UpdateJobLeased(ctx, l, job); err != nil {
 		return 0, err
 	}
+	if !job.StartedAt.IsZero() {
+		c.obs.JobFinished(job.Backend, job.Status, job.FinishedAt.Sub(job.StartedAt))
+	}
 	c.event(ctx, "job", job.JobName, job.ID, job.Status, "", fmt.Sprintf("job %s: %s", job.Status, job.StatusMessage))
 	c.runs.Add(job.RunID)
 	c.wakeDependents(ctx, job, spec)

@@ -171,3 +171,39 @@ func (s *Store) ListRecentJobs(ctx context.Context, since time.Time, limit int) 
 	}
 	return js, nil
 }
+
+// JobCount is how many job submissions of a project have one status on
+// one backend (Backend is empty for submissions never placed).
+type JobCount struct {
+	Status  string `bun:"status"`
+	Backend string `bun:"backend"`
+	N       int    `bun:"n"`
+}
+
+// CountJobsByStatusBackend counts the job submissions of the project's
+// runs (runs replaced or deleted left out, as CountRunsByStatus does) by
+// status and backend.
+func (s *Store) CountJobsByStatusBackend(ctx context.Context, proj string) ([]JobCount, error) {
+	out := []JobCount{}
+	err := s.db.NewSelect().TableExpr("jobs AS j").Join("JOIN runs AS r ON r.id = j.run_id").
+		ColumnExpr("j.status AS status, j.backend AS backend, count(*) AS n").
+		Where("r.project = ? AND NOT r.deleted", project(proj)).
+		GroupExpr("j.status, j.backend").Scan(ctx, &out)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by status and backend: %w", err)
+	}
+	return out, nil
+}
+
+// ListInstancesBilledSince returns the project's instances, deleted ones
+// included, that had not finished before since: those that may have been
+// billed at some point after it.
+func (s *Store) ListInstancesBilledSince(ctx context.Context, proj string, since time.Time) ([]Instance, error) {
+	is := []Instance{}
+	err := s.db.NewSelect().Model(&is).Where("project = ?", project(proj)).
+		Where("finished_at IS NULL OR finished_at >= ?", since.UTC()).OrderExpr("created_at, id").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list instances billed since: %w", err)
+	}
+	return is, nil
+}

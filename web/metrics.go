@@ -26,6 +26,7 @@ type Metrics struct {
 	httpDuration      *prometheus.HistogramVec
 	leaksReaped       *prometheus.CounterVec
 	sshConns          prometheus.Gauge
+	jobDuration       *prometheus.HistogramVec
 }
 
 // NewMetrics registers hoist's instruments (and the Go and process
@@ -73,9 +74,14 @@ func NewMetrics() *Metrics {
 			Name: "hoist_ssh_connections",
 			Help: "SSH connections into jobs open through this server (hoist attach, hoist ssh).",
 		}),
+		jobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hoist_job_duration_seconds",
+			Help:    "Time finished jobs ran, from their start to their final status, by backend and final status (jobs that never started are not observed).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}, []string{"backend", "status"}),
 	}
 	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped,
-		m.sshConns)
+		m.sshConns, m.jobDuration)
 	return m
 }
 
@@ -87,6 +93,15 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // placement_group) the leak audit deleted on backend.
 func (m *Metrics) LeakReaped(backend, kind string) {
 	m.leaksReaped.WithLabelValues(backend, kind).Inc()
+}
+
+// ObserveJobFinished records that a job on backend reached its final
+// status after running for d (from its start to its end).
+func (m *Metrics) ObserveJobFinished(backend, status string, d time.Duration) {
+	if backend == "" {
+		backend = noBackend
+	}
+	m.jobDuration.WithLabelValues(backend, status).Observe(d.Seconds())
 }
 
 // ObserveReconcile records one reconcile of kind that ended with result

@@ -146,6 +146,41 @@ type RunCounter interface {
 	CountRuns(ctx context.Context) (map[string]int, error)
 }
 
+// Accounting is an optional Store capability behind the money and health
+// series of /metrics (hoist_project_spend_month_to_date_dollars and
+// hoist_jobs); without it they are left out.
+type Accounting interface {
+	// Project names the project the store shows.
+	Project() string
+	// BilledInstances returns the instances, terminated and deleted ones
+	// included, that had not finished before since.
+	BilledInstances(ctx context.Context, since time.Time) ([]BilledInstance, error)
+	// CountJobs returns how many job submissions have each status on each
+	// backend.
+	CountJobs(ctx context.Context) ([]JobCount, error)
+}
+
+// BilledInstance is an instance's price and lifetime, what its spend is
+// computed from.
+type BilledInstance struct {
+	Name string
+	// Price is the hourly price in USD.
+	Price float64
+	// From is when billing started: provisioning's start, else the
+	// instance's creation.
+	From time.Time
+	// To is when the instance finished; nil while it lives.
+	To *time.Time
+}
+
+// JobCount is how many job submissions have one status on one backend
+// (empty for submissions never placed).
+type JobCount struct {
+	Status  string
+	Backend string
+	N       int
+}
+
 // Event is one entry of the audit trail the reconciler writes.
 type Event struct {
 	ID       string    `json:"id"`

@@ -221,6 +221,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.metrics = NewMetrics()
 	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
 		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
+	s.metrics.reg.MustRegister(newAccountingCollector(s))
 	if deps.JobMetrics != nil {
 		s.metrics.reg.MustRegister(newJobMetricsCollector(deps.JobMetrics))
 	}

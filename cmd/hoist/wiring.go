@@ -508,6 +508,12 @@ func (o *metricsObserver) LeakReaped(backend, kind string) {
 	}
 }
 
+func (o *metricsObserver) JobFinished(backend, status string, d time.Duration) {
+	if o.m != nil {
+		o.m.ObserveJobFinished(backend, status, d)
+	}
+}
+
 func (o *metricsObserver) Synced(result string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveReconcile("revision", result, d)

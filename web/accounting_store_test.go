@@ -1,0 +1,118 @@
+package web_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"hoist/store"
+	"hoist/web"
+	"hoist/web/internal/fixture"
+	"hoist/web/storeview"
+)
+
+// TestMetrics_moneyAndHealthSeriesComeFromTheStore scrapes /metrics over
+// a real SQLite store: the fixture's two live instances (created two days
+// before now), an instance of last month finished mid-month, one of last
+// month still running on spot, one finished last month, and the fixture's
+// jobs plus one placed on another backend.
+func TestMetrics_moneyAndHealthSeriesComeFromTheStore(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	storeNow := now.Add(-48 * time.Hour) // when the fixture's rows are written
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: func() time.Time { return storeNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := fixture.Seed(ctx, st, now); err != nil {
+		t.Fatal(err)
+	}
+	fl, err := st.GetFleetByName(ctx, store.DefaultProject, "gpu-pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(month time.Month, day, hour int) time.Time { return time.Date(2026, month, day, hour, 0, 0, 0, time.UTC) }
+	spot := &store.Instance{Name: "spot-0", Backend: "aws", Region: "us-east-1", Price: 0.5, Status: store.InstanceBusy,
+		Offer: json.RawMessage(`{"instance":"g5.xlarge","spot":true}`), StartedAt: at(10, 1, 0)}
+	for _, i := range []*store.Instance{
+		spot,
+		{Name: "gpu-pool-2", FleetID: fl.ID, Backend: "local", Region: "home", Price: 1, Status: store.InstanceTerminated,
+			StartedAt: at(10, 31, 12), FinishedAt: at(11, 10, 0)},
+		{Name: "old-0", Backend: "aws", Region: "us-east-1", Price: 3, Status: store.InstanceTerminated,
+			StartedAt: at(10, 1, 0), FinishedAt: at(10, 20, 0), Deleted: true},
+	} {
+		if err := st.CreateInstance(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := &store.Run{Name: "finetune", Type: "task", Status: store.RunRunning, SubmittedAt: now.Add(-time.Hour)}
+	if err := st.CreateRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateJob(ctx, &store.Job{RunID: run.ID, RunName: run.Name, JobName: "finetune-0-0", Status: store.JobRunning,
+		Backend: "aws", InstanceID: spot.ID, SubmittedAt: now.Add(-time.Hour), StartedAt: now.Add(-50 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	view := storeview.New(st, "")
+	srv, err := web.New(web.Config{AdminToken: "bootstrap-admin", Now: func() time.Time { return now }},
+		web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Metrics().ObserveJobFinished("aws", "done", 90*time.Second)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ts.Close()
+	})
+	resp, err := ts.Client().Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := string(b)
+	// Spend: the fixture's instances 48 h at $1.25 + $0.75, gpu-pool-2
+	// 1–10 Nov (216 h) at $1, spot-0 since 1 Nov (516 h) at $0.5, old-0
+	// nothing: 96 + 216 + 258.
+	for _, want := range []string{
+		`hoist_instance_price_dollars_per_hour{backend="local",fleet="gpu-pool",instance="gpu-pool-0",region="home",spot="false"} 1.25`,
+		`hoist_instance_price_dollars_per_hour{backend="local",fleet="gpu-pool",instance="gpu-pool-1",region="home",spot="false"} 0.75`,
+		`hoist_instance_price_dollars_per_hour{backend="aws",fleet="",instance="spot-0",region="us-east-1",spot="true"} 0.5`,
+		`hoist_project_spend_month_to_date_dollars{project="main"} 570`,
+		`hoist_instances{backend="local",status="busy"} 1`,
+		`hoist_instances{backend="local",status="idle"} 1`,
+		`hoist_instances{backend="local",status="terminated"} 1`,
+		`hoist_instances{backend="local",status="pending"} 0`,
+		`hoist_instances{backend="aws",status="busy"} 1`,
+		`hoist_instances{backend="aws",status="terminated"} 0`,
+		`hoist_jobs{backend="none",status="failed"} 2`,
+		`hoist_jobs{backend="none",status="done"} 1`,
+		`hoist_jobs{backend="none",status="running"} 1`,
+		`hoist_jobs{backend="none",status="terminated"} 0`,
+		`hoist_jobs{backend="aws",status="running"} 1`,
+		`hoist_jobs{backend="aws",status="done"} 0`,
+		`hoist_job_duration_seconds_bucket{backend="aws",status="done",le="64"} 0`,
+		`hoist_job_duration_seconds_bucket{backend="aws",status="done",le="256"} 1`,
+		`hoist_job_duration_seconds_sum{backend="aws",status="done"} 90`,
+		`hoist_job_duration_seconds_count{backend="aws",status="done"} 1`,
+		`# HELP hoist_project_spend_month_to_date_dollars USD spent since the start of the current UTC month:`,
+	} {
+		if !strings.Contains(m, want+"\n") && !strings.Contains(m, want+" ") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, absent := range []string{`instance="gpu-pool-2"`, `instance="old-0"`} {
+		if strings.Contains(m, absent) {
+			t.Errorf("/metrics prices a terminated instance: %s", absent)
+		}
+	}
+}
