@@ -36,7 +36,9 @@ func TestMetrics_moneyAndHealthSeriesComeFromTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := func(month time.Month, day, hour int) time.Time { return time.Date(2026, month, day, hour, 0, 0, 0, time.UTC) }
+	at := func(month time.Month, day, hour int) time.Time {
+		return time.Date(2026, month, day, hour, 0, 0, 0, time.UTC)
+	}
 	spot := &store.Instance{Name: "spot-0", Backend: "aws", Region: "us-east-1", Price: 0.5, Status: store.InstanceBusy,
 		Offer: json.RawMessage(`{"instance":"g5.xlarge","spot":true}`), StartedAt: at(10, 1, 0)}
 	for _, i := range []*store.Instance{

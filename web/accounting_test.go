@@ -9,7 +9,9 @@ import (
 func TestSpendSince_billsEachInstanceForItsHoursInTheMonth(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	start := monthStart(now)
-	at := func(month time.Month, day, hour int) time.Time { return time.Date(2026, month, day, hour, 0, 0, 0, time.UTC) }
+	at := func(month time.Month, day, hour int) time.Time {
+		return time.Date(2026, month, day, hour, 0, 0, 0, time.UTC)
+	}
 	ptr := func(t time.Time) *time.Time { return &t }
 	for _, tc := range []struct {
 		name string
