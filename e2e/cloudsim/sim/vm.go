@@ -445,6 +445,7 @@ func killLeftovers(dir string) {
 func killTagged(tag string) {
 	want := []byte(VMEnv + "=" + tag + "\x00")
 	self := os.Getpid()
+	clean := 0
 	for range 500 {
 		found := false
 		ents, _ := os.ReadDir("/proc")
@@ -460,8 +461,15 @@ func killTagged(tag string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			found = true
 		}
-		if !found {
+		// A process caught in exec has no environ to read yet: only a
+		// second clean scan shows none is left.
+		switch {
+		case found:
+			clean = 0
+		case clean == 1:
 			return
+		default:
+			clean++
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
