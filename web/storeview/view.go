@@ -159,12 +159,12 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func jobView(j store.Job, inst map[string]instInfo) web.Job {
-	wj, deps := workflowJob(j)
+func jobView(j store.Job, inst map[string]instInfo, names workflowNames) web.Job {
+	wj := names.of(j)
 	return web.Job{
 		JobNum:             j.JobNum,
-		WorkflowJob:        wj,
-		DependsOn:          deps,
+		WorkflowJob:        wj.Name,
+		DependsOn:          wj.DependsOn,
 		ID:                 j.ID,
 		SubmissionID:       j.ID,
 		SubmissionNum:      j.SubmissionNum,
@@ -184,33 +184,63 @@ func jobView(j store.Job, inst map[string]instInfo) web.Job {
 	}
 }
 
-// workflowJob names the workflow job j is ("provider" for a program
-// provider's job 0) and the jobs it depends on; "" for other jobs.
-func workflowJob(j store.Job) (string, []string) {
+// workflowJobName is a workflow job's name ("provider" for a program
+// provider's job 0) and the jobs it depends on.
+type workflowJobName struct {
+	Name      string   `json:"name"`
+	DependsOn []string `json:"depends_on"`
+}
+
+// workflowSpec is a workflow's job names in job-number order.
+type workflowSpec []workflowJobName
+
+// workflowNames names workflow jobs, decoding each spec once per listing:
+// a workflow's spec holds a thousand jobs and every job row carries a
+// copy. A run's jobs carry its spec as it was when they were created,
+// which for a workflow is one of two: before its provider's program
+// printed the jobs, and after (longer, with them); so a run and a spec
+// length name one spec.
+type workflowNames map[workflowSpecKey]workflowSpec
+
+type workflowSpecKey struct {
+	runID string
+	size  int
+}
+
+// of returns job j's workflow name and dependencies; zero for a job that
+// is not a workflow's.
+func (n workflowNames) of(j store.Job) workflowJobName {
 	if !bytes.HasPrefix(j.Spec, []byte(`{"type":"workflow"`)) {
-		return "", nil
+		return workflowJobName{}
 	}
+	k := workflowSpecKey{j.RunID, len(j.Spec)}
+	spec, ok := n[k]
+	if !ok {
+		spec = decodeWorkflowSpec(j.Spec)
+		n[k] = spec
+	}
+	if j.JobNum < 0 || j.JobNum >= len(spec) {
+		return workflowJobName{}
+	}
+	return spec[j.JobNum]
+}
+
+// decodeWorkflowSpec lists a workflow spec's jobs by job number: its
+// provider's program first when it has one (job 0), then the generated
+// jobs.
+func decodeWorkflowSpec(b []byte) workflowSpec {
 	var s struct {
-		Program *struct{} `json:"program"`
-		Jobs    []struct {
-			Name      string   `json:"name"`
-			DependsOn []string `json:"depends_on"`
-		} `json:"jobs"`
+		Program *struct{}         `json:"program"`
+		Jobs    []workflowJobName `json:"jobs"`
 	}
-	if json.Unmarshal(j.Spec, &s) != nil {
-		return "", nil
+	if json.Unmarshal(b, &s) != nil {
+		return nil
 	}
-	k := j.JobNum
+	var out workflowSpec
 	if s.Program != nil {
-		if k == 0 {
-			return "provider", nil
-		}
-		k--
+		out = append(out, workflowJobName{Name: "provider"})
 	}
-	if k < 0 || k >= len(s.Jobs) {
-		return "", nil
-	}
-	return s.Jobs[k].Name, s.Jobs[k].DependsOn
+	return append(out, s.Jobs...)
 }
 
 // nodeGroup names the group of a task with groups whose node job j is
@@ -264,6 +294,7 @@ func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
 	if err != nil {
 		return web.Run{}, err
 	}
+	names := workflowNames{}
 	for _, pr := range prev {
 		jobs, err := v.st.ListJobs(ctx, pr.ID)
 		if err != nil {
@@ -273,7 +304,7 @@ func (v *View) GetRun(ctx context.Context, name string) (web.Run, error) {
 			wr.IDEURL = ideURL(r, jobs)
 		}
 		for _, j := range jobs {
-			wj := jobView(j, inst)
+			wj := jobView(j, inst, names)
 			if pr.ID != r.ID {
 				wj.Revision = pr.Revision
 			}
@@ -335,7 +366,7 @@ func (v *View) GetJob(ctx context.Context, id string) (web.Job, error) {
 	if err != nil {
 		return web.Job{}, mapErr(err)
 	}
-	return jobView(j, nil), nil
+	return jobView(j, nil, workflowNames{}), nil
 }
 
 // LastLogSeq implements web.LogTailer.
@@ -383,8 +414,9 @@ func (v *View) ListJobs(ctx context.Context, f web.JobFilter) ([]web.Job, error)
 		return nil, err
 	}
 	out := make([]web.Job, 0, len(js))
+	names := workflowNames{}
 	for _, j := range js {
-		out = append(out, jobView(j, inst))
+		out = append(out, jobView(j, inst, names))
 	}
 	return out, nil
 }
