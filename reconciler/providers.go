@@ -25,6 +25,13 @@ const providerRepoMaxBytes = 64 << 20
 // fetch is an error of the sync, which is tried again.
 func (c *Controller) resolveWorkflows(ctx context.Context, fsys fs.FS, desired *schema.Desired) (schema.Errors, error) {
 	var errs schema.Errors
+	// Workflows of one provider repository and ref share one fetch.
+	type fetched struct {
+		fsys   fs.FS
+		commit string
+		err    error
+	}
+	repos := map[[2]string]fetched{}
 	for i := range desired.Resources {
 		r := &desired.Resources[i]
 		if r.Kind != schema.KindWorkflow {
@@ -32,7 +39,13 @@ func (c *Controller) resolveWorkflows(ctx context.Context, fsys fs.FS, desired *
 		}
 		if r.NeedsProvider() {
 			wf := r.Spec.(*schema.Workflow)
-			remote, commit, err := c.providerRepo(ctx, wf.Provider.Repo, wf.Provider.Ref)
+			k := [2]string{wf.Provider.Repo, wf.Provider.Ref}
+			f, ok := repos[k]
+			if !ok {
+				f.fsys, f.commit, f.err = c.providerRepo(ctx, wf.Provider.Repo, wf.Provider.Ref)
+				repos[k] = f
+			}
+			remote, commit, err := f.fsys, f.commit, f.err
 			if err != nil {
 				var bad *badProviderRepo
 				if errors.As(err, &bad) {

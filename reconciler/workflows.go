@@ -159,40 +159,41 @@ func (c *Controller) workflowEnv(ctx context.Context, run *store.Run, job *store
 	if wj.Master == "" {
 		return nil
 	}
-	ip, _, err := c.masterAddress(ctx, run, spec, wj.Master)
+	jobs, err := c.st.ListJobs(ctx, run.ID)
 	if err != nil {
 		return err
 	}
-	env["DSTACK_MASTER_NODE_IP"] = ip
+	num, _ := spec.jobNumOf(wj.Master)
+	for _, m := range latestSubmissions(jobs) {
+		if m.JobNum == num {
+			ip, _, err := c.masterAddress(ctx, m)
+			if err != nil {
+				return err
+			}
+			env["DSTACK_MASTER_NODE_IP"] = ip
+		}
+	}
 	return nil
 }
 
-// masterAddress returns the address of a workflow's running job named
-// name: its container's own address, else its instance's internal IP,
-// else its hostname; ok is false while it is not running.
-func (c *Controller) masterAddress(ctx context.Context, run *store.Run, spec runSpec, name string) (addr string, ok bool, err error) {
-	num, _ := spec.jobNumOf(name)
-	jobs, err := c.st.ListJobs(ctx, run.ID)
+// masterAddress returns the address of a workflow's master job m (its
+// latest submission): its container's own address, else its instance's
+// internal IP, else its hostname; ok is false while it is not running.
+func (c *Controller) masterAddress(ctx context.Context, m store.Job) (addr string, ok bool, err error) {
+	if m.Status != store.JobRunning {
+		return "", false, nil
+	}
+	if ip := m.Runtime().InternalIP; ip != "" {
+		return ip, true, nil
+	}
+	inst, err := c.st.GetInstance(ctx, m.InstanceID)
 	if err != nil {
 		return "", false, err
 	}
-	for _, j := range latestSubmissions(jobs) {
-		if j.JobNum != num || j.Status != store.JobRunning {
-			continue
-		}
-		if ip := j.Runtime().InternalIP; ip != "" {
-			return ip, true, nil
-		}
-		inst, err := c.st.GetInstance(ctx, j.InstanceID)
-		if err != nil {
-			return "", false, err
-		}
-		if inst.InternalIP != "" {
-			return inst.InternalIP, true, nil
-		}
-		return inst.Hostname, inst.Hostname != "", nil
+	if inst.InternalIP != "" {
+		return inst.InternalIP, true, nil
 	}
-	return "", false, nil
+	return inst.Hostname, inst.Hostname != "", nil
 }
 
 // workflowGate decides whether a submitted workflow job may be placed: its
@@ -227,10 +228,11 @@ func (c *Controller) workflowGate(ctx context.Context, run *store.Run, job *stor
 	}
 	if wj.Master != "" {
 		num, _ := spec.jobNumOf(wj.Master)
-		if m, ok := byNum[num]; ok && (store.IsJobFinished(m.Status) || m.Status == store.JobTerminating) {
+		m := byNum[num]
+		if store.IsJobFinished(m.Status) || m.Status == store.JobTerminating {
 			return "", "master " + wj.Master + " ended (" + m.Status + ") before this job started", nil
 		}
-		_, ok, err := c.masterAddress(ctx, run, spec, wj.Master)
+		_, ok, err := c.masterAddress(ctx, m)
 		if err != nil {
 			return "", "", err
 		}
