@@ -279,7 +279,7 @@ func ResolveWorkflow(r *Resource, spec, remote fs.FS, commit string) Errors {
 	}
 	d := &dec{}
 	if pr.hasSchema {
-		w.params(d, pr, pw.it, pw.path)
+		w.params(d, pr, pw.it, pw.params, pw.path)
 	}
 	if len(d.errs) > 0 {
 		return d.errs

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -47,6 +48,8 @@ type provider struct {
 	schema    cue.Value
 	schemaDoc *node
 	hasSchema bool
+	// schemaFile is the schema's path when it is a file.
+	schemaFile string
 	// broken is set when the provider itself is invalid (reported once,
 	// at the provider).
 	broken bool
@@ -207,10 +210,11 @@ func (w *wfLoader) providers(doc *node, provs map[string]*provider) {
 			prog := &ProviderProgram{Image: w.required(d, it, p, "image")}
 			if c := it.get("commands"); c == nil {
 				d.errf(it, p, "field %q is required (or `cue` for a CUE provider)", "commands")
-			} else if n := len(d.errs); len(d.strList(c, join(p, "commands"))) == 0 && len(d.errs) == n {
-				d.errf(c, join(p, "commands"), "at least one command is required")
 			} else {
-				prog.Commands = d.strList(c, join(p, "commands"))
+				n := len(d.errs)
+				if prog.Commands = d.strList(c, join(p, "commands")); len(prog.Commands) == 0 && len(d.errs) == n {
+					d.errf(c, join(p, "commands"), "at least one command is required")
+				}
 			}
 			pr.program = prog
 			if in := it.get("inputs"); in != nil {
@@ -294,6 +298,7 @@ func (w *wfLoader) compile(d *dec, pr *provider, s *node, p string) {
 			d.errf(s, p, "schema file %q must be a path inside the repository", s.str)
 			return
 		}
+		pr.schemaFile = f
 		if !exists(w.fsys, f) {
 			d.errf(s, p, "schema file %q not found in the repository", s.str)
 			return
@@ -346,7 +351,7 @@ func (w *wfLoader) workflows(doc *node, file string) {
 		wf := &Workflow{}
 		pr := w.provider(d, it, p, wf)
 		if pr != nil && pr.hasSchema {
-			w.params(d, pr, it, p)
+			w.params(d, pr, it, params, p)
 		}
 		if len(d.errs) > 0 || (pr != nil && pr.broken) {
 			w.errs = append(w.errs, d.errs...)
@@ -556,9 +561,9 @@ func (w *wfLoader) provider(d *dec, it *node, p string, wf *Workflow) *provider 
 	return nil
 }
 
-// params unifies a workflow's parameters with its provider's schema.
-func (w *wfLoader) params(d *dec, pr *provider, it *node, p string) {
-	params := paramsOf(it)
+// params unifies a workflow's parameters (paramsOf its mapping it) with
+// its provider's schema.
+func (w *wfLoader) params(d *dec, pr *provider, it, params *node, p string) {
 	// CUE stops reporting a struct's closedness and required fields once
 	// a value in it fails, so the top level's are checked here: users see
 	// every problem of the workflow at once.
@@ -696,34 +701,27 @@ func schemaProps(s *node, path []string) []string {
 // and the paths (files or folders) a program provider's `inputs` name;
 // all is set when a program provider names no inputs (its input hash
 // covers every file). A caller sending a revision's files elsewhere (`hoist
-// plan`) sends these too. A ProvidersFile that does not parse names
-// nothing (loading it reports why).
+// plan`) sends these too. Providers that do not load name nothing
+// (loading them reports why).
 func ProviderFiles(fsys fs.FS) (paths []string, all bool) {
-	b, err := fs.ReadFile(fsys, ProvidersFile)
-	if err != nil {
+	if !exists(fsys, ProvidersFile) {
 		return nil, false
 	}
-	doc, perr := parseYAML(ProvidersFile, b)
-	if perr != nil || doc.kind != nMap || doc.get("providers") == nil {
-		return nil, false
+	v := validators.Get().(*validator)
+	defer validators.Put(v)
+	w := newWfLoader(v, fsys)
+	if doc := w.file(ProvidersFile); doc != nil {
+		w.providers(doc, w.provs)
 	}
-	for _, it := range doc.get("providers").items {
-		if s := it.get("schema"); s != nil && s.kind == nString {
-			paths = append(paths, path.Clean(s.str))
+	for _, pr := range w.provs {
+		if pr.schemaFile != "" {
+			paths = append(paths, pr.schemaFile)
 		}
-		if it.get("cue") != nil {
-			continue
-		}
-		in := it.get("inputs")
-		if in == nil || in.kind != nList || len(in.items) == 0 {
-			all = true
-			continue
-		}
-		for _, p := range in.items {
-			if p.kind == nString {
-				paths = append(paths, path.Clean(p.str))
-			}
+		if pr.kind == ProviderKindProgram {
+			all = all || len(pr.inputs) == 0
+			paths = append(paths, pr.inputs...)
 		}
 	}
+	sort.Strings(paths)
 	return paths, all
 }
