@@ -17,7 +17,6 @@ type WorkflowOutput struct {
 	Project   string          `bun:"project,pk"`
 	InputHash string          `bun:"input_hash,pk"`
 	Jobs      json.RawMessage `bun:"jobs,type:text,notnull"`
-	CreatedAt time.Time       `bun:"created_at,notnull"`
 }
 
 // PutWorkflowOutput keeps a program provider's jobs under its input hash;
@@ -27,7 +26,7 @@ func (s *Store) PutWorkflowOutput(ctx context.Context, project, hash string, job
 	if project == "" {
 		project = DefaultProject
 	}
-	row := WorkflowOutput{Project: project, InputHash: hash, Jobs: jobs, CreatedAt: s.now().UTC()}
+	row := WorkflowOutput{Project: project, InputHash: hash, Jobs: jobs}
 	if _, err := s.db.NewInsert().Model(&row).On("CONFLICT (project, input_hash) DO NOTHING").Exec(ctx); err != nil {
 		return fmt.Errorf("put workflow output %.12s: %w", hash, err)
 	}

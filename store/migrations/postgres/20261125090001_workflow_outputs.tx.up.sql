@@ -5,6 +5,5 @@ CREATE TABLE workflow_outputs (
     project TEXT NOT NULL,
     input_hash TEXT NOT NULL,
     jobs TEXT NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (project, input_hash)
 );
