@@ -235,23 +235,61 @@ const (
 	SyncInvalid = "invalid"
 )
 
-// Role is what a principal may do: admins and users act, viewers only read.
+// Role is what a principal may do in a project, as dstack's project roles
+// (admin, manager, user) plus a read-only viewer; a principal's global Role
+// is RoleAdmin (every project, users and tokens) or RoleUser (only the
+// projects it is a member of).
 type Role string
 
 // Roles, most privileged first.
 const (
-	RoleAdmin  Role = "admin"
-	RoleUser   Role = "user"
-	RoleViewer Role = "viewer"
+	RoleAdmin   Role = "admin"
+	RoleManager Role = "manager"
+	RoleUser    Role = "user"
+	RoleViewer  Role = "viewer"
 )
 
+// rank orders roles: a higher rank may do everything a lower one may.
+func (r Role) rank() int {
+	switch r {
+	case RoleAdmin:
+		return 4
+	case RoleManager:
+		return 3
+	case RoleUser:
+		return 2
+	case RoleViewer:
+		return 1
+	}
+	return 0
+}
+
+// CanRead reports whether the role may see the project at all.
+func (r Role) CanRead() bool { return r.rank() >= RoleViewer.rank() }
+
 // CanAct reports whether the role may change state (sync, stop, re-run).
-func (r Role) CanAct() bool { return r == RoleAdmin || r == RoleUser }
+func (r Role) CanAct() bool { return r.rank() >= RoleUser.rank() }
+
+// CanManage reports whether the role may manage the project's secrets,
+// members and held plans.
+func (r Role) CanManage() bool { return r.rank() >= RoleManager.rank() }
 
 // Principal is an authenticated caller.
 type Principal struct {
 	Name string `json:"name"`
-	Role Role   `json:"role"`
+	// Role is the global role: RoleAdmin has every role in every project.
+	Role Role `json:"role"`
+	// Projects are the caller's roles by project name.
+	Projects map[string]Role `json:"projects,omitempty"`
+}
+
+// RoleIn is the caller's role in the named project: admin for a global
+// admin, else its membership's role, else "" (no access).
+func (p Principal) RoleIn(project string) Role {
+	if p.Role == RoleAdmin {
+		return RoleAdmin
+	}
+	return p.Projects[project]
 }
 
 // Store is the read side of hoist's state that the web serves. *store.Store
