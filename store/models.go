@@ -80,9 +80,10 @@ const (
 
 // User roles.
 const (
-	RoleAdmin  = "admin"
-	RoleUser   = "user"
-	RoleViewer = "viewer"
+	RoleAdmin   = "admin"
+	RoleManager = "manager"
+	RoleUser    = "user"
+	RoleViewer  = "viewer"
 )
 
 // IsRunFinished reports whether a run status is final.
@@ -125,7 +126,9 @@ type Project struct {
 	CreatedAt time.Time `bun:"created_at,notnull"`
 }
 
-// User is someone who may call the API, with a role of admin, user or viewer.
+// User is someone who may call the API. Its Role is global: RoleAdmin may
+// do everything everywhere, RoleUser only what its project memberships
+// (Member) allow.
 type User struct {
 	bun.BaseModel `bun:"table:users"`
 
@@ -133,7 +136,7 @@ type User struct {
 	ID string `bun:"id,pk"`
 	// Name is the unique login name.
 	Name string `bun:"name,notnull"`
-	// Role is RoleAdmin, RoleUser or RoleViewer.
+	// Role is RoleAdmin or RoleUser.
 	Role string `bun:"role,notnull"`
 	// Disabled users cannot authenticate.
 	Disabled bool `bun:"disabled,notnull"`
@@ -161,6 +164,45 @@ type APIToken struct {
 	LastUsedAt time.Time `bun:"last_used_at,nullzero"`
 	// Revoked tokens are refused.
 	Revoked bool `bun:"revoked,notnull"`
+}
+
+// TokenInfo describes an API token for listings: everything but its hash.
+type TokenInfo struct {
+	bun.BaseModel `bun:"table:api_tokens"`
+
+	// ID is the token's UUID (not the secret).
+	ID string `bun:"id"`
+	// UserID is the owning user's ID.
+	UserID string `bun:"user_id"`
+	// UserName is the owning user's name.
+	UserName string `bun:"user_name"`
+	// Name describes the token, unique among the user's tokens.
+	Name string `bun:"name"`
+	// CreatedAt is when the token was issued.
+	CreatedAt time.Time `bun:"created_at"`
+	// ExpiresAt is when the token stops working; zero means never.
+	ExpiresAt time.Time `bun:"expires_at,nullzero"`
+	// LastUsedAt is when LookupToken last accepted the token.
+	LastUsedAt time.Time `bun:"last_used_at,nullzero"`
+	// Revoked tokens are refused.
+	Revoked bool `bun:"revoked"`
+}
+
+// Member is a user's role in one project: RoleAdmin, RoleManager, RoleUser
+// or RoleViewer, as dstack's project roles plus a read-only viewer.
+type Member struct {
+	bun.BaseModel `bun:"table:project_members"`
+
+	// Project is the project's name.
+	Project string `bun:"project,pk"`
+	// UserID is the member's user ID.
+	UserID string `bun:"user_id,pk"`
+	// UserName is the member's name (read from users, not stored here).
+	UserName string `bun:"user_name,scanonly"`
+	// Role is the member's role in the project.
+	Role string `bun:"role,notnull"`
+	// CreatedAt is when the membership was last set.
+	CreatedAt time.Time `bun:"created_at,notnull"`
 }
 
 // Revision is one commit hoist has seen, with its validation result.

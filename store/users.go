@@ -14,17 +14,17 @@ import (
 // to recognize.
 const TokenPrefix = "hoist_"
 
-// CreateUser adds a user with role admin, user or viewer. A taken name
-// returns ErrConflict.
+// CreateUser adds a user with the global role admin or user (a user sees
+// only the projects it is a member of). A taken name returns ErrConflict.
 func (s *Store) CreateUser(ctx context.Context, name, role string) (User, error) {
 	u := User{ID: newID(), Name: name, Role: role, CreatedAt: s.Now()}
 	if name == "" {
 		return u, fmt.Errorf("create user: %w", errEmptyName)
 	}
 	switch role {
-	case RoleAdmin, RoleUser, RoleViewer:
+	case RoleAdmin, RoleUser:
 	default:
-		return u, fmt.Errorf("create user %s: role %q is not admin, user or viewer", name, role)
+		return u, fmt.Errorf("create user %s: global role %q is not admin or user", name, role)
 	}
 	if _, err := s.db.NewInsert().Model(&u).Exec(ctx); err != nil {
 		return u, fmt.Errorf("create user %s: %w", name, mapConstraint(err))
@@ -52,7 +52,8 @@ func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
 
 // CreateToken issues a new API token for the user and returns its plaintext,
 // which is shown once: only its SHA-256 hash is stored. A zero expiresAt
-// never expires.
+// never expires. A name the user's tokens already have returns
+// ErrConflict.
 func (s *Store) CreateToken(ctx context.Context, userID, name string, expiresAt time.Time) (string, APIToken, error) {
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -64,7 +65,7 @@ func (s *Store) CreateToken(ctx context.Context, userID, name string, expiresAt 
 		t.ExpiresAt = time.Time{}
 	}
 	if _, err := s.db.NewInsert().Model(&t).Exec(ctx); err != nil {
-		return "", t, fmt.Errorf("create token for user %s: %w", userID, err)
+		return "", t, fmt.Errorf("create token %q for user %s: %w", name, userID, mapConstraint(err))
 	}
 	return plain, t, nil
 }
@@ -149,4 +150,37 @@ func (s *Store) ValidTokens(ctx context.Context) ([]APIToken, error) {
 		return nil, fmt.Errorf("list valid tokens: %w", err)
 	}
 	return ts, nil
+}
+
+// ListTokens returns the tokens of the user with the given ID, or of every
+// user when userID is empty, newest first; UserName is filled in.
+func (s *Store) ListTokens(ctx context.Context, userID string) ([]TokenInfo, error) {
+	var ts []TokenInfo
+	q := s.db.NewSelect().Model(&ts).
+		ColumnExpr("t.id, t.user_id, t.name, t.created_at, t.expires_at, t.last_used_at, t.revoked, u.name AS user_name").
+		ModelTableExpr("api_tokens AS t").
+		Join("JOIN users AS u ON u.id = t.user_id").
+		OrderExpr("t.created_at DESC, t.id")
+	if userID != "" {
+		q = q.Where("t.user_id = ?", userID)
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return ts, nil
+}
+
+// GetToken returns the token with the given id (without its hash), or
+// ErrNotFound.
+func (s *Store) GetToken(ctx context.Context, id string) (TokenInfo, error) {
+	var t TokenInfo
+	err := s.db.NewSelect().Model(&t).
+		ColumnExpr("t.id, t.user_id, t.name, t.created_at, t.expires_at, t.last_used_at, t.revoked, u.name AS user_name").
+		ModelTableExpr("api_tokens AS t").
+		Join("JOIN users AS u ON u.id = t.user_id").
+		Where("t.id = ?", id).Scan(ctx)
+	if err != nil {
+		return t, notFound(err, "get token "+id)
+	}
+	return t, nil
 }
