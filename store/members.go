@@ -108,3 +108,14 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 		return nil
 	})
 }
+
+// MemberProjects returns the names of the projects that have members,
+// sorted.
+func (s *Store) MemberProjects(ctx context.Context) ([]string, error) {
+	var names []string
+	err := s.db.NewSelect().Model((*Member)(nil)).Distinct().Column("project").OrderExpr("project").Scan(ctx, &names)
+	if err != nil {
+		return nil, fmt.Errorf("list member projects: %w", err)
+	}
+	return names, nil
+}

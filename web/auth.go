@@ -179,9 +179,13 @@ func (s *Server) authenticate(pages bool) echo.MiddlewareFunc {
 			}
 			if ck, err := r.Cookie(sessionCookie); err == nil {
 				if ses, ok := s.sess.get(ck.Value); ok {
-					c.Set(ctxPrincipal, ses.principal)
-					c.Set(ctxSession, ses)
-					return next(c)
+					// A deleted or disabled user's session ends here.
+					if p, ok := s.current(c, ses.principal); ok {
+						c.Set(ctxPrincipal, p)
+						c.Set(ctxSession, ses)
+						return next(c)
+					}
+					s.sess.delete(ses.id)
 				}
 			}
 			if pages && r.Method == http.MethodGet && wantsHTML(r) {
@@ -219,10 +223,14 @@ func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireAct refuses viewers.
+// unscopedProject is the project the routes without a project in their
+// path serve: acting there needs a role of user or more in it.
+const unscopedProject = "main"
+
+// requireAct refuses viewers and non-members of unscopedProject.
 func (s *Server) requireAct(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		if !principal(c).Role.CanAct() {
+		if !principal(c).RoleIn(unscopedProject).CanAct() {
 			return echo.NewHTTPError(http.StatusForbidden, "role viewer may not act")
 		}
 		return next(c)
@@ -256,7 +264,7 @@ type Viewer struct {
 }
 
 // CanAct reports whether forms that change state are shown.
-func (v Viewer) CanAct() bool { return v.Principal.Role.CanAct() }
+func (v Viewer) CanAct() bool { return v.Principal.RoleIn(unscopedProject).CanAct() }
 
 // LoggedIn reports whether the caller is authenticated.
 func (v Viewer) LoggedIn() bool { return v.Principal.Role != "" }

@@ -131,7 +131,7 @@ func (s *Server) pageRevision(c *echo.Context) error {
 	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.deps.Controller != nil, CanPlan: s.deps.Planner != nil}
 	if d.CanPlan && c.QueryParam("plan") == "1" {
 		// The same work as POST /api/v1/plan, under the same rules.
-		if !principal(c).Role.CanAct() {
+		if !principal(c).RoleIn(unscopedProject).CanAct() {
 			d.PlanError = "computing a plan needs the user role"
 		} else if ok, wait := s.plans.take(principal(c).Name); !ok {
 			d.PlanError = "plan rate limit: retry in " + strconv.Itoa(int((wait+time.Second-1)/time.Second)) + "s"

@@ -122,5 +122,24 @@ func (s *Server) routes() *echo.Echo {
 	api.PUT("/secrets/:name", s.apiSetSecret, s.requireAct)
 	api.POST("/secrets", s.apiSetSecret, s.requireAct)
 	api.DELETE("/secrets/:name", s.apiDeleteSecret, s.requireAct)
+
+	// Users, project members and API tokens (users_api.go, admin.go); each
+	// handler checks the caller's global or project role itself.
+	pages.GET("/admin", s.pageAdmin)
+	pages.POST("/admin/users", s.formCreateUser)
+	pages.POST("/admin/users/:name/delete", s.formDeleteUser)
+	pages.POST("/admin/projects/:project/members", s.formSetMember)
+	pages.POST("/admin/projects/:project/members/:user/delete", s.formRemoveMember)
+	pages.POST("/admin/tokens", s.formCreateToken)
+	pages.POST("/admin/tokens/:id/revoke", s.formRevokeToken)
+	api.GET("/users", s.apiListUsers)
+	api.POST("/users", s.apiCreateUser)
+	api.DELETE("/users/:name", s.apiDeleteUser)
+	api.GET("/projects/:project/members", s.apiListMembers)
+	api.POST("/projects/:project/members", s.apiSetMember)
+	api.DELETE("/projects/:project/members/:user", s.apiRemoveMember)
+	api.GET("/tokens", s.apiListTokens)
+	api.POST("/tokens", s.apiCreateToken)
+	api.DELETE("/tokens/:id", s.apiRevokeToken)
 	return e
 }

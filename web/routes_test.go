@@ -36,6 +36,7 @@ func fullFixture(t *testing.T) (*fixture, *fakeController) {
 		}
 		d.Offers = CatalogOffers{Catalog: cat}
 		d.Secrets = &memSecrets{m: map[string][]byte{"HF_TOKEN": []byte("v")}}
+		d.Users = newMemUsers()
 		d.Artifacts = &memArtifacts{files: map[string]map[int]map[string]string{"hello": {0: {"out/model.bin": "weights"}}}}
 	})
 	f.store.mu.Lock()
@@ -141,6 +142,33 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"GET /secrets":                 readRoute("GET", "/secrets", 200),
 		"POST /secrets":                actRoute("POST", "/secrets", "", 303),
 		"POST /secrets/:name/delete":   actRoute("POST", "/secrets/NOPE/delete", "", 404),
+	}
+	// Users are global admins' (users_api.go); members a project's admins'
+	// and managers'; tokens everyone's own.
+	adminOnly := func(method, path, body string, ok int) routeCase {
+		return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: 403, admin: ok}
+	}
+	for k, rc := range map[string]routeCase{
+		"GET /admin":                                         readRoute("GET", "/admin", 200),
+		"POST /admin/users":                                  adminOnly("POST", "/admin/users", "", 303),
+		"POST /admin/users/:name/delete":                     adminOnly("POST", "/admin/users/nobody/delete", "", 303),
+		"POST /admin/projects/:project/members":              adminOnly("POST", "/admin/projects/main/members", "", 303),
+		"POST /admin/projects/:project/members/:user/delete": adminOnly("POST", "/admin/projects/main/members/nobody/delete", "", 303),
+		"POST /admin/tokens":                                 readRoute("POST", "/admin/tokens", 303),
+		"POST /admin/tokens/:id/revoke":                      readRoute("POST", "/admin/tokens/nope/revoke", 303),
+		"GET /api/v1/users":                                  adminOnly("GET", "/api/v1/users", "", 200),
+		"POST /api/v1/users":                                 adminOnly("POST", "/api/v1/users", `{"name":"newbie"}`, 201),
+		"DELETE /api/v1/users/:name":                         adminOnly("DELETE", "/api/v1/users/nobody", "", 404),
+		"GET /api/v1/projects/:project/members":              adminOnly("GET", "/api/v1/projects/main/members", "", 200),
+		"POST /api/v1/projects/:project/members":             adminOnly("POST", "/api/v1/projects/main/members", `{"user":"vic","role":"viewer"}`, 200),
+		"DELETE /api/v1/projects/:project/members/:user":     adminOnly("DELETE", "/api/v1/projects/main/members/nobody", "", 404),
+		"GET /api/v1/tokens":                                 readRoute("GET", "/api/v1/tokens", 200),
+		// vic (the viewer) creates its own token; ursula may not create
+		// vic's; the admin may, but the name is then taken.
+		"POST /api/v1/tokens":       {method: "POST", path: "/api/v1/tokens", body: `{"name":"ci","user":"vic"}`, anon: 401, viewer: 201, user: 403, admin: 409},
+		"DELETE /api/v1/tokens/:id": readRoute("DELETE", "/api/v1/tokens/nope", 404),
+	} {
+		cases[k] = rc
 	}
 	cases["POST /api/v1/plan"] = actRoute("POST", "/api/v1/plan", `{"files":{"a.dstack.yml":"type: task"}}`, 200)
 

@@ -142,6 +142,9 @@ type Deps struct {
 	// /api/v1/runs/{name}/artifacts…) and lists them on the run page; nil
 	// answers 501 there and leaves the page's section out.
 	Artifacts Artifacts
+	// Users keeps users, project members and API tokens (the users,
+	// members and tokens API and the /admin page); nil answers 501 there.
+	Users Users
 	// Shared keeps sessions, webhook deliveries and pull-request plans
 	// where every server on the database sees them; nil keeps them in this
 	// process.

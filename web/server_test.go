@@ -48,8 +48,8 @@ func newFixture(t *testing.T, mutate ...func(*Config, *Deps)) *fixture {
 	sy := &fakeSyncer{status: SyncStatus{Status: SyncSynced, Revision: "0123", LatestRevision: "0123"}}
 	cfg := Config{AdminToken: adminTok, WebhookSecret: "It's a Secret to Everybody", Now: func() time.Time { return t0 }, ListCacheTTL: -1}
 	deps := Deps{Store: st, Syncer: sy, Tokens: fakeTokens{
-		userTok:   {Name: "ursula", Role: RoleUser},
-		viewerTok: {Name: "vic", Role: RoleViewer},
+		userTok:   {Name: "ursula", Role: RoleUser, Projects: map[string]Role{"main": RoleUser}},
+		viewerTok: {Name: "vic", Role: RoleUser, Projects: map[string]Role{"main": RoleViewer}},
 	}}
 	for _, m := range mutate {
 		m(&cfg, &deps)

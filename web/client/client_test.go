@@ -74,7 +74,7 @@ func TestClient_readsRunsLogsAndEvents(t *testing.T) {
 		t.Errorf("events of hello, newest first: %+v, %v", evs, err)
 	}
 	who, err := c.Whoami(ctx)
-	if err != nil || who.Role != web.RoleViewer {
+	if err != nil || who.Role != web.RoleUser || who.Projects["main"] != web.RoleViewer {
 		t.Errorf("whoami %+v, %v", who, err)
 	}
 }

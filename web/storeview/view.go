@@ -543,13 +543,14 @@ func (v *View) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	return out, nil
 }
 
-// LookupToken implements web.Tokens.
+// LookupToken implements web.Tokens: the token's user with its current
+// memberships.
 func (v *View) LookupToken(ctx context.Context, token string) (web.Principal, error) {
 	u, err := v.st.LookupToken(ctx, token)
 	if err != nil {
 		return web.Principal{}, mapErr(err)
 	}
-	return web.Principal{Name: u.Name, Role: web.Role(u.Role)}, nil
+	return v.principalOf(ctx, u)
 }
 
 // ListFleets implements web.Inventory.
