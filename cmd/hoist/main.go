@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSchemaCmd())
 	root.AddCommand(newSecretCmd())
+	root.AddCommand(newUserCmd(), newProjectCmd(), newTokenCmd())
 	root.AddCommand(newPsCmd())
 	root.AddCommand(newLogsCmd())
 	root.AddCommand(newStopCmd())

@@ -296,7 +296,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
-		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view,
+		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view, Users: view,
 		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter, JobMetrics: view,
 		RunnerDownloads: downloads, Artifacts: storeview.NewArtifacts(st, "", artifacts),
 	})
