@@ -52,9 +52,12 @@
 //   - Logs: AppendLogs (one transaction, numbered, per-job byte quota:
 //     ErrLogQuota), ReadLogs (ordered by Seq), LogSize, PruneLogs (retention). Lines are
 //     stored in S2-compressed chunks of consecutive lines, not a row per line.
-//   - Access: CreateUser, GetUser, ListUsers, CreateToken (plaintext returned
-//     once, only a SHA-256 hash stored), LookupToken, RevokeToken;
-//     EnsureProject, ListProjects.
+//   - Access: CreateUser (global role admin or user), GetUser, ListUsers,
+//     DeleteUser (with its tokens and memberships); SetMember, RemoveMember,
+//     ListMembers, MembershipsOf, MemberProjects (project roles admin,
+//     manager, user, viewer); CreateToken (plaintext returned once, only a
+//     SHA-256 hash stored; names unique per user), LookupToken, ListTokens,
+//     GetToken, RevokeToken; EnsureProject, ListProjects.
 //   - Secrets: SetSecret, GetSecret, ListSecretNames, DeleteSecret —
 //     AES-256-GCM at rest; the key comes from LoadSecretKey (HOIST_SECRET_KEY or
 //     <data dir>/secret.key); a wrong key fails with ErrSecretKey.

@@ -270,7 +270,7 @@ func (v Viewer) CanAct() bool { return v.Principal.RoleIn(unscopedProject).CanAc
 func (v Viewer) LoggedIn() bool { return v.Principal.Role != "" }
 
 func (s *Server) loginPage(c *echo.Context) error {
-	return s.render(c, http.StatusOK, loginPage(safeNext(c.QueryParam("next")), ""))
+	return s.render(c, http.StatusOK, loginPage(safeNext(c.QueryParam("next")), "", s.deps.OIDC.Name()))
 }
 
 func (s *Server) login(c *echo.Context) error {
@@ -278,14 +278,20 @@ func (s *Server) login(c *echo.Context) error {
 	ip := c.RealIP()
 	if !s.logins.allow(ip) {
 		c.Response().Header().Set("Retry-After", "60")
-		return s.render(c, http.StatusTooManyRequests, loginPage(next, "Too many failed attempts; wait a minute."))
+		return s.render(c, http.StatusTooManyRequests, loginPage(next, "Too many failed attempts; wait a minute.", s.deps.OIDC.Name()))
 	}
 	p, ok := s.lookup(c, strings.TrimSpace(c.FormValue("token")))
 	if !ok {
 		s.logins.fail(ip)
 		s.log.Warn("login_failed", "remote", ip)
-		return s.render(c, http.StatusUnauthorized, loginPage(next, "That token is not valid."))
+		return s.render(c, http.StatusUnauthorized, loginPage(next, "That token is not valid.", s.deps.OIDC.Name()))
 	}
+	s.startSession(c, p)
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// startSession logs the browser in as p.
+func (s *Server) startSession(c *echo.Context, p Principal) {
 	ses := s.sess.create(p)
 	c.SetCookie(&http.Cookie{
 		Name:     sessionCookie,
@@ -296,7 +302,6 @@ func (s *Server) login(c *echo.Context) error {
 		SameSite: http.SameSiteLaxMode,
 		Expires:  ses.expires,
 	})
-	return c.Redirect(http.StatusSeeOther, next)
 }
 
 func (s *Server) logout(c *echo.Context) error {

@@ -44,6 +44,8 @@ func (s *Server) routes() *echo.Echo {
 	open.GET("/login", s.loginPage)
 	open.POST("/login", s.login)
 	open.POST("/logout", s.logout)
+	open.GET("/login/oidc", s.oidcBegin) // oidc.go
+	open.GET("/login/oidc/callback", s.oidcCallback)
 
 	api := e.Group("/api/v1", s.authenticate(false), echo.WrapMiddleware(cop.Handler), s.csrf)
 	pages := e.Group("", s.authenticate(true), echo.WrapMiddleware(cop.Handler), s.csrf)

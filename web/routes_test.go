@@ -72,15 +72,18 @@ func openRoute(method, path string, ok int) routeCase {
 
 func TestServer_everyRouteByRole(t *testing.T) {
 	cases := map[string]routeCase{
-		"GET /healthz":        openRoute("GET", "/healthz", 200),
-		"GET /metrics":        openRoute("GET", "/metrics", 200),
-		"GET /static/*":       openRoute("GET", "/static/hoist.js", 200),
-		"GET /login":          openRoute("GET", "/login", 200),
-		"POST /login":         openRoute("POST", "/login", 401),
-		"POST /logout":        openRoute("POST", "/logout", 303),
-		"POST /hooks/github":  openRoute("POST", "/hooks/github", 401),
-		"POST /hooks/gitlab":  openRoute("POST", "/hooks/gitlab", 401),
-		"POST /hooks/generic": openRoute("POST", "/hooks/generic", 401),
+		"GET /healthz":  openRoute("GET", "/healthz", 200),
+		"GET /metrics":  openRoute("GET", "/metrics", 200),
+		"GET /static/*": openRoute("GET", "/static/hoist.js", 200),
+		"GET /login":    openRoute("GET", "/login", 200),
+		"POST /login":   openRoute("POST", "/login", 401),
+		"POST /logout":  openRoute("POST", "/logout", 303),
+		// Without an OpenID Connect provider (oidc_test.go has one).
+		"GET /login/oidc":          openRoute("GET", "/login/oidc", 404),
+		"GET /login/oidc/callback": openRoute("GET", "/login/oidc/callback", 404),
+		"POST /hooks/github":       openRoute("POST", "/hooks/github", 401),
+		"POST /hooks/gitlab":       openRoute("POST", "/hooks/gitlab", 401),
+		"POST /hooks/generic":      openRoute("POST", "/hooks/generic", 401),
 		// Pods download the runner with a per-task grant, which no role's
 		// token is (runnerdownload_test.go); this server grants none.
 		"GET /agents/runner/:arch":                openRoute("GET", "/agents/runner/amd64", 404),

@@ -142,6 +142,9 @@ type Deps struct {
 	// /api/v1/runs/{name}/artifacts…) and lists them on the run page; nil
 	// answers 501 there and leaves the page's section out.
 	Artifacts Artifacts
+	// OIDC logs people in through an OpenID Connect provider (oidc.go);
+	// nil offers tokens only.
+	OIDC *OIDCLogin
 	// Users keeps users, project members and API tokens (the users,
 	// members and tokens API and the /admin page); nil answers 501 there.
 	Users Users

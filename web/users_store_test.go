@@ -41,6 +41,13 @@ func (c *testClock) Advance(d time.Duration) {
 // admin token "boot-admin".
 func usersServer(t *testing.T) (*httptest.Server, *testClock) {
 	t.Helper()
+	return usersServerWith(t, nil)
+}
+
+// usersServerWith is usersServer with the OpenID Connect login oidc builds
+// for the server's base URL (nil: none).
+func usersServerWith(t *testing.T, oidc func(base string) *web.OIDCLogin) (*httptest.Server, *testClock) {
+	t.Helper()
 	clock := &testClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: clock.Now})
 	if err != nil {
@@ -48,12 +55,17 @@ func usersServer(t *testing.T) (*httptest.Server, *testClock) {
 	}
 	t.Cleanup(func() { st.Close() })
 	view := storeview.New(st, "")
-	srv, err := web.New(web.Config{AdminToken: "boot-admin", Now: clock.Now},
-		web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Users: view, Shared: view})
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Start()
+	deps := web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Users: view, Shared: view}
+	if oidc != nil {
+		deps.OIDC = oidc(ts.URL)
+	}
+	srv, err := web.New(web.Config{AdminToken: "boot-admin", Now: clock.Now}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts.Config.Handler = srv.Handler()
 	t.Cleanup(func() {
 		srv.Close()
 		ts.Close()

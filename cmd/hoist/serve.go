@@ -290,13 +290,17 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}
 	view := storeview.New(st, "")
+	oidcLogin, err := openOIDC(ctx, cfg.OIDC)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", o.config, err)
+	}
 	srv, err := web.New(web.Config{
 		AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
-		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view, Users: view,
+		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view, Users: view, OIDC: oidcLogin,
 		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter, JobMetrics: view,
 		RunnerDownloads: downloads, Artifacts: storeview.NewArtifacts(st, "", artifacts),
 	})

@@ -52,6 +52,8 @@ type serverConfig struct {
 	SSH sshConfig `yaml:"ssh"`
 	// Artifacts says where jobs' artifact files are kept and for how long.
 	Artifacts artifactsConfig `yaml:"artifacts"`
+	// OIDC logs people in through an OpenID Connect provider.
+	OIDC *oidcConfig `yaml:"oidc"`
 }
 
 // sshConfig is the `ssh:` section: authorized_keys lines (hoist's project
@@ -186,6 +188,9 @@ func loadServerConfig(path string) (serverConfig, error) {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := cfg.Artifacts.check(); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := cfg.OIDC.check(); err != nil {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
