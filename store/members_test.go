@@ -156,3 +156,39 @@ func TestTokens_plaintextNeverStored(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrations_viewersAndUsersBecomeMembersOfMain migrates users made
+// before project roles: users and viewers keep their access to main as
+// members, and every non-admin's global role becomes user.
+func TestMigrations_viewersAndUsersBecomeMembersOfMain(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		ctx := t.Context()
+		db := rawDB(t, dsn)
+		if err := migrateDB(ctx, db, dialectOf(dsn), "20261125090002", nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []struct{ id, name, role string }{{"u1", "ann", "admin"}, {"u2", "bob", "user"}, {"u3", "vic", "viewer"}} {
+			if _, err := db.ExecContext(ctx, "INSERT INTO users (id, name, role, disabled, created_at) VALUES (?, ?, ?, ?, ?)",
+				u.id, u.name, u.role, false, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		s := openTest(t, dsn, Options{})
+		roles := map[string]string{}
+		us, err := s.ListUsers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range us {
+			roles[u.Name] = u.Role
+		}
+		if roles["ann"] != RoleAdmin || roles["bob"] != RoleUser || roles["vic"] != RoleUser {
+			t.Errorf("global roles after migration: %v", roles)
+		}
+		ms, err := s.ListMembers(ctx, DefaultProject)
+		if err != nil || len(ms) != 2 || ms[0].UserName != "bob" || ms[0].Role != RoleUser || ms[1].UserName != "vic" || ms[1].Role != RoleViewer {
+			t.Errorf("members of main after migration: %+v, %v", ms, err)
+		}
+	})
+}
