@@ -242,7 +242,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if resp.StatusCode == http.StatusOK {
+	// 201 Created and 204 No Content answer the users API's creates and
+	// deletes.
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, nil
 	}
 	defer resp.Body.Close()

@@ -37,7 +37,7 @@ func server(t *testing.T) (string, fixture.Seeded) {
 		t.Fatal(err)
 	}
 	view := storeview.New(st, "")
-	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: syncer{view}, Tokens: view, Secrets: view})
+	srv, err := web.New(web.Config{AdminToken: "admin-tok"}, web.Deps{Store: view, Syncer: syncer{view}, Tokens: view, Secrets: view, Users: view})
 	if err != nil {
 		t.Fatal(err)
 	}
