@@ -514,6 +514,12 @@ func (o *metricsObserver) JobFinished(backend, status string, d time.Duration) {
 	}
 }
 
+func (o *metricsObserver) BudgetBlocked(project, kind string) {
+	if o.m != nil {
+		o.m.BudgetBlocked(project, kind)
+	}
+}
+
 func (o *metricsObserver) Synced(result string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveReconcile("revision", result, d)
