@@ -109,6 +109,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"GET /api/v1/events":                      readRoute("GET", "/api/v1/events", 200),
 		"GET /api/v1/pulls":                       readRoute("GET", "/api/v1/pulls", 200),
 		"GET /api/v1/spend":                       readRoute("GET", "/api/v1/spend?window=7d", 200),
+		"GET /api/v1/budget":                      readRoute("GET", "/api/v1/budget", 200),
 		"GET /api/v1/sync":                        readRoute("GET", "/api/v1/sync", 200),
 		"POST /api/v1/sync":                       actRoute("POST", "/api/v1/sync", "", 202),
 		"POST /api/v1/sync/suspend":               actRoute("POST", "/api/v1/sync/suspend", "", 200),

@@ -52,6 +52,14 @@ type serverConfig struct {
 	SSH sshConfig `yaml:"ssh"`
 	// Artifacts says where jobs' artifact files are kept and for how long.
 	Artifacts artifactsConfig `yaml:"artifacts"`
+	// Projects configures projects by name (checkProjects).
+	Projects []projectEntry `yaml:"projects"`
+}
+
+// projectEntry is one entry of `projects:`.
+type projectEntry struct {
+	Name   string       `yaml:"name"`
+	Budget budgetConfig `yaml:"budget"`
 }
 
 // sshConfig is the `ssh:` section: authorized_keys lines (hoist's project
@@ -186,6 +194,9 @@ func loadServerConfig(path string) (serverConfig, error) {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := cfg.Artifacts.check(); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := checkProjects(cfg.Projects); err != nil {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
