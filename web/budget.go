@@ -83,3 +83,18 @@ func budgetLine(b BudgetStatus) string {
 	}
 	return month + "; " + hour
 }
+
+// mayConfirmBudget refuses (403) to confirm revision sha when its recorded
+// plan is held by its project's budget and the caller is not an admin of
+// that project: the budget is the platform owners' to waive, not every
+// committer's.
+func (s *Server) mayConfirmBudget(c *echo.Context, sha string) error {
+	r, err := s.deps.Store.GetRevision(c.Request().Context(), sha)
+	if err != nil || r.Plan == nil || r.Plan.Budget == nil || !r.Plan.Budget.Holds {
+		return nil // no recorded budget hold (an unknown revision is the controller's to refuse)
+	}
+	if p := r.Plan.Budget.Project; principal(c).RoleIn(p) != RoleAdmin {
+		return echo.NewHTTPError(http.StatusForbidden, "the plan exceeds project "+p+"'s budget; only an admin of the project may confirm it")
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"hoist/reconciler/plan"
 	"hoist/store"
@@ -72,4 +73,16 @@ func (c serverConfig) projectBudget(name string) plan.Budget {
 		}
 	}
 	return plan.Budget{}
+}
+
+// budgetLimits says a budget's limits, e.g. "$10.00/h, $2500.00 a month".
+func budgetLimits(b plan.Budget) string {
+	var out []string
+	if b.MaxPerHour > 0 {
+		out = append(out, fmt.Sprintf("$%.2f/h", b.MaxPerHour))
+	}
+	if b.MaxPerMonth > 0 {
+		out = append(out, fmt.Sprintf("$%.2f a month", b.MaxPerMonth))
+	}
+	return strings.Join(out, ", ")
 }

@@ -29,6 +29,9 @@ type BudgetCheck struct {
 	OverPerHour float64 `json:"over_per_hour,omitempty"`
 	// MonthSpent reports that MonthToDate has reached MaxPerMonth.
 	MonthSpent bool `json:"month_spent,omitempty"`
+	// Holds reports that the budget holds the plan until a project admin
+	// confirms it (set whether or not it was confirmed).
+	Holds bool `json:"holds,omitempty"`
 }
 
 // checkBudget sets p.Budget and returns why the plan is held for its
@@ -51,6 +54,7 @@ func checkBudget(p *Plan, opts Options) string {
 	if p.CostAfter <= p.CostBefore {
 		return ""
 	}
+	chk.Holds = chk.OverPerHour > 0 || chk.MonthSpent
 	switch {
 	case chk.OverPerHour > 0:
 		return fmt.Sprintf("the plan's $%.2f/h exceeds project %s's budget of $%.2f/h by $%.2f/h; a project admin may confirm",

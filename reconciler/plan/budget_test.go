@@ -55,7 +55,8 @@ func TestCompute_budget(t *testing.T) {
 				}
 				return
 			}
-			if p.Budget == nil || p.Budget.Project != "main" || p.Budget.Budget != tc.budget || math.Abs(p.Budget.OverPerHour-tc.over) > 1e-9 {
+			if p.Budget == nil || p.Budget.Project != "main" || p.Budget.Budget != tc.budget || math.Abs(p.Budget.OverPerHour-tc.over) > 1e-9 ||
+				p.Budget.Holds != (tc.held || tc.confirmed) {
 				t.Errorf("budget verdict %+v, want over %v", p.Budget, tc.over)
 			}
 		})
