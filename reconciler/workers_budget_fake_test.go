@@ -150,3 +150,34 @@ func TestWorkers_fleetNodesWaitForTheBudget(t *testing.T) {
 		t.Errorf("fleet still says %q", fl.StatusMessage)
 	}
 }
+
+// TestWorkers_gangWaitsForTheBudget: a two-node task whose cluster fleet
+// would grow by two instances past the project's budget waits whole, its
+// master saying so (counted once), rather than failing for want of
+// capacity; a budget that allows both provisions the gang.
+func TestWorkers_gangWaitsForTheBudget(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"fleet.dstack.yml": "type: fleet\nname: cluster\nnodes: 0..2\nplacement: cluster\n",
+		"task.dstack.yml":  gangTask("2"),
+	})
+	be := f.withFakeBackend(fake.Config{Offers: twelveDollars})
+	obs := &budgetCounter{blocked: map[string]int{}}
+	f.budgetController(be, plan.Budget{MaxPerHour: 20}, obs)
+	f.sync()
+	for range 3 {
+		f.reconcileMaster("train")
+	}
+	want := "waiting: 2 instances at $24.00/h would take project main to $24.00/h, over its budget of $20.00/h"
+	js := f.gangJobs("train")
+	if js[0].Status != store.JobSubmitted || js[0].StatusMessage != want {
+		t.Fatalf("master = %s %q, want submitted %q", js[0].Status, js[0].StatusMessage, want)
+	}
+	noneStarted(t, js)
+	if len(f.fleetInstances("cluster")) != 0 || len(be.Attempts()) != 0 || obs.blocked["main/job"] != 1 {
+		t.Fatalf("%d instances, %d created, %d counts; want none, none, 1", len(f.fleetInstances("cluster")), len(be.Attempts()), obs.blocked["main/job"])
+	}
+	f.budgetController(be, plan.Budget{MaxPerHour: 24}, obs)
+	if insts := f.provisionGang("train"); len(insts) != 2 {
+		t.Fatalf("gang instances %+v, want 2", insts)
+	}
+}
