@@ -257,6 +257,8 @@ type cloudEnv struct {
 	entry    map[string]any
 	s        *server
 	r        *repo
+	// cfg is the server config's path (a test may rewrite it and restart).
+	cfg string
 }
 
 // simProviders are the simulated providers, by hoist backend type.
@@ -286,7 +288,7 @@ func newCloudEnv(t *testing.T, provider, resync string) *cloudEnv {
 	r.write("README.md", "specs\n")
 	r.commit("empty")
 	s := startServer(t, r.dir, "--config", cfg, "--resync-interval", resync, "--unreachable-grace", "6s")
-	return &cloudEnv{t: t, provider: provider, sim: cs, entry: entry, s: s, r: r}
+	return &cloudEnv{t: t, provider: provider, sim: cs, entry: entry, s: s, r: r, cfg: cfg}
 }
 
 // use points the env's helpers at subtest t; when t fails, the specs it

@@ -110,6 +110,12 @@ type Config struct {
 	// with `repos[].url` (cmd/hoist: <data-dir>/repos); empty fetches each
 	// into memory afresh.
 	RepoCacheDir string
+	// Budget is what the project may spend (the server config's
+	// `projects[].budget`; zero: no limit): a plan raising the spend past
+	// it is held for confirmation, and an instance whose price would take
+	// the project past it is not created, whatever was confirmed (the job
+	// or fleet asking waits).
+	Budget plan.Budget
 	// Logger receives the controller's events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -173,6 +179,10 @@ type Observer interface {
 	// JobFinished is called when a job that started reaches its final
 	// status, with its backend and how long it ran.
 	JobFinished(backend, status string, d time.Duration)
+	// BudgetBlocked is called once each time a job or fleet (kind) of
+	// project starts waiting because an instance it needs would take the
+	// project past its budget (Config.Budget).
+	BudgetBlocked(project, kind string)
 }
 
 // Controller reconciles desired state from Git with what is provisioned.
@@ -330,6 +340,7 @@ func (nopObserver) LogsAppended(string)                       {}
 func (nopObserver) Changed()                                  {}
 func (nopObserver) LeakReaped(string, string)                 {}
 func (nopObserver) JobFinished(string, string, time.Duration) {}
+func (nopObserver) BudgetBlocked(string, string)              {}
 
 // Run runs the source watchers, the revision pipeline, the workers and the
 // periodic resync until ctx is done.
@@ -454,6 +465,9 @@ func (c *Controller) resync(ctx context.Context) {
 		if i.Status != store.InstanceTerminated {
 			c.insts.Add(i.ID)
 		}
+	}
+	if c.cfg.Budget.Limited() {
+		c.retryBudgetFleets(ctx)
 	}
 	gws, err := c.st.ListGateways(ctx, store.InfraFilter{Project: c.cfg.Project, IncludeDeleted: true, Limit: 100000})
 	if err != nil {

@@ -67,6 +67,10 @@
 //     nodes.target, the fleet of this host), the offer walk of a fleet's
 //     instances (cheapest first, past the offers that failed, at most 25)
 //     and growing a fleet for a job;
+//   - budget.go: the project's budget (Config.Budget) at provisioning: an
+//     instance whose price would take the project past it is not created,
+//     and the job, gang or fleet asking waits, saying so; the spend per
+//     hour and month to date it is checked against;
 //   - placementgroups.go: the placement groups of `placement: cluster`
 //     fleets, created before their first instance and deleted after
 //     their last;

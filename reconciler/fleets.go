@@ -192,6 +192,11 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 			c.event(ctx, "instance", inst.Name, inst.ID, "terminated", f.Revision, "no offers: "+err.Error())
 			return nil
 		}
+		if err := c.withinBudget(ctx, 1, offer.Price); errors.Is(err, errBudget) {
+			return c.blockFleetForBudget(ctx, f, err)
+		} else if err != nil {
+			return err
+		}
 		inst, err := c.addFleetInstance(ctx, f, offerInstance(next, offer.Backend, offer))
 		if err != nil {
 			return err
@@ -200,6 +205,9 @@ func (c *Controller) consolidateCloudFleet(ctx context.Context, f store.Fleet, s
 			fmt.Sprintf("instance of fleet %s from offer %s %s %s at $%.4g/h", f.Name, offer.Backend, offer.Region, offer.Instance, offer.Price))
 		next++
 		active = append(active, inst)
+	}
+	if err := c.clearFleetBudget(ctx, &f); err != nil {
+		return err
 	}
 	if spec.Nodes != nil && spec.Nodes.Max != nil && len(active) > *spec.Nodes.Max {
 		var drop []string
@@ -488,6 +496,13 @@ func (c *Controller) growFleetFor(ctx context.Context, f store.Fleet, asks []gro
 		}
 		pick, err := pickGrowOffers(&spec, all, asks, live, tried)
 		if err != nil {
+			return err
+		}
+		add := 0.0
+		for k, a := range asks {
+			add += float64(a.n) * pick[k].Price
+		}
+		if err := c.withinBudget(ctx, n, add); err != nil {
 			return err
 		}
 		for k, a := range asks {

@@ -97,6 +97,10 @@ func (c *Controller) placeGang(ctx context.Context, l store.Lease, job *store.Jo
 	switch {
 	case errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity):
 		return 0, c.setTerminating(ctx, l, job, reasonNoCapacity, err.Error())
+	case errors.Is(err, errGangWait) && errors.Is(err, errBudget):
+		msg := strings.TrimPrefix(err.Error(), errGangWait.Error()+": ")
+		c.budgetBlocked("job", job.StatusMessage, msg)
+		return budgetPoll, c.holdGang(ctx, l, job, run, pd, stored, pick.fleetID, msg)
 	case errors.Is(err, errGangWait):
 		return gangPoll, c.holdGang(ctx, l, job, run, pd, stored, pick.fleetID, strings.TrimPrefix(err.Error(), errGangWait.Error()+": "))
 	case err != nil:
@@ -349,6 +353,12 @@ func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.
 		if g.capacity(nd, gang) >= n {
 			return gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID}, fmt.Errorf("%w: waiting for %d free instances of fleet %s (%d free, %d provisioning, %d in use)",
 				errGangWait, n, g.fleet.Name, len(g.free), len(g.coming), len(g.held))
+		}
+	}
+	for _, g := range cands {
+		if errors.Is(g.growErr, errBudget) {
+			// A fleet could grow but for the budget: the gang waits.
+			return gangPick{fleet: g.fleet.Name, fleetID: g.fleet.ID}, fmt.Errorf("%w: %w", errGangWait, g.growErr)
 		}
 	}
 	var why []string

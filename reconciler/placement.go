@@ -95,6 +95,9 @@ func (c *Controller) placeJob(ctx context.Context, l store.Lease, job *store.Job
 	if errors.Is(err, errFleetProvisioning) {
 		return c.waitForFleet(ctx, l, job, run, err.Error())
 	}
+	if errors.Is(err, errBudget) {
+		return c.holdForBudget(ctx, l, job, run, err)
+	}
 	if errors.Is(err, errNoFleets) || errors.Is(err, errNoCapacity) {
 		msg := "no fleets"
 		if errors.Is(err, errNoCapacity) {
@@ -273,6 +276,7 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 	// No free instance fits: a backend fleet below nodes.max gets a new one
 	// from its offers, cheapest first, for this job.
 	var why []string
+	var overBudget error
 	bes := narrowToSites(sites, &q, spec.Backends)
 	for _, f := range growable {
 		inst, err := c.growFleet(ctx, f, q, bes, tried)
@@ -283,7 +287,14 @@ func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tr
 			// Another worker holds the fleet: try again, not fail.
 			return store.Instance{}, fmt.Errorf("grow fleet %s: %w", f.Name, err)
 		}
+		if errors.Is(err, errBudget) && overBudget == nil {
+			overBudget = err
+		}
 		why = append(why, f.Name+": "+err.Error())
+	}
+	if overBudget != nil {
+		// A fleet could grow but for the budget: the job waits for it.
+		return store.Instance{}, overBudget
 	}
 	msg := "for the requested resources"
 	if len(why) > 0 {

@@ -134,7 +134,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: c.isConfirmed(ctx, rev.ID)})
+	p := plan.Compute(desired.Resources, obs, c.now(), c.planOptions(ctx, c.isConfirmed(ctx, rev.ID)))
 	c.recordPlan(ctx, rev.ID, p)
 	if p.Held {
 		log.Info("plan held", "reason", p.HoldReason)
@@ -178,7 +178,8 @@ func (c *Controller) recordPlan(ctx context.Context, sha string, p plan.Plan) {
 }
 
 // Confirm lifts the holds of the plan of revision sha (mass deletion,
-// deletes of volumes and gateways) and syncs.
+// budget, deletes of volumes and gateways) and syncs. It does not lift the
+// budget at provisioning: instances past it are still not created.
 func (c *Controller) Confirm(ctx context.Context, sha string) error {
 	// Stored, so whichever server syncs next sees the confirmation.
 	if err := c.st.ConfirmRevision(ctx, sha); err != nil {
@@ -204,7 +205,7 @@ func (c *Controller) PlanFS(ctx context.Context, fsys fs.FS) (plan.Plan, error) 
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est})
+	p := plan.Compute(desired.Resources, obs, c.now(), c.planOptions(ctx, false))
 	p.Warnings = c.advise(desired)
 	return p, nil
 }
@@ -393,7 +394,7 @@ func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
 	if err != nil {
 		return err
 	}
-	p := plan.Compute(desired.Resources, obs, c.now(), plan.Options{Estimate: c.est, Confirmed: true})
+	p := plan.Compute(desired.Resources, obs, c.now(), c.planOptions(ctx, true))
 	if err := c.apply(ctx, snap.Revision, p); err != nil {
 		return err
 	}

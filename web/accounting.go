@@ -28,7 +28,8 @@ const noBackend = "none"
 type accountingCollector struct {
 	s *Server
 
-	price, spend, instances, jobs *prometheus.Desc
+	price, spend, instances, jobs       *prometheus.Desc
+	spendTotal, budgetHour, budgetMonth *prometheus.Desc
 }
 
 func newAccountingCollector(s *Server) accountingCollector {
@@ -39,6 +40,15 @@ func newAccountingCollector(s *Server) accountingCollector {
 			[]string{"instance", "fleet", "backend", "region", "spot"}, nil),
 		spend: prometheus.NewDesc("hoist_project_spend_month_to_date_dollars",
 			"USD spent since the start of the current UTC month: each instance's price per hour times the hours it was billed in the month (from its provisioning to its termination), computed from the store at scrape time; it falls back to zero when a month starts.",
+			[]string{"project"}, nil),
+		spendTotal: prometheus.NewDesc("hoist_project_spend_dollars_total",
+			"USD spent by the project since its first instance: each instance's price per hour times the hours it was billed (from its provisioning to its termination), computed from the store at scrape time.",
+			[]string{"project"}, nil),
+		budgetHour: prometheus.NewDesc("hoist_project_budget_dollars_per_hour",
+			"The project's budget in USD per hour (the server config's projects[].budget.max_per_hour); absent when it has none.",
+			[]string{"project"}, nil),
+		budgetMonth: prometheus.NewDesc("hoist_project_budget_dollars_per_month",
+			"The project's budget in USD per UTC month (the server config's projects[].budget.max_per_month); absent when it has none.",
 			[]string{"project"}, nil),
 		instances: prometheus.NewDesc("hoist_instances",
 			"Instances by status and backend (terminated ones until they are deleted).",
@@ -53,6 +63,9 @@ func newAccountingCollector(s *Server) accountingCollector {
 func (ac accountingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ac.price
 	ch <- ac.spend
+	ch <- ac.spendTotal
+	ch <- ac.budgetHour
+	ch <- ac.budgetMonth
 	ch <- ac.instances
 	ch <- ac.jobs
 }
@@ -106,6 +119,19 @@ func (ac accountingCollector) collectSpend(ctx context.Context, acc Accounting, 
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(ac.spend, prometheus.GaugeValue, spendSince(is, start, now), acc.Project())
+	if b := ac.s.budgetOf(acc.Project()); b.MaxPerHour > 0 {
+		ch <- prometheus.MustNewConstMetric(ac.budgetHour, prometheus.GaugeValue, b.MaxPerHour, acc.Project())
+	}
+	if b := ac.s.budgetOf(acc.Project()); b.MaxPerMonth > 0 {
+		ch <- prometheus.MustNewConstMetric(ac.budgetMonth, prometheus.GaugeValue, b.MaxPerMonth, acc.Project())
+	}
+	all, err := acc.BilledInstances(ctx, time.Time{})
+	if err != nil {
+		ac.s.log.Warn("metrics scrape: list billed instances failed", "error", err)
+		ch <- prometheus.NewInvalidMetric(ac.spendTotal, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(ac.spendTotal, prometheus.CounterValue, spendSince(all, time.Time{}, now), acc.Project())
 }
 
 func (ac accountingCollector) collectJobs(ctx context.Context, acc Accounting, ch chan<- prometheus.Metric) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"hoist/reconciler/plan"
 	"hoist/store"
 	"hoist/web"
 	"hoist/web/internal/fixture"
@@ -61,7 +62,8 @@ func TestMetrics_moneyAndHealthSeriesComeFromTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	view := storeview.New(st, "")
-	srv, err := web.New(web.Config{AdminToken: "bootstrap-admin", Now: func() time.Time { return now }},
+	srv, err := web.New(web.Config{AdminToken: "bootstrap-admin", Now: func() time.Time { return now },
+		Budgets: map[string]plan.Budget{store.DefaultProject: {MaxPerHour: 10, MaxPerMonth: 1000}}},
 		web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +92,12 @@ func TestMetrics_moneyAndHealthSeriesComeFromTheStore(t *testing.T) {
 		`hoist_instance_price_dollars_per_hour{backend="local",fleet="gpu-pool",instance="gpu-pool-1",region="home",spot="false"} 0.75`,
 		`hoist_instance_price_dollars_per_hour{backend="aws",fleet="",instance="spot-0",region="us-east-1",spot="true"} 0.5`,
 		`hoist_project_spend_month_to_date_dollars{project="main"} 570`,
+		// All time: this month's 570, old-0 1–20 Oct (456 h) at $3,
+		// gpu-pool-2 31 Oct from noon (12 h) at $1, spot-0 in October
+		// (744 h) at $0.5.
+		`hoist_project_spend_dollars_total{project="main"} 2322`,
+		`hoist_project_budget_dollars_per_hour{project="main"} 10`,
+		`hoist_project_budget_dollars_per_month{project="main"} 1000`,
 		`hoist_instances{backend="local",status="busy"} 1`,
 		`hoist_instances{backend="local",status="idle"} 1`,
 		`hoist_instances{backend="local",status="terminated"} 1`,
@@ -116,5 +124,73 @@ func TestMetrics_moneyAndHealthSeriesComeFromTheStore(t *testing.T) {
 		if strings.Contains(m, absent) {
 			t.Errorf("/metrics prices a terminated instance: %s", absent)
 		}
+	}
+}
+
+// TestBudget_shownBesideTheSpend: GET /api/v1/budget and the overview
+// show the project's budget beside its month-to-date and hourly spend,
+// over a real SQLite store (the fixture's instances: $1.25/h and $0.75/h,
+// created two days before now).
+func TestBudget_shownBesideTheSpend(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: func() time.Time { return now.Add(-48 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := fixture.Seed(ctx, st, now); err != nil {
+		t.Fatal(err)
+	}
+	view := storeview.New(st, "")
+	for _, tc := range []struct {
+		name    string
+		budgets map[string]plan.Budget
+		api     string
+		page    string
+	}{
+		{"with a budget", map[string]plan.Budget{"main": {MaxPerHour: 10, MaxPerMonth: 500}},
+			`{"project":"main","max_per_hour":10,"max_per_month":500,"spend_per_hour":2,"spend_month_to_date":96}`,
+			"spent $96.00 of $500.00 this month; $2.00/h of $10.00/h"},
+		{"without a budget", nil,
+			`{"project":"main","max_per_hour":null,"max_per_month":null,"spend_per_hour":2,"spend_month_to_date":96}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := web.New(web.Config{AdminToken: "bootstrap-admin", Now: func() time.Time { return now }, Budgets: tc.budgets},
+				web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Inventory: view})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler())
+			t.Cleanup(func() {
+				srv.Close()
+				ts.Close()
+			})
+			get := func(path string) string {
+				req := httptest.NewRequest("GET", ts.URL+path, nil)
+				req.RequestURI = ""
+				req.Header.Set("Authorization", "Bearer bootstrap-admin")
+				resp, err := ts.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 {
+					t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+				}
+				return string(b)
+			}
+			if got := strings.TrimSpace(get("/api/v1/budget")); got != tc.api {
+				t.Errorf("GET /api/v1/budget = %s, want %s", got, tc.api)
+			}
+			page := get("/")
+			if tc.page == "" && strings.Contains(page, `data-testid="budget"`) {
+				t.Errorf("the overview shows a budget the project does not have")
+			}
+			if tc.page != "" && !strings.Contains(page, tc.page) {
+				t.Errorf("the overview lacks %q", tc.page)
+			}
+		})
 	}
 }

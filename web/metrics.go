@@ -27,6 +27,7 @@ type Metrics struct {
 	leaksReaped       *prometheus.CounterVec
 	sshConns          prometheus.Gauge
 	jobDuration       *prometheus.HistogramVec
+	budgetBlocked     *prometheus.CounterVec
 }
 
 // NewMetrics registers hoist's instruments (and the Go and process
@@ -79,9 +80,13 @@ func NewMetrics() *Metrics {
 			Help:    "Time finished jobs ran, from their start to their final status, by backend and final status (jobs that never started are not observed).",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}, []string{"backend", "status"}),
+		budgetBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoist_budget_blocked_total",
+			Help: "Times a job or fleet (kind) started waiting because the instance it needs would take its project past its budget (once per wait, not per retry).",
+		}, []string{"project", "kind"}),
 	}
 	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped,
-		m.sshConns, m.jobDuration)
+		m.sshConns, m.jobDuration, m.budgetBlocked)
 	return m
 }
 
@@ -93,6 +98,12 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // placement_group) the leak audit deleted on backend.
 func (m *Metrics) LeakReaped(backend, kind string) {
 	m.leaksReaped.WithLabelValues(backend, kind).Inc()
+}
+
+// BudgetBlocked counts a job or fleet (kind) of project that started
+// waiting for its project's budget.
+func (m *Metrics) BudgetBlocked(project, kind string) {
+	m.budgetBlocked.WithLabelValues(project, kind).Inc()
 }
 
 // ObserveJobFinished records that a job on backend reached its final

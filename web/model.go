@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"hoist/reconciler/plan"
 )
 
 // ErrNotFound is returned by a Store (or wrapped by it) when the named object
@@ -432,6 +434,9 @@ type Plan struct {
 	// now and once the plan is applied (cheapest matching offers).
 	CostBefore float64 `json:"cost_before"`
 	CostAfter  float64 `json:"cost_after"`
+	// Budget is the plan's verdict against its project's budget (nil when
+	// the project has none).
+	Budget *plan.BudgetCheck `json:"budget,omitempty"`
 	// ServiceURL is the path of a service run's URL on hoist's proxy
 	// (/proxy/services/main/<run>/), prefixed with Config.ExternalURL when
 	// set; empty for other runs.

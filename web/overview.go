@@ -44,9 +44,10 @@ func (s *Server) pageOverview(c *echo.Context) error {
 			d.Counts = append(d.Counts, statusCount{stName, counts[stName]})
 		}
 	}
-	if d.SpendPerHour, err = s.spendPerHour(ctx); err != nil {
+	if d.Budget, err = s.budgetStatus(ctx); err != nil {
 		return err
 	}
+	d.SpendPerHour = d.Budget.SpendPerHour
 	if d.Runs, err = s.runList.list(ctx, s.deps.Store, RunFilter{Limit: 10}); err != nil {
 		return err
 	}

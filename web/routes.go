@@ -55,6 +55,7 @@ func (s *Server) routes() *echo.Echo {
 	// Overview (overview.go) and spend (spend.go).
 	pages.GET("/", s.pageOverview)
 	api.GET("/spend", s.apiSpend)
+	api.GET("/budget", s.apiBudget)
 
 	// Runs, their jobs, logs and artifacts (runs.go, logs.go, artifacts.go).
 	pages.GET("/runs", s.pageRuns)

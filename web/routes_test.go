@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"hoist/backends/offers"
+	"hoist/reconciler/plan"
 )
 
 // fullFixture has every optional dependency.
@@ -113,6 +114,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"GET /api/v1/events":                      readRoute("GET", "/api/v1/events", 200),
 		"GET /api/v1/pulls":                       readRoute("GET", "/api/v1/pulls", 200),
 		"GET /api/v1/spend":                       readRoute("GET", "/api/v1/spend?window=7d", 200),
+		"GET /api/v1/budget":                      readRoute("GET", "/api/v1/budget", 200),
 		"GET /api/v1/sync":                        readRoute("GET", "/api/v1/sync", 200),
 		"POST /api/v1/sync":                       actRoute("POST", "/api/v1/sync", "", 202),
 		"POST /api/v1/sync/suspend":               actRoute("POST", "/api/v1/sync/suspend", "", 200),
@@ -299,6 +301,26 @@ func TestServer_confirmHeldRevision(t *testing.T) {
 	}
 	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{}`)); r.StatusCode != 400 {
 		t.Errorf("confirm without revision: %d", r.StatusCode)
+	}
+}
+
+// TestServer_confirmBudgetHoldNeedsAProjectAdmin: a revision whose plan
+// its project's budget holds is confirmed only by an admin of the project.
+func TestServer_confirmBudgetHoldNeedsAProjectAdmin(t *testing.T) {
+	f, ctl := fullFixture(t)
+	f.store.mu.Lock()
+	f.store.revs = append(f.store.revs, Revision{SHA: "ccc", Valid: true, Plan: &Plan{Held: true, CostAfter: 12,
+		Budget: &plan.BudgetCheck{Project: "main", Budget: plan.Budget{MaxPerHour: 10}, OverPerHour: 2, Holds: true}}})
+	f.store.mu.Unlock()
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{"revision":"ccc"}`)); r.StatusCode != 403 ||
+		!strings.Contains(readBody(t, r), "only an admin of the project may confirm it") {
+		t.Errorf("a user confirming a budget hold: %d", r.StatusCode)
+	}
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", adminTok, strings.NewReader(`{"revision":"ccc"}`)); r.StatusCode != 200 {
+		t.Errorf("an admin confirming a budget hold: %d %s", r.StatusCode, readBody(t, r))
+	}
+	if got := ctl.list(); len(got) != 1 || got[0] != "confirm ccc" {
+		t.Errorf("controller calls %v, want the admin's confirmation only", got)
 	}
 }
 

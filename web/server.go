@@ -12,6 +12,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"hoist/reconciler/plan"
 )
 
 // Config holds the settings of the web server.
@@ -52,6 +54,12 @@ type Config struct {
 	// Timeouts bound the connections of the server HTTPServer builds;
 	// zero fields take the values of DefaultTimeouts.
 	Timeouts Timeouts
+	// Budgets are the projects' budgets by project name (the server
+	// config's `projects[].budget`), shown beside their spend on the
+	// overview, in GET /api/v1/budget and as
+	// hoist_project_budget_dollars_per_hour; a project without one has no
+	// limit.
+	Budgets map[string]plan.Budget
 }
 
 // Timeouts bound each connection, so that slow or idle clients cannot hold

@@ -89,6 +89,9 @@ func (s *Server) confirm(c *echo.Context, sha string) error {
 		// 404, not 501: the route is as absent as the capability.
 		return echo.NewHTTPError(http.StatusNotFound, "confirming held plans is not available in this hoist")
 	}
+	if err := s.mayConfirmBudget(c, sha); err != nil {
+		return err
+	}
 	if err := cf.ConfirmRevision(c.Request().Context(), sha); err != nil {
 		return actionError(err)
 	}

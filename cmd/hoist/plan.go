@@ -172,7 +172,13 @@ func printPlan(w io.Writer, p web.Plan) {
 	fmt.Fprintf(w, "\nPlan: %d to create, %d to update, %d to replace, %d to delete, %d unchanged.\n",
 		counts["create"], counts["update"], counts["replace"], counts["delete"], counts["none"])
 	fmt.Fprintf(w, "Estimated spend: $%.2f/h now, $%.2f/h after.\n", p.CostBefore, p.CostAfter)
+	if b := p.Budget; b != nil {
+		fmt.Fprintf(w, "Budget of project %s: %s; spent $%.2f this month.\n", b.Project, budgetLimits(b.Budget), b.MonthToDate)
+	}
 	if p.Held {
+		for _, r := range p.HeldReasons {
+			fmt.Fprintln(w, "Held: "+r+".")
+		}
 		fmt.Fprintln(w, "Held: applying this revision waits for confirmation (POST /api/v1/sync/confirm).")
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"hoist/backends/verda"
 	"hoist/backends/vultr"
 	"hoist/reconciler"
+	"hoist/reconciler/plan"
 	"hoist/reconciler/source"
 	"hoist/reconciler/support"
 	"hoist/store"
@@ -275,6 +276,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		SSHAuthorizedKeys: cfg.SSH.AuthorizedKeys,
 		RepoCacheDir:      filepath.Join(o.dataDir, "repos"),
 		Artifacts:         artifacts, ArtifactRetention: artifactRetention,
+		Budget: cfg.projectBudget(store.DefaultProject),
 	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
 		Checks: []reconciler.Check{pol.Check, support.Check, support.CodePaths}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
 		Traffic: meter})
@@ -298,6 +300,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
+		Budgets: map[string]plan.Budget{store.DefaultProject: cfg.projectBudget(store.DefaultProject)},
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
 		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view, Users: view, OIDC: oidcLogin,

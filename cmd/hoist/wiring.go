@@ -54,6 +54,14 @@ type serverConfig struct {
 	Artifacts artifactsConfig `yaml:"artifacts"`
 	// OIDC logs people in through an OpenID Connect provider.
 	OIDC *oidcConfig `yaml:"oidc"`
+	// Projects configures projects by name (checkProjects).
+	Projects []projectEntry `yaml:"projects"`
+}
+
+// projectEntry is one entry of `projects:`.
+type projectEntry struct {
+	Name   string       `yaml:"name"`
+	Budget budgetConfig `yaml:"budget"`
 }
 
 // sshConfig is the `ssh:` section: authorized_keys lines (hoist's project
@@ -191,6 +199,9 @@ func loadServerConfig(path string) (serverConfig, error) {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := cfg.OIDC.check(); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := checkProjects(cfg.Projects); err != nil {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
@@ -516,6 +527,12 @@ func (o *metricsObserver) LeakReaped(backend, kind string) {
 func (o *metricsObserver) JobFinished(backend, status string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveJobFinished(backend, status, d)
+	}
+}
+
+func (o *metricsObserver) BudgetBlocked(project, kind string) {
+	if o.m != nil {
+		o.m.BudgetBlocked(project, kind)
 	}
 }
 

@@ -12,7 +12,9 @@
 // Safety lives here too: a delete of a volume or gateway is held for
 // confirmation unless its last applied spec opted in to pruning, and a plan
 // that would delete more than half of the managed resources (or all of them)
-// is held as a whole.
+// is held as a whole. So is a plan that raises the estimated spend per
+// hour past its project's budget (Options.Budget), or raises it once the
+// month's budget is spent (budget.go).
 //
 // The reconciler, the web server and cmd/hoist may import this package. It
 // imports only hoist/schema.

@@ -82,9 +82,17 @@ type Options struct {
 	// changes (see CostAfter); nil means no offer is known, so those
 	// resources keep their current cost.
 	Estimate Pricer
-	// Confirmed lifts the holds of this plan (mass deletion and deletes of
-	// volumes and gateways): the user confirmed it.
+	// Confirmed lifts the holds of this plan (mass deletion, budget, and
+	// deletes of volumes and gateways): the user confirmed it.
 	Confirmed bool
+	// Project names the project planned, for the budget's hold reason.
+	Project string
+	// Budget is the project's budget (zero: none): a plan raising the
+	// spend past it is held (see checkBudget).
+	Budget Budget
+	// MonthToDate is what the project spent since the start of the current
+	// UTC month, in dollars, for Budget.MaxPerMonth.
+	MonthToDate float64
 }
 
 // Step is what the plan does to one resource.
@@ -139,6 +147,9 @@ type Plan struct {
 	// applied.
 	CostBefore float64 `json:"cost_before"`
 	CostAfter  float64 `json:"cost_after"`
+	// Budget is the plan's verdict against its project's budget (nil when
+	// the project has none).
+	Budget *BudgetCheck `json:"budget,omitempty"`
 	// Warnings name fields of the planned specs that have no effect in
 	// hoist, one "path:line:col: message" each; they never block a plan.
 	Warnings []string `json:"warnings,omitempty"`
@@ -253,9 +264,15 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 			deletes++
 		}
 	}
+	var reasons []string
 	if deletes >= MassDeleteMin && !opts.Confirmed && (deletes == total || deletes*2 > total) {
-		p.Held = true
-		p.HoldReason = fmt.Sprintf("the revision deletes %d of %d live resources; confirm to apply", deletes, total)
+		reasons = append(reasons, fmt.Sprintf("the revision deletes %d of %d live resources; confirm to apply", deletes, total))
+	}
+	if why := checkBudget(&p, opts); why != "" && !opts.Confirmed {
+		reasons = append(reasons, why)
+	}
+	if len(reasons) > 0 {
+		p.Held, p.HoldReason = true, strings.Join(reasons, "; and ")
 	}
 	return p
 }

@@ -4,17 +4,14 @@ import (
 	"context"
 	"time"
 
-	"hoist/store"
 	"hoist/web"
 )
 
 // Project implements web.Accounting: the project the view shows.
 func (v *View) Project() string { return v.project }
 
-// BilledInstances implements web.Accounting. An instance is billed from
-// the start of its provisioning (its creation when that is unknown) until
-// it finished; one terminated without a finish time is taken to have
-// finished when its row was last written.
+// BilledInstances implements web.Accounting, each instance billed over
+// its store.Instance.BilledSpan.
 func (v *View) BilledInstances(ctx context.Context, since time.Time) ([]web.BilledInstance, error) {
 	is, err := v.st.ListInstancesBilledSince(ctx, v.project, since)
 	if err != nil {
@@ -22,14 +19,8 @@ func (v *View) BilledInstances(ctx context.Context, since time.Time) ([]web.Bill
 	}
 	out := make([]web.BilledInstance, 0, len(is))
 	for _, i := range is {
-		b := web.BilledInstance{Name: i.Name, Price: i.Price, From: i.StartedAt, To: timePtr(i.FinishedAt)}
-		if b.From.IsZero() {
-			b.From = i.CreatedAt
-		}
-		if b.To == nil && i.Status == store.InstanceTerminated {
-			b.To = timePtr(i.UpdatedAt)
-		}
-		out = append(out, b)
+		from, to := i.BilledSpan()
+		out = append(out, web.BilledInstance{Name: i.Name, Price: i.Price, From: from, To: to})
 	}
 	return out, nil
 }

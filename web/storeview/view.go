@@ -495,7 +495,7 @@ func revisionView(r store.Revision, applied string) web.Revision {
 // whether it is held.
 func PlanView(rev string, p plan.Plan) web.Plan {
 	out := web.Plan{Revision: rev, Valid: true, Errors: []string{}, Changes: []web.Change{},
-		Held: p.Held, HeldReasons: []string{}, CostBefore: p.CostBefore, CostAfter: p.CostAfter,
+		Held: p.Held, HeldReasons: []string{}, CostBefore: p.CostBefore, CostAfter: p.CostAfter, Budget: p.Budget,
 		Warnings: append([]string{}, p.Warnings...)}
 	if p.Held {
 		out.HeldReasons = append(out.HeldReasons, p.HoldReason)
