@@ -399,16 +399,25 @@ func (l *loginFailures) fail(ip string) {
 	l.m[ip] = append(l.recent(ip), l.now())
 }
 
-// Whoami is the answer of GET /api/v1/whoami: the caller, its global role,
-// and the projects it may read with its role in each.
-type Whoami struct {
-	Name string `json:"name"`
-	Role Role   `json:"role"`
-	// Projects are the projects the caller may read, by name.
-	Projects []ProjectRole `json:"projects"`
-}
-
+// apiWhoami answers the caller as a Principal whose Projects are the
+// projects it may read with its role in each (every project for a global
+// admin).
 func (s *Server) apiWhoami(c *echo.Context) error {
 	p := principal(c)
-	return c.JSON(http.StatusOK, Whoami{Name: p.Name, Role: p.Role, Projects: s.visibleProjects(p)})
+	out := Principal{Name: p.Name, Role: p.Role, Projects: map[string]Role{}}
+	for _, pr := range s.visibleProjects(p) {
+		out.Projects[pr.Name] = pr.Role
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// API is an API path of the page's project: "/api/v1" then Base then path.
+func (v Viewer) API(path string) string { return "/api/v1" + v.Base + path }
+
+// LinkIf is Link for a path that may be empty (no link): empty stays empty.
+func (v Viewer) LinkIf(path string) string {
+	if path == "" {
+		return ""
+	}
+	return v.Link(path)
 }

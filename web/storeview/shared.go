@@ -2,6 +2,7 @@ package storeview
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -17,13 +18,25 @@ func (v *View) CreateSession(ctx context.Context, id string, p web.Principal, cs
 	return v.st.CreateSession(ctx, store.Session{ID: id, Principal: p.Name, Role: string(p.Role), CSRF: csrf, ExpiresAt: expires})
 }
 
-// GetSession returns a live session, or web.ErrNotFound.
+// GetSession returns a live session, or web.ErrNotFound. The principal is
+// read again from the user the session names (so that a changed role or a
+// disabled user takes effect at once); a session of no user is the admin
+// token's, which stays an admin.
 func (v *View) GetSession(ctx context.Context, id string) (web.Principal, string, time.Time, error) {
 	s, err := v.st.GetSession(ctx, id)
 	if err != nil {
 		return web.Principal{}, "", time.Time{}, mapErr(err)
 	}
-	return web.Principal{Name: s.Principal, Role: web.Role(s.Role)}, s.CSRF, s.ExpiresAt, nil
+	u, err := v.st.GetUser(ctx, s.Principal)
+	switch {
+	case err == nil && !u.Disabled:
+		return principalOf(u), s.CSRF, s.ExpiresAt, nil
+	case err == nil:
+		return web.Principal{}, "", time.Time{}, fmt.Errorf("session of disabled user %s: %w", u.Name, web.ErrNotFound)
+	case errors.Is(err, store.ErrNotFound) && web.Role(s.Role) == web.RoleAdmin:
+		return web.Principal{Name: s.Principal, Role: web.RoleAdmin}, s.CSRF, s.ExpiresAt, nil
+	}
+	return web.Principal{}, "", time.Time{}, mapErr(err)
 }
 
 // DeleteSession ends a session.

@@ -549,7 +549,7 @@ func (v *View) LookupToken(ctx context.Context, token string) (web.Principal, er
 	if err != nil {
 		return web.Principal{}, mapErr(err)
 	}
-	return web.Principal{Name: u.Name, Role: web.Role(u.Role)}, nil
+	return principalOf(u), nil
 }
 
 // ListFleets implements web.Inventory.
