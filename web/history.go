@@ -105,7 +105,7 @@ func (s *Server) pageHistory(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := historyData{Sync: st, Revisions: revs, Pulls: s.prs.list(), Controls: s.proj(c).Controller != nil}
+	d := historyData{Sync: st, Revisions: revs, Pulls: s.pulls(c), Controls: s.proj(c).Controller != nil}
 	for i, r := range revs {
 		if r.Applied {
 			d.DiffFrom = previousValid(revs, i)

@@ -66,7 +66,7 @@ func (s *Server) apiPlan(c *echo.Context) error {
 }
 
 func (s *Server) apiPulls(c *echo.Context) error {
-	return c.JSON(http.StatusOK, s.prs.list())
+	return c.JSON(http.StatusOK, s.pulls(c))
 }
 
 // PRPlan is the plan hoist computed for a pull (or merge) request's head.
@@ -301,4 +301,14 @@ func (s *Server) postStatus(ctx context.Context, pr PRPlan, state, desc string) 
 		return fmt.Sprintf("refused: HTTP %d", resp.StatusCode)
 	}
 	return state
+}
+
+// pulls are the pull-request plans of the request's project: webhooks
+// (and so pull requests) belong to the default project; the others have
+// none.
+func (s *Server) pulls(c *echo.Context) []PRPlan {
+	if s.proj(c).name != s.defaultProject {
+		return []PRPlan{}
+	}
+	return s.prs.list()
 }

@@ -346,6 +346,14 @@ func TestProjects_sameRunNameStaysInItsProject(t *testing.T) {
 	if code, body := e.do(t, "GET", "/projects/beta/runs", admin, ""); code != 200 || !strings.Contains(body, `href="/projects/beta/runs/hello"`) {
 		t.Errorf("beta's runs page: %d, no link to /projects/beta/runs/hello", code)
 	}
+	// The switcher lists the caller's projects, and only when there are
+	// several.
+	if _, body := e.do(t, "GET", "/runs", admin, ""); !strings.Contains(body, `data-testid="project-switcher"`) || !strings.Contains(body, `href="/projects/beta/"`) {
+		t.Errorf("admin's runs page has no switcher to beta")
+	}
+	if _, body := e.do(t, "GET", "/runs", user, ""); strings.Contains(body, `project-switcher`) || strings.Contains(body, "/projects/beta") {
+		t.Errorf("main's user sees beta in the page")
+	}
 }
 
 // TestProjects_listAndWhoamiShowOnlyTheCallersProjects lists the projects
