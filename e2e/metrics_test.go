@@ -48,7 +48,7 @@ func TestMetrics_runningJobReportsItsUsage(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET /metrics: %d", code)
 	}
-	for _, want := range []string{`hoist_job_cpu_usage_seconds_total{job="busy-0-0",run="busy"}`, `hoist_job_memory_working_set_bytes{job="busy-0-0",run="busy"}`} {
+	for _, want := range []string{`hoist_job_cpu_usage_seconds_total{job="busy-0-0",project="main",run="busy"}`, `hoist_job_memory_working_set_bytes{job="busy-0-0",project="main",run="busy"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

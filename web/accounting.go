@@ -37,7 +37,7 @@ func newAccountingCollector(s *Server) accountingCollector {
 		s: s,
 		price: prometheus.NewDesc("hoist_instance_price_dollars_per_hour",
 			"Hourly price in USD of each instance that is not terminated.",
-			[]string{"instance", "fleet", "backend", "region", "spot"}, nil),
+			[]string{"project", "instance", "fleet", "backend", "region", "spot"}, nil),
 		spend: prometheus.NewDesc("hoist_project_spend_month_to_date_dollars",
 			"USD spent since the start of the current UTC month: each instance's price per hour times the hours it was billed in the month (from its provisioning to its termination), computed from the store at scrape time; it falls back to zero when a month starts.",
 			[]string{"project"}, nil),
@@ -51,11 +51,11 @@ func newAccountingCollector(s *Server) accountingCollector {
 			"The project's budget in USD per UTC month (the server config's projects[].budget.max_per_month); absent when it has none.",
 			[]string{"project"}, nil),
 		instances: prometheus.NewDesc("hoist_instances",
-			"Instances by status and backend (terminated ones until they are deleted).",
-			[]string{"status", "backend"}, nil),
+			"Instances by project, status and backend (terminated ones until they are deleted).",
+			[]string{"project", "status", "backend"}, nil),
 		jobs: prometheus.NewDesc("hoist_jobs",
-			"Job submissions of the current runs by status and backend (\"none\" for submissions never placed).",
-			[]string{"status", "backend"}, nil),
+			"Job submissions of the current runs by project, status and backend (\"none\" for submissions never placed).",
+			[]string{"project", "status", "backend"}, nil),
 	}
 }
 
@@ -75,16 +75,18 @@ func (ac accountingCollector) Describe(ch chan<- *prometheus.Desc) {
 func (ac accountingCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if inv := ac.s.deps.Inventory; inv != nil {
-		ac.collectInstances(ctx, inv, ch)
-	}
-	if acc, ok := ac.s.deps.Store.(Accounting); ok {
-		ac.collectSpend(ctx, acc, ch)
-		ac.collectJobs(ctx, acc, ch)
+	for _, p := range ac.s.projectList() {
+		if p.Inventory != nil {
+			ac.collectInstances(ctx, p.name, p.Inventory, ch)
+		}
+		if acc, ok := p.Store.(Accounting); ok {
+			ac.collectSpend(ctx, acc, ch)
+			ac.collectJobs(ctx, p.name, acc, ch)
+		}
 	}
 }
 
-func (ac accountingCollector) collectInstances(ctx context.Context, inv Inventory, ch chan<- prometheus.Metric) {
+func (ac accountingCollector) collectInstances(ctx context.Context, proj string, inv Inventory, ch chan<- prometheus.Metric) {
 	is, err := inv.ListInstances(ctx, "")
 	if err != nil {
 		ac.s.log.Warn("metrics scrape: list instances failed", "error", err)
@@ -101,11 +103,11 @@ func (ac accountingCollector) collectInstances(ctx context.Context, inv Inventor
 		counts[[2]string{i.Status, i.Backend}]++
 		if i.Status != "terminated" {
 			ch <- prometheus.MustNewConstMetric(ac.price, prometheus.GaugeValue, i.Price,
-				i.Name, i.Fleet, i.Backend, i.Region, strconv.FormatBool(i.Spot))
+				proj, i.Name, i.Fleet, i.Backend, i.Region, strconv.FormatBool(i.Spot))
 		}
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(ac.instances, prometheus.GaugeValue, float64(n), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(ac.instances, prometheus.GaugeValue, float64(n), proj, k[0], k[1])
 	}
 }
 
@@ -134,7 +136,7 @@ func (ac accountingCollector) collectSpend(ctx context.Context, acc Accounting, 
 	ch <- prometheus.MustNewConstMetric(ac.spendTotal, prometheus.CounterValue, spendSince(all, time.Time{}, now), acc.Project())
 }
 
-func (ac accountingCollector) collectJobs(ctx context.Context, acc Accounting, ch chan<- prometheus.Metric) {
+func (ac accountingCollector) collectJobs(ctx context.Context, proj string, acc Accounting, ch chan<- prometheus.Metric) {
 	cs, err := acc.CountJobs(ctx)
 	if err != nil {
 		ac.s.log.Warn("metrics scrape: count jobs failed", "error", err)
@@ -155,7 +157,7 @@ func (ac accountingCollector) collectJobs(ctx context.Context, acc Accounting, c
 		counts[[2]string{c.Status, be}] += c.N
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(ac.jobs, prometheus.GaugeValue, float64(n), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(ac.jobs, prometheus.GaugeValue, float64(n), proj, k[0], k[1])
 	}
 }
 

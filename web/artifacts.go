@@ -69,7 +69,7 @@ func ValidArtifactPath(p string) bool {
 
 // apiRunArtifacts lists a run's artifact files; ?job=N keeps job N's.
 func (s *Server) apiRunArtifacts(c *echo.Context) error {
-	if s.deps.Artifacts == nil {
+	if s.proj(c).Artifacts == nil {
 		return errUnavailable
 	}
 	job := -1
@@ -80,7 +80,7 @@ func (s *Server) apiRunArtifacts(c *echo.Context) error {
 		}
 		job = n
 	}
-	arts, err := s.deps.Artifacts.ListArtifacts(c.Request().Context(), c.Param("name"), job)
+	arts, err := s.proj(c).Artifacts.ListArtifacts(c.Request().Context(), c.Param("name"), job)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) apiRunArtifacts(c *echo.Context) error {
 
 // apiRunArtifact sends one artifact file as an attachment.
 func (s *Server) apiRunArtifact(c *echo.Context) error {
-	if s.deps.Artifacts == nil {
+	if s.proj(c).Artifacts == nil {
 		return errUnavailable
 	}
 	job, err := strconv.Atoi(c.Param("job"))
@@ -100,7 +100,7 @@ func (s *Server) apiRunArtifact(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rc, art, err := s.deps.Artifacts.OpenArtifact(c.Request().Context(), c.Param("name"), job, file)
+	rc, art, err := s.proj(c).Artifacts.OpenArtifact(c.Request().Context(), c.Param("name"), job, file)
 	if err != nil {
 		return err
 	}

@@ -223,20 +223,6 @@ func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// unscopedProject is the project the routes without a project in their
-// path serve: acting there needs a role of user or more in it.
-const unscopedProject = "main"
-
-// requireAct refuses viewers and non-members of unscopedProject.
-func (s *Server) requireAct(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		if !principal(c).RoleIn(unscopedProject).CanAct() {
-			return echo.NewHTTPError(http.StatusForbidden, "role viewer may not act")
-		}
-		return next(c)
-	}
-}
-
 func principal(c *echo.Context) Principal {
 	p, _ := c.Get(ctxPrincipal).(Principal)
 	return p
@@ -244,7 +230,12 @@ func principal(c *echo.Context) Principal {
 
 // viewer is what every page template knows about the caller.
 func (s *Server) viewer(c *echo.Context) Viewer {
-	v := Viewer{Principal: principal(c), Path: c.Request().URL.Path, Now: s.now()}
+	p := s.proj(c)
+	v := Viewer{Principal: principal(c), Path: c.Request().URL.Path, Now: s.now(),
+		Project: p.name, Role: p.Role, Base: p.Base}
+	if v.LoggedIn() {
+		v.Projects = s.visibleProjects(v.Principal)
+	}
 	if ses, ok := c.Get(ctxSession).(*session); ok {
 		v.CSRF = ses.csrf
 		v.Cookie = true
@@ -252,8 +243,8 @@ func (s *Server) viewer(c *echo.Context) Viewer {
 	return v
 }
 
-// Viewer describes the caller to templates: who they are, whether they may
-// act, and the CSRF token every form embeds.
+// Viewer describes the caller to templates: who they are, the project the
+// page shows and their role in it, and the CSRF token every form embeds.
 type Viewer struct {
 	Principal Principal
 	CSRF      string
@@ -261,13 +252,39 @@ type Viewer struct {
 	Path      string
 	// Now is the render time, from the server's clock.
 	Now time.Time
+	// Project is the project the page shows; Role is the caller's role in
+	// it.
+	Project string
+	Role    Role
+	// Base prefixes every link and form action of the project: "" for the
+	// default project, "/projects/<name>" for the others.
+	Base string
+	// Projects are the projects the caller may read (the switcher).
+	Projects []ProjectRole
 }
 
 // CanAct reports whether forms that change state are shown.
-func (v Viewer) CanAct() bool { return v.Principal.RoleIn(unscopedProject).CanAct() }
+func (v Viewer) CanAct() bool { return v.Role.CanAct() }
+
+// CanManage reports whether forms that manage the project (secrets, held
+// plans) are shown.
+func (v Viewer) CanManage() bool { return v.Role.CanManage() }
 
 // LoggedIn reports whether the caller is authenticated.
 func (v Viewer) LoggedIn() bool { return v.Principal.Role != "" }
+
+// Link is path in the page's project: path prefixed with Base.
+func (v Viewer) Link(path string) string { return v.Base + path }
+
+// ProjectLink is path in project name (the switcher's links).
+func (v Viewer) ProjectLink(name, path string) string {
+	for _, p := range v.Projects {
+		if p.Name == name && p.Default {
+			return path
+		}
+	}
+	return "/projects/" + name + path
+}
 
 func (s *Server) loginPage(c *echo.Context) error {
 	return s.render(c, http.StatusOK, loginPage(safeNext(c.QueryParam("next")), "", s.deps.OIDC.Name()))
@@ -391,6 +408,25 @@ func (l *loginFailures) fail(ip string) {
 	l.m[ip] = append(l.recent(ip), l.now())
 }
 
+// apiWhoami answers the caller as a Principal whose Projects are the
+// projects it may read with its role in each (every project for a global
+// admin).
 func (s *Server) apiWhoami(c *echo.Context) error {
-	return c.JSON(http.StatusOK, principal(c))
+	p := principal(c)
+	out := Principal{Name: p.Name, Role: p.Role, Projects: map[string]Role{}}
+	for _, pr := range s.visibleProjects(p) {
+		out.Projects[pr.Name] = pr.Role
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// API is an API path of the page's project: "/api/v1" then Base then path.
+func (v Viewer) API(path string) string { return "/api/v1" + v.Base + path }
+
+// LinkIf is Link for a path that may be empty (no link): empty stays empty.
+func (v Viewer) LinkIf(path string) string {
+	if path == "" {
+		return ""
+	}
+	return v.Link(path)
 }

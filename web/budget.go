@@ -31,15 +31,14 @@ func (s *Server) budgetOf(project string) plan.Budget { return s.cfg.Budgets[pro
 
 // budgetStatus is the shown project's budget and spend; without an
 // Accounting store the month-to-date spend is 0.
-func (s *Server) budgetStatus(ctx context.Context) (BudgetStatus, error) {
-	var st BudgetStatus
-	perHour, err := s.spendPerHour(ctx)
+func (s *Server) budgetStatus(ctx context.Context, p *project) (BudgetStatus, error) {
+	st := BudgetStatus{Project: p.name}
+	perHour, err := s.spendPerHour(ctx, p)
 	if err != nil {
 		return st, err
 	}
 	st.SpendPerHour = perHour
-	if acc, ok := s.deps.Store.(Accounting); ok {
-		st.Project = acc.Project()
+	if acc, ok := p.Store.(Accounting); ok {
 		now := s.now().UTC()
 		start := monthStart(now)
 		is, err := acc.BilledInstances(ctx, start)
@@ -47,9 +46,6 @@ func (s *Server) budgetStatus(ctx context.Context) (BudgetStatus, error) {
 			return st, err
 		}
 		st.SpendMonthToDate = spendSince(is, start, now)
-	}
-	if st.Project == "" {
-		st.Project = DefaultProject
 	}
 	b := s.budgetOf(st.Project)
 	if b.MaxPerHour > 0 {
@@ -62,7 +58,7 @@ func (s *Server) budgetStatus(ctx context.Context) (BudgetStatus, error) {
 }
 
 func (s *Server) apiBudget(c *echo.Context) error {
-	st, err := s.budgetStatus(c.Request().Context())
+	st, err := s.budgetStatus(c.Request().Context(), s.proj(c).project)
 	if err != nil {
 		return err
 	}

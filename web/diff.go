@@ -35,12 +35,12 @@ type DiffLine struct {
 // diff compares revisions from and to. An empty to means the applied
 // revision; an empty from means the revision seen before to.
 func (s *Server) diff(c *echo.Context, from, to string) (SpecDiff, error) {
-	if s.deps.Planner == nil {
+	if s.proj(c).Planner == nil {
 		return SpecDiff{}, errUnavailable
 	}
 	ctx := c.Request().Context()
 	if to == "" || from == "" {
-		revs, err := s.deps.Store.ListRevisions(ctx, 500)
+		revs, err := s.proj(c).Store.ListRevisions(ctx, 500)
 		if err != nil {
 			return SpecDiff{}, err
 		}
@@ -70,15 +70,15 @@ func (s *Server) diff(c *echo.Context, from, to string) (SpecDiff, error) {
 		}
 	}
 	for _, sha := range []string{from, to} {
-		if _, err := s.deps.Store.GetRevision(ctx, sha); err != nil {
+		if _, err := s.proj(c).Store.GetRevision(ctx, sha); err != nil {
 			return SpecDiff{}, err
 		}
 	}
-	a, err := s.deps.Planner.SpecsAt(ctx, from)
+	a, err := s.proj(c).Planner.SpecsAt(ctx, from)
 	if err != nil {
 		return SpecDiff{}, err
 	}
-	b, err := s.deps.Planner.SpecsAt(ctx, to)
+	b, err := s.proj(c).Planner.SpecsAt(ctx, to)
 	if err != nil {
 		return SpecDiff{}, err
 	}

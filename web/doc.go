@@ -8,6 +8,15 @@
 // package declares (Store, Syncer, Tokens, Inventory, Planner, Controller,
 // Offers, Secrets, and the optional RunCounter, JobGetter and LogTailer) and render
 // the result. Sync requests go to the Syncer, which coalesces them.
+//
+// Everything but login, webhooks, the proxy and the runner download belongs
+// to a project (project.go): each project has its own collaborators
+// (ProjectDeps; Deps' own per-project fields are the default project's),
+// its routes are registered as written for the default project and below
+// /projects/:project for any, and the inProject middleware resolves the
+// project and checks the caller's role in it (404 for a project the caller
+// has no role in, as for an unknown one; 403 when the role is too low).
+// Handlers reach the project only through Server.proj.
 // New(Config, Deps) builds a Server; HTTPServer serves it; Close ends live
 // streams. NotifyLogs and NotifyChange let the reconciler wake live pages;
 // Metrics is fed by the reconciler.
@@ -16,7 +25,7 @@
 // each resource's pages, forms and API handlers live together (runs.go,
 // logs.go, infra.go, offers.go, history.go, sync.go, previews.go for plans
 // of uncommitted files and pull requests, overview.go, spend.go, secrets.go,
-// auth.go, hooks.go); server.go builds the Server and maps errors;
+// auth.go, hooks.go, project.go); server.go builds the Server and maps errors;
 // render.go renders templ pages and static files.
 //
 // The gateway (`hoist gateway`, dstack's gateway) is also served from here,

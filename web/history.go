@@ -14,7 +14,7 @@ func (s *Server) apiListRevisions(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rs, err := s.deps.Store.ListRevisions(c.Request().Context(), int(limit))
+	rs, err := s.proj(c).Store.ListRevisions(c.Request().Context(), int(limit))
 	if err != nil {
 		return err
 	}
@@ -29,11 +29,11 @@ type revisionDetail struct {
 
 func (s *Server) apiGetRevision(c *echo.Context) error {
 	ctx := c.Request().Context()
-	r, err := s.deps.Store.GetRevision(ctx, c.Param("sha"))
+	r, err := s.proj(c).Store.GetRevision(ctx, c.Param("sha"))
 	if err != nil {
 		return err
 	}
-	evs, err := s.deps.Store.ListEvents(ctx, EventFilter{Revision: r.SHA, Limit: 500})
+	evs, err := s.proj(c).Store.ListEvents(ctx, EventFilter{Revision: r.SHA, Limit: 500})
 	if err != nil {
 		return err
 	}
@@ -52,21 +52,21 @@ func (s *Server) apiApplyRevision(c *echo.Context) error {
 
 // applyRevision re-applies an older revision; only while auto-sync is off.
 func (s *Server) applyRevision(c *echo.Context, sha string) error {
-	if s.deps.Controller == nil {
+	if s.proj(c).Controller == nil {
 		return errUnavailable
 	}
 	ctx := c.Request().Context()
-	if _, err := s.deps.Store.GetRevision(ctx, sha); err != nil {
+	if _, err := s.proj(c).Store.GetRevision(ctx, sha); err != nil {
 		return err
 	}
-	st, err := s.deps.Syncer.SyncStatus(ctx)
+	st, err := s.proj(c).Syncer.SyncStatus(ctx)
 	if err != nil {
 		return err
 	}
 	if st.AutoSync {
 		return echo.NewHTTPError(http.StatusConflict, "suspend auto-sync before applying an older revision; otherwise roll back with git revert")
 	}
-	if err := s.deps.Controller.ApplyRevision(ctx, sha); err != nil {
+	if err := s.proj(c).Controller.ApplyRevision(ctx, sha); err != nil {
 		return actionError(err)
 	}
 	s.log.Info("revision_apply", "sha", sha, "by", principal(c).Name)
@@ -86,7 +86,7 @@ func (s *Server) apiListEvents(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	evs, err := s.deps.Store.ListEvents(c.Request().Context(), EventFilter{
+	evs, err := s.proj(c).Store.ListEvents(c.Request().Context(), EventFilter{
 		Kind: c.QueryParam("kind"), Name: c.QueryParam("name"), Revision: c.QueryParam("revision"), Limit: int(limit),
 	})
 	if err != nil {
@@ -97,15 +97,15 @@ func (s *Server) apiListEvents(c *echo.Context) error {
 
 func (s *Server) pageHistory(c *echo.Context) error {
 	ctx := c.Request().Context()
-	st, err := s.deps.Syncer.SyncStatus(ctx)
+	st, err := s.proj(c).Syncer.SyncStatus(ctx)
 	if err != nil {
 		return err
 	}
-	revs, err := s.deps.Store.ListRevisions(ctx, 200)
+	revs, err := s.proj(c).Store.ListRevisions(ctx, 200)
 	if err != nil {
 		return err
 	}
-	d := historyData{Sync: st, Revisions: revs, Pulls: s.prs.list(), Controls: s.deps.Controller != nil}
+	d := historyData{Sync: st, Revisions: revs, Pulls: s.pulls(c), Controls: s.proj(c).Controller != nil}
 	for i, r := range revs {
 		if r.Applied {
 			d.DiffFrom = previousValid(revs, i)
@@ -116,32 +116,32 @@ func (s *Server) pageHistory(c *echo.Context) error {
 
 func (s *Server) pageRevision(c *echo.Context) error {
 	ctx := c.Request().Context()
-	rev, err := s.deps.Store.GetRevision(ctx, c.Param("sha"))
+	rev, err := s.proj(c).Store.GetRevision(ctx, c.Param("sha"))
 	if err != nil {
 		return err
 	}
-	st, err := s.deps.Syncer.SyncStatus(ctx)
+	st, err := s.proj(c).Syncer.SyncStatus(ctx)
 	if err != nil {
 		return err
 	}
-	evs, err := s.deps.Store.ListEvents(ctx, EventFilter{Revision: rev.SHA, Limit: 500})
+	evs, err := s.proj(c).Store.ListEvents(ctx, EventFilter{Revision: rev.SHA, Limit: 500})
 	if err != nil {
 		return err
 	}
-	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.deps.Controller != nil, CanPlan: s.deps.Planner != nil}
+	d := revisionPageData{Rev: rev, Sync: st, Events: evs, Controls: s.proj(c).Controller != nil, CanPlan: s.proj(c).Planner != nil}
 	if d.CanPlan && c.QueryParam("plan") == "1" {
 		// The same work as POST /api/v1/plan, under the same rules.
-		if !principal(c).RoleIn(unscopedProject).CanAct() {
+		if !s.proj(c).Role.CanAct() {
 			d.PlanError = "computing a plan needs the user role"
 		} else if ok, wait := s.plans.take(principal(c).Name); !ok {
 			d.PlanError = "plan rate limit: retry in " + strconv.Itoa(int((wait+time.Second-1)/time.Second)) + "s"
-		} else if p, err := s.deps.Planner.PlanRevision(ctx, "", rev.SHA); err != nil {
+		} else if p, err := s.proj(c).Planner.PlanRevision(ctx, "", rev.SHA); err != nil {
 			d.PlanError = "planning failed: " + err.Error()
 		} else {
 			d.Plan = &p
 		}
 	}
-	if revs, err := s.deps.Store.ListRevisions(ctx, 500); err == nil {
+	if revs, err := s.proj(c).Store.ListRevisions(ctx, 500); err == nil {
 		for i, r := range revs {
 			if r.SHA == rev.SHA {
 				d.Previous = previousValid(revs, i)
@@ -167,5 +167,5 @@ func (s *Server) formApply(c *echo.Context) error {
 	if err := s.applyRevision(c, sha); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/history/"+sha)
+	return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/history/"+sha)
 }

@@ -318,7 +318,7 @@ func (s *Server) hookGeneric(c *echo.Context) error {
 		s.metrics.observeWebhook("generic", "", "duplicate")
 		return c.JSON(http.StatusOK, hookAnswer{Message: "duplicate delivery ignored", Duplicate: true})
 	}
-	n := s.requestSync()
+	n := s.requestSync(s.defaultProj())
 	s.metrics.observeWebhook("generic", "", "sync_requested")
 	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})
 }
@@ -329,7 +329,7 @@ func (s *Server) trackedBranch(ctx context.Context) string {
 	if s.cfg.Branch != "" {
 		return s.cfg.Branch
 	}
-	if st, err := s.deps.Syncer.SyncStatus(ctx); err == nil {
+	if st, err := s.defaultProj().Syncer.SyncStatus(ctx); err == nil {
 		return st.Branch
 	}
 	return ""
@@ -342,7 +342,7 @@ func (s *Server) pushed(c *echo.Context, provider, ref, after string) error {
 		s.metrics.observeWebhook(provider, "push", "other_branch")
 		return c.JSON(http.StatusOK, hookAnswer{Message: "push to " + ref + " ignored: tracking " + b})
 	}
-	n := s.requestSync()
+	n := s.requestSync(s.defaultProj())
 	s.log.Info("webhook_push", "provider", provider, "ref", ref, "after", after, "requested", n)
 	s.metrics.observeWebhook(provider, "push", "sync_requested")
 	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})

@@ -7,10 +7,10 @@ import (
 )
 
 func (s *Server) apiListFleets(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return errUnavailable
 	}
-	fl, err := s.deps.Inventory.ListFleets(c.Request().Context())
+	fl, err := s.proj(c).Inventory.ListFleets(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -27,17 +27,17 @@ type fleetDetail struct {
 }
 
 func (s *Server) apiGetFleet(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return errUnavailable
 	}
 	ctx := c.Request().Context()
-	fl, err := s.deps.Inventory.ListFleets(ctx)
+	fl, err := s.proj(c).Inventory.ListFleets(ctx)
 	if err != nil {
 		return err
 	}
 	for _, f := range fl {
 		if f.Name == c.Param("name") {
-			is, err := s.deps.Inventory.ListInstances(ctx, f.Name)
+			is, err := s.proj(c).Inventory.ListInstances(ctx, f.Name)
 			if err != nil {
 				return err
 			}
@@ -49,10 +49,10 @@ func (s *Server) apiGetFleet(c *echo.Context) error {
 }
 
 func (s *Server) apiListInstances(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return errUnavailable
 	}
-	is, err := s.deps.Inventory.ListInstances(c.Request().Context(), c.QueryParam("fleet"))
+	is, err := s.proj(c).Inventory.ListInstances(c.Request().Context(), c.QueryParam("fleet"))
 	if err != nil {
 		return err
 	}
@@ -60,10 +60,10 @@ func (s *Server) apiListInstances(c *echo.Context) error {
 }
 
 func (s *Server) apiListVolumes(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return errUnavailable
 	}
-	vs, err := s.deps.Inventory.ListVolumes(c.Request().Context())
+	vs, err := s.proj(c).Inventory.ListVolumes(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -71,10 +71,10 @@ func (s *Server) apiListVolumes(c *echo.Context) error {
 }
 
 func (s *Server) apiListGateways(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return errUnavailable
 	}
-	gs, err := s.deps.Inventory.ListGateways(c.Request().Context())
+	gs, err := s.proj(c).Inventory.ListGateways(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -82,15 +82,15 @@ func (s *Server) apiListGateways(c *echo.Context) error {
 }
 
 func (s *Server) pageFleets(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return s.render(c, http.StatusOK, fleetsPage(s.viewer(c), nil, nil, false))
 	}
 	ctx := c.Request().Context()
-	fl, err := s.deps.Inventory.ListFleets(ctx)
+	fl, err := s.proj(c).Inventory.ListFleets(ctx)
 	if err != nil {
 		return err
 	}
-	is, err := s.deps.Inventory.ListInstances(ctx, "")
+	is, err := s.proj(c).Inventory.ListInstances(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -98,10 +98,10 @@ func (s *Server) pageFleets(c *echo.Context) error {
 }
 
 func (s *Server) pageVolumes(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return s.render(c, http.StatusOK, volumesPage(s.viewer(c), nil, false))
 	}
-	vs, err := s.deps.Inventory.ListVolumes(c.Request().Context())
+	vs, err := s.proj(c).Inventory.ListVolumes(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -109,10 +109,10 @@ func (s *Server) pageVolumes(c *echo.Context) error {
 }
 
 func (s *Server) pageGateways(c *echo.Context) error {
-	if s.deps.Inventory == nil {
+	if s.proj(c).Inventory == nil {
 		return s.render(c, http.StatusOK, gatewaysPage(s.viewer(c), nil, false))
 	}
-	gs, err := s.deps.Inventory.ListGateways(c.Request().Context())
+	gs, err := s.proj(c).Inventory.ListGateways(c.Request().Context())
 	if err != nil {
 		return err
 	}

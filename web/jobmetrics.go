@@ -67,11 +67,11 @@ func withCPUPercent(ps []MetricsPoint) []MetricsPoint {
 
 // jobMetrics is a job's samples with CPU percent, or nil when the server
 // has no JobMetrics or cannot say (logged).
-func (s *Server) jobMetrics(ctx context.Context, j Job) []MetricsPoint {
-	if s.deps.JobMetrics == nil || j.ID == "" {
+func (s *Server) jobMetrics(ctx context.Context, p *project, j Job) []MetricsPoint {
+	if p.JobMetrics == nil || j.ID == "" {
 		return nil
 	}
-	ps, err := s.deps.JobMetrics.JobMetrics(ctx, j.ID)
+	ps, err := p.JobMetrics.JobMetrics(ctx, j.ID)
 	if err != nil {
 		s.log.Warn("job metrics failed", "job", j.JobName, "error", err)
 		return nil
@@ -80,15 +80,15 @@ func (s *Server) jobMetrics(ctx context.Context, j Job) []MetricsPoint {
 }
 
 // jobMetricsCollector reports the hoist_job_* series from the newest sample
-// of every unfinished job at scrape time.
+// of every unfinished job of each project with JobMetrics at scrape time.
 type jobMetricsCollector struct {
-	src                     JobMetrics
+	s                       *Server
 	cpu, mem, limit, gu, gm *prometheus.Desc
 }
 
-func newJobMetricsCollector(src JobMetrics) jobMetricsCollector {
-	jl, gl := []string{"run", "job"}, []string{"run", "job", "gpu"}
-	return jobMetricsCollector{src: src,
+func newJobMetricsCollector(s *Server) jobMetricsCollector {
+	jl, gl := []string{"project", "run", "job"}, []string{"project", "run", "job", "gpu"}
+	return jobMetricsCollector{s: s,
 		cpu:   prometheus.NewDesc("hoist_job_cpu_usage_seconds_total", "CPU time the job's container consumed (from its cgroup).", jl, nil),
 		mem:   prometheus.NewDesc("hoist_job_memory_working_set_bytes", "The job container's memory in use less inactive file cache.", jl, nil),
 		limit: prometheus.NewDesc("hoist_job_memory_limit_bytes", "The job container's memory limit (absent without one).", jl, nil),
@@ -108,21 +108,27 @@ func (jc jobMetricsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (jc jobMetricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ps, err := jc.src.LatestJobMetrics(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(jc.mem, err)
-		return
-	}
-	for _, p := range ps {
-		ch <- prometheus.MustNewConstMetric(jc.cpu, prometheus.CounterValue, p.CPUUsageSeconds, p.RunName, p.JobName)
-		ch <- prometheus.MustNewConstMetric(jc.mem, prometheus.GaugeValue, float64(p.MemoryWorkingSetBytes), p.RunName, p.JobName)
-		if p.MemoryLimitBytes > 0 {
-			ch <- prometheus.MustNewConstMetric(jc.limit, prometheus.GaugeValue, float64(p.MemoryLimitBytes), p.RunName, p.JobName)
+	for _, proj := range jc.s.projectList() {
+		if proj.JobMetrics == nil {
+			continue
 		}
-		for _, g := range p.GPUs {
-			gpu := strconv.Itoa(g.Index)
-			ch <- prometheus.MustNewConstMetric(jc.gu, prometheus.GaugeValue, g.UtilPercent, p.RunName, p.JobName, gpu)
-			ch <- prometheus.MustNewConstMetric(jc.gm, prometheus.GaugeValue, float64(g.MemoryUsedBytes), p.RunName, p.JobName, gpu)
+		ps, err := proj.JobMetrics.LatestJobMetrics(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(jc.mem, err)
+			continue
+		}
+		pn := proj.name
+		for _, p := range ps {
+			ch <- prometheus.MustNewConstMetric(jc.cpu, prometheus.CounterValue, p.CPUUsageSeconds, pn, p.RunName, p.JobName)
+			ch <- prometheus.MustNewConstMetric(jc.mem, prometheus.GaugeValue, float64(p.MemoryWorkingSetBytes), pn, p.RunName, p.JobName)
+			if p.MemoryLimitBytes > 0 {
+				ch <- prometheus.MustNewConstMetric(jc.limit, prometheus.GaugeValue, float64(p.MemoryLimitBytes), pn, p.RunName, p.JobName)
+			}
+			for _, g := range p.GPUs {
+				gpu := strconv.Itoa(g.Index)
+				ch <- prometheus.MustNewConstMetric(jc.gu, prometheus.GaugeValue, g.UtilPercent, pn, p.RunName, p.JobName, gpu)
+				ch <- prometheus.MustNewConstMetric(jc.gm, prometheus.GaugeValue, float64(g.MemoryUsedBytes), pn, p.RunName, p.JobName, gpu)
+			}
 		}
 	}
 }

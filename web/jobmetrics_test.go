@@ -91,11 +91,11 @@ func TestMetrics_hoistJobSeries(t *testing.T) {
 	f := metricsFixture(t)
 	body := readBody(t, f.do(t, "GET", "/metrics", adminTok, nil))
 	for _, want := range []string{
-		`hoist_job_cpu_usage_seconds_total{job="web-0-0",run="web"} 110`,
-		`hoist_job_memory_working_set_bytes{job="web-0-0",run="web"} 5.36870912e+08`,
-		`hoist_job_memory_limit_bytes{job="web-0-0",run="web"} 1.073741824e+09`,
-		`hoist_job_gpu_utilization_percent{gpu="1",job="web-0-0",run="web"} 4`,
-		`hoist_job_gpu_memory_used_bytes{gpu="0",job="web-0-0",run="web"} 1.073741824e+09`,
+		`hoist_job_cpu_usage_seconds_total{job="web-0-0",project="main",run="web"} 110`,
+		`hoist_job_memory_working_set_bytes{job="web-0-0",project="main",run="web"} 5.36870912e+08`,
+		`hoist_job_memory_limit_bytes{job="web-0-0",project="main",run="web"} 1.073741824e+09`,
+		`hoist_job_gpu_utilization_percent{gpu="1",job="web-0-0",project="main",run="web"} 4`,
+		`hoist_job_gpu_memory_used_bytes{gpu="0",job="web-0-0",project="main",run="web"} 1.073741824e+09`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

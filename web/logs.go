@@ -21,7 +21,7 @@ const logPage = 1000
 // and streams new lines until the job finishes or the client leaves.
 func (s *Server) apiRunLogs(c *echo.Context) error {
 	ctx := c.Request().Context()
-	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	run, err := s.proj(c).Store.GetRun(ctx, c.Param("name"))
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 	}
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
-	fw := &follower{s: s, run: run.Name, job: job, checked: time.Now()}
+	fw := &follower{s: s, store: s.proj(c).Store, run: run.Name, job: job, checked: time.Now()}
 	var written int64
 	for {
 		n := logPage
@@ -63,7 +63,7 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 			n = int(limit - written)
 		}
 		seen := s.logs.current()
-		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, n)
+		lines, err := s.proj(c).Store.ReadLogs(ctx, fw.job.ID, after, n)
 		if err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ const sseHeartbeat = 15 * time.Second
 // "end" event closes a finished job's stream.
 func (s *Server) pageLogStream(c *echo.Context) error {
 	ctx := c.Request().Context()
-	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	run, err := s.proj(c).Store.GetRun(ctx, c.Param("name"))
 	if err != nil {
 		return err
 	}
@@ -171,12 +171,12 @@ func (s *Server) pageLogStream(c *echo.Context) error {
 		return true
 	}
 	bw.WriteString("retry: 2000\n\n")
-	fw := &follower{s: s, run: run.Name, job: job, checked: time.Now()}
+	fw := &follower{s: s, store: s.proj(c).Store, run: run.Name, job: job, checked: time.Now()}
 	lastStatus := ""
 	lastBeat := time.Now()
 	for {
 		seen := s.logs.current()
-		lines, err := s.deps.Store.ReadLogs(ctx, fw.job.ID, after, logPage)
+		lines, err := s.proj(c).Store.ReadLogs(ctx, fw.job.ID, after, logPage)
 		if err != nil {
 			return nil // the stream is committed; the client reconnects
 		}

@@ -143,10 +143,11 @@ func (m *Metrics) observeHTTP(method, route string, code int, d time.Duration) {
 	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
 }
 
-// runsCollector reports hoist_runs{status} from the store at scrape time.
+// runsCollector reports hoist_runs{project,status} from each project's
+// store at scrape time.
 type runsCollector struct {
-	count func(context.Context) (map[string]int, error)
-	desc  *prometheus.Desc
+	s    *Server
+	desc *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
@@ -156,20 +157,22 @@ func (rc runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- rc.desc }
 func (rc runsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts := map[string]int{}
-	for _, st := range runStatuses {
-		counts[st] = 0
-	}
-	n, err := rc.count(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(rc.desc, err)
-		return
-	}
-	for st, k := range n {
-		counts[st] = k
-	}
-	for st, n := range counts {
-		ch <- prometheus.MustNewConstMetric(rc.desc, prometheus.GaugeValue, float64(n), st)
+	for _, p := range rc.s.projectList() {
+		counts := map[string]int{}
+		for _, st := range runStatuses {
+			counts[st] = 0
+		}
+		n, err := rc.s.countRuns(ctx, p)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(rc.desc, err)
+			continue
+		}
+		for st, k := range n {
+			counts[st] = k
+		}
+		for st, n := range counts {
+			ch <- prometheus.MustNewConstMetric(rc.desc, prometheus.GaugeValue, float64(n), p.name, st)
+		}
 	}
 }
 

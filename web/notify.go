@@ -71,7 +71,9 @@ func (s *Server) NotifyLogs() {
 // NotifyChange tells the server that run or sync state changed: live
 // followers re-read their job and shared run lists are dropped.
 func (s *Server) NotifyChange() {
-	s.runList.invalidate()
+	for _, p := range s.projects {
+		p.runList.invalidate()
+	}
 	s.logs.notify()
 }
 
@@ -108,6 +110,7 @@ type JobGetter interface {
 // follower tracks one live follower's job.
 type follower struct {
 	s       *Server
+	store   Store
 	run     string
 	job     Job
 	checked time.Time
@@ -120,13 +123,13 @@ func (f *follower) refresh(ctx context.Context, notified bool) {
 		return
 	}
 	f.checked = time.Now()
-	if jg, ok := f.s.deps.Store.(JobGetter); ok {
+	if jg, ok := f.store.(JobGetter); ok {
 		if j, err := jg.GetJob(ctx, f.job.ID); err == nil {
 			f.job = j
 		}
 		return
 	}
-	if r, err := f.s.deps.Store.GetRun(ctx, f.run); err == nil {
+	if r, err := f.store.GetRun(ctx, f.run); err == nil {
 		if j, ok := pickJob(r, f.job.ID); ok {
 			f.job = j
 		}

@@ -12,12 +12,12 @@ import (
 
 func (s *Server) pageOverview(c *echo.Context) error {
 	ctx := c.Request().Context()
-	st, err := s.deps.Syncer.SyncStatus(ctx)
+	st, err := s.proj(c).Syncer.SyncStatus(ctx)
 	if err != nil {
 		return err
 	}
-	_, canConfirm := s.deps.Controller.(Confirmer)
-	d := overviewData{Sync: st, Controls: s.deps.Controller != nil, CanConfirm: canConfirm}
+	_, canConfirm := s.proj(c).Controller.(Confirmer)
+	d := overviewData{Sync: st, Controls: s.proj(c).Controller != nil, CanConfirm: canConfirm}
 	if st.Errors == nil {
 		d.Sync.Errors = []string{}
 	}
@@ -25,7 +25,7 @@ func (s *Server) pageOverview(c *echo.Context) error {
 		if sha == "" {
 			continue
 		}
-		if r, err := s.deps.Store.GetRevision(ctx, sha); err == nil {
+		if r, err := s.proj(c).Store.GetRevision(ctx, sha); err == nil {
 			if sha == st.Revision {
 				d.Applied = &r
 			}
@@ -35,7 +35,7 @@ func (s *Server) pageOverview(c *echo.Context) error {
 			}
 		}
 	}
-	counts, err := s.countRuns(ctx)
+	counts, err := s.countRuns(ctx, s.proj(c).project)
 	if err != nil {
 		return err
 	}
@@ -44,14 +44,14 @@ func (s *Server) pageOverview(c *echo.Context) error {
 			d.Counts = append(d.Counts, statusCount{stName, counts[stName]})
 		}
 	}
-	if d.Budget, err = s.budgetStatus(ctx); err != nil {
+	if d.Budget, err = s.budgetStatus(ctx, s.proj(c).project); err != nil {
 		return err
 	}
 	d.SpendPerHour = d.Budget.SpendPerHour
-	if d.Runs, err = s.runList.list(ctx, s.deps.Store, RunFilter{Limit: 10}); err != nil {
+	if d.Runs, err = s.proj(c).runList.list(ctx, s.proj(c).Store, RunFilter{Limit: 10}); err != nil {
 		return err
 	}
-	pts, err := s.spend(ctx, 24*time.Hour, time.Hour)
+	pts, err := s.spend(ctx, s.proj(c).project, 24*time.Hour, time.Hour)
 	if err != nil {
 		return err
 	}
@@ -59,13 +59,13 @@ func (s *Server) pageOverview(c *echo.Context) error {
 	return s.render(c, http.StatusOK, overviewPage(s.viewer(c), d))
 }
 
-// spendPerHour is what the billed instances cost per hour now
+// spendPerHour is what project p's billed instances cost per hour now
 // (plan.CostsOf): the same figure as a plan's spend now.
-func (s *Server) spendPerHour(ctx context.Context) (float64, error) {
-	if s.deps.Inventory == nil {
+func (s *Server) spendPerHour(ctx context.Context, p *project) (float64, error) {
+	if p.Inventory == nil {
 		return 0, nil
 	}
-	is, err := s.deps.Inventory.ListInstances(ctx, "")
+	is, err := p.Inventory.ListInstances(ctx, "")
 	if err != nil {
 		return 0, err
 	}

@@ -27,7 +27,7 @@ type PlanRequest struct {
 }
 
 func (s *Server) apiPlan(c *echo.Context) error {
-	if s.deps.Planner == nil {
+	if s.proj(c).Planner == nil {
 		return errUnavailable
 	}
 	var req PlanRequest
@@ -50,9 +50,9 @@ func (s *Server) apiPlan(c *echo.Context) error {
 		for k, v := range req.Files {
 			files[k] = []byte(v)
 		}
-		plan, err = s.deps.Planner.PlanFiles(ctx, files)
+		plan, err = s.proj(c).Planner.PlanFiles(ctx, files)
 	case req.SHA != "":
-		plan, err = s.deps.Planner.PlanRevision(ctx, req.Ref, req.SHA)
+		plan, err = s.proj(c).Planner.PlanRevision(ctx, req.Ref, req.SHA)
 	default:
 		return echo.NewHTTPError(http.StatusBadRequest, "give files or sha")
 	}
@@ -66,7 +66,7 @@ func (s *Server) apiPlan(c *echo.Context) error {
 }
 
 func (s *Server) apiPulls(c *echo.Context) error {
-	return c.JSON(http.StatusOK, s.prs.list())
+	return c.JSON(http.StatusOK, s.pulls(c))
 }
 
 // PRPlan is the plan hoist computed for a pull (or merge) request's head.
@@ -215,9 +215,9 @@ func (s *Server) planPR(ctx context.Context, pr PRPlan) {
 	if post {
 		s.postStatus(ctx, pr, "pending", "hoist is planning this revision")
 	}
-	if s.deps.Planner == nil {
+	if s.defaultProj().Planner == nil {
 		pr.State, pr.Error = "error", "planning is not available"
-	} else if plan, err := s.deps.Planner.PlanRevision(ctx, pr.Ref, pr.HeadSHA); err != nil {
+	} else if plan, err := s.defaultProj().Planner.PlanRevision(ctx, pr.Ref, pr.HeadSHA); err != nil {
 		pr.State, pr.Error = "error", err.Error()
 	} else {
 		pr.Plan = &plan
@@ -301,4 +301,14 @@ func (s *Server) postStatus(ctx context.Context, pr PRPlan, state, desc string) 
 		return fmt.Sprintf("refused: HTTP %d", resp.StatusCode)
 	}
 	return state
+}
+
+// pulls are the pull-request plans of the request's project: webhooks
+// (and so pull requests) belong to the default project; the others have
+// none.
+func (s *Server) pulls(c *echo.Context) []PRPlan {
+	if s.proj(c).name != s.defaultProject {
+		return []PRPlan{}
+	}
+	return s.prs.list()
 }

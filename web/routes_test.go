@@ -50,8 +50,8 @@ func fullFixture(t *testing.T) (*fixture, *fakeController) {
 // routeCase is one route and what each caller gets.
 type routeCase struct {
 	method, path, body string
-	// anon, viewer, user, admin are the expected statuses.
-	anon, viewer, user, admin int
+	// anon, viewer, user, manager, admin are the expected statuses.
+	anon, viewer, user, manager, admin int
 }
 
 const (
@@ -60,15 +60,19 @@ const (
 )
 
 func readRoute(method, path string, ok int) routeCase {
-	return routeCase{method: method, path: path, anon: 401, viewer: ok, user: ok, admin: ok}
+	return routeCase{method: method, path: path, anon: 401, viewer: ok, user: ok, manager: ok, admin: ok}
 }
 
 func actRoute(method, path, body string, ok int) routeCase {
-	return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: ok, admin: ok}
+	return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: ok, manager: ok, admin: ok}
+}
+
+func manageRoute(method, path, body string, ok int) routeCase {
+	return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: 403, manager: ok, admin: ok}
 }
 
 func openRoute(method, path string, ok int) routeCase {
-	return routeCase{method: method, path: path, anon: ok, viewer: ok, user: ok, admin: ok}
+	return routeCase{method: method, path: path, anon: ok, viewer: ok, user: ok, manager: ok, admin: ok}
 }
 
 func TestServer_everyRouteByRole(t *testing.T) {
@@ -118,10 +122,11 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"GET /api/v1/sync":                        readRoute("GET", "/api/v1/sync", 200),
 		"POST /api/v1/sync":                       actRoute("POST", "/api/v1/sync", "", 202),
 		"POST /api/v1/sync/suspend":               actRoute("POST", "/api/v1/sync/suspend", "", 200),
-		"POST /api/v1/sync/confirm":               actRoute("POST", "/api/v1/sync/confirm", `{"revision":"bbb"}`, 200),
-		"POST /sync/confirm":                      actRoute("POST", "/sync/confirm", "", 400),
+		"POST /api/v1/sync/confirm":               manageRoute("POST", "/api/v1/sync/confirm", `{"revision":"bbb"}`, 200),
+		"POST /sync/confirm":                      manageRoute("POST", "/sync/confirm", "", 400),
 		"POST /api/v1/sync/resume":                actRoute("POST", "/api/v1/sync/resume", "", 200),
 		"GET /api/v1/whoami":                      readRoute("GET", "/api/v1/whoami", 200),
+		"GET /api/v1/projects":                    readRoute("GET", "/api/v1/projects", 200),
 		"GET /":                                   readRoute("GET", "/", 200),
 		"GET /runs":                               readRoute("GET", "/runs?status=done", 200),
 		"GET /runs/:name":                         readRoute("GET", "/runs/hello", 200),
@@ -138,15 +143,15 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		"POST /sync":                              actRoute("POST", "/sync", "", 303),
 		"POST /sync/suspend":                      actRoute("POST", "/sync/suspend", "", 303),
 		"POST /sync/resume":                       actRoute("POST", "/sync/resume", "", 303),
-		// Viewers see secret names; only users and admins read or change values.
+		// Viewers see secret names; only managers and admins read or change values.
 		"GET /api/v1/secrets":          readRoute("GET", "/api/v1/secrets", 200),
-		"GET /api/v1/secrets/:name":    actRoute("GET", "/api/v1/secrets/HF_TOKEN", "", 200),
-		"PUT /api/v1/secrets/:name":    actRoute("PUT", "/api/v1/secrets/NEW", `{"value":"v"}`, 200),
-		"POST /api/v1/secrets":         actRoute("POST", "/api/v1/secrets", `{"name":"NEW2","value":"v"}`, 200),
-		"DELETE /api/v1/secrets/:name": actRoute("DELETE", "/api/v1/secrets/NOPE", "", 404),
+		"GET /api/v1/secrets/:name":    manageRoute("GET", "/api/v1/secrets/HF_TOKEN", "", 200),
+		"PUT /api/v1/secrets/:name":    manageRoute("PUT", "/api/v1/secrets/NEW", `{"value":"v"}`, 200),
+		"POST /api/v1/secrets":         manageRoute("POST", "/api/v1/secrets", `{"name":"NEW2","value":"v"}`, 200),
+		"DELETE /api/v1/secrets/:name": manageRoute("DELETE", "/api/v1/secrets/NOPE", "", 404),
 		"GET /secrets":                 readRoute("GET", "/secrets", 200),
-		"POST /secrets":                actRoute("POST", "/secrets", "", 303),
-		"POST /secrets/:name/delete":   actRoute("POST", "/secrets/NOPE/delete", "", 404),
+		"POST /secrets":                manageRoute("POST", "/secrets", "", 303),
+		"POST /secrets/:name/delete":   manageRoute("POST", "/secrets/NOPE/delete", "", 404),
 	}
 	// Users are global admins' (users_api.go); members a project's admins'
 	// and managers'; tokens everyone's own.
@@ -178,11 +183,15 @@ func TestServer_everyRouteByRole(t *testing.T) {
 	cases["POST /api/v1/plan"] = actRoute("POST", "/api/v1/plan", `{"files":{"a.dstack.yml":"type: task"}}`, 200)
 
 	f, _ := fullFixture(t)
-	// Every registered route is in the table.
+	// Every registered route is in the table, but for the routes below
+	// /projects/:project, which TestProjects_everyRouteByProjectRole walks.
 	for _, r := range f.srv.echo.Router().Routes() {
 		switch r.Method {
 		case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
 		default:
+			continue
+		}
+		if strings.Contains(r.Path, "/projects/:project") {
 			continue
 		}
 		if _, ok := cases[r.Method+" "+r.Path]; !ok {
@@ -193,7 +202,7 @@ func TestServer_everyRouteByRole(t *testing.T) {
 		for _, who := range []struct {
 			tok  string
 			want int
-		}{{"", rc.anon}, {viewerTok, rc.viewer}, {userTok, rc.user}, {adminTok, rc.admin}} {
+		}{{"", rc.anon}, {viewerTok, rc.viewer}, {userTok, rc.user}, {managerTok, rc.manager}, {adminTok, rc.admin}} {
 			var body io.Reader
 			if rc.body != "" {
 				body = strings.NewReader(rc.body)
@@ -288,18 +297,18 @@ func TestServer_confirmHeldRevision(t *testing.T) {
 	f.syncer.mu.Lock()
 	f.syncer.status = SyncStatus{Status: SyncSynced, Revision: "aaa", LatestRevision: "bbb", Held: true, HeldReasons: []string{"would delete 2 of 3 runs"}}
 	f.syncer.mu.Unlock()
-	d := doc(t, f.do(t, "GET", "/", userTok, nil))
+	d := doc(t, f.do(t, "GET", "/", managerTok, nil))
 	if d.Find(`[data-testid=sync-held]`).Length() != 1 || d.Find(`[data-testid=confirm-held]`).Length() != 1 {
 		t.Error("overview does not offer to confirm the held plan")
 	}
-	r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{"revision":"bbb"}`))
+	r := f.do(t, "POST", "/api/v1/sync/confirm", managerTok, strings.NewReader(`{"revision":"bbb"}`))
 	if r.StatusCode != 200 {
 		t.Fatalf("confirm: %d %s", r.StatusCode, readBody(t, r))
 	}
 	if got := ctl.list(); len(got) != 1 || got[0] != "confirm bbb" {
 		t.Errorf("controller calls %v", got)
 	}
-	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{}`)); r.StatusCode != 400 {
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", managerTok, strings.NewReader(`{}`)); r.StatusCode != 400 {
 		t.Errorf("confirm without revision: %d", r.StatusCode)
 	}
 }
@@ -326,7 +335,7 @@ func TestServer_confirmBudgetHoldNeedsAProjectAdmin(t *testing.T) {
 
 func TestServer_confirmWithoutTheCapabilityIs404(t *testing.T) {
 	f := newFixture(t, func(_ *Config, d *Deps) { d.Controller = noConfirm{&fakeController{}} })
-	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{"revision":"x"}`)); r.StatusCode != 404 {
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", managerTok, strings.NewReader(`{"revision":"x"}`)); r.StatusCode != 404 {
 		t.Errorf("confirm without Confirmer: %d", r.StatusCode)
 	}
 }

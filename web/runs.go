@@ -18,7 +18,7 @@ func (s *Server) apiListRuns(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := s.runList.list(c.Request().Context(), s.deps.Store, f)
+	runs, err := s.proj(c).runList.list(c.Request().Context(), s.proj(c).Store, f)
 	if err != nil {
 		return err
 	}
@@ -27,7 +27,7 @@ func (s *Server) apiListRuns(c *echo.Context) error {
 		if r.Jobs == nil {
 			r.Jobs = []Job{}
 		}
-		s.setServiceURL(c.Request().Context(), &r)
+		s.setServiceURL(c.Request().Context(), s.proj(c).project, &r)
 		out[i] = r
 	}
 	return c.JSON(http.StatusOK, out)
@@ -46,15 +46,15 @@ func runFilter(c *echo.Context) (RunFilter, error) {
 }
 
 func (s *Server) apiGetRun(c *echo.Context) error {
-	run, err := s.deps.Store.GetRun(c.Request().Context(), c.Param("name"))
+	run, err := s.proj(c).Store.GetRun(c.Request().Context(), c.Param("name"))
 	if err != nil {
 		return err
 	}
-	s.setServiceURL(c.Request().Context(), &run)
-	run.Service = s.serviceStatus(c.Request().Context(), run)
+	s.setServiceURL(c.Request().Context(), s.proj(c).project, &run)
+	run.Service = s.serviceStatus(c.Request().Context(), s.proj(c).project, run)
 	for i, j := range run.Jobs {
 		if j.FinishedAt == nil {
-			run.Jobs[i].Metrics = s.jobMetrics(c.Request().Context(), j)
+			run.Jobs[i].Metrics = s.jobMetrics(c.Request().Context(), s.proj(c).project, j)
 		}
 	}
 	return c.JSON(http.StatusOK, apiRun(run))
@@ -62,11 +62,11 @@ func (s *Server) apiGetRun(c *echo.Context) error {
 
 // serviceStatus is a service run's dashboard, or nil for other runs, when
 // the server has no ServiceStatuses, or when it cannot say (logged).
-func (s *Server) serviceStatus(ctx context.Context, r Run) *ServiceStatus {
-	if r.Type != "service" || s.deps.ServiceStatuses == nil {
+func (s *Server) serviceStatus(ctx context.Context, p *project, r Run) *ServiceStatus {
+	if r.Type != "service" || p.ServiceStatuses == nil {
 		return nil
 	}
-	st, err := s.deps.ServiceStatuses.ServiceStatus(ctx, DefaultProject, r.Name)
+	st, err := p.ServiceStatuses.ServiceStatus(ctx, p.name, r.Name)
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
 			s.log.Warn("service status failed", "run", r.Name, "error", err)
@@ -90,18 +90,18 @@ func (s *Server) serviceStatus(ctx context.Context, r Run) *ServiceStatus {
 // setServiceURL sets a service run's URL (and its model's base URL): at
 // the gateway that serves it, else on the proxy; nothing for other runs
 // and when this hoist has no proxy.
-func (s *Server) setServiceURL(ctx context.Context, r *Run) {
+func (s *Server) setServiceURL(ctx context.Context, p *project, r *Run) {
 	if r.Type != "service" || s.deps.Services == nil {
 		return
 	}
 	if gs, isGS := s.deps.Services.(GatewayServices); isGS {
-		if u, ok, err := gs.GatewayURLs(ctx, DefaultProject, r.Name); err == nil && ok {
+		if u, ok, err := gs.GatewayURLs(ctx, p.name, r.Name); err == nil && ok {
 			r.ServiceURL, r.ModelURL = u.Service, u.Model
 			return
 		}
 	}
 	base := strings.TrimRight(s.cfg.ExternalURL, "/")
-	r.ServiceURL = base + ServicePath(DefaultProject, r.Name)
+	r.ServiceURL = base + ServicePath(p.name, r.Name)
 	// The model's base URL, when the spec is at hand (a single run): an
 	// openai model's is the service's with its prefix, others' the model
 	// endpoint (dstack's table, without a gateway).
@@ -117,7 +117,7 @@ func (s *Server) setServiceURL(ctx context.Context, r *Run) {
 	if spec.Model.Format == "openai" || spec.Model.Format == "" {
 		r.ModelURL = r.ServiceURL + strings.TrimPrefix(spec.Model.Prefix, "/")
 	} else {
-		r.ModelURL = base + "/proxy/models/" + url.PathEscape(DefaultProject) + "/"
+		r.ModelURL = base + "/proxy/models/" + url.PathEscape(p.name) + "/"
 	}
 }
 
@@ -148,7 +148,7 @@ func apiRun(r Run) Run {
 }
 
 func (s *Server) apiRunJobs(c *echo.Context) error {
-	run, err := s.deps.Store.GetRun(c.Request().Context(), c.Param("name"))
+	run, err := s.proj(c).Store.GetRun(c.Request().Context(), c.Param("name"))
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *Server) apiRunEvents(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	evs, err := s.deps.Store.ListEvents(c.Request().Context(), EventFilter{Kind: "run", Name: c.Param("name"), Limit: int(limit)})
+	evs, err := s.proj(c).Store.ListEvents(c.Request().Context(), EventFilter{Kind: "run", Name: c.Param("name"), Limit: int(limit)})
 	if err != nil {
 		return err
 	}
@@ -171,25 +171,25 @@ func (s *Server) apiRunEvents(c *echo.Context) error {
 }
 
 func (s *Server) runAction(c *echo.Context, action, name string) error {
-	if s.deps.Controller == nil {
+	if s.proj(c).Controller == nil {
 		return errUnavailable
 	}
 	ctx := c.Request().Context()
-	if _, err := s.deps.Store.GetRun(ctx, name); err != nil {
+	if _, err := s.proj(c).Store.GetRun(ctx, name); err != nil {
 		return err
 	}
 	var err error
 	switch action {
 	case "stop":
-		err = s.deps.Controller.StopRun(ctx, name, false)
+		err = s.proj(c).Controller.StopRun(ctx, name, false)
 	case "abort":
-		err = s.deps.Controller.StopRun(ctx, name, true)
+		err = s.proj(c).Controller.StopRun(ctx, name, true)
 	case "rerun":
-		err = s.deps.Controller.RerunRun(ctx, name)
+		err = s.proj(c).Controller.RerunRun(ctx, name)
 	case "suspend":
-		err = s.deps.Controller.SetRunSuspended(ctx, name, true)
+		err = s.proj(c).Controller.SetRunSuspended(ctx, name, true)
 	case "resume":
-		err = s.deps.Controller.SetRunSuspended(ctx, name, false)
+		err = s.proj(c).Controller.SetRunSuspended(ctx, name, false)
 	}
 	if err != nil {
 		return actionError(err)
@@ -232,7 +232,7 @@ func (s *Server) apiListJobs(c *echo.Context) error {
 		return err
 	}
 	f.Limit = int(limit)
-	jobs, err := s.deps.Store.ListJobs(c.Request().Context(), f)
+	jobs, err := s.proj(c).Store.ListJobs(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (s *Server) pageRuns(c *echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	f.Limit, f.Offset = runsPerPage+1, int(page-1)*runsPerPage
-	runs, err := s.runList.list(ctx, s.deps.Store, f)
+	runs, err := s.proj(c).runList.list(ctx, s.proj(c).Store, f)
 	if err != nil {
 		return err
 	}
@@ -271,8 +271,8 @@ func (s *Server) pageRuns(c *echo.Context) error {
 		runs = runs[:runsPerPage]
 	}
 	var fleets []string
-	if s.deps.Inventory != nil {
-		if fl, err := s.deps.Inventory.ListFleets(ctx); err == nil {
+	if s.proj(c).Inventory != nil {
+		if fl, err := s.proj(c).Inventory.ListFleets(ctx); err == nil {
 			for _, x := range fl {
 				fleets = append(fleets, x.Name)
 			}
@@ -283,7 +283,7 @@ func (s *Server) pageRuns(c *echo.Context) error {
 
 func (s *Server) pageRun(c *echo.Context) error {
 	ctx := c.Request().Context()
-	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	run, err := s.proj(c).Store.GetRun(ctx, c.Param("name"))
 	if err != nil {
 		return err
 	}
@@ -295,26 +295,26 @@ func (s *Server) pageRun(c *echo.Context) error {
 	if !ok && c.QueryParam("job") != "" {
 		return echo.NewHTTPError(http.StatusNotFound, "no such job")
 	}
-	s.setServiceURL(ctx, &run)
-	run.Service = s.serviceStatus(ctx, run)
-	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.deps.Controller != nil,
+	s.setServiceURL(ctx, s.proj(c).project, &run)
+	run.Service = s.serviceStatus(ctx, s.proj(c).project, run)
+	d := runPageData{Run: run, Job: job, After: after, Spec: redactSpec(run.Spec), Controls: s.proj(c).Controller != nil,
 		Timeline: runTimeline(run, s.now())}
 	if run.Service != nil {
 		d.ServiceChart = serviceChart(run.Service.History)
 	}
 	if ok && job.FinishedAt == nil {
-		d.Usage = jobUsageCharts(s.jobMetrics(ctx, job))
+		d.Usage = jobUsageCharts(s.jobMetrics(ctx, s.proj(c).project, job))
 	}
 	if ok && c.QueryParam("after") == "" {
 		// Open on the newest lines when the store can say where they are.
-		if lt, isTailer := s.deps.Store.(LogTailer); isTailer {
+		if lt, isTailer := s.proj(c).Store.(LogTailer); isTailer {
 			if last, err := lt.LastLogSeq(ctx, job.ID); err == nil && last > pageLogLines {
 				d.After = last - pageLogLines
 			}
 		}
 	}
 	if ok {
-		d.Lines, err = s.deps.Store.ReadLogs(ctx, job.ID, d.After, pageLogLines+1)
+		d.Lines, err = s.proj(c).Store.ReadLogs(ctx, job.ID, d.After, pageLogLines+1)
 		if err != nil {
 			return err
 		}
@@ -325,9 +325,9 @@ func (s *Server) pageRun(c *echo.Context) error {
 		d.Lines, cut = capLogLines(d.Lines)
 		d.More = d.More || cut
 	}
-	if s.deps.Artifacts != nil {
+	if s.proj(c).Artifacts != nil {
 		// The page is still worth showing without its artifacts.
-		if d.Artifacts, err = s.deps.Artifacts.ListArtifacts(ctx, run.Name, -1); err != nil {
+		if d.Artifacts, err = s.proj(c).Artifacts.ListArtifacts(ctx, run.Name, -1); err != nil {
 			s.log.Warn("artifacts not listed", "run", run.Name, "error", err)
 			d.Artifacts = nil
 		}
@@ -336,7 +336,7 @@ func (s *Server) pageRun(c *echo.Context) error {
 		}
 	}
 	d.Spec, d.SpecFull = capSpec(d.Spec)
-	d.Events, err = s.deps.Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
+	d.Events, err = s.proj(c).Store.ListEvents(ctx, EventFilter{Kind: "run", Name: run.Name, Limit: 100})
 	if err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func (s *Server) formRunAction(c *echo.Context) error {
 	if err := s.runAction(c, action, name); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/runs/"+name)
+	return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/runs/"+name)
 }
 
 // runsPerPage is how many runs one page of /runs lists.
@@ -366,12 +366,13 @@ type pager struct {
 	More bool
 }
 
-// countRuns counts runs by status, through RunCounter when the store has it.
-func (s *Server) countRuns(ctx context.Context) (map[string]int, error) {
-	if rc, ok := s.deps.Store.(RunCounter); ok {
+// countRuns counts a project's runs by status, through RunCounter when its
+// store has it.
+func (s *Server) countRuns(ctx context.Context, p *project) (map[string]int, error) {
+	if rc, ok := p.Store.(RunCounter); ok {
 		return rc.CountRuns(ctx)
 	}
-	runs, err := s.deps.Store.ListRuns(ctx, RunFilter{})
+	runs, err := p.Store.ListRuns(ctx, RunFilter{})
 	if err != nil {
 		return nil, err
 	}

@@ -61,15 +61,15 @@ type SecretValue struct {
 	Value string `json:"value"`
 }
 
-func (s *Server) secretsOr501() (Secrets, error) {
-	if s.deps.Secrets == nil {
+func (s *Server) secretsOr501(c *echo.Context) (Secrets, error) {
+	if s.proj(c).Secrets == nil {
 		return nil, errUnavailable
 	}
-	return s.deps.Secrets, nil
+	return s.proj(c).Secrets, nil
 }
 
 func (s *Server) apiListSecrets(c *echo.Context) error {
-	sec, err := s.secretsOr501()
+	sec, err := s.secretsOr501(c)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *Server) apiListSecrets(c *echo.Context) error {
 
 // apiGetSecret is the one answer that carries a secret's value.
 func (s *Server) apiGetSecret(c *echo.Context) error {
-	sec, err := s.secretsOr501()
+	sec, err := s.secretsOr501(c)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Server) apiGetSecret(c *echo.Context) error {
 // apiSetSecret creates or replaces a secret: PUT /secrets/:name with
 // {"value": ...}, or POST /secrets with {"name": ..., "value": ...}.
 func (s *Server) apiSetSecret(c *echo.Context) error {
-	sec, err := s.secretsOr501()
+	sec, err := s.secretsOr501(c)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (s *Server) setSecret(c *echo.Context, sec Secrets, name string, value []by
 }
 
 func (s *Server) apiDeleteSecret(c *echo.Context) error {
-	sec, err := s.secretsOr501()
+	sec, err := s.secretsOr501(c)
 	if err != nil {
 		return err
 	}
@@ -161,10 +161,10 @@ func (s *Server) deleteSecret(c *echo.Context, sec Secrets, name string) error {
 }
 
 func (s *Server) pageSecrets(c *echo.Context) error {
-	if s.deps.Secrets == nil {
+	if s.proj(c).Secrets == nil {
 		return s.render(c, http.StatusOK, secretsPage(s.viewer(c), nil, false, c.QueryParam("msg")))
 	}
-	list, err := s.deps.Secrets.ListSecrets(c.Request().Context())
+	list, err := s.proj(c).Secrets.ListSecrets(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (s *Server) pageSecrets(c *echo.Context) error {
 // formSetSecret is the page's set form. Browsers send a textarea's line
 // breaks as CRLF; they are stored as LF.
 func (s *Server) formSetSecret(c *echo.Context) error {
-	sec, err := s.secretsOr501()
+	sec, err := s.secretsOr501(c)
 	if err != nil {
 		return err
 	}
@@ -183,15 +183,15 @@ func (s *Server) formSetSecret(c *echo.Context) error {
 	if err := s.setSecret(c, sec, name, []byte(value)); err != nil {
 		var he *echo.HTTPError
 		if errors.As(err, &he) && he.Code < 500 {
-			return c.Redirect(http.StatusSeeOther, "/secrets?msg="+url.QueryEscape(he.Message))
+			return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/secrets?msg="+url.QueryEscape(he.Message))
 		}
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/secrets?msg="+url.QueryEscape("secret "+name+" set"))
+	return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/secrets?msg="+url.QueryEscape("secret "+name+" set"))
 }
 
 func (s *Server) formDeleteSecret(c *echo.Context) error {
-	sec, err := s.secretsOr501()
+	sec, err := s.secretsOr501(c)
 	if err != nil {
 		return err
 	}
@@ -199,5 +199,5 @@ func (s *Server) formDeleteSecret(c *echo.Context) error {
 	if err := s.deleteSecret(c, sec, name); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/secrets?msg="+url.QueryEscape("secret "+name+" deleted"))
+	return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/secrets?msg="+url.QueryEscape("secret "+name+" deleted"))
 }

@@ -147,15 +147,15 @@ func secretsPage(v Viewer, list []Secret, ok bool, msg string) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					if v.CanAct() {
+					if v.CanManage() {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<form method=\"post\" action=\"")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
 						var templ_7745c5c3_Var9 templ.SafeURL
-						templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL("/secrets/" + sec.Name + "/delete"))
+						templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL(v.Link("/secrets/" + sec.Name + "/delete")))
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `secrets.templ`, Line: 26, Col: 87}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `secrets.templ`, Line: 26, Col: 95}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 						if templ_7745c5c3_Err != nil {
@@ -189,8 +189,21 @@ func secretsPage(v Viewer, list []Secret, ok bool, msg string) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if v.CanAct() {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<h2>Set a secret</h2><form method=\"post\" action=\"/secrets\" data-testid=\"secret-form\" autocomplete=\"off\">")
+				if v.CanManage() {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<h2>Set a secret</h2><form method=\"post\" action=\"")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var10 templ.SafeURL
+					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinURLErrs(templ.SafeURL(v.Link("/secrets")))
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `secrets.templ`, Line: 41, Col: 66}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "\" data-testid=\"secret-form\" autocomplete=\"off\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -198,7 +211,7 @@ func secretsPage(v Viewer, list []Secret, ok bool, msg string) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<p><label>Name <input type=\"text\" name=\"name\" required pattern=\"[A-Za-z0-9_\\-]{1,100}\"></label></p><p><label>Value <textarea name=\"value\" rows=\"4\" cols=\"60\" spellcheck=\"false\"></textarea></label></p><p><button type=\"submit\">Set</button> <span class=\"muted\">Setting an existing name replaces its value.</span></p></form>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<p><label>Name <input type=\"text\" name=\"name\" required pattern=\"[A-Za-z0-9_\\-]{1,100}\"></label></p><p><label>Value <textarea name=\"value\" rows=\"4\" cols=\"60\" spellcheck=\"false\"></textarea></label></p><p><button type=\"submit\">Set</button> <span class=\"muted\">Setting an existing name replaces its value.</span></p></form>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

@@ -96,7 +96,7 @@ func TestSecretsAPI_setGetDelete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := f.do(t, tt.method, tt.path, userTok, strings.NewReader(tt.body), "Content-Type", "application/json")
+			r := f.do(t, tt.method, tt.path, managerTok, strings.NewReader(tt.body), "Content-Type", "application/json")
 			body := readBody(t, r)
 			if r.StatusCode != tt.want {
 				t.Fatalf("%d %s, want %d", r.StatusCode, body, tt.want)
@@ -137,7 +137,7 @@ func TestSecretsAPI_unavailableWithoutSecrets(t *testing.T) {
 
 func TestSecretsPage_writeOnlyFormWithCSRF(t *testing.T) {
 	f, sec := secretsFixture(t)
-	ck := f.login(t, userTok)
+	ck := f.login(t, managerTok)
 	cookie := ck.Name + "=" + ck.Value
 	page := readBody(t, f.do(t, "GET", "/secrets", "", nil, "Cookie", cookie, "Accept", "text/html"))
 	if !strings.Contains(page, "HF_TOKEN") || strings.Contains(page, secretValueForTests) {

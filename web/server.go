@@ -60,6 +60,10 @@ type Config struct {
 	// hoist_project_budget_dollars_per_hour; a project without one has no
 	// limit.
 	Budgets map[string]plan.Budget
+	// DefaultProject is the project of Deps' own per-project fields, which
+	// the unprefixed routes (/runs, /api/v1/runs, …) address; empty means
+	// DefaultProject ("main").
+	DefaultProject string
 }
 
 // Timeouts bound each connection, so that slow or idle clients cannot hold
@@ -110,9 +114,18 @@ func (t Timeouts) withDefaults() Timeouts {
 	return d
 }
 
-// Deps are the collaborators the server consumes. Store and Syncer are
-// required; the others are optional and their routes answer 501 without them.
+// Deps are the collaborators the server consumes. The fields that
+// ProjectDeps also has (Store, Syncer, Inventory, Planner, Controller,
+// Secrets, Artifacts, ServiceStatuses, JobMetrics) are the default project's
+// (Config.DefaultProject); Projects holds every other project's. Store and
+// Syncer are required in each project; the others are optional and their
+// routes answer 501 without them.
 type Deps struct {
+	// Projects are the projects other than the default one, by name (a
+	// plain URL path segment); their routes live below /projects/<name>
+	// and /api/v1/projects/<name>. An entry named like the default project
+	// is refused.
+	Projects map[string]ProjectDeps
 	// Store reads runs, jobs, logs, events and revisions (required).
 	Store Store
 	// Syncer reports sync status and syncs (required).
@@ -125,7 +138,8 @@ type Deps struct {
 	Planner Planner
 	// Controller carries out actions (stop, re-run, suspend, apply).
 	Controller Controller
-	// Offers answers offer queries.
+	// Offers answers offer queries; the backends are the server's, so
+	// every project shows the same offers.
 	Offers Offers
 	// Secrets keeps the project's secrets (the /secrets page and API).
 	Secrets Secrets
@@ -167,18 +181,21 @@ type Deps struct {
 type Server struct {
 	cfg  Config
 	deps Deps
-	log  *slog.Logger
-	now  func() time.Time
-	echo *echo.Echo
-	sess *sessions
-	logs broadcast
+	// defaultProject names the project of the unprefixed routes; projects
+	// holds every project, the default one included.
+	defaultProject string
+	projects       map[string]*project
+	log            *slog.Logger
+	now            func() time.Time
+	echo           *echo.Echo
+	sess           *sessions
+	logs           broadcast
 	// notifying is set once NotifyLogs was called: followers then poll slowly.
 	notifying atomic.Bool
 	metrics   *Metrics
 	seen      *deliveries
 	logins    *loginFailures
 	plans     *planLimiter
-	runList   *runListCache
 	prs       *prPlans
 	proxy     *serviceProxy
 	bg        sync.WaitGroup
@@ -189,11 +206,9 @@ type Server struct {
 
 // New builds a server.
 func New(cfg Config, deps Deps) (*Server, error) {
-	if deps.Store == nil {
-		return nil, errors.New("web: deps.Store is required")
-	}
-	if deps.Syncer == nil {
-		return nil, errors.New("web: deps.Syncer is required")
+	def, projects, err := buildProjects(cfg, deps)
+	if err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -217,28 +232,27 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		log:     log,
-		now:     now,
-		sess:    newSessions(now, cfg.SessionTTL),
-		seen:    newDeliveries(now, deliveryTTL, deliveryMax),
-		prs:     newPRPlans(),
-		runList: newRunListCache(cfg.ListCacheTTL),
-		logins:  newLoginFailures(now),
-		plans:   newPlanLimiter(now),
-		cancel:  cancel,
+		cfg:            cfg,
+		deps:           deps,
+		defaultProject: def,
+		projects:       projects,
+		log:            log,
+		now:            now,
+		sess:           newSessions(now, cfg.SessionTTL),
+		seen:           newDeliveries(now, deliveryTTL, deliveryMax),
+		prs:            newPRPlans(),
+		logins:         newLoginFailures(now),
+		plans:          newPlanLimiter(now),
+		cancel:         cancel,
 	}
 	s.sess.shared, s.sess.log = deps.Shared, log
 	s.seen.shared, s.seen.log = deps.Shared, log
 	s.prs.shared, s.prs.log = deps.Shared, log
 	s.metrics = NewMetrics()
-	s.metrics.reg.MustRegister(runsCollector{count: s.countRuns, desc: prometheus.NewDesc(
-		"hoist_runs", "Runs by status.", []string{"status"}, nil)})
+	s.metrics.reg.MustRegister(runsCollector{s: s, desc: prometheus.NewDesc(
+		"hoist_runs", "Runs by status.", []string{"project", "status"}, nil)})
 	s.metrics.reg.MustRegister(newAccountingCollector(s))
-	if deps.JobMetrics != nil {
-		s.metrics.reg.MustRegister(newJobMetricsCollector(deps.JobMetrics))
-	}
+	s.metrics.reg.MustRegister(newJobMetricsCollector(s))
 	s.ctx = ctx
 	if deps.Meter == nil {
 		deps.Meter = NewMeter(now)

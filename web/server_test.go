@@ -14,9 +14,10 @@ import (
 )
 
 const (
-	adminTok  = "admin-secret-token"
-	userTok   = "user-token"
-	viewerTok = "viewer-token"
+	adminTok   = "admin-secret-token"
+	userTok    = "user-token"
+	managerTok = "manager-token"
+	viewerTok  = "viewer-token"
 )
 
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
@@ -48,8 +49,9 @@ func newFixture(t *testing.T, mutate ...func(*Config, *Deps)) *fixture {
 	sy := &fakeSyncer{status: SyncStatus{Status: SyncSynced, Revision: "0123", LatestRevision: "0123"}}
 	cfg := Config{AdminToken: adminTok, WebhookSecret: "It's a Secret to Everybody", Now: func() time.Time { return t0 }, ListCacheTTL: -1}
 	deps := Deps{Store: st, Syncer: sy, Tokens: fakeTokens{
-		userTok:   {Name: "ursula", Role: RoleUser, Projects: map[string]Role{"main": RoleUser}},
-		viewerTok: {Name: "vic", Role: RoleUser, Projects: map[string]Role{"main": RoleViewer}},
+		userTok:    {Name: "ursula", Role: RoleUser, Projects: map[string]Role{DefaultProject: RoleUser}},
+		managerTok: {Name: "mona", Role: RoleUser, Projects: map[string]Role{DefaultProject: RoleManager}},
+		viewerTok:  {Name: "vic", Role: RoleUser, Projects: map[string]Role{DefaultProject: RoleViewer}},
 	}}
 	for _, m := range mutate {
 		m(&cfg, &deps)

@@ -31,12 +31,12 @@ func spendWindow(v string) (time.Duration, time.Duration, error) {
 	return 0, 0, echo.NewHTTPError(http.StatusBadRequest, "window must be 24h, 7d or 30d")
 }
 
-// spend buckets the cost of every submission that ran in the window.
-func (s *Server) spend(ctx context.Context, window, step time.Duration) ([]SpendPoint, error) {
+// spend buckets the cost of every submission of project p that ran in the window.
+func (s *Server) spend(ctx context.Context, p *project, window, step time.Duration) ([]SpendPoint, error) {
 	now := s.now().UTC()
 	end := now.Truncate(step).Add(step)
 	start := end.Add(-window)
-	jobs, err := s.deps.Store.ListJobs(ctx, JobFilter{Since: start})
+	jobs, err := p.Store.ListJobs(ctx, JobFilter{Since: start})
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (s *Server) apiSpend(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pts, err := s.spend(c.Request().Context(), window, step)
+	pts, err := s.spend(c.Request().Context(), s.proj(c).project, window, step)
 	if err != nil {
 		return err
 	}

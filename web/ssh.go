@@ -41,7 +41,7 @@ const (
 // otherwise splices the connection to the job's runner until either side
 // closes it.
 func (s *Server) apiRunSSH(c *echo.Context) error {
-	jssh, ok := s.deps.Controller.(JobSSH)
+	jssh, ok := s.proj(c).Controller.(JobSSH)
 	if !ok {
 		return echo.NewHTTPError(http.StatusNotImplemented, "this server has no SSH into jobs")
 	}
@@ -54,7 +54,7 @@ func (s *Server) apiRunSSH(c *echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, SSHUserKeyHeader+": "+err.Error())
 	}
 	ctx := r.Context()
-	run, err := s.deps.Store.GetRun(ctx, c.Param("name"))
+	run, err := s.proj(c).Store.GetRun(ctx, c.Param("name"))
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 const heldError = "held: "
 
 func (s *Server) apiSyncStatus(c *echo.Context) error {
-	st, err := s.deps.Syncer.SyncStatus(c.Request().Context())
+	st, err := s.proj(c).Syncer.SyncStatus(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -34,18 +34,19 @@ type syncAccepted struct {
 
 // requestSync asks the Syncer for a sync, counts the request in
 // hoist_sync_requests_total and returns its number.
-func (s *Server) requestSync() uint64 {
+// requestSync asks project p's Syncer for a sync.
+func (s *Server) requestSync(p *project) uint64 {
 	s.metrics.syncRequests.Inc()
-	return s.deps.Syncer.RequestSync()
+	return p.Syncer.RequestSync()
 }
 
 func (s *Server) apiSync(c *echo.Context) error {
-	n := s.requestSync()
+	n := s.requestSync(s.proj(c).project)
 	if c.QueryParam("wait") == "true" {
 		ctx := c.Request().Context()
 		// A failed sync is logged and counted by the reconciler; the
 		// answer says only that it ran.
-		if err := s.deps.Syncer.WaitSynced(ctx, n); err != nil && ctx.Err() != nil {
+		if err := s.proj(c).Syncer.WaitSynced(ctx, n); err != nil && ctx.Err() != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, syncAccepted{Requested: n, Message: "sync done"})
@@ -55,10 +56,10 @@ func (s *Server) apiSync(c *echo.Context) error {
 
 func (s *Server) apiAutoSync(enabled bool) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		if s.deps.Controller == nil {
+		if s.proj(c).Controller == nil {
 			return errUnavailable
 		}
-		if err := s.deps.Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
+		if err := s.proj(c).Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
 			return actionError(err)
 		}
 		s.log.Info("auto_sync_set", "enabled", enabled, "by", principal(c).Name)
@@ -84,7 +85,7 @@ func (s *Server) apiConfirm(c *echo.Context) error {
 
 // confirm lifts the holds of revision sha's plan.
 func (s *Server) confirm(c *echo.Context, sha string) error {
-	cf, ok := s.deps.Controller.(Confirmer)
+	cf, ok := s.proj(c).Controller.(Confirmer)
 	if !ok {
 		// 404, not 501: the route is as absent as the capability.
 		return echo.NewHTTPError(http.StatusNotFound, "confirming held plans is not available in this hoist")
@@ -101,19 +102,19 @@ func (s *Server) confirm(c *echo.Context, sha string) error {
 
 func (s *Server) formAutoSync(enabled bool) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		if s.deps.Controller == nil {
+		if s.proj(c).Controller == nil {
 			return errUnavailable
 		}
-		if err := s.deps.Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
+		if err := s.proj(c).Controller.SetAutoSync(c.Request().Context(), enabled); err != nil {
 			return actionError(err)
 		}
-		return c.Redirect(http.StatusSeeOther, "/")
+		return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/")
 	}
 }
 
 func (s *Server) formSync(c *echo.Context) error {
-	s.requestSync()
-	return c.Redirect(http.StatusSeeOther, "/")
+	s.requestSync(s.proj(c).project)
+	return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/")
 }
 
 func (s *Server) formConfirm(c *echo.Context) error {
@@ -124,5 +125,5 @@ func (s *Server) formConfirm(c *echo.Context) error {
 	if err := s.confirm(c, sha); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/")
+	return c.Redirect(http.StatusSeeOther, s.proj(c).Base+"/")
 }

@@ -82,7 +82,7 @@ func TestView_tokensSyncAndHistory(t *testing.T) {
 	v, seeded := open(t)
 	ctx := t.Context()
 	p, err := v.LookupToken(ctx, seeded.Tokens.Viewer)
-	if err != nil || p.Role != web.RoleUser || p.RoleIn("main") != web.RoleViewer || p.Name != "victor" {
+	if err != nil || p.RoleIn(store.DefaultProject) != web.RoleViewer || p.Role != web.RoleUser || p.Name != "victor" {
 		t.Errorf("viewer token: %+v %v", p, err)
 	}
 	if _, err := v.LookupToken(ctx, "nope"); !errors.Is(err, web.ErrNotFound) {
