@@ -278,7 +278,7 @@ func TestBrowser_loginAndRunsList(t *testing.T) {
 			t.Errorf("runs table lacks %q:\n%s", want, rows)
 		}
 	}
-	if who := text(t, tab, `[data-testid=whoami]`); who != "victor (user)" {
+	if who := text(t, tab, `[data-testid=whoami]`); who != "victor (viewer)" {
 		t.Errorf("whoami = %q", who)
 	}
 	// A viewer sees no action buttons.

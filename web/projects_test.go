@@ -167,6 +167,16 @@ var globalRoutes = map[string]bool{
 	"GET /login": true, "POST /login": true, "POST /logout": true,
 	"POST /hooks/github": true, "POST /hooks/gitlab": true, "POST /hooks/generic": true,
 	"GET /api/v1/whoami": true, "GET /api/v1/projects": true,
+	// Users, members and tokens check the caller's global or project role
+	// themselves (users_api.go; TestUsersAPI_* and TestServer_everyRouteByRole).
+	"GET /admin": true, "POST /admin/users": true, "POST /admin/users/:name/delete": true,
+	"POST /admin/projects/:project/members": true, "POST /admin/projects/:project/members/:user/delete": true,
+	"POST /admin/tokens": true, "POST /admin/tokens/:id/revoke": true,
+	"GET /api/v1/users": true, "POST /api/v1/users": true, "DELETE /api/v1/users/:name": true,
+	"GET /api/v1/projects/:project/members": true, "POST /api/v1/projects/:project/members": true,
+	"DELETE /api/v1/projects/:project/members/:user": true,
+	"GET /api/v1/tokens": true, "POST /api/v1/tokens": true, "DELETE /api/v1/tokens/:id": true,
+	"GET /login/oidc": true, "GET /login/oidc/callback": true,
 }
 
 // wantAccess is what a project route must need, independently of the route

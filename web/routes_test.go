@@ -156,26 +156,29 @@ func TestServer_everyRouteByRole(t *testing.T) {
 	// Users are global admins' (users_api.go); members a project's admins'
 	// and managers'; tokens everyone's own.
 	adminOnly := func(method, path, body string, ok int) routeCase {
-		return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: 403, admin: ok}
+		return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: 403, manager: 403, admin: ok}
+	}
+	managers := func(method, path, body string, ok int) routeCase {
+		return routeCase{method: method, path: path, body: body, anon: 401, viewer: 403, user: 403, manager: ok, admin: ok}
 	}
 	for k, rc := range map[string]routeCase{
 		"GET /admin":                                         readRoute("GET", "/admin", 200),
 		"POST /admin/users":                                  adminOnly("POST", "/admin/users", "", 303),
 		"POST /admin/users/:name/delete":                     adminOnly("POST", "/admin/users/nobody/delete", "", 303),
-		"POST /admin/projects/:project/members":              adminOnly("POST", "/admin/projects/main/members", "", 303),
-		"POST /admin/projects/:project/members/:user/delete": adminOnly("POST", "/admin/projects/main/members/nobody/delete", "", 303),
+		"POST /admin/projects/:project/members":              managers("POST", "/admin/projects/main/members", "", 303),
+		"POST /admin/projects/:project/members/:user/delete": managers("POST", "/admin/projects/main/members/nobody/delete", "", 303),
 		"POST /admin/tokens":                                 readRoute("POST", "/admin/tokens", 303),
 		"POST /admin/tokens/:id/revoke":                      readRoute("POST", "/admin/tokens/nope/revoke", 303),
 		"GET /api/v1/users":                                  adminOnly("GET", "/api/v1/users", "", 200),
 		"POST /api/v1/users":                                 adminOnly("POST", "/api/v1/users", `{"name":"newbie"}`, 201),
 		"DELETE /api/v1/users/:name":                         adminOnly("DELETE", "/api/v1/users/nobody", "", 404),
-		"GET /api/v1/projects/:project/members":              adminOnly("GET", "/api/v1/projects/main/members", "", 200),
-		"POST /api/v1/projects/:project/members":             adminOnly("POST", "/api/v1/projects/main/members", `{"user":"vic","role":"viewer"}`, 200),
-		"DELETE /api/v1/projects/:project/members/:user":     adminOnly("DELETE", "/api/v1/projects/main/members/nobody", "", 404),
+		"GET /api/v1/projects/:project/members":              managers("GET", "/api/v1/projects/main/members", "", 200),
+		"POST /api/v1/projects/:project/members":             managers("POST", "/api/v1/projects/main/members", `{"user":"vic","role":"viewer"}`, 200),
+		"DELETE /api/v1/projects/:project/members/:user":     managers("DELETE", "/api/v1/projects/main/members/nobody", "", 404),
 		"GET /api/v1/tokens":                                 readRoute("GET", "/api/v1/tokens", 200),
 		// vic (the viewer) creates its own token; ursula may not create
 		// vic's; the admin may, but the name is then taken.
-		"POST /api/v1/tokens":       {method: "POST", path: "/api/v1/tokens", body: `{"name":"ci","user":"vic"}`, anon: 401, viewer: 201, user: 403, admin: 409},
+		"POST /api/v1/tokens":       {method: "POST", path: "/api/v1/tokens", body: `{"name":"ci","user":"vic"}`, anon: 401, viewer: 201, user: 403, manager: 403, admin: 409},
 		"DELETE /api/v1/tokens/:id": readRoute("DELETE", "/api/v1/tokens/nope", 404),
 	} {
 		cases[k] = rc
@@ -321,9 +324,9 @@ func TestServer_confirmBudgetHoldNeedsAProjectAdmin(t *testing.T) {
 	f.store.revs = append(f.store.revs, Revision{SHA: "ccc", Valid: true, Plan: &Plan{Held: true, CostAfter: 12,
 		Budget: &plan.BudgetCheck{Project: "main", Budget: plan.Budget{MaxPerHour: 10}, OverPerHour: 2, Holds: true}}})
 	f.store.mu.Unlock()
-	if r := f.do(t, "POST", "/api/v1/sync/confirm", userTok, strings.NewReader(`{"revision":"ccc"}`)); r.StatusCode != 403 ||
+	if r := f.do(t, "POST", "/api/v1/sync/confirm", managerTok, strings.NewReader(`{"revision":"ccc"}`)); r.StatusCode != 403 ||
 		!strings.Contains(readBody(t, r), "only an admin of the project may confirm it") {
-		t.Errorf("a user confirming a budget hold: %d", r.StatusCode)
+		t.Errorf("a manager confirming a budget hold: %d", r.StatusCode)
 	}
 	if r := f.do(t, "POST", "/api/v1/sync/confirm", adminTok, strings.NewReader(`{"revision":"ccc"}`)); r.StatusCode != 200 {
 		t.Errorf("an admin confirming a budget hold: %d %s", r.StatusCode, readBody(t, r))

@@ -158,9 +158,15 @@ func (s *Server) deleteUser(c *echo.Context, us Users, name string) error {
 }
 
 // requireManager refuses callers who may not manage the project's members:
-// its admins and managers may, and global admins.
-func requireManager(c *echo.Context, project string) error {
-	if !principal(c).RoleIn(project).CanManage() {
+// its admins and managers may, and global admins. A project the server
+// does not serve, or one the caller has no role in, is not found (as on
+// every project route).
+func (s *Server) requireManager(c *echo.Context, project string) error {
+	role := principal(c).RoleIn(project)
+	if s.projects[project] == nil || !role.CanRead() {
+		return errNoProject
+	}
+	if !role.CanManage() {
 		return echo.NewHTTPError(http.StatusForbidden, "only the project's admins and managers manage its members")
 	}
 	return nil
@@ -172,7 +178,7 @@ func (s *Server) apiListMembers(c *echo.Context) error {
 		return err
 	}
 	project := c.Param("project")
-	if err := requireManager(c, project); err != nil {
+	if err := s.requireManager(c, project); err != nil {
 		return err
 	}
 	list, err := us.ListMembers(c.Request().Context(), project)
@@ -204,7 +210,7 @@ func (s *Server) apiSetMember(c *echo.Context) error {
 // but admin, and may not change an admin's role (dstack's managers likewise
 // manage members but not admins).
 func (s *Server) setMember(c *echo.Context, us Users, project string, m Member) error {
-	if err := requireManager(c, project); err != nil {
+	if err := s.requireManager(c, project); err != nil {
 		return err
 	}
 	switch m.Role {
@@ -258,7 +264,7 @@ func (s *Server) apiRemoveMember(c *echo.Context) error {
 }
 
 func (s *Server) removeMember(c *echo.Context, us Users, project, user string) error {
-	if err := requireManager(c, project); err != nil {
+	if err := s.requireManager(c, project); err != nil {
 		return err
 	}
 	if err := s.guardAdmins(c, us, project, user, ""); err != nil {

@@ -57,7 +57,9 @@ func usersServerWith(t *testing.T, oidc func(base string) *web.OIDCLogin) (*http
 	view := storeview.New(st, "")
 	ts := httptest.NewUnstartedServer(nil)
 	ts.Start()
-	deps := web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Users: view, Shared: view}
+	ml := storeview.New(st, "ml")
+	deps := web.Deps{Store: view, Syncer: noopSyncer{view}, Tokens: view, Users: view, Shared: view,
+		Projects: map[string]web.ProjectDeps{"ml": {Store: ml, Syncer: noopSyncer{ml}}}}
 	if oidc != nil {
 		deps.OIDC = oidc(ts.URL)
 	}
@@ -135,7 +137,7 @@ func TestUsersAPI_rolesMembersAndTokensOverTheStore(t *testing.T) {
 	mustStatus("ann lists ml", call(t, c, ts.URL, "GET", "/api/v1/projects/ml/members", ann, nil, nil), 200)
 	mustStatus("ann adds bob", call(t, c, ts.URL, "POST", "/api/v1/projects/ml/members", ann, web.Member{User: "bob", Role: web.RoleUser}, nil), 200)
 	mustStatus("ann makes bob admin", call(t, c, ts.URL, "POST", "/api/v1/projects/ml/members", ann, web.Member{User: "bob", Role: web.RoleAdmin}, nil), 403)
-	mustStatus("ann in web", call(t, c, ts.URL, "GET", "/api/v1/projects/web/members", ann, nil, nil), 403)
+	mustStatus("ann in web", call(t, c, ts.URL, "GET", "/api/v1/projects/web/members", ann, nil, nil), 404)
 	mustStatus("ann lists users", call(t, c, ts.URL, "GET", "/api/v1/users", ann, nil, nil), 403)
 	mustStatus("admin makes bob admin of ml", call(t, c, ts.URL, "POST", "/api/v1/projects/ml/members", boot, web.Member{User: "bob", Role: web.RoleAdmin}, nil), 200)
 	mustStatus("ann removes admin bob", call(t, c, ts.URL, "DELETE", "/api/v1/projects/ml/members/bob", ann, nil, nil), 403)
