@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -184,6 +185,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
 	projects := serverProjects(cfg, o)
+	if (o.repo != "" || o.branch != "" || o.path != "") && !slices.ContainsFunc(cfg.Projects, func(p projectEntry) bool { return p.Repo == "" }) && len(cfg.Projects) > 0 {
+		return fmt.Errorf("--repo, --branch and --path are the source of project main, and config %s gives every project its own repo", o.config)
+	}
 	policies := map[string]*policy.Policy{}
 	for _, p := range projects {
 		if p.repo == "" {
