@@ -22,8 +22,8 @@ import (
 func TestProjects_twoDirectoriesOfOneRepository(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	r := newRepo(t)
-	r.write("a/hello.dstack.yml", task("hello", "  - echo from-a\n"))
-	r.write("b/hello.dstack.yml", task("hello", "  - echo from-b\n"))
+	r.write("a/hello.dstack.yml", small(task("hello", "  - echo from-a\n")))
+	r.write("b/hello.dstack.yml", small(task("hello", "  - echo from-b\n")))
 	first := r.commit("two projects")
 	cfg := filepath.Join(t.TempDir(), "config.yml")
 	conf := fmt.Sprintf(`backends:
@@ -86,7 +86,7 @@ projects:
 		}
 	}
 
-	r.write("b/hello.dstack.yml", task("hello", "  - echo from-b-again\n"))
+	r.write("b/hello.dstack.yml", small(task("hello", "  - echo from-b-again\n")))
 	second := r.commit("change b only")
 	waitDone("b", second)
 	var ssa store.SyncState
@@ -100,4 +100,11 @@ projects:
 	if rs, _ := st.ListRuns(t.Context(), store.RunFilter{Project: "a", Name: "hello", Limit: 10}); len(rs) != 1 {
 		t.Errorf("project a has %d runs of hello; want 1", len(rs))
 	}
+}
+
+// small asks a task for one CPU and 1 GB: each of the two projects' fleets
+// of this host has half of it, and dstack's default (cpu 2..) does not fit
+// half of a host of two CPUs.
+func small(spec string) string {
+	return spec + "resources:\n  cpu: 1..\n  memory: 1GB..\n"
 }
