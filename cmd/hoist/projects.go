@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -89,20 +90,21 @@ type projectSpec struct {
 // serverProjects lists the projects of cfg: `projects:` in order, or, when
 // it lists none, project main from the flags. A project main without a
 // repo takes the flags' source; a project without backends the top-level
-// ones.
-func serverProjects(cfg serverConfig, o serveOptions) []projectSpec {
+// ones. Flags no project takes are refused.
+func serverProjects(cfg serverConfig, o serveOptions) ([]projectSpec, error) {
 	var top []string
 	for _, e := range cfg.Backends {
 		top = append(top, backendName(e))
 	}
 	if len(cfg.Projects) == 0 {
-		return []projectSpec{{name: store.DefaultProject, repo: o.repo, branch: o.branch, path: o.path, backends: top}}
+		return []projectSpec{{name: store.DefaultProject, repo: o.repo, branch: o.branch, path: o.path, backends: top}}, nil
 	}
+	flags := false
 	var out []projectSpec
 	for _, p := range cfg.Projects {
 		ps := projectSpec{name: p.Name, repo: p.Repo, branch: p.Branch, path: p.Path, backends: top}
 		if p.Repo == "" {
-			ps.repo, ps.branch, ps.path = o.repo, o.branch, o.path
+			ps.repo, ps.branch, ps.path, flags = o.repo, o.branch, o.path, true
 		}
 		if len(p.Backends) > 0 {
 			ps.backends = nil
@@ -112,7 +114,10 @@ func serverProjects(cfg serverConfig, o serveOptions) []projectSpec {
 		}
 		out = append(out, ps)
 	}
-	return out
+	if !flags && (o.repo != "" || o.branch != "" || o.path != "") {
+		return nil, errors.New("--repo, --branch and --path are the source of project main, and every project of projects has its own repo")
+	}
+	return out, nil
 }
 
 // allBackends is the config with every backend the server opens: the

@@ -67,7 +67,10 @@ projects:
 		t.Fatal(err)
 	}
 	o := serveOptions{repo: "/srv/specs", branch: "main", path: "hoist"}
-	got := serverProjects(cfg, o)
+	got, err := serverProjects(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []projectSpec{
 		{name: "main", repo: "/srv/specs", branch: "main", path: "hoist", backends: []string{"local"}},
 		{name: "ml-team", repo: "https://example.com/ml.git", branch: "prod", path: "specs", backends: []string{"ssh"}},
@@ -83,8 +86,12 @@ projects:
 	if bes := allBackends(cfg).Backends; len(bes) != 2 {
 		t.Errorf("server backends = %+v; want local and ssh", bes)
 	}
-	one := serverProjects(serverConfig{Backends: cfg.Backends}, o)
-	if len(one) != 1 || one[0].name != "main" || one[0].repo != "/srv/specs" {
-		t.Errorf("no projects: %+v; want main from the flags", one)
+	one, err := serverProjects(serverConfig{Backends: cfg.Backends}, o)
+	if err != nil || len(one) != 1 || one[0].name != "main" || one[0].repo != "/srv/specs" {
+		t.Errorf("no projects: %+v, %v; want main from the flags", one, err)
+	}
+	own := serverConfig{Projects: []projectEntry{{Name: "a", Repo: "/r"}}}
+	if _, err := serverProjects(own, o); err == nil || !strings.Contains(err.Error(), "--repo") {
+		t.Errorf("--repo that no project takes: %v; want it refused", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -184,9 +183,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
-	projects := serverProjects(cfg, o)
-	if (o.repo != "" || o.branch != "" || o.path != "") && !slices.ContainsFunc(cfg.Projects, func(p projectEntry) bool { return p.Repo == "" }) && len(cfg.Projects) > 0 {
-		return fmt.Errorf("--repo, --branch and --path are the source of project main, and config %s gives every project its own repo", o.config)
+	projects, err := serverProjects(cfg, o)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", o.config, err)
 	}
 	policies := map[string]*policy.Policy{}
 	for _, p := range projects {
