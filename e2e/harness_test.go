@@ -107,8 +107,8 @@ type server struct {
 	exe      string // the hoist binary; bin/hoist when empty
 }
 
-// startServer starts hoist serve on repoDir with a fresh data dir and a
-// unique installation label, and removes every container it created when
+// startServer starts hoist serve on repoDir (no --repo when empty) with a
+// fresh data dir and a unique installation label, and removes every container it created when
 // the test ends.
 func startServer(t *testing.T, repoDir string, extra ...string) *server {
 	t.Helper()
@@ -123,8 +123,11 @@ func startServerExe(t *testing.T, exe, repoDir string, extra ...string) *server 
 		t: t, token: "e2e-admin-token", dataDir: t.TempDir(),
 		install: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), exe: exe,
 	}
-	s.args = append([]string{"serve", "--repo", repoDir, "--data-dir", s.dataDir, "--installation", s.install,
+	s.args = append([]string{"serve", "--data-dir", s.dataDir, "--installation", s.install,
 		"--poll-interval", "1m", "--log-level", "debug"}, extra...)
+	if repoDir != "" { // "": the config's projects name their repositories
+		s.args = append([]string{"serve", "--repo", repoDir}, s.args[1:]...)
+	}
 	t.Cleanup(func() {
 		s.stop()
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=hoist.installation="+s.install).Output()

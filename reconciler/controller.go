@@ -63,6 +63,14 @@ type Config struct {
 	// to fleets that name the local backend in `backends` (each instance
 	// reserving its share).
 	NoLocalFleet bool
+	// LocalShares is how many projects' controllers of this server make a
+	// fleet of this host through the same local backend (cmd/hoist: the
+	// projects whose backends include it). With more than one, this
+	// project's fleet of this host gets an instance of 1/LocalShares of the
+	// host's CPUs, memory and GPUs (at least one CPU) instead of the whole
+	// host: the local backend admits instances while they fit next to each
+	// other, so the projects together never reserve more than the host.
+	LocalShares int
 	// LocalBackend is the name of the backend of this host (when empty,
 	// the configured backend whose traits say its instances share this
 	// host; see localBackend).
@@ -450,7 +458,7 @@ func (c *Controller) resync(ctx context.Context) {
 	for _, r := range runs {
 		c.runs.Add(r.ID)
 	}
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: activeJobStatuses, Limit: 1 << 30}) // every one, not the first 1000
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Project: c.cfg.Project, Status: activeJobStatuses, Limit: 1 << 30}) // every one, not the first 1000
 	if err != nil {
 		c.log.Warn("resync jobs failed", "error", err)
 	}
@@ -487,7 +495,7 @@ var activeJobStatuses = []string{store.JobSubmitted, store.JobProvisioning, stor
 // holds it (the periodic resync tries again later).
 func (c *Controller) claim(ctx context.Context, table, id string) (store.Lease, bool, error) {
 	ls, err := c.st.Claim(ctx, store.ClaimRequest{
-		Table: table, Owner: c.cfg.Owner, Limit: 1, LeaseFor: c.cfg.LeaseFor,
+		Table: table, Owner: c.cfg.Owner, Project: c.cfg.Project, Limit: 1, LeaseFor: c.cfg.LeaseFor,
 		Where: "id = ?", Args: []any{id},
 	})
 	if err != nil {
@@ -521,7 +529,7 @@ func (c *Controller) release(l store.Lease) {
 // event records one line of history; failures are logged, never fatal.
 func (c *Controller) event(ctx context.Context, kind, name, id, typ, rev, msg string) {
 	if _, err := c.st.AddEvent(ctx, store.Event{
-		ObjectKind: kind, ObjectName: name, ObjectID: id, Type: typ, Message: msg, Revision: rev,
+		Project: c.cfg.Project, ObjectKind: kind, ObjectName: name, ObjectID: id, Type: typ, Message: msg, Revision: rev,
 	}); err != nil {
 		c.log.Warn("record event failed", "object_kind", kind, "object_name", name, "error", err)
 	}

@@ -274,7 +274,7 @@ func TestSync_massDeletionHeld(t *testing.T) {
 	if other.isConfirmed(f.ctx, st.LatestSHA) {
 		t.Fatal("revision confirmed before anyone confirmed it")
 	}
-	if err := f.st.ConfirmRevision(f.ctx, st.LatestSHA); err != nil {
+	if err := f.st.ConfirmRevision(f.ctx, store.DefaultProject, st.LatestSHA); err != nil {
 		t.Fatal(err)
 	}
 	if !other.isConfirmed(f.ctx, st.LatestSHA) {
@@ -373,7 +373,7 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 	if v, _ := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); v.ID != first.ID {
 		t.Fatalf("an unconfirmed replace re-created the volume")
 	}
-	if err := f.st.ConfirmRevision(f.ctx, st.LatestSHA); err != nil {
+	if err := f.st.ConfirmRevision(f.ctx, store.DefaultProject, st.LatestSHA); err != nil {
 		t.Fatal(err)
 	}
 	f.sync()
@@ -407,7 +407,7 @@ func TestSync_volumeChangesWaitForConfirmation(t *testing.T) {
 	if _, err := f.st.GetVolumeByName(f.ctx, store.DefaultProject, "data"); err != nil {
 		t.Fatalf("an unconfirmed delete removed the volume: %v", err)
 	}
-	if err := f.st.ConfirmRevision(f.ctx, f.syncState().LatestSHA); err != nil {
+	if err := f.st.ConfirmRevision(f.ctx, store.DefaultProject, f.syncState().LatestSHA); err != nil {
 		t.Fatal(err)
 	}
 	f.sync()

@@ -36,7 +36,7 @@ func (c *Controller) priceCurrent(ctx context.Context, cur []plan.Current) error
 	for _, f := range fleets {
 		names[f.ID] = f.Name
 	}
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Active: true, Limit: 100000})
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Project: c.cfg.Project, Active: true, Limit: 100000})
 	if err != nil {
 		return fmt.Errorf("observe active jobs: %w", err)
 	}

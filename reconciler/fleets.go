@@ -408,7 +408,15 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 			return nil
 		}
 	}
-	inst, err := c.addFleetInstance(ctx, f, store.Instance{Backend: c.cfg.LocalBackend})
+	inst := store.Instance{Backend: c.cfg.LocalBackend}
+	if c.cfg.LocalShares > 1 {
+		o, err := c.localShare(ctx)
+		if err != nil {
+			return err
+		}
+		inst = offerInstance(0, c.cfg.LocalBackend, o)
+	}
+	inst, err = c.addFleetInstance(ctx, f, inst)
 	if err != nil {
 		return err
 	}
@@ -418,6 +426,30 @@ func (c *Controller) ensureLocalFleet(ctx context.Context) error {
 	// A stalled instance (e.g. no runner binary for this host) keeps its
 	// error as its status message; the server runs on.
 	return nil
+}
+
+// localShare is this project's share of this host when Config.LocalShares
+// projects make a fleet of it: the host's offer (the local backend's
+// answer to an empty query is the whole host) with its CPUs, memory and
+// GPUs divided among them.
+func (c *Controller) localShare(ctx context.Context) (offers.Offer, error) {
+	b, ok := c.bes[c.cfg.LocalBackend]
+	if !ok {
+		return offers.Offer{}, fmt.Errorf("fleet %s: backend %q is not configured", c.cfg.LocalFleet, c.cfg.LocalBackend)
+	}
+	host, err := b.Offers(ctx, offers.Query{})
+	if err != nil || len(host) == 0 {
+		return offers.Offer{}, fmt.Errorf("fleet %s: no offer of this host from backend %s: %w", c.cfg.LocalFleet, c.cfg.LocalBackend, err)
+	}
+	n := c.cfg.LocalShares
+	o := host[0]
+	o.CPUs = max(1, o.CPUs/n)
+	o.MemoryGB /= float64(n)
+	o.GPUCount /= n
+	if o.GPUCount == 0 {
+		o.GPUVendor, o.GPUName, o.GPUMemoryGB = "", "", 0
+	}
+	return o, nil
 }
 
 // growFleet adds an instance to a backend fleet (not an SSH fleet, not this

@@ -77,7 +77,7 @@ func (c *Controller) claimedBy(claims gangClaims, fleetID string, i store.Instan
 // the fleet they wait for and that hold no instances yet (a master that
 // holds some reserved its gang's all, and claims no others).
 func (c *Controller) gangsAhead(ctx context.Context, job *store.Job, run *store.Run) (gangClaims, error) {
-	submitted, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: []string{store.JobSubmitted}, Limit: 1 << 30})
+	submitted, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Project: c.cfg.Project, Status: []string{store.JobSubmitted}, Limit: 1 << 30})
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (c *Controller) wakeGangsOn(ctx context.Context, fleetID string) {
 	if fleetID == "" {
 		return
 	}
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: []string{store.JobSubmitted}, Limit: 1 << 30})
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Project: c.cfg.Project, Status: []string{store.JobSubmitted}, Limit: 1 << 30})
 	if err != nil {
 		return
 	}

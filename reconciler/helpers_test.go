@@ -201,7 +201,7 @@ func (f *fixture) runnerReports(name string, state string, exit int) {
 
 func (f *fixture) syncState() store.SyncState {
 	f.t.Helper()
-	st, err := f.st.GetSyncState(f.ctx)
+	st, err := f.st.GetSyncState(f.ctx, store.DefaultProject)
 	if err != nil {
 		f.t.Fatal(err)
 	}

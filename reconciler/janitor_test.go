@@ -35,7 +35,7 @@ func TestAuditLeaks_terminatesTaggedInstancesTheStoreDoesNotKnow(t *testing.T) {
 	f.c.bes = map[string]backends.Backend{"local": b}
 	f.c.cfg.LeakGrace = 10 * time.Minute
 	small := offers.Offer{CPUs: 1, MemoryGB: 0.5}
-	tags := map[string]string{backends.TagInstallation: f.c.cfg.Installation}
+	tags := map[string]string{backends.TagInstallation: f.c.cfg.Installation, backends.TagProject: f.c.cfg.Project}
 	known := &store.Instance{Name: "known-0", Backend: "local", Status: store.InstanceIdle}
 	if err := f.st.CreateInstance(f.ctx, known); err != nil {
 		t.Fatal(err)

@@ -622,7 +622,7 @@ func (c *Controller) wakeJobsOn(ctx context.Context, instanceID string) {
 // wakeWaitingJobs wakes the submitted jobs that wait for a fleet's
 // instances (those not waiting for one instance of their own).
 func (c *Controller) wakeWaitingJobs(ctx context.Context) {
-	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Status: []string{store.JobSubmitted}})
+	jobs, err := c.st.ListJobsFiltered(ctx, store.JobFilter{Project: c.cfg.Project, Status: []string{store.JobSubmitted}})
 	if err != nil {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 
 // leakLoop is the leak audit: every Config.LeakAuditInterval it asks each
 // backend for the instances, network volumes and placement groups that
-// carry this installation's ownership tag and deletes those the store does
+// carry this installation's and this project's ownership tags and deletes those the store does
 // not know (or knows as terminated or deleted) — what a Create lost
 // between the provider and the store leaves behind. A resource younger
 // than Config.LeakGrace is left alone, so that a Create racing the audit
@@ -32,7 +32,7 @@ func (c *Controller) leakLoop(ctx context.Context) {
 func (c *Controller) auditLeaks(ctx context.Context) int {
 	reaped := 0
 	for name, b := range c.bes {
-		insts, err := b.List(ctx, map[string]string{backends.TagInstallation: c.cfg.Installation})
+		insts, err := b.List(ctx, c.leakTags())
 		if err != nil {
 			c.log.Warn("leak audit failed", "backend", name, "error", err)
 			continue
@@ -64,6 +64,14 @@ func (c *Controller) auditLeaks(ctx context.Context) int {
 	return reaped
 }
 
+// leakTags select what the leak audit looks at: what this installation
+// created for this controller's project (every resource carries both tags,
+// see tags). Each project's controller audits its own resources, so that
+// one never deletes what another is still creating.
+func (c *Controller) leakTags() map[string]string {
+	return map[string]string{backends.TagInstallation: c.cfg.Installation, backends.TagProject: c.cfg.Project}
+}
+
 // young reports whether a resource created at created is still within
 // Config.LeakGrace (zero: unknown, never young).
 func (c *Controller) young(created time.Time) bool {
@@ -79,7 +87,7 @@ func (c *Controller) auditVolumes(ctx context.Context, name string, b backends.B
 	if !ok {
 		return 0
 	}
-	vols, err := vb.ListVolumes(ctx, map[string]string{backends.TagInstallation: c.cfg.Installation})
+	vols, err := vb.ListVolumes(ctx, c.leakTags())
 	if err != nil {
 		c.log.Warn("leak audit failed", "backend", name, "kind", "volume", "error", err)
 		return 0
@@ -123,7 +131,7 @@ func (c *Controller) auditPlacementGroups(ctx context.Context, name string, b ba
 	if !ok {
 		return 0
 	}
-	groups, err := pb.ListPlacementGroups(ctx, map[string]string{backends.TagInstallation: c.cfg.Installation})
+	groups, err := pb.ListPlacementGroups(ctx, c.leakTags())
 	if err != nil {
 		c.log.Warn("leak audit failed", "backend", name, "kind", "placement_group", "error", err)
 		return 0

@@ -33,6 +33,8 @@ func TestAuditLeaks_deletesVolumesAndPlacementGroupsTheStoreDoesNotKnow(t *testi
 	be.LeakVolume(gone.ID, "loop", 10, own)
 	be.LeakVolume("vol-leaked", "loop", 10, own)
 	be.LeakVolume("vol-other", "loop", 10, map[string]string{backends.TagInstallation: "another-server"})
+	// Another project's controller of this server audits its own.
+	be.LeakVolume("vol-project-b", "loop", 10, map[string]string{backends.TagInstallation: f.c.cfg.Installation, backends.TagProject: "b"})
 	be.AddExternalVolume("vol-external", "loop", 10)
 	if _, err := be.RegisterVolume(f.ctx, backends.VolumeSpec{ID: "registered", Region: "loop", ExternalID: "vol-external", Tags: own}); err != nil {
 		t.Fatal(err)
@@ -62,9 +64,9 @@ func TestAuditLeaks_deletesVolumesAndPlacementGroupsTheStoreDoesNotKnow(t *testi
 		vols = append(vols, v.ID)
 	}
 	slices.Sort(vols)
-	// Leaks have no hoist id in the fake's records: vol-other and
-	// vol-young show as "".
-	if want := []string{"", "", known.ID, "registered"}; !slices.Equal(vols, want) {
+	// Leaks have no hoist id in the fake's records: vol-other,
+	// vol-project-b and vol-young show as "".
+	if want := []string{"", "", "", known.ID, "registered"}; !slices.Equal(vols, want) {
 		t.Errorf("volumes left: %q, want %q", vols, want)
 	}
 	listed, err := be.ListVolumes(f.ctx, own)

@@ -57,7 +57,7 @@ func (c *Controller) runSync(ctx context.Context, force bool) error {
 
 // syncOnce runs the revision pipeline once.
 func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
-	unlock, ok, err := c.st.TrySyncLock(ctx)
+	unlock, ok, err := c.st.TrySyncLock(ctx, c.cfg.Project)
 	if err != nil {
 		return "", err
 	}
@@ -69,7 +69,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve latest revision: %w", err)
 	}
-	st, err := c.st.GetSyncState(ctx)
+	st, err := c.st.GetSyncState(ctx, c.cfg.Project)
 	if err != nil {
 		return "", err
 	}
@@ -100,7 +100,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 		return "", lerr
 	}
 	rec := store.Revision{
-		SHA: rev.ID, SourceID: c.src.Describe(), Author: rev.Author, Message: rev.Message,
+		Project: c.cfg.Project, SHA: rev.ID, SourceID: c.src.Describe(), Author: rev.Author, Message: rev.Message,
 		CommittedAt: rev.Time, Valid: lerr == nil,
 	}
 	var errs []string
@@ -170,7 +170,7 @@ func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
 func (c *Controller) recordPlan(ctx context.Context, sha string, p plan.Plan) {
 	b, err := json.Marshal(p)
 	if err == nil {
-		err = c.st.SetRevisionPlan(ctx, sha, b)
+		err = c.st.SetRevisionPlan(ctx, c.cfg.Project, sha, b)
 	}
 	if err != nil {
 		c.log.Warn("record plan failed", "revision", short(sha), "error", err)
@@ -182,7 +182,7 @@ func (c *Controller) recordPlan(ctx context.Context, sha string, p plan.Plan) {
 // budget at provisioning: instances past it are still not created.
 func (c *Controller) Confirm(ctx context.Context, sha string) error {
 	// Stored, so whichever server syncs next sees the confirmation.
-	if err := c.st.ConfirmRevision(ctx, sha); err != nil {
+	if err := c.st.ConfirmRevision(ctx, c.cfg.Project, sha); err != nil {
 		return err
 	}
 	c.event(ctx, "revision", short(sha), sha, "confirmed", sha, "held changes confirmed")
@@ -190,7 +190,7 @@ func (c *Controller) Confirm(ctx context.Context, sha string) error {
 }
 
 func (c *Controller) isConfirmed(ctx context.Context, sha string) bool {
-	ok, err := c.st.RevisionConfirmed(ctx, sha)
+	ok, err := c.st.RevisionConfirmed(ctx, c.cfg.Project, sha)
 	if err != nil {
 		c.log.Warn("read confirmation failed", "revision", short(sha), "error", err)
 	}
@@ -296,7 +296,7 @@ type SyncStatus struct {
 
 // Status returns the sync status.
 func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
-	st, err := c.st.GetSyncState(ctx)
+	st, err := c.st.GetSyncState(ctx, c.cfg.Project)
 	if err != nil {
 		return SyncStatus{}, err
 	}
@@ -313,7 +313,7 @@ func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
 
 // SetSuspended suspends or resumes auto-sync globally.
 func (c *Controller) SetSuspended(ctx context.Context, suspended bool) error {
-	st, err := c.st.GetSyncState(ctx)
+	st, err := c.st.GetSyncState(ctx, c.cfg.Project)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ var ErrNotSuspended = errors.New("re-applying an older revision needs auto-sync 
 // ApplyRevision applies revision sha of the source (usually an older one)
 // while auto-sync is suspended. The revision must be valid.
 func (c *Controller) ApplyRevision(ctx context.Context, sha string) error {
-	st, err := c.st.GetSyncState(ctx)
+	st, err := c.st.GetSyncState(ctx, c.cfg.Project)
 	if err != nil {
 		return err
 	}

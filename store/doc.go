@@ -28,14 +28,18 @@
 //
 // # Repositories (methods on *Store)
 //
-//   - Git: RecordRevision, GetRevision, ListRevisions; GetSyncState,
-//     UpdateSyncState, RequestSync (the singleton sync row).
+//   - Git, per project (each project has its own source): RecordRevision,
+//     GetRevision, ListRevisions (keyed by project and sha: two projects
+//     reading one repository see one sha valid in one directory and
+//     invalid in the other); GetSyncState, UpdateSyncState, RequestSync
+//     (one sync row per project).
 //   - Desired state: UpsertResource, GetResource, ListResources,
 //     UpdateResource, MarkResourceDeleted, PurgeResource.
 //   - Observed state for plans: ObservedState (small columns of the managed
 //     resources and the newest run of each name), ResourceSpecs and RunSpecs
 //     (the specs of the rows a plan must compare byte for byte);
-//     TrySyncLock (one server at a time runs the revision pipeline).
+//     TrySyncLock (one server at a time runs a project's revision
+//     pipeline).
 //   - Runs and jobs: CreateRun, GetRun, GetRunByName, ListRuns, UpdateRun;
 //     CreateJob, GetJob, ListJobs (newest first), ListJobsFiltered, UpdateJob.
 //     CreateRunWithJobs writes a run and its jobs in one transaction; a run's
@@ -78,8 +82,9 @@
 //
 // Rows of runs, jobs, instances, fleets, volumes and gateways carry a lease
 // (lock_token, lock_owner, lock_expires_at, last_processed_at). A worker pool
-// calls Claim(ctx, ClaimRequest{Table, Owner, Limit, LeaseFor, MinInterval,
-// Where, Args}) to lease due rows, Heartbeat (or KeepAlive, whose
+// calls Claim(ctx, ClaimRequest{Table, Owner, Project, Limit, LeaseFor,
+// MinInterval, Where, Args}) to lease due rows (of one project: a job's is
+// its run's), Heartbeat (or KeepAlive, whose
 // LeaseKeeper heartbeats in the background for as long as the holder works,
 // exposes the latest lease and cancels its context when the lease is lost;
 // KeepLease is its short form) to extend a lease, and Release to finish (setting last_processed_at). Writes under a

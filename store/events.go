@@ -26,6 +26,8 @@ func capMessage(msg string) string {
 
 // EventFilter selects events in ListEvents; zero fields match all.
 type EventFilter struct {
+	// Project keeps events of this project (every project when empty).
+	Project string
 	// ObjectKind keeps events about objects of this kind.
 	ObjectKind string
 	// ObjectName keeps events about objects with this name.
@@ -51,6 +53,7 @@ func (s *Store) AddEvent(ctx context.Context, e Event) (Event, error) {
 	if e.ID == "" {
 		e.ID = newID()
 	}
+	e.Project = project(e.Project)
 	if e.Time.IsZero() {
 		e.Time = s.Now()
 	}
@@ -66,6 +69,9 @@ func (s *Store) AddEvent(ctx context.Context, e Event) (Event, error) {
 func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]Event, error) {
 	var es []Event
 	q := s.db.NewSelect().Model(&es).OrderExpr("time DESC, id DESC").Limit(limitOr(f.Limit, 100))
+	if f.Project != "" {
+		q = q.Where("project = ?", f.Project)
+	}
 	if f.ObjectKind != "" {
 		q = q.Where("object_kind = ?", f.ObjectKind)
 	}

@@ -36,6 +36,10 @@ type ClaimRequest struct {
 	Table string
 	// Owner names the claimer; stored in lock_owner for diagnosis.
 	Owner string
+	// Project keeps rows of this project (every project when empty), so
+	// that the workers of one project's controller never take another's
+	// rows; jobs belong to their run's project.
+	Project string
 	// Limit is the most rows to claim (1 when zero).
 	Limit int
 	// LeaseFor is how long the lease lasts before another claimer may take
@@ -98,6 +102,13 @@ func claimQuery(db bun.IDB, dialect string, now time.Time, req ClaimRequest, bat
 		Limit(int64(req.Limit))
 	if req.Where != "" {
 		sub = sub.Where(req.Where, req.Args...)
+	}
+	if req.Project != "" {
+		if req.Table == "jobs" {
+			sub = sub.Where("run_id IN (SELECT id FROM runs WHERE project = ?)", req.Project)
+		} else {
+			sub = sub.Where("project = ?", req.Project)
+		}
 	}
 	if dialect == DialectPostgres {
 		sub = sub.For("UPDATE SKIP LOCKED")

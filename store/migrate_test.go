@@ -228,7 +228,7 @@ func TestMigrations_heldSyncErrorsBecomeHeld(t *testing.T) {
 				}
 				db.Close()
 				s := openTest(t, dsn, Options{})
-				st, err := s.GetSyncState(ctx)
+				st, err := s.GetSyncState(ctx, DefaultProject)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -209,6 +209,10 @@ type Member struct {
 type Revision struct {
 	bun.BaseModel `bun:"table:revisions"`
 
+	// Project is the project whose source the commit was read for
+	// (DefaultProject when empty): projects reading one repository each
+	// validate their own directory of it.
+	Project string `bun:"project,pk"`
 	// SHA is the commit hash.
 	SHA string `bun:"sha,pk"`
 	// SourceID is the source the commit came from (may be empty).
@@ -233,12 +237,13 @@ type Revision struct {
 	Plan json.RawMessage `bun:"plan,type:text,nullzero"`
 }
 
-// SyncState is the singleton row describing where Git sync stands.
+// SyncState describes where the Git sync of one project stands.
 type SyncState struct {
 	bun.BaseModel `bun:"table:sync_state"`
 
-	// ID is always 1.
-	ID int `bun:"id,pk"`
+	// Project is the project whose source is synced (DefaultProject when
+	// empty).
+	Project string `bun:"project,pk"`
 	// LatestSHA is the newest commit seen on the tracked ref.
 	LatestSHA string `bun:"latest_sha,notnull"`
 	// AppliedSHA is the newest valid commit whose desired state was applied.
@@ -723,6 +728,9 @@ type Event struct {
 
 	// ID is a time-ordered UUID (version 7).
 	ID string `bun:"id,pk"`
+	// Project is the project the object belongs to (DefaultProject when
+	// empty).
+	Project string `bun:"project,notnull"`
 	// Time is when it happened.
 	Time time.Time `bun:"time,notnull"`
 	// ObjectKind is the kind of object, e.g. "run", "job", "instance", "sync".

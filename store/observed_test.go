@@ -75,7 +75,7 @@ func TestTrySyncLock_oneServerSyncsAtATime(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
 		a := openTest(t, dsn, Options{})
-		unlock, ok, err := a.TrySyncLock(ctx)
+		unlock, ok, err := a.TrySyncLock(ctx, DefaultProject)
 		if err != nil || !ok {
 			t.Fatalf("first TrySyncLock = %v, %v; want the lock", ok, err)
 		}
@@ -85,11 +85,11 @@ func TestTrySyncLock_oneServerSyncsAtATime(t *testing.T) {
 			return
 		}
 		b := openTest(t, dsn, Options{})
-		if _, ok, err := b.TrySyncLock(ctx); err != nil || ok {
+		if _, ok, err := b.TrySyncLock(ctx, DefaultProject); err != nil || ok {
 			t.Fatalf("second server's TrySyncLock while held = %v, %v; want not ok", ok, err)
 		}
 		unlock()
-		unlockB, ok, err := b.TrySyncLock(ctx)
+		unlockB, ok, err := b.TrySyncLock(ctx, DefaultProject)
 		if err != nil || !ok {
 			t.Fatalf("second server's TrySyncLock after unlock = %v, %v; want the lock", ok, err)
 		}

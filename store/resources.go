@@ -7,17 +7,18 @@ import (
 	"time"
 )
 
-// RecordRevision inserts or updates the revision with rev.SHA (author,
-// message, commit time, validation result and errors). SeenAt is set on
-// first sight.
+// RecordRevision inserts or updates the revision with rev.SHA in
+// rev.Project (author, message, commit time, validation result and errors).
+// SeenAt is set on first sight. A project defaults to DefaultProject.
 func (s *Store) RecordRevision(ctx context.Context, rev Revision) error {
 	if rev.SHA == "" {
 		return fmt.Errorf("record revision: sha must not be empty")
 	}
+	rev.Project = project(rev.Project)
 	rev.SeenAt = s.Now()
 	rev.CommittedAt = rev.CommittedAt.UTC()
 	_, err := s.db.NewInsert().Model(&rev).
-		On("CONFLICT (sha) DO UPDATE").
+		On("CONFLICT (project, sha) DO UPDATE").
 		Set("source_id = EXCLUDED.source_id").
 		Set("author = EXCLUDED.author").
 		Set("message = EXCLUDED.message").
@@ -32,9 +33,11 @@ func (s *Store) RecordRevision(ctx context.Context, rev Revision) error {
 	return nil
 }
 
-// SetRevisionPlan records the plan a revision produced when it was applied.
-func (s *Store) SetRevisionPlan(ctx context.Context, sha string, plan json.RawMessage) error {
-	res, err := s.db.NewUpdate().Model((*Revision)(nil)).Set("plan = ?", string(plan)).Where("sha = ?", sha).Exec(ctx)
+// SetRevisionPlan records the plan a revision of project proj produced when
+// it was applied.
+func (s *Store) SetRevisionPlan(ctx context.Context, proj, sha string, plan json.RawMessage) error {
+	res, err := s.db.NewUpdate().Model((*Revision)(nil)).Set("plan = ?", string(plan)).
+		Where("project = ? AND sha = ?", project(proj), sha).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("set plan of revision %s: %w", sha, err)
 	}
@@ -44,53 +47,56 @@ func (s *Store) SetRevisionPlan(ctx context.Context, sha string, plan json.RawMe
 	return nil
 }
 
-// GetRevision returns the revision with the given sha, or ErrNotFound.
-func (s *Store) GetRevision(ctx context.Context, sha string) (Revision, error) {
+// GetRevision returns the revision of project proj with the given sha, or
+// ErrNotFound.
+func (s *Store) GetRevision(ctx context.Context, proj, sha string) (Revision, error) {
 	var rev Revision
-	if err := s.db.NewSelect().Model(&rev).Where("sha = ?", sha).Scan(ctx); err != nil {
+	if err := s.db.NewSelect().Model(&rev).Where("project = ? AND sha = ?", project(proj), sha).Scan(ctx); err != nil {
 		return rev, notFound(err, "get revision "+sha)
 	}
 	return rev, nil
 }
 
-// ListRevisions returns the most recently seen revisions first (at most
-// limit; 50 when limit is zero).
-func (s *Store) ListRevisions(ctx context.Context, limit int) ([]Revision, error) {
+// ListRevisions returns the revisions project proj saw, most recently seen
+// first (at most limit; 50 when limit is zero).
+func (s *Store) ListRevisions(ctx context.Context, proj string, limit int) ([]Revision, error) {
 	var revs []Revision
-	err := s.db.NewSelect().Model(&revs).OrderExpr("seen_at DESC, sha").Limit(limitOr(limit, 50)).Scan(ctx)
+	err := s.db.NewSelect().Model(&revs).Where("project = ?", project(proj)).OrderExpr("seen_at DESC, sha").Limit(limitOr(limit, 50)).Scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list revisions: %w", err)
 	}
 	return revs, nil
 }
 
-// GetSyncState returns the singleton sync state, creating it (status
+// GetSyncState returns the sync state of project proj, creating it (status
 // "syncing", version 1) on first use.
-func (s *Store) GetSyncState(ctx context.Context) (SyncState, error) {
+func (s *Store) GetSyncState(ctx context.Context, proj string) (SyncState, error) {
+	proj = project(proj)
 	var st SyncState
-	err := s.db.NewSelect().Model(&st).Where("id = 1").Scan(ctx)
+	err := s.db.NewSelect().Model(&st).Where("project = ?", proj).Scan(ctx)
 	if isNoRows(err) {
-		st = SyncState{ID: 1, Status: SyncSyncing, Version: 1}
-		if _, err := s.db.NewInsert().Model(&st).On("CONFLICT (id) DO NOTHING").Exec(ctx); err != nil {
-			return st, fmt.Errorf("init sync state: %w", err)
+		st = SyncState{Project: proj, Status: SyncSyncing, Version: 1}
+		if _, err := s.db.NewInsert().Model(&st).On("CONFLICT (project) DO NOTHING").Exec(ctx); err != nil {
+			return st, fmt.Errorf("init sync state of %s: %w", proj, err)
 		}
-		err = s.db.NewSelect().Model(&st).Where("id = 1").Scan(ctx)
+		err = s.db.NewSelect().Model(&st).Where("project = ?", proj).Scan(ctx)
 	}
 	if err != nil {
-		return st, fmt.Errorf("get sync state: %w", err)
+		return st, fmt.Errorf("get sync state of %s: %w", proj, err)
 	}
 	return st, nil
 }
 
-// UpdateSyncState writes st, guarded by st.Version (ErrConflict when another
-// writer changed the row since st was read). Requested is not written: use
-// RequestSync to bump it. On success st.Version is incremented.
+// UpdateSyncState writes st (the row of st.Project), guarded by st.Version
+// (ErrConflict when another writer changed the row since st was read).
+// Requested is not written: use RequestSync to bump it. On success
+// st.Version is incremented.
 func (s *Store) UpdateSyncState(ctx context.Context, st *SyncState) error {
 	old := st.Version
-	st.ID = 1
+	st.Project = project(st.Project)
 	st.Version = old + 1
 	st.UpdatedAt = s.Now()
-	res, err := s.db.NewUpdate().Model(st).ExcludeColumn("id", "requested").WherePK().Where("version = ?", old).Exec(ctx)
+	res, err := s.db.NewUpdate().Model(st).ExcludeColumn("project", "requested").WherePK().Where("version = ?", old).Exec(ctx)
 	if err != nil {
 		st.Version = old
 		return fmt.Errorf("update sync state: %w", err)
@@ -102,14 +108,15 @@ func (s *Store) UpdateSyncState(ctx context.Context, st *SyncState) error {
 	return nil
 }
 
-// RequestSync increments the sync state's request counter ("sync now") and
-// returns the new value.
-func (s *Store) RequestSync(ctx context.Context) (int64, error) {
-	if _, err := s.GetSyncState(ctx); err != nil {
+// RequestSync increments the request counter ("sync now") of project proj's
+// sync state and returns the new value.
+func (s *Store) RequestSync(ctx context.Context, proj string) (int64, error) {
+	st, err := s.GetSyncState(ctx, proj)
+	if err != nil {
 		return 0, err
 	}
 	var n int64
-	err := s.db.NewUpdate().Table("sync_state").Set("requested = requested + 1").Where("id = 1").
+	err = s.db.NewUpdate().Table("sync_state").Set("requested = requested + 1").Where("project = ?", st.Project).
 		Returning("requested").Scan(ctx, &n)
 	if err != nil {
 		return 0, fmt.Errorf("request sync: %w", err)

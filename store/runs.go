@@ -103,6 +103,9 @@ func (s *Store) UpdateRunLeased(ctx context.Context, l Lease, r *Run) error {
 
 // JobFilter selects jobs in ListJobsFiltered; zero fields match all.
 type JobFilter struct {
+	// Project keeps jobs of runs of this project (every project when
+	// empty).
+	Project string
 	// RunID keeps jobs of this run.
 	RunID string
 	// InstanceID keeps jobs placed on this instance.
@@ -150,6 +153,9 @@ func (s *Store) ListJobsFiltered(ctx context.Context, f JobFilter) ([]Job, error
 	}
 	if f.InstanceID != "" {
 		q = q.Where("instance_id = ?", f.InstanceID)
+	}
+	if f.Project != "" {
+		q = q.Where("run_id IN (SELECT id FROM runs WHERE project = ?)", f.Project)
 	}
 	if len(f.Status) > 0 {
 		q = q.Where("status IN (?)", bunIn(f.Status))

@@ -23,20 +23,21 @@ const ConfirmationTTL = 30 * 24 * time.Hour
 type confirmationRow struct {
 	bun.BaseModel `bun:"table:plan_confirmations"`
 
+	Project   string    `bun:"project,pk"`
 	Revision  string    `bun:"revision,pk"`
 	CreatedAt time.Time `bun:"created_at,notnull"`
 	ExpiresAt time.Time `bun:"expires_at,notnull"`
 }
 
 // ConfirmRevision records that a user confirmed the held plan of revision
-// sha; confirming twice is a no-op.
-func (s *Store) ConfirmRevision(ctx context.Context, sha string) error {
+// sha in project proj; confirming twice is a no-op.
+func (s *Store) ConfirmRevision(ctx context.Context, proj, sha string) error {
 	if sha == "" {
 		return fmt.Errorf("confirm revision: %w", errEmptyName)
 	}
 	now := s.Now()
-	row := confirmationRow{Revision: sha, CreatedAt: now, ExpiresAt: now.Add(ConfirmationTTL)}
-	if _, err := s.db.NewInsert().Model(&row).On("CONFLICT (revision) DO UPDATE").
+	row := confirmationRow{Project: project(proj), Revision: sha, CreatedAt: now, ExpiresAt: now.Add(ConfirmationTTL)}
+	if _, err := s.db.NewInsert().Model(&row).On("CONFLICT (project, revision) DO UPDATE").
 		Set("expires_at = EXCLUDED.expires_at").Exec(ctx); err != nil {
 		return fmt.Errorf("confirm revision %s: %w", sha, err)
 	}
@@ -44,10 +45,10 @@ func (s *Store) ConfirmRevision(ctx context.Context, sha string) error {
 }
 
 // RevisionConfirmed reports whether a user confirmed the held plan of
-// revision sha (and the confirmation has not expired).
-func (s *Store) RevisionConfirmed(ctx context.Context, sha string) (bool, error) {
+// revision sha in project proj (and the confirmation has not expired).
+func (s *Store) RevisionConfirmed(ctx context.Context, proj, sha string) (bool, error) {
 	n, err := s.db.NewSelect().Model((*confirmationRow)(nil)).
-		Where("revision = ? AND expires_at > ?", sha, s.Now()).Count(ctx)
+		Where("project = ? AND revision = ? AND expires_at > ?", project(proj), sha, s.Now()).Count(ctx)
 	if err != nil {
 		return false, fmt.Errorf("revision confirmed %s: %w", sha, err)
 	}

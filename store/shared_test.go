@@ -12,19 +12,19 @@ import (
 func TestShared_confirmationsAreSharedAndExpire(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
 		ctx := context.Background()
-		if ok, err := s.RevisionConfirmed(ctx, "abc"); err != nil || ok {
+		if ok, err := s.RevisionConfirmed(ctx, DefaultProject, "abc"); err != nil || ok {
 			t.Fatalf("RevisionConfirmed before = %v, %v; want false", ok, err)
 		}
 		for range 2 { // confirming twice is a no-op
-			if err := s.ConfirmRevision(ctx, "abc"); err != nil {
+			if err := s.ConfirmRevision(ctx, DefaultProject, "abc"); err != nil {
 				t.Fatalf("ConfirmRevision: %v", err)
 			}
 		}
-		if ok, err := s.RevisionConfirmed(ctx, "abc"); err != nil || !ok {
+		if ok, err := s.RevisionConfirmed(ctx, DefaultProject, "abc"); err != nil || !ok {
 			t.Fatalf("RevisionConfirmed after = %v, %v; want true", ok, err)
 		}
 		clock.Advance(ConfirmationTTL + time.Second)
-		if ok, _ := s.RevisionConfirmed(ctx, "abc"); ok {
+		if ok, _ := s.RevisionConfirmed(ctx, DefaultProject, "abc"); ok {
 			t.Errorf("an expired confirmation still counts")
 		}
 		if n, err := s.PruneExpired(ctx); err != nil || n != 1 {

@@ -203,14 +203,14 @@ func TestRevisions_recordUpsertsBySHA(t *testing.T) {
 		if err := s.RecordRevision(ctx, Revision{SHA: "aaa", Author: "ann", Message: "first", CommittedAt: committed, Valid: true}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetRevision(ctx, "aaa")
+		got, err := s.GetRevision(ctx, DefaultProject, "aaa")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !got.Valid || len(got.Errors) != 0 || got.Author != "ann" || !got.CommittedAt.Equal(committed) {
 			t.Errorf("GetRevision(aaa) = %+v", got)
 		}
-		revs, err := s.ListRevisions(ctx, 10)
+		revs, err := s.ListRevisions(ctx, DefaultProject, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,14 +221,14 @@ func TestRevisions_recordUpsertsBySHA(t *testing.T) {
 		if diff := cmp.Diff([]string{"bbb", "aaa"}, shas); diff != "" {
 			t.Errorf("ListRevisions order (-want +got):\n%s", diff)
 		}
-		if _, err := s.GetRevision(ctx, "zzz"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetRevision(ctx, DefaultProject, "zzz"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("GetRevision(zzz) error = %v, want ErrNotFound", err)
 		}
-		bad, _ := s.GetRevision(ctx, "bbb")
+		bad, _ := s.GetRevision(ctx, DefaultProject, "bbb")
 		if err := s.RecordRevision(ctx, Revision{SHA: "bbb", Valid: false, Errors: []string{"x", "y"}}); err != nil {
 			t.Fatal(err)
 		}
-		bad, _ = s.GetRevision(ctx, "bbb")
+		bad, _ = s.GetRevision(ctx, DefaultProject, "bbb")
 		if diff := cmp.Diff([]string{"x", "y"}, bad.Errors); diff != "" {
 			t.Errorf("errors round trip (-want +got):\n%s", diff)
 		}
@@ -238,7 +238,7 @@ func TestRevisions_recordUpsertsBySHA(t *testing.T) {
 func TestSyncState_versionGuarded(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
 		ctx := t.Context()
-		a, err := s.GetSyncState(ctx)
+		a, err := s.GetSyncState(ctx, DefaultProject)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,15 +254,15 @@ func TestSyncState_versionGuarded(t *testing.T) {
 		if err := s.UpdateSyncState(ctx, &b); !errors.Is(err, ErrConflict) {
 			t.Fatalf("stale UpdateSyncState error = %v, want ErrConflict", err)
 		}
-		n1, err := s.RequestSync(ctx)
+		n1, err := s.RequestSync(ctx, DefaultProject)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n2, _ := s.RequestSync(ctx)
+		n2, _ := s.RequestSync(ctx, DefaultProject)
 		if n1 != 1 || n2 != 2 {
 			t.Errorf("RequestSync = %d, %d; want 1, 2", n1, n2)
 		}
-		got, _ := s.GetSyncState(ctx)
+		got, _ := s.GetSyncState(ctx, DefaultProject)
 		// RequestSync does not bump the version, so the holder of a can still write.
 		if got.Status != SyncInvalid || got.LatestSHA != "bbb" || got.Suspended || got.Requested != 2 || got.Version != 2 {
 			t.Errorf("sync state = %+v", got)
@@ -271,7 +271,7 @@ func TestSyncState_versionGuarded(t *testing.T) {
 		if err := s.UpdateSyncState(ctx, &a); err != nil {
 			t.Fatalf("UpdateSyncState after RequestSync: %v", err)
 		}
-		got, _ = s.GetSyncState(ctx)
+		got, _ = s.GetSyncState(ctx, DefaultProject)
 		if got.Requested != 2 {
 			t.Errorf("UpdateSyncState overwrote requested: %d", got.Requested)
 		}

@@ -12,7 +12,7 @@ func TestRevisions_warningsAreKeptAndReplaced(t *testing.T) {
 		if err := s.RecordRevision(ctx, Revision{SHA: "aaa", Valid: true, Warnings: w}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetRevision(ctx, "aaa")
+		got, err := s.GetRevision(ctx, DefaultProject, "aaa")
 		if err != nil || !slices.Equal(got.Warnings, w) {
 			t.Fatalf("GetRevision = %+v, %v; want warnings %q", got, err, w)
 		}
@@ -20,7 +20,7 @@ func TestRevisions_warningsAreKeptAndReplaced(t *testing.T) {
 		if err := s.RecordRevision(ctx, Revision{SHA: "aaa", Valid: true}); err != nil {
 			t.Fatal(err)
 		}
-		if got, err = s.GetRevision(ctx, "aaa"); err != nil || len(got.Warnings) != 0 {
+		if got, err = s.GetRevision(ctx, DefaultProject, "aaa"); err != nil || len(got.Warnings) != 0 {
 			t.Fatalf("GetRevision after re-record = %+v, %v; want no warnings", got, err)
 		}
 	})

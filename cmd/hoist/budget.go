@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"hoist/reconciler/plan"
-	"hoist/store"
 )
 
 // budgetConfig is a project's `budget:` in the server config: what the
@@ -40,29 +39,6 @@ func (b budgetConfig) check(path string) error {
 // plan is the budget as the reconciler takes it.
 func (b budgetConfig) plan() plan.Budget {
 	return plan.Budget{MaxPerHour: b.MaxPerHour, MaxPerMonth: b.MaxPerMonth}
-}
-
-// checkProjects checks the `projects:` entries: each named once, with a
-// valid budget. Only the default project is served for now, so any other
-// name is refused.
-func checkProjects(ps []projectEntry) error {
-	seen := map[string]bool{}
-	for i, p := range ps {
-		path := fmt.Sprintf("projects[%d]", i)
-		switch {
-		case p.Name == "":
-			return fmt.Errorf("%s: name is required", path)
-		case p.Name != store.DefaultProject:
-			return fmt.Errorf("%s: project %q is not served: this server runs only project %q", path, p.Name, store.DefaultProject)
-		case seen[p.Name]:
-			return fmt.Errorf("%s: project %q is configured twice", path, p.Name)
-		}
-		seen[p.Name] = true
-		if err := p.Budget.check(path + ".budget"); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // projectBudget is the budget of project name (zero when it has none).

@@ -35,10 +35,8 @@ import (
 	"hoist/backends/vastai"
 	"hoist/backends/verda"
 	"hoist/backends/vultr"
-	"hoist/reconciler"
 	"hoist/reconciler/plan"
-	"hoist/reconciler/source"
-	"hoist/reconciler/support"
+	"hoist/reconciler/policy"
 	"hoist/store"
 	"hoist/web"
 	"hoist/web/storeview"
@@ -96,7 +94,7 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.repo, "repo", "", "spec repository: a local Git repository, a plain directory (dev mode) or a URL (https://, file://)")
+	f.StringVar(&o.repo, "repo", "", "spec repository of project main: a local Git repository, a plain directory (dev mode) or a URL (https://, file://); required unless --config lists projects with their own repo")
 	f.StringVar(&o.branch, "branch", "", "branch to track (default: the remote HEAD or the current branch)")
 	f.StringVar(&o.path, "path", "", "subdirectory of the repository holding the specs (default: the root)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the dashboard and API")
@@ -122,7 +120,6 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	_ = f.MarkHidden("unreachable-grace")
 	f.DurationVar(&o.metricsInterval, "metrics-interval", 0, "how often each running job's CPU, memory and GPU use is sampled from its runner (default 10s)")
 	_ = f.MarkHidden("metrics-interval")
-	_ = cmd.MarkFlagRequired("repo")
 	return cmd
 }
 
@@ -179,10 +176,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	pol, err := buildPolicy(cfg, o.dataDir, o.agentsDir)
-	if err != nil {
-		return fmt.Errorf("config %s: %w", o.config, err)
-	}
 	gateways, err := gatewaySettings(cfg.Gateways)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
@@ -191,12 +184,20 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
-	src, err := source.Open(ctx, source.Config{
-		Repo: o.repo, Branch: o.branch, Path: o.path, CacheDir: filepath.Join(o.dataDir, "git"),
-		PollInterval: o.pollInterval, Logger: log.With("component", "source"),
-	})
+	projects, err := serverProjects(cfg, o)
 	if err != nil {
-		return err
+		return fmt.Errorf("config %s: %w", o.config, err)
+	}
+	policies := map[string]*policy.Policy{}
+	for _, p := range projects {
+		if p.repo == "" {
+			return fmt.Errorf("project %s: no spec repository: give --repo (or the project's repo in --config)", p.name)
+		}
+		pol, err := projectPolicy(cfg, p.name, o.dataDir, o.agentsDir)
+		if err != nil {
+			return fmt.Errorf("config %s: %w", o.config, err)
+		}
+		policies[p.name] = pol
 	}
 
 	token, err := adminToken(o.dataDir)
@@ -245,7 +246,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		_, runner, err := agents(arch)
 		return runner, err
 	}, nil)
-	bes, err := openBackends(cfg, o.config != "", o.dataDir, backends.Deps{
+	bes, err := openBackends(allBackends(cfg), o.config != "", o.dataDir, backends.Deps{
 		Logger: log, Records: st, Agents: agents, Catalog: catalog, RunnerDownload: downloads.Grant,
 	})
 	if err != nil {
@@ -254,7 +255,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer closeBackends(bes)
 	market, err := offers.Open(ctx, offers.Sources{
 		CatalogDir: o.catalogDir, CatalogURL: o.catalogURL, Hosts: []offers.Provider{hostOffers{st}},
-		Online: liveOffers(cfg, bes), Logger: log.With("component", "offers"),
+		Online: liveOffers(allBackends(cfg), bes), Logger: log.With("component", "offers"),
 	})
 	if err != nil {
 		return err
@@ -267,46 +268,58 @@ func serve(ctx context.Context, o serveOptions) error {
 		sum := sha256.Sum256([]byte(token))
 		gateways.AdminTokenSHA256 = hex.EncodeToString(sum[:])
 	}
-	ctrl, err := reconciler.New(reconciler.Config{
-		Gateways:        gateways,
-		IDEDownloadURLs: ideURLs,
-		Installation:    o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),
-		UnreachableGrace: o.unreachableGrace, MetricsInterval: o.metricsInterval, NoLocalFleet: o.noLocalFleet, LoadTimeout: o.validateTimeout,
-		Retention: o.retention, LeakAuditInterval: o.leakAudit, HFEndpoint: os.Getenv("HF_ENDPOINT"),
-		SSHAuthorizedKeys: cfg.SSH.AuthorizedKeys,
-		RepoCacheDir:      filepath.Join(o.dataDir, "repos"),
-		Artifacts:         artifacts, ArtifactRetention: artifactRetention,
-		Budget: cfg.projectBudget(store.DefaultProject),
-	}, reconciler.Deps{Store: st, Source: src, Backends: bes, Estimate: estimator(market, bes), Observer: obs,
-		Checks: []reconciler.Check{pol.Check, support.Check, support.CodePaths}, Advisories: []reconciler.Check{support.Warnings}, Policy: pol,
-		Traffic: meter})
-	if err != nil {
-		return err
+	env := runtimeEnv{
+		o: o, cfg: cfg, log: log, st: st, backends: bes, market: market, policies: policies, obs: obs, meter: meter,
+		gateways: gateways, ideURLs: ideURLs, artifacts: artifacts, artifactRetention: artifactRetention,
+		localShares: localShares(cfg, projects),
 	}
+	var rts []*projectRuntime
+	for _, p := range projects {
+		rt, err := newProjectRuntime(ctx, env, p)
+		if err != nil {
+			return err
+		}
+		rts = append(rts, rt)
+	}
+	def := defaultProject(rts)
 	// Webhook pushes to other branches are acknowledged and ignored: the
 	// tracked branch is the flag's, or the one the source resolves now.
-	branch := o.branch
+	branch := def.spec.branch
 	if branch == "" {
-		if rev, err := src.Latest(ctx); err == nil {
+		if rev, err := def.src.Latest(ctx); err == nil {
 			branch = rev.Branch
 		}
 	}
-	view := storeview.New(st, "")
-	oidcLogin, err := openOIDC(ctx, cfg.OIDC)
-	if err != nil {
+	// The unprefixed routes serve the default project; every other
+	// project's collaborators are its rt.webDeps, below /projects/<name>.
+	deps := def.webDeps(st, artifacts)
+	view := storeview.New(st, def.spec.name)
+	deps.Tokens, deps.Shared, deps.Offers, deps.Meter, deps.RunnerDownloads = view, view, market, meter, downloads
+	deps.Users = view
+	deps.Services = services{ctrl: def.ctrl}
+	budgets := map[string]plan.Budget{}
+	for _, rt := range rts {
+		budgets[rt.spec.name] = cfg.projectBudget(rt.spec.name)
+		if rt == def {
+			continue
+		}
+		d := rt.webDeps(st, artifacts)
+		if deps.Projects == nil {
+			deps.Projects = map[string]web.ProjectDeps{}
+		}
+		deps.Projects[rt.spec.name] = web.ProjectDeps{Store: d.Store, Syncer: d.Syncer, Inventory: d.Inventory,
+			Planner: d.Planner, Controller: d.Controller, Secrets: d.Secrets, Artifacts: d.Artifacts,
+			ServiceStatuses: d.ServiceStatuses, JobMetrics: d.JobMetrics}
+	}
+	if deps.OIDC, err = openOIDC(ctx, cfg.OIDC); err != nil {
 		return fmt.Errorf("config %s: %w", o.config, err)
 	}
 	srv, err := web.New(web.Config{
 		AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
-		Budgets: map[string]plan.Budget{store.DefaultProject: cfg.projectBudget(store.DefaultProject)},
-	}, web.Deps{
-		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
-		Planner: planner{ctrl: ctrl, src: src}, Controller: controller{ctrl: ctrl, st: st}, Offers: market, Secrets: view, Shared: view, Users: view, OIDC: oidcLogin,
-		Services: services{ctrl: ctrl}, ServiceStatuses: services{ctrl: ctrl}, Meter: meter, JobMetrics: view,
-		RunnerDownloads: downloads, Artifacts: storeview.NewArtifacts(st, "", artifacts),
-	})
+		Budgets: budgets, DefaultProject: def.spec.name,
+	}, deps)
 	if err != nil {
 		return err
 	}
@@ -327,11 +340,15 @@ func serve(ctx context.Context, o serveOptions) error {
 			}
 		}
 	}
-	log.Info("hoist serving", "listen", ln.Addr().String(), "source", src.Describe(), "db", st.Dialect(),
-		"backends", strings.Join(backendNames(bes), ","))
+	for _, rt := range rts {
+		log.Info("hoist serving", "listen", ln.Addr().String(), "project", rt.spec.name, "source", rt.src.Describe(), "db", st.Dialect(),
+			"backends", strings.Join(backendNames(rt.backends), ","))
+	}
 	hs := srv.HTTPServer() // timeouts against slow clients; live streams lift them
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ctrl.Run(gctx) })
+	for _, rt := range rts {
+		g.Go(func() error { return rt.ctrl.Run(gctx) })
+	}
 	g.Go(func() error {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err

@@ -39,7 +39,12 @@ import (
 // serverConfig is the server's config file: backends and their
 // credentials, never kept in the spec repository.
 type serverConfig struct {
+	// Backends are the server's backends, used by every project that
+	// lists none of its own.
 	Backends []backendEntry `yaml:"backends"`
+	// Projects are the projects the server runs, each with its own spec
+	// source (projects.go); none means project main from --repo.
+	Projects []projectEntry `yaml:"projects"`
 	// Policy says what specs may ask of the hosts that run them; the zero
 	// policy allows no host path and no privileged container.
 	Policy policy.Config `yaml:"policy"`
@@ -54,14 +59,6 @@ type serverConfig struct {
 	Artifacts artifactsConfig `yaml:"artifacts"`
 	// OIDC logs people in through an OpenID Connect provider.
 	OIDC *oidcConfig `yaml:"oidc"`
-	// Projects configures projects by name (checkProjects).
-	Projects []projectEntry `yaml:"projects"`
-}
-
-// projectEntry is one entry of `projects:`.
-type projectEntry struct {
-	Name   string       `yaml:"name"`
-	Budget budgetConfig `yaml:"budget"`
 }
 
 // sshConfig is the `ssh:` section: authorized_keys lines (hoist's project
@@ -192,6 +189,9 @@ func loadServerConfig(path string) (serverConfig, error) {
 		}
 		seen[name] = true
 	}
+	if err := checkProjects(cfg); err != nil {
+		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
 	if err := cfg.SSH.check(); err != nil {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -201,21 +201,27 @@ func loadServerConfig(path string) (serverConfig, error) {
 	if err := cfg.OIDC.check(); err != nil {
 		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	if err := checkProjects(cfg.Projects); err != nil {
-		return serverConfig{}, fmt.Errorf("config %s: %w", path, err)
-	}
 	return cfg, nil
 }
 
-// buildPolicy compiles the config's policy for a server keeping its state
-// in dataDir: the configured backends, those of type local being this
-// machine, and the agents' directories never mountable.
+// buildPolicy compiles the config's policy for the default project of a
+// server keeping its state in dataDir (projectPolicy for any project).
 func buildPolicy(cfg serverConfig, dataDir, agentsDir string) (*policy.Policy, error) {
+	return projectPolicy(cfg, store.DefaultProject, dataDir, agentsDir)
+}
+
+// projectPolicy compiles the config's policy for the specs of project
+// proj: the server's backends (every project's), those of type local being
+// this machine, and the agents' directories never mountable.
+func projectPolicy(cfg serverConfig, proj, dataDir, agentsDir string) (*policy.Policy, error) {
 	env := policy.Env{
-		Project: store.DefaultProject, DataDir: dataDir, DockerHost: os.Getenv("DOCKER_HOST"),
+		Project: proj, DataDir: dataDir, DockerHost: os.Getenv("DOCKER_HOST"),
 		Resolve: policy.ResolveSymlinks,
 	}
-	for _, e := range cfg.Backends {
+	for _, p := range cfg.Projects {
+		env.Projects = append(env.Projects, p.Name)
+	}
+	for _, e := range allBackends(cfg).Backends {
 		name := e.Name
 		if name == "" {
 			name = e.Type
@@ -629,10 +635,11 @@ func webPlan(rev string, pl plan.Plan, err error) (web.Plan, error) {
 	return storeview.PlanView(rev, pl), nil
 }
 
-// controller is the reconciler as the web's Controller.
+// controller is the reconciler of project project as the web's Controller.
 type controller struct {
-	ctrl *reconciler.Controller
-	st   *store.Store
+	ctrl    *reconciler.Controller
+	st      *store.Store
+	project string
 }
 
 func (c controller) StopRun(ctx context.Context, name string, abort bool) error {
@@ -644,7 +651,7 @@ func (c controller) RerunRun(ctx context.Context, name string) error {
 }
 
 func (c controller) SetRunSuspended(ctx context.Context, name string, suspended bool) error {
-	run, err := c.st.GetRunByName(ctx, "", name)
+	run, err := c.st.GetRunByName(ctx, c.project, name)
 	if err != nil {
 		return mapNotFound(err)
 	}

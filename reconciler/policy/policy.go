@@ -56,8 +56,11 @@ type VolumeGrant struct {
 
 // Env is what the policy needs to know about the server it guards.
 type Env struct {
-	// Project is the project whose specs this server reconciles.
+	// Project is the project whose specs this policy checks.
 	Project string
+	// Projects are every project the server runs (Project alone when
+	// empty): `policy.projects` may grant to any of them.
+	Projects []string
 	// Backends are the names of the configured backends; a run may land on
 	// any of them unless its spec names some in `backends`.
 	Backends []string
@@ -189,8 +192,8 @@ func New(cfg Config, env Env) (*Policy, error) {
 		}
 	}
 	for proj, pc := range cfg.Projects {
-		if proj != env.Project {
-			errs = append(errs, fmt.Errorf("policy.projects.%s: this server reconciles project %q only", proj, env.Project))
+		if proj != env.Project && !slices.Contains(env.Projects, proj) {
+			errs = append(errs, fmt.Errorf("policy.projects.%s: this server reconciles no project %q", proj, proj))
 		}
 		for name := range pc.Backends {
 			if !slices.Contains(env.Backends, name) {

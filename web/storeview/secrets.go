@@ -62,7 +62,7 @@ func (v *View) secretEvent(ctx context.Context, name, what, by string) error {
 	if by == "" {
 		by = "unknown"
 	}
-	_, err := v.st.AddEvent(ctx, store.Event{ObjectKind: "secret", ObjectName: name, Type: what,
+	_, err := v.st.AddEvent(ctx, store.Event{Project: v.project, ObjectKind: "secret", ObjectName: name, Type: what,
 		Message: fmt.Sprintf("secret %s %s by %s", name, what, by)})
 	if err != nil {
 		return fmt.Errorf("secret %s %s, but its event was not recorded: %w", name, what, err)

@@ -391,7 +391,7 @@ func (v *View) ReadLogs(ctx context.Context, jobID string, afterSeq int64, limit
 
 // ListEvents implements web.Store.
 func (v *View) ListEvents(ctx context.Context, f web.EventFilter) ([]web.Event, error) {
-	es, err := v.st.ListEvents(ctx, store.EventFilter{ObjectKind: f.Kind, ObjectName: f.Name, Revision: f.Revision, Limit: f.Limit})
+	es, err := v.st.ListEvents(ctx, store.EventFilter{Project: v.project, ObjectKind: f.Kind, ObjectName: f.Name, Revision: f.Revision, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -423,11 +423,11 @@ func (v *View) ListJobs(ctx context.Context, f web.JobFilter) ([]web.Job, error)
 
 // ListRevisions implements web.Store.
 func (v *View) ListRevisions(ctx context.Context, limit int) ([]web.Revision, error) {
-	rs, err := v.st.ListRevisions(ctx, limit)
+	rs, err := v.st.ListRevisions(ctx, v.project, limit)
 	if err != nil {
 		return nil, err
 	}
-	st, err := v.st.GetSyncState(ctx)
+	st, err := v.st.GetSyncState(ctx, v.project)
 	if err != nil {
 		return nil, err
 	}
@@ -440,11 +440,11 @@ func (v *View) ListRevisions(ctx context.Context, limit int) ([]web.Revision, er
 
 // GetRevision implements web.Store.
 func (v *View) GetRevision(ctx context.Context, sha string) (web.Revision, error) {
-	r, err := v.st.GetRevision(ctx, sha)
+	r, err := v.st.GetRevision(ctx, v.project, sha)
 	if err != nil {
 		return web.Revision{}, mapErr(err)
 	}
-	st, err := v.st.GetSyncState(ctx)
+	st, err := v.st.GetSyncState(ctx, v.project)
 	if err != nil {
 		return web.Revision{}, err
 	}
@@ -454,7 +454,7 @@ func (v *View) GetRevision(ctx context.Context, sha string) (web.Revision, error
 // runWarnings returns the warnings of the run's revision that are about
 // the file of the run's resource.
 func (v *View) runWarnings(ctx context.Context, r store.Run) []string {
-	rev, err := v.st.GetRevision(ctx, r.Revision)
+	rev, err := v.st.GetRevision(ctx, v.project, r.Revision)
 	if err != nil || len(rev.Warnings) == 0 {
 		return nil
 	}
@@ -531,7 +531,7 @@ func PlanView(rev string, p plan.Plan) web.Plan {
 // SyncStatus reads the sync state row for the overview; it
 // is the read half of web.Syncer.
 func (v *View) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
-	st, err := v.st.GetSyncState(ctx)
+	st, err := v.st.GetSyncState(ctx, v.project)
 	if err != nil {
 		return web.SyncStatus{}, err
 	}
