@@ -30,10 +30,10 @@ func TestLoadServerConfig_projectBudgets(t *testing.T) {
 		"infinite hourly budget": {"projects:\n  - name: main\n    budget:\n      max_per_hour: .inf\n",
 			"projects[0].budget.max_per_hour: +Inf is not an amount of USD"},
 		"budget field typo": {"projects:\n  - name: main\n    budget:\n      max_per_hr: 1\n", "max_per_hr"},
-		"nameless project":  {"projects:\n  - budget:\n      max_per_hour: 1\n", "projects[0]: name is required"},
-		"another project": {"projects:\n  - name: research\n    budget:\n      max_per_hour: 1\n",
-			`projects[0]: project "research" is not served: this server runs only project "main"`},
-		"project twice": {"projects:\n  - name: main\n  - name: main\n", `projects[1]: project "main" is configured twice`},
+		"nameless project":  {"projects:\n  - budget:\n      max_per_hour: 1\n", "projects[0].name: a name is required"},
+		"budget of another project": {"projects:\n  - name: research\n    repo: /nowhere\n    budget:\n      max_per_hour: -1\n",
+			`projects[0].budget.max_per_hour: -1 is not an amount`},
+		"project twice": {"projects:\n  - name: main\n  - name: main\n", `projects[1].name: project "main" is configured twice`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := write(name, tc.yaml)
