@@ -62,8 +62,10 @@ require github.com/creack/pty v1.1.24
 require (
 	github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager v0.5.5
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
+	github.com/google/go-github/v93 v93.0.0
 	github.com/vektah/gqlparser/v2 v2.5.64
 	github.com/vultr/govultr/v3 v3.34.0
+	gitlab.com/gitlab-org/api/client-go v1.46.0
 )
 
 require (
@@ -71,11 +73,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.13 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.12 // indirect
-	github.com/google/go-github/v93 v93.0.0 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
-	gitlab.com/gitlab-org/api/client-go v1.46.0 // indirect
 )
 
 require (

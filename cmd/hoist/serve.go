@@ -293,6 +293,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	srv, err := web.New(web.Config{
 		AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
+		GitLabToken: os.Getenv("HOIST_GITLAB_TOKEN"), GitLabAPI: os.Getenv("HOIST_GITLAB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 	}, web.Deps{
 		Store: view, Syncer: syncer{c: ctrl, path: o.path}, Tokens: view, Inventory: view,
