@@ -33,8 +33,8 @@ func TestRenderPreview(t *testing.T) {
 			absent: []string{"fleet/gpu", "#### Project"},
 		},
 		{
-			name: "errors link their position to the file at the head commit",
-			head: previewHead{Provider: "gitlab", RepoURL: "https://gitlab.example/g/p", SHA: "abc"},
+			name:     "errors link their position to the file at the head commit",
+			head:     previewHead{Provider: "gitlab", RepoURL: "https://gitlab.example/g/p", SHA: "abc"},
 			projects: []projectPlan{{Plan: &Plan{Errors: []string{"dir/a b.yml:4:2: bad", "no position here"}}}},
 			want: []string{
 				":x: **Invalid: 2 error(s).**",
