@@ -48,6 +48,7 @@ type GitHub struct {
 	statuses []Status
 	comments []*Comment
 	nextID   int64
+	lists    int
 }
 
 // NewGitHub starts a fake GitHub answering requests authenticated with
@@ -123,6 +124,7 @@ func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(m[2])
 		var all []map[string]any
 		g.mu.Lock()
+		g.lists++
 		for _, c := range g.comments {
 			if c.Repo == m[1] && c.Number == n {
 				all = append(all, g.commentJSON(c))
@@ -257,4 +259,12 @@ func (g *GitHub) DeleteComment(id int64) {
 			return
 		}
 	}
+}
+
+// Lists counts the requests that listed a pull request's comments (what a
+// client does when it does not know its comment's id).
+func (g *GitHub) Lists() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lists
 }
