@@ -76,6 +76,11 @@ func TestMeasure_previews(t *testing.T) {
 			return len(cs) == 1 && strings.Contains(cs[0].Body, sha[:12])
 		})
 		latency = append(latency, time.Since(sent))
+		// The server logs its figures once the comment is posted.
+		waitFor(t, time.Minute, func() string { return "pr_preview_posted logged" }, func() bool {
+			pl, _ := logged(s.logText())
+			return len(pl) == p+1
+		})
 	}
 	cs := gh.Comments("acme/specs", 1)
 	if len(cs) != 1 || cs[0].Edits != pushes {
