@@ -62,8 +62,10 @@ require github.com/creack/pty v1.1.24
 require (
 	github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager v0.5.5
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
+	github.com/google/go-github/v93 v93.0.0
 	github.com/vektah/gqlparser/v2 v2.5.64
 	github.com/vultr/govultr/v3 v3.34.0
+	gitlab.com/gitlab-org/api/client-go v1.46.0
 )
 
 require (

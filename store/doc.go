@@ -70,7 +70,9 @@
 //     DeleteProbeCounters (passes in a row, counted in one statement);
 //     SeenDelivery (webhook replay protection, atomic across servers);
 //     CreateSession, GetSession, DeleteSession (only the cookie's SHA-256 is
-//     stored); PutPRPlan, ListPRPlans, DeletePRPlan. PruneExpired deletes
+//     stored); PutPRPlan, GetPRPlan, ListPRPlans, DeletePRPlan,
+//     SetPRPlanComment (the forge comment a plan was posted in, kept across
+//     pushes so the next one edits it). PruneExpired deletes
 //     what expired and the probe counters of finished jobs.
 //   - Backend records: PutBackendRecord, GetBackendRecord,
 //     ListBackendRecords, DeleteBackendRecord implement backends.Records —

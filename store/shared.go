@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -253,6 +254,10 @@ type PRPlan struct {
 	HeadSHA string
 	// Data is the web server's JSON of the plan.
 	Data []byte
+	// CommentID is the forge's id of the comment (or merge request note)
+	// the plan was posted in; 0 when none was posted. PutPRPlan keeps the
+	// stored id when it is 0, and SetPRPlanComment sets it.
+	CommentID int64
 	// UpdatedAt is when the plan was last written.
 	UpdatedAt time.Time
 }
@@ -264,6 +269,7 @@ type prPlanRow struct {
 	Number    int       `bun:"number,pk"`
 	HeadSHA   string    `bun:"head_sha,notnull"`
 	Data      string    `bun:"data,notnull"`
+	CommentID int64     `bun:"comment_id,notnull"`
 	UpdatedAt time.Time `bun:"updated_at,notnull"`
 }
 
@@ -275,10 +281,14 @@ const MaxPRPlans = 100
 // writes only while the stored plan is for p.HeadSHA (a plan that finished
 // after a newer push does not replace the newer one's row).
 func (s *Store) PutPRPlan(ctx context.Context, p PRPlan, sameHead bool) error {
-	row := prPlanRow{Provider: p.Provider, Number: p.Number, HeadSHA: p.HeadSHA, Data: string(p.Data), UpdatedAt: s.Now()}
+	row := prPlanRow{Provider: p.Provider, Number: p.Number, HeadSHA: p.HeadSHA, Data: string(p.Data), CommentID: p.CommentID, UpdatedAt: s.Now()}
 	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if sameHead {
-			if _, err := tx.NewUpdate().Model(&row).Column("data", "updated_at").WherePK().
+			cols := []string{"data", "updated_at"}
+			if p.CommentID != 0 {
+				cols = append(cols, "comment_id")
+			}
+			if _, err := tx.NewUpdate().Model(&row).Column(cols...).WherePK().
 				Where("head_sha = ?", p.HeadSHA).Exec(ctx); err != nil {
 				return fmt.Errorf("update pr plan %s#%d: %w", p.Provider, p.Number, err)
 			}
@@ -286,6 +296,8 @@ func (s *Store) PutPRPlan(ctx context.Context, p PRPlan, sameHead bool) error {
 		}
 		if _, err := tx.NewInsert().Model(&row).On("CONFLICT (provider, number) DO UPDATE").
 			Set("head_sha = EXCLUDED.head_sha").Set("data = EXCLUDED.data").Set("updated_at = EXCLUDED.updated_at").
+			// A new push keeps the comment the plan was posted in.
+			Set("comment_id = CASE WHEN EXCLUDED.comment_id <> 0 THEN EXCLUDED.comment_id ELSE ?TableAlias.comment_id END").
 			Exec(ctx); err != nil {
 			return fmt.Errorf("put pr plan %s#%d: %w", p.Provider, p.Number, err)
 		}
@@ -318,9 +330,38 @@ func (s *Store) ListPRPlans(ctx context.Context) ([]PRPlan, error) {
 	}
 	out := make([]PRPlan, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, PRPlan{Provider: r.Provider, Number: r.Number, HeadSHA: r.HeadSHA, Data: []byte(r.Data), UpdatedAt: r.UpdatedAt.UTC()})
+		out = append(out, r.plan())
 	}
 	return out, nil
+}
+
+func (r prPlanRow) plan() PRPlan {
+	return PRPlan{Provider: r.Provider, Number: r.Number, HeadSHA: r.HeadSHA, Data: []byte(r.Data),
+		CommentID: r.CommentID, UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+// GetPRPlan returns the stored plan of a pull request, or ErrNotFound.
+func (s *Store) GetPRPlan(ctx context.Context, provider string, number int) (PRPlan, error) {
+	var r prPlanRow
+	err := s.db.NewSelect().Model(&r).Where("provider = ? AND number = ?", provider, number).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return PRPlan{}, ErrNotFound
+	}
+	if err != nil {
+		return PRPlan{}, fmt.Errorf("get pr plan %s#%d: %w", provider, number, err)
+	}
+	return r.plan(), nil
+}
+
+// SetPRPlanComment records the id of the comment (or note) a pull
+// request's plan was posted in; a missing plan (the pull request was
+// closed meanwhile) is no error.
+func (s *Store) SetPRPlanComment(ctx context.Context, provider string, number int, id int64) error {
+	if _, err := s.db.NewUpdate().Model((*prPlanRow)(nil)).Set("comment_id = ?", id).
+		Where("provider = ? AND number = ?", provider, number).Exec(ctx); err != nil {
+		return fmt.Errorf("set pr plan comment %s#%d: %w", provider, number, err)
+	}
+	return nil
 }
 
 // PruneExpired deletes expired confirmations, webhook deliveries and

@@ -433,3 +433,39 @@ func TestAssignJobBlocksLeased_jobsShareAnInstancesBlocks(t *testing.T) {
 		}
 	})
 }
+
+func TestShared_prPlanCommentSurvivesNewPushes(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		ctx := context.Background()
+		if _, err := s.GetPRPlan(ctx, "github", 7); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("missing plan = %v, want ErrNotFound", err)
+		}
+		if err := s.PutPRPlan(ctx, PRPlan{Provider: "github", Number: 7, HeadSHA: "a", Data: []byte("planning a")}, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPRPlanComment(ctx, "github", 7, 4242); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		// A new push writes the plan again without knowing the comment.
+		if err := s.PutPRPlan(ctx, PRPlan{Provider: "github", Number: 7, HeadSHA: "b", Data: []byte("planning b")}, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutPRPlan(ctx, PRPlan{Provider: "github", Number: 7, HeadSHA: "b", Data: []byte("planned b")}, true); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.GetPRPlan(ctx, "github", 7)
+		if err != nil || p.CommentID != 4242 || p.HeadSHA != "b" || string(p.Data) != "planned b" {
+			t.Fatalf("GetPRPlan = %+v, %v; want comment 4242 kept at head b", p, err)
+		}
+		if err := s.PutPRPlan(ctx, PRPlan{Provider: "github", Number: 7, HeadSHA: "c", Data: []byte("c"), CommentID: 99}, false); err != nil {
+			t.Fatal(err)
+		}
+		if ps, _ := s.ListPRPlans(ctx); len(ps) != 1 || ps[0].CommentID != 99 {
+			t.Errorf("a given comment id replaces the stored one: %+v", ps)
+		}
+		if err := s.SetPRPlanComment(ctx, "gitlab", 1, 5); err != nil {
+			t.Errorf("SetPRPlanComment of a closed request = %v, want nil", err)
+		}
+	})
+}

@@ -25,7 +25,11 @@
 // each resource's pages, forms and API handlers live together (runs.go,
 // logs.go, infra.go, offers.go, history.go, sync.go, previews.go for plans
 // of uncommitted files and pull requests, overview.go, spend.go, secrets.go,
-// auth.go, hooks.go, project.go); server.go builds the Server and maps errors;
+// auth.go, hooks.go, project.go); a pull request's preview is posted back
+// through forge.go (forge_github.go with go-github, forge_gitlab.go with
+// GitLab's client-go: a commit status and one comment edited on each push)
+// as preview_comment.go renders it; server.go builds the Server and maps
+// errors;
 // render.go renders templ pages and static files.
 //
 // The gateway (`hoist gateway`, dstack's gateway) is also served from here,

@@ -211,6 +211,7 @@ func (s *Server) hookGitHub(c *echo.Context) error {
 			} `json:"pull_request"`
 			Repository struct {
 				FullName string `json:"full_name"`
+				HTMLURL  string `json:"html_url"`
 			} `json:"repository"`
 		}
 		if err := json.Unmarshal(body, &p); err != nil || p.Number == 0 {
@@ -219,7 +220,7 @@ func (s *Server) hookGitHub(c *echo.Context) error {
 		}
 		pr := PRPlan{
 			Provider: "github", Number: p.Number, Title: p.PullRequest.Title, URL: p.PullRequest.HTMLURL,
-			Repo: p.Repository.FullName, HeadSHA: p.PullRequest.Head.SHA, HeadRef: p.PullRequest.Head.Ref,
+			Repo: p.Repository.FullName, RepoURL: p.Repository.HTMLURL, HeadSHA: p.PullRequest.Head.SHA, HeadRef: p.PullRequest.Head.Ref,
 			BaseRef: p.PullRequest.Base.Ref, Ref: fmt.Sprintf("refs/pull/%d/head", p.Number),
 		}
 		return s.pullRequest(c, pr, p.Action)
@@ -269,6 +270,7 @@ func (s *Server) hookGitLab(c *echo.Context) error {
 		var p struct {
 			Project struct {
 				PathWithNamespace string `json:"path_with_namespace"`
+				WebURL            string `json:"web_url"`
 			} `json:"project"`
 			Attrs struct {
 				IID          int    `json:"iid"`
@@ -289,7 +291,7 @@ func (s *Server) hookGitLab(c *echo.Context) error {
 		action := map[string]string{"open": "opened", "reopen": "reopened", "update": "synchronize", "close": "closed", "merge": "closed"}[p.Attrs.Action]
 		pr := PRPlan{
 			Provider: "gitlab", Number: p.Attrs.IID, Title: p.Attrs.Title, URL: p.Attrs.URL,
-			Repo: p.Project.PathWithNamespace, HeadSHA: p.Attrs.LastCommit.ID, HeadRef: p.Attrs.SourceBranch,
+			Repo: p.Project.PathWithNamespace, RepoURL: p.Project.WebURL, HeadSHA: p.Attrs.LastCommit.ID, HeadRef: p.Attrs.SourceBranch,
 			BaseRef: p.Attrs.TargetBranch, Ref: fmt.Sprintf("refs/merge-requests/%d/head", p.Attrs.IID),
 		}
 		return s.pullRequest(c, pr, action)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	fakeforge "hoist/e2e/forge"
 )
 
 const hookSecret = "It's a Secret to Everybody"
@@ -251,36 +252,12 @@ func TestHooks_disabledWithoutSecret(t *testing.T) {
 	}
 }
 
-// fakeGitHub records commit statuses posted to it.
-type fakeGitHub struct {
-	mu       sync.Mutex
-	statuses []map[string]string
-	paths    []string
-	auth     []string
-	got      chan struct{}
-}
-
-func (g *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body map[string]string
-	json.NewDecoder(r.Body).Decode(&body)
-	g.mu.Lock()
-	g.statuses = append(g.statuses, body)
-	g.paths = append(g.paths, r.Method+" "+r.URL.Path)
-	g.auth = append(g.auth, r.Header.Get("Authorization"))
-	g.mu.Unlock()
-	w.WriteHeader(http.StatusCreated)
-	io.WriteString(w, `{}`)
-	g.got <- struct{}{}
-}
-
 func TestHookGitHub_pullRequestPlanIsPostedAsCommitStatus(t *testing.T) {
-	gh := &fakeGitHub{got: make(chan struct{}, 4)}
-	ghs := httptest.NewServer(gh)
-	t.Cleanup(ghs.Close)
+	gh := fakeforge.NewGitHub(t, "ghp_test")
 	pl := &fakePlanner{plans: map[string]Plan{"headsha": {Revision: "headsha", Valid: true, Errors: []string{},
 		Changes: []Change{{Action: "create", Kind: "task", Name: "new"}, {Action: "replace", Kind: "task", Name: "hello"}}}}}
 	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
-		c.GitHubToken, c.GitHubAPI, c.ExternalURL = "ghp_test", ghs.URL, "http://hoist.example"
+		c.GitHubToken, c.GitHubAPI, c.ExternalURL = "ghp_test", gh.URL, "http://hoist.example"
 		d.Planner = pl
 	})
 	body := `{"action":"opened","number":7,"pull_request":{"title":"Add new","html_url":"https://github.com/acme/specs/pull/7",
@@ -289,22 +266,14 @@ func TestHookGitHub_pullRequestPlanIsPostedAsCommitStatus(t *testing.T) {
 	if r.StatusCode != 202 {
 		t.Fatalf("pull_request: %d %s", r.StatusCode, b)
 	}
-	for range 2 {
-		select {
-		case <-gh.got:
-		case <-time.After(5 * time.Second):
-			t.Fatal("no commit status posted")
-		}
-	}
 	f.srv.bg.Wait()
-	gh.mu.Lock()
-	defer gh.mu.Unlock()
-	if gh.paths[1] != "POST /repos/acme/specs/statuses/headsha" || gh.auth[1] != "Bearer ghp_test" {
-		t.Errorf("posted %v with %v", gh.paths, gh.auth)
+	st := gh.Statuses()
+	if len(st) != 2 || st[1].Repo != "acme/specs" || st[1].SHA != "headsha" {
+		t.Fatalf("statuses %+v", st)
 	}
-	if gh.statuses[0]["state"] != "pending" || gh.statuses[1]["state"] != "success" ||
-		gh.statuses[1]["context"] != "hoist/plan" || gh.statuses[1]["description"] != "1 to create, 1 to replace" {
-		t.Errorf("statuses %v", gh.statuses)
+	if st[0].State != "pending" || st[1].State != "success" || st[1].Context != "hoist/plan" ||
+		st[1].Description != "1 to create, 1 to replace" || st[1].TargetURL != "http://hoist.example/history#pr-7" {
+		t.Errorf("statuses %+v", st)
 	}
 	prs := f.srv.prs.list()
 	if len(prs) != 1 || prs[0].State != "planned" || prs[0].Posted != "success" || pl.calls[0] != "refs/pull/7/head@headsha" {
@@ -316,6 +285,66 @@ func TestHookGitHub_pullRequestPlanIsPostedAsCommitStatus(t *testing.T) {
 		t.Errorf("GET /api/v1/pulls: %d %s", resp.StatusCode, got)
 	}
 }
+
+func TestHookGitHub_newPushEditsTheOneComment(t *testing.T) {
+	gh := fakeforge.NewGitHub(t, "ghp_test")
+	pl := &fakePlanner{plans: map[string]Plan{
+		"sha1": {Valid: true, Errors: []string{}, Changes: []Change{{Action: "create", Kind: "task", Name: "new"}}},
+		"sha2": {Valid: false, Errors: []string{"specs/new.dstack.yml:3:5: commands: must be a list"}},
+		"sha3": {Valid: true, Errors: []string{}, Changes: []Change{{Action: "none", Kind: "task", Name: "new"}}},
+	}}
+	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
+		c.GitHubToken, c.GitHubAPI = "ghp_test", gh.URL
+		d.Planner = pl
+	})
+	other := gh.AddComment("acme/specs", 9, "LGTM")
+	push := func(action, sha string) {
+		t.Helper()
+		body := `{"action":"` + action + `","number":9,"pull_request":{"title":"x","head":{"sha":"` + sha + `","ref":"feature"},"base":{"ref":"main"}},
+			"repository":{"full_name":"acme/specs","html_url":"https://github.com/acme/specs"}}`
+		r, b := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "pull_request", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body))
+		if r.StatusCode != 202 {
+			t.Fatalf("pull_request: %d %s", r.StatusCode, b)
+		}
+		f.srv.bg.Wait()
+	}
+	ours := func() Comment {
+		t.Helper()
+		var mine []Comment
+		for _, c := range gh.Comments("acme/specs", 9) {
+			if c.ID != other {
+				mine = append(mine, Comment(c))
+			}
+		}
+		if len(mine) != 1 {
+			t.Fatalf("hoist's comments: %+v, want one", mine)
+		}
+		return mine[0]
+	}
+	push("opened", "sha1")
+	first := ours()
+	if !strings.HasPrefix(first.Body, previewMarker) || !strings.Contains(first.Body, "| `task/new` | create |") {
+		t.Errorf("first comment:\n%s", first.Body)
+	}
+	push("synchronize", "sha2")
+	second := ours()
+	link := "[`specs/new.dstack.yml:3:5`](https://github.com/acme/specs/blob/sha2/specs/new.dstack.yml#L3)"
+	if second.ID != first.ID || second.Edits != 1 || !strings.Contains(second.Body, link) {
+		t.Errorf("after a push the comment is %+v, want comment %d edited with %s", second, first.ID, link)
+	}
+	if st := gh.Statuses(); st[len(st)-1].State != "failure" {
+		t.Errorf("status of a broken spec = %+v", st[len(st)-1])
+	}
+	// A user deleted hoist's comment: the next push posts a new one.
+	gh.DeleteComment(second.ID)
+	push("synchronize", "sha3")
+	if third := ours(); third.ID == second.ID || !strings.Contains(third.Body, "No changes (1 unchanged)") {
+		t.Errorf("after deletion: %+v", third)
+	}
+}
+
+// Comment is fakeforge.Comment, named for the assertions above.
+type Comment = fakeforge.Comment
 
 func TestHookGitLab_mergeRequestIsPlanned(t *testing.T) {
 	pl := &fakePlanner{plans: map[string]Plan{"mrsha": {Valid: false, Errors: []string{"a.yml:1:1: bad"}}}, planned: make(chan string, 1)}
@@ -372,14 +401,12 @@ func BenchmarkHookGitHub_push(b *testing.B) {
 }
 
 func TestHookGitHub_pullRequestPlanShowsWarnings(t *testing.T) {
-	gh := &fakeGitHub{got: make(chan struct{}, 4)}
-	ghs := httptest.NewServer(gh)
-	t.Cleanup(ghs.Close)
+	gh := fakeforge.NewGitHub(t, "ghp_test")
 	warning := "web.dstack.yml:6:7: auth: has no effect in hoist"
 	pl := &fakePlanner{plans: map[string]Plan{"headsha": {Revision: "headsha", Valid: true, Errors: []string{},
 		Changes: []Change{{Action: "create", Kind: "service", Name: "web"}}, Warnings: []string{warning}}}}
 	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
-		c.GitHubToken, c.GitHubAPI = "ghp_test", ghs.URL
+		c.GitHubToken, c.GitHubAPI = "ghp_test", gh.URL
 		d.Planner = pl
 	})
 	body := `{"action":"opened","number":8,"pull_request":{"title":"Add web","head":{"sha":"headsha","ref":"feature"},"base":{"ref":"main"}},
@@ -389,9 +416,8 @@ func TestHookGitHub_pullRequestPlanShowsWarnings(t *testing.T) {
 		t.Fatalf("pull_request: %d %s", r.StatusCode, b)
 	}
 	f.srv.bg.Wait()
-	gh.mu.Lock()
-	got := gh.statuses[len(gh.statuses)-1]["description"]
-	gh.mu.Unlock()
+	st := gh.Statuses()
+	got := st[len(st)-1].Description
 	if want := "1 to create; 1 warning(s): " + warning; got != want {
 		t.Errorf("commit status description %q, want %q", got, want)
 	}
@@ -426,3 +452,50 @@ func TestPlanSummary_fitsACommitStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestHookGitLab_mergeRequestGetsOneNoteAndAStatus(t *testing.T) {
+	gl := fakeforge.NewGitLab(t, "glpat-test")
+	pl := &fakePlanner{plans: map[string]Plan{
+		"aaa1": {Valid: false, Errors: []string{"ml/train.dstack.yml:2:1: type: unknown"}},
+		"aaa2": {Valid: true, Errors: []string{}, CostAfter: 1.5,
+			Changes: []Change{{Action: "create", Kind: "task", Name: "train", CostAfter: ptrF(1.5)}}},
+	}}
+	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
+		c.GitLabToken, c.GitLabAPI = "glpat-test", gl.URL
+		d.Planner = pl
+	})
+	mr := func(action, sha string) {
+		t.Helper()
+		body := `{"object_kind":"merge_request","project":{"path_with_namespace":"acme/ml","web_url":"https://gitlab.example/acme/ml"},
+			"object_attributes":{"iid":4,"title":"Train","action":"` + action + `","source_branch":"x","target_branch":"main","last_commit":{"id":"` + sha + `"}}}`
+		r, b := f.hook(t, "/hooks/gitlab", body, "X-Gitlab-Event", "Merge Request Hook", "X-Gitlab-Token", hookSecret, "X-Gitlab-Event-UUID", delivery())
+		if r.StatusCode != 202 {
+			t.Fatalf("merge request: %d %s", r.StatusCode, b)
+		}
+		f.srv.bg.Wait()
+	}
+	mr("open", "aaa1")
+	notes := gl.Notes("acme/ml", 4)
+	link := "[`ml/train.dstack.yml:2:1`](https://gitlab.example/acme/ml/-/blob/aaa1/ml/train.dstack.yml#L2)"
+	if len(notes) != 1 || !strings.Contains(notes[0].Body, link) {
+		t.Fatalf("notes %+v, want one with %s", notes, link)
+	}
+	st := gl.Statuses()
+	if len(st) != 2 || st[0].State != "pending" || st[1].State != "failed" || st[1].Context != "hoist/plan" || st[1].Repo != "acme/ml" {
+		t.Errorf("statuses %+v", st)
+	}
+	mr("update", "aaa2")
+	again := gl.Notes("acme/ml", 4)
+	if len(again) != 1 || again[0].ID != notes[0].ID || again[0].Edits != 1 ||
+		!strings.Contains(again[0].Body, "| `task/train` | create |  | — → $1.50 |") {
+		t.Errorf("after a push: %+v", again)
+	}
+	if st := gl.Statuses(); st[len(st)-1].State != "success" {
+		t.Errorf("last status %+v", st[len(st)-1])
+	}
+	if prs := f.srv.prs.list(); len(prs) != 1 || prs[0].CommentID != notes[0].ID {
+		t.Errorf("stored plans %+v, want comment id %d", prs, notes[0].ID)
+	}
+}
+
+func ptrF(v float64) *float64 { return &v }

@@ -458,6 +458,11 @@ type Change struct {
 	Kind   string `json:"kind"`
 	Name   string `json:"name"`
 	Detail string `json:"detail,omitempty"`
+	// CostBefore is what the resource costs now and CostAfter what it is
+	// estimated to cost once applied, in dollars per hour; nil when
+	// unknown.
+	CostBefore *float64 `json:"cost_before,omitempty"`
+	CostAfter  *float64 `json:"cost_after,omitempty"`
 	// Jobs are a workflow's jobs, in the provider's order.
 	Jobs []ChangeJob `json:"jobs,omitempty"`
 }

@@ -1,12 +1,10 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -71,20 +69,26 @@ func (s *Server) apiPulls(c *echo.Context) error {
 
 // PRPlan is the plan hoist computed for a pull (or merge) request's head.
 type PRPlan struct {
-	Provider string    `json:"provider"`
-	Number   int       `json:"number"`
-	Title    string    `json:"title"`
-	URL      string    `json:"url,omitempty"`
-	Repo     string    `json:"repo"`
-	HeadSHA  string    `json:"head_sha"`
-	HeadRef  string    `json:"head_ref"`
-	BaseRef  string    `json:"base_ref"`
-	Ref      string    `json:"ref"`
-	State    string    `json:"state"` // planning | planned | invalid | error
-	Error    string    `json:"error,omitempty"`
-	Plan     *Plan     `json:"plan,omitempty"`
-	Posted   string    `json:"posted,omitempty"` // commit status result, when posted
-	Updated  time.Time `json:"updated_at"`
+	Provider string `json:"provider"`
+	Number   int    `json:"number"`
+	Title    string `json:"title"`
+	URL      string `json:"url,omitempty"`
+	Repo     string `json:"repo"`
+	// RepoURL is the repository's web address; the preview links errors
+	// to its files at the head commit.
+	RepoURL string    `json:"repo_url,omitempty"`
+	HeadSHA string    `json:"head_sha"`
+	HeadRef string    `json:"head_ref"`
+	BaseRef string    `json:"base_ref"`
+	Ref     string    `json:"ref"`
+	State   string    `json:"state"` // planning | planned | invalid | error
+	Error   string    `json:"error,omitempty"`
+	Plan    *Plan     `json:"plan,omitempty"`
+	Posted  string    `json:"posted,omitempty"` // commit status result, when posted
+	Updated time.Time `json:"updated_at"`
+	// CommentID is the forge's id of the comment (GitHub) or note
+	// (GitLab) the preview was posted in; each push edits it.
+	CommentID int64 `json:"comment_id,omitempty"`
 }
 
 // prPlans keeps the latest plan per pull request for the dashboard, in
@@ -92,6 +96,8 @@ type PRPlan struct {
 type prPlans struct {
 	mu sync.Mutex
 	m  map[string]PRPlan
+	// posts holds one lock per pull request while its preview is posted.
+	posts map[string]*sync.Mutex
 
 	shared Shared
 	log    *slog.Logger
@@ -112,7 +118,11 @@ func (p *prPlans) put(pr PRPlan) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.m[p.key(pr.Provider, pr.Number)] = pr
+	k := p.key(pr.Provider, pr.Number)
+	if cur, ok := p.m[k]; ok && pr.CommentID == 0 {
+		pr.CommentID = cur.CommentID
+	}
+	p.m[k] = pr
 	if len(p.m) > maxPRPlans {
 		oldest := ""
 		for k, v := range p.m {
@@ -138,8 +148,69 @@ func (p *prPlans) update(pr PRPlan) {
 	defer p.mu.Unlock()
 	k := p.key(pr.Provider, pr.Number)
 	if cur, ok := p.m[k]; ok && cur.HeadSHA == pr.HeadSHA {
+		if pr.CommentID == 0 {
+			pr.CommentID = cur.CommentID
+		}
 		p.m[k] = pr
 	}
+}
+
+// get returns the stored plan of a pull request with its comment id.
+func (p *prPlans) get(provider string, n int) (PRPlan, bool) {
+	if p.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		pr, err := p.shared.GetPRPlan(ctx, provider, n)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				p.log.Warn("pr_plan_read_failed", "number", n, "error", err)
+			}
+			return PRPlan{}, false
+		}
+		return pr, true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr, ok := p.m[p.key(provider, n)]
+	return pr, ok
+}
+
+// setComment records the comment a pull request's preview was posted in.
+func (p *prPlans) setComment(provider string, n int, id int64) {
+	if p.shared != nil {
+		ctx, cancel := sharedCtx()
+		defer cancel()
+		if err := p.shared.SetPRPlanComment(ctx, provider, n, id); err != nil {
+			p.log.Warn("pr_plan_store_failed", "number", n, "error", err)
+		}
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.key(provider, n)
+	if cur, ok := p.m[k]; ok {
+		cur.CommentID = id
+		p.m[k] = cur
+	}
+}
+
+// posting serialises the posting of one pull request's previews in this
+// server, so that two pushes in quick succession do not both create a
+// comment; it returns the unlock.
+func (p *prPlans) posting(provider string, n int) func() {
+	p.mu.Lock()
+	if p.posts == nil {
+		p.posts = map[string]*sync.Mutex{}
+	}
+	k := p.key(provider, n)
+	m, ok := p.posts[k]
+	if !ok {
+		m = &sync.Mutex{}
+		p.posts[k] = m
+	}
+	p.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 func (p *prPlans) remove(provider string, n int) {
@@ -211,10 +282,16 @@ func (s *Server) pullRequest(c *echo.Context, pr PRPlan, action string) error {
 }
 
 func (s *Server) planPR(ctx context.Context, pr PRPlan) {
-	post := pr.Provider == "github" && s.cfg.GitHubToken != "" && pr.Repo != ""
-	if post {
-		s.postStatus(ctx, pr, "pending", "hoist is planning this revision")
+	f := s.forges[pr.Provider]
+	if pr.Repo == "" {
+		f = nil
 	}
+	if f != nil {
+		if err := f.setStatus(ctx, pr, statePending, "hoist is planning this revision", s.prTarget(pr)); err != nil {
+			s.log.Warn("pr_status_failed", "provider", pr.Provider, "repo", pr.Repo, "sha", pr.HeadSHA, "error", err)
+		}
+	}
+	start := time.Now()
 	if s.defaultProj().Planner == nil {
 		pr.State, pr.Error = "error", "planning is not available"
 	} else if plan, err := s.defaultProj().Planner.PlanRevision(ctx, pr.Ref, pr.HeadSHA); err != nil {
@@ -226,18 +303,62 @@ func (s *Server) planPR(ctx context.Context, pr PRPlan) {
 			pr.State = "invalid"
 		}
 	}
+	planned := time.Since(start)
 	pr.Updated = s.now()
-	if post {
-		state, desc := "success", planSummary(pr.Plan)
-		switch pr.State {
-		case "invalid":
-			state, desc = "failure", fmt.Sprintf("invalid: %d error(s)", len(pr.Plan.Errors))
-		case "error":
-			state, desc = "error", "planning failed"
-		}
-		pr.Posted = s.postStatus(ctx, pr, state, desc)
+	if f != nil {
+		s.postPreview(ctx, f, &pr)
+		s.log.Info("pr_preview_posted", "provider", pr.Provider, "repo", pr.Repo, "number", pr.Number, "sha", pr.HeadSHA,
+			"state", pr.State, "posted", pr.Posted, "comment_id", pr.CommentID,
+			"plan_ms", planned.Milliseconds(), "total_ms", time.Since(start).Milliseconds())
 	}
 	s.prs.update(pr)
+}
+
+// prTarget is the dashboard link a preview's status and comment carry;
+// empty without an external URL.
+func (s *Server) prTarget(pr PRPlan) string {
+	if s.cfg.ExternalURL == "" {
+		return ""
+	}
+	return strings.TrimRight(s.cfg.ExternalURL, "/") + "/history#pr-" + strconv.Itoa(pr.Number)
+}
+
+// postPreview posts pr's finished plan to its forge: the commit status,
+// then hoist's one comment on the pull request, edited in place when it
+// exists (its id is kept with the plan, so the next push, on any server,
+// edits the same comment). A plan finished after a newer push leaves the
+// comment to that push's plan. pr.Posted says how the status went.
+func (s *Server) postPreview(ctx context.Context, f forge, pr *PRPlan) {
+	state, desc := stateSuccess, planSummary(pr.Plan)
+	switch pr.State {
+	case "invalid":
+		state, desc = stateFailure, fmt.Sprintf("invalid: %d error(s)", len(pr.Plan.Errors))
+	case "error":
+		state, desc = stateError, "planning failed"
+	}
+	target := s.prTarget(*pr)
+	pr.Posted = string(state)
+	if err := f.setStatus(ctx, *pr, state, desc, target); err != nil {
+		s.log.Warn("pr_status_failed", "provider", pr.Provider, "repo", pr.Repo, "sha", pr.HeadSHA, "error", err)
+		pr.Posted = "error: " + err.Error()
+	}
+	unlock := s.prs.posting(pr.Provider, pr.Number)
+	defer unlock()
+	cur, ok := s.prs.get(pr.Provider, pr.Number)
+	if !ok || cur.HeadSHA != pr.HeadSHA {
+		return // closed, or a newer push: its plan posts the comment
+	}
+	body := renderPreview(previewHead{Provider: pr.Provider, RepoURL: pr.RepoURL, SHA: pr.HeadSHA, DashboardURL: target},
+		[]projectPlan{{Plan: pr.Plan, Error: pr.Error}})
+	id, err := f.upsertComment(ctx, *pr, cur.CommentID, body)
+	if err != nil {
+		s.log.Warn("pr_comment_failed", "provider", pr.Provider, "repo", pr.Repo, "number", pr.Number, "error", err)
+		return
+	}
+	pr.CommentID = id
+	if id != cur.CommentID {
+		s.prs.setComment(pr.Provider, pr.Number, id)
+	}
 }
 
 // planSummary is a one-line description of a plan, at most 140 characters:
@@ -270,37 +391,6 @@ func planSummary(p *Plan) string {
 		out = strings.ToValidUTF8(out[:140], "")
 	}
 	return out
-}
-
-// postStatus posts a commit status for pr's head and returns a short
-// result for the dashboard.
-func (s *Server) postStatus(ctx context.Context, pr PRPlan, state, desc string) string {
-	payload := map[string]string{"state": state, "description": desc, "context": "hoist/plan"}
-	if s.cfg.ExternalURL != "" {
-		payload["target_url"] = strings.TrimRight(s.cfg.ExternalURL, "/") + "/history#pr-" + fmt.Sprint(pr.Number)
-	}
-	b, _ := json.Marshal(payload)
-	url := strings.TrimRight(s.cfg.GitHubAPI, "/") + "/repos/" + pr.Repo + "/statuses/" + pr.HeadSHA
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	req.Header.Set("Authorization", "Bearer "+s.cfg.GitHubToken)
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.cfg.HTTPClient.Do(req)
-	if err != nil {
-		s.log.Warn("github_status_failed", "repo", pr.Repo, "sha", pr.HeadSHA, "error", err)
-		return "error: " + err.Error()
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode/100 != 2 {
-		s.log.Warn("github_status_refused", "repo", pr.Repo, "sha", pr.HeadSHA, "status", resp.StatusCode)
-		return fmt.Sprintf("refused: HTTP %d", resp.StatusCode)
-	}
-	return state
 }
 
 // pulls are the pull-request plans of the request's project: webhooks

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,15 +29,21 @@ type Config struct {
 	// branch is acknowledged but does not trigger a sync. Empty accepts all.
 	Branch string
 	// GitHubToken, when set, lets hoist post a pull request's plan back to
-	// GitHub as a commit status.
+	// GitHub: a commit status and one comment edited on each push.
 	GitHubToken string
 	// GitHubAPI is the GitHub REST API base URL; empty means
 	// https://api.github.com. Tests point it at a local fake.
 	GitHubAPI string
+	// GitLabToken, when set, lets hoist post a merge request's plan back
+	// to GitLab: a commit status and one note edited on each push.
+	GitLabToken string
+	// GitLabAPI is the GitLab REST API base URL (the /api/v4 suffix is
+	// added when missing); empty means https://gitlab.com/api/v4.
+	GitLabAPI string
 	// ExternalURL is hoist's own base URL as users reach it, used in links
-	// posted to GitHub; empty leaves target_url out.
+	// posted to GitHub and GitLab; empty leaves target_url out.
 	ExternalURL string
-	// HTTPClient makes outgoing calls (GitHub statuses); nil means a
+	// HTTPClient makes outgoing calls (GitHub and GitLab); nil means a
 	// client with a 10 s timeout.
 	HTTPClient *http.Client
 	// Logger receives request and error logs; nil discards.
@@ -197,11 +204,14 @@ type Server struct {
 	logins    *loginFailures
 	plans     *planLimiter
 	prs       *prPlans
-	proxy     *serviceProxy
-	bg        sync.WaitGroup
-	ctx       context.Context
-	cancel    context.CancelFunc
-	once      sync.Once
+	// forges post pull requests' previews, by provider ("github",
+	// "gitlab"), for the providers with a token.
+	forges map[string]forge
+	proxy  *serviceProxy
+	bg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	once   sync.Once
 }
 
 // New builds a server.
@@ -224,6 +234,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.GitHubAPI == "" {
 		cfg.GitHubAPI = "https://api.github.com"
 	}
+	if cfg.GitLabAPI == "" {
+		cfg.GitLabAPI = "https://gitlab.com/api/v4"
+	}
+	forges, err := newForges(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
 	if cfg.ListCacheTTL == 0 {
 		cfg.ListCacheTTL = time.Second
 	}
@@ -241,6 +258,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		sess:           newSessions(now, cfg.SessionTTL),
 		seen:           newDeliveries(now, deliveryTTL, deliveryMax),
 		prs:            newPRPlans(),
+		forges:         forges,
 		logins:         newLoginFailures(now),
 		plans:          newPlanLimiter(now),
 		cancel:         cancel,

@@ -25,6 +25,12 @@ type Shared interface {
 	// PutPRPlan stores a pull request's plan; with sameHead only while the
 	// stored plan is for pr.HeadSHA.
 	PutPRPlan(ctx context.Context, pr PRPlan, sameHead bool) error
+	// GetPRPlan returns a pull request's stored plan with the id of the
+	// comment it was posted in (PRPlan.CommentID), or ErrNotFound.
+	GetPRPlan(ctx context.Context, provider string, number int) (PRPlan, error)
+	// SetPRPlanComment records the id of the comment a pull request's plan
+	// was posted in; later PutPRPlan calls keep it.
+	SetPRPlanComment(ctx context.Context, provider string, number int, id int64) error
 	// DeletePRPlan drops a pull request's plan.
 	DeletePRPlan(ctx context.Context, provider string, number int) error
 	// ListPRPlans returns the plans, most recently updated first.

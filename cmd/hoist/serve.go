@@ -317,6 +317,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	srv, err := web.New(web.Config{
 		AdminToken: token, WebhookSecret: webhookSecret, Branch: branch,
 		GitHubToken: os.Getenv("HOIST_GITHUB_TOKEN"), GitHubAPI: os.Getenv("HOIST_GITHUB_API"),
+		GitLabToken: os.Getenv("HOIST_GITLAB_TOKEN"), GitLabAPI: os.Getenv("HOIST_GITLAB_API"),
 		ExternalURL: o.externalURL, Logger: log.With("component", "web"),
 		Budgets: budgets, DefaultProject: def.spec.name,
 	}, deps)

@@ -118,6 +118,12 @@ type Step struct {
 	// $1/h + 2 nodes × $0.1/h = $1.2/h" (empty for other steps, and when no
 	// offer prices it).
 	Cost string `json:"cost,omitempty"`
+	// PriceBefore is what the resource costs now and PriceAfter what it is
+	// estimated to cost once the step is applied, in dollars per hour (nil
+	// when unknown: no current resource, or no offer prices it); a pull
+	// request's preview shows them per resource.
+	PriceBefore *float64 `json:"price_before,omitempty"`
+	PriceAfter  *float64 `json:"price_after,omitempty"`
 	// Jobs lists a workflow's jobs as the revision generates them (empty
 	// while a program provider has not run on this input: its program
 	// runs first, Program says).
@@ -237,7 +243,13 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 	// fleets); deletes cost nothing.
 	fleets := newFleetSet(desired)
 	for i, s := range p.Steps {
+		if s.Current != nil {
+			v := s.Current.PricePerHour
+			p.Steps[i].PriceBefore = &v
+		}
 		if s.Action == Delete || s.Desired == nil {
+			zero := 0.0
+			p.Steps[i].PriceAfter = &zero
 			continue
 		}
 		if wf, ok := s.Desired.Spec.(*schema.Workflow); ok {
@@ -245,6 +257,7 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		}
 		if v, cost, ok := estimate(s, fleets, opts.Estimate); ok {
 			p.CostAfter += v
+			p.Steps[i].PriceAfter = &v
 			if v > 0 {
 				p.Steps[i].Cost = cost
 			}

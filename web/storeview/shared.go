@@ -42,7 +42,33 @@ func (v *View) PutPRPlan(ctx context.Context, pr web.PRPlan, sameHead bool) erro
 	if err != nil {
 		return fmt.Errorf("encode pr plan: %w", err)
 	}
-	return v.st.PutPRPlan(ctx, store.PRPlan{Provider: pr.Provider, Number: pr.Number, HeadSHA: pr.HeadSHA, Data: b}, sameHead)
+	return v.st.PutPRPlan(ctx, store.PRPlan{Provider: pr.Provider, Number: pr.Number, HeadSHA: pr.HeadSHA, Data: b, CommentID: pr.CommentID}, sameHead)
+}
+
+// GetPRPlan returns a pull request's plan with its comment id, or
+// web.ErrNotFound.
+func (v *View) GetPRPlan(ctx context.Context, provider string, number int) (web.PRPlan, error) {
+	r, err := v.st.GetPRPlan(ctx, provider, number)
+	if err != nil {
+		return web.PRPlan{}, mapErr(err)
+	}
+	return decodePRPlan(r)
+}
+
+// SetPRPlanComment records the comment a pull request's plan was posted in.
+func (v *View) SetPRPlanComment(ctx context.Context, provider string, number int, id int64) error {
+	return v.st.SetPRPlanComment(ctx, provider, number, id)
+}
+
+// decodePRPlan decodes a stored plan; the row's comment id is the one
+// that counts (the JSON's may predate it).
+func decodePRPlan(r store.PRPlan) (web.PRPlan, error) {
+	var pr web.PRPlan
+	if err := json.Unmarshal(r.Data, &pr); err != nil {
+		return web.PRPlan{}, fmt.Errorf("decode pr plan %s#%d: %w", r.Provider, r.Number, err)
+	}
+	pr.CommentID = r.CommentID
+	return pr, nil
 }
 
 // DeletePRPlan drops a pull request's plan.
@@ -58,9 +84,9 @@ func (v *View) ListPRPlans(ctx context.Context) ([]web.PRPlan, error) {
 	}
 	out := make([]web.PRPlan, 0, len(rows))
 	for _, r := range rows {
-		var pr web.PRPlan
-		if err := json.Unmarshal(r.Data, &pr); err != nil {
-			return nil, fmt.Errorf("decode pr plan %s#%d: %w", r.Provider, r.Number, err)
+		pr, err := decodePRPlan(r)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, pr)
 	}

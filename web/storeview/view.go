@@ -518,7 +518,8 @@ func PlanView(rev string, p plan.Plan) web.Plan {
 		if s.ProviderCommit != "" {
 			detail = strings.TrimPrefix(detail+"; provider at commit "+source.ShortID(s.ProviderCommit), "; ")
 		}
-		ch := web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail}
+		ch := web.Change{Action: action, Kind: string(s.Kind), Name: s.Name, Detail: detail,
+			CostBefore: s.PriceBefore, CostAfter: s.PriceAfter}
 		for _, j := range s.Jobs {
 			ch.Jobs = append(ch.Jobs, web.ChangeJob{Name: j.Name, Image: j.Image, DependsOn: j.DependsOn, Master: j.Master,
 				Artifacts: j.Artifacts, PricePerHour: j.PricePerHour})
