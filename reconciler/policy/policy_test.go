@@ -126,7 +126,7 @@ func TestNew_refusesWhatCanNeverBeAllowed(t *testing.T) {
 		{"an unknown backend is refused", Config{Backends: map[string]Grant{"aws": {Privileged: true}}},
 			`policy.backends.aws: no backend "aws" is configured`},
 		{"another project is refused", Config{Projects: map[string]ProjectConfig{"other": {}}},
-			`policy.projects.other: this server reconciles project "main" only`},
+			`policy.projects.other: this server reconciles no project "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, env)
