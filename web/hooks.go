@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -186,14 +187,17 @@ func (s *Server) hookGitHub(c *echo.Context) error {
 		return c.JSON(http.StatusOK, hookAnswer{Message: "pong"})
 	case "push":
 		var p struct {
-			Ref   string `json:"ref"`
-			After string `json:"after"`
+			Ref        string `json:"ref"`
+			After      string `json:"after"`
+			Repository struct {
+				FullName string `json:"full_name"`
+			} `json:"repository"`
 		}
 		if err := json.Unmarshal(body, &p); err != nil {
 			s.metrics.observeWebhook("github", event, "bad_payload")
 			return echo.NewHTTPError(http.StatusBadRequest, "push payload is not valid JSON")
 		}
-		return s.pushed(c, "github", p.Ref, p.After)
+		return s.pushed(c, "github", p.Ref, p.After, p.Repository.FullName)
 	case "pull_request":
 		var p struct {
 			Action      string `json:"action"`
@@ -258,14 +262,17 @@ func (s *Server) hookGitLab(c *echo.Context) error {
 	switch event {
 	case "Push Hook":
 		var p struct {
-			Ref   string `json:"ref"`
-			After string `json:"after"`
+			Ref     string `json:"ref"`
+			After   string `json:"after"`
+			Project struct {
+				PathWithNamespace string `json:"path_with_namespace"`
+			} `json:"project"`
 		}
 		if err := json.Unmarshal(body, &p); err != nil {
 			s.metrics.observeWebhook("gitlab", event, "bad_payload")
 			return echo.NewHTTPError(http.StatusBadRequest, "push payload is not valid JSON")
 		}
-		return s.pushed(c, "gitlab", p.Ref, p.After)
+		return s.pushed(c, "gitlab", p.Ref, p.After, p.Project.PathWithNamespace)
 	case "Merge Request Hook":
 		var p struct {
 			Project struct {
@@ -320,7 +327,14 @@ func (s *Server) hookGeneric(c *echo.Context) error {
 		s.metrics.observeWebhook("generic", "", "duplicate")
 		return c.JSON(http.StatusOK, hookAnswer{Message: "duplicate delivery ignored", Duplicate: true})
 	}
+	// A generic trigger names no repository: every project syncs (one
+	// whose source did not change finds nothing to do).
 	n := s.requestSync(s.defaultProj())
+	for _, p := range s.projects {
+		if p != s.defaultProj() {
+			s.requestSync(p)
+		}
+	}
 	s.metrics.observeWebhook("generic", "", "sync_requested")
 	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})
 }
@@ -337,14 +351,61 @@ func (s *Server) trackedBranch(ctx context.Context) string {
 	return ""
 }
 
+// hookProjects are the projects a webhook about repository repo (the
+// forge's "owner/name") and ref concerns: the default project (which the
+// receivers have always served), and every other project tracking the
+// branch of ref in the default project's repository (another directory of
+// a monorepo) or in a repository whose URL ends in repo.
+func (s *Server) hookProjects(ctx context.Context, repo, ref string) []*project {
+	out := []*project{s.defaultProj()}
+	def, err := s.defaultProj().Syncer.SyncStatus(ctx)
+	if err != nil {
+		return out
+	}
+	names := make([]string, 0, len(s.projects))
+	for name := range s.projects {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := s.projects[name]
+		if p == s.defaultProj() {
+			continue
+		}
+		st, err := p.Syncer.SyncStatus(ctx)
+		if err != nil || (st.Branch != "" && "refs/heads/"+st.Branch != ref) {
+			continue
+		}
+		if (st.Repo != "" && st.Repo == def.Repo) || repoNamed(st.Repo, repo) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// repoNamed reports whether the repository URL u is the forge's repository
+// "owner/name" (https://host/owner/name(.git), git@host:owner/name.git).
+func repoNamed(u, name string) bool {
+	if name == "" || u == "" {
+		return false
+	}
+	u = strings.TrimSuffix(strings.TrimRight(u, "/"), ".git")
+	return strings.HasSuffix(u, "/"+name) || strings.HasSuffix(u, ":"+name)
+}
+
 // pushed requests a sync when ref is the tracked branch. The answer goes
 // out at once; the reconciler syncs in its own time.
-func (s *Server) pushed(c *echo.Context, provider, ref, after string) error {
+func (s *Server) pushed(c *echo.Context, provider, ref, after, repo string) error {
 	if b := s.trackedBranch(c.Request().Context()); b != "" && ref != "refs/heads/"+b {
 		s.metrics.observeWebhook(provider, "push", "other_branch")
 		return c.JSON(http.StatusOK, hookAnswer{Message: "push to " + ref + " ignored: tracking " + b})
 	}
 	n := s.requestSync(s.defaultProj())
+	for _, p := range s.hookProjects(c.Request().Context(), repo, ref) {
+		if p != s.defaultProj() {
+			s.requestSync(p)
+		}
+	}
 	s.log.Info("webhook_push", "provider", provider, "ref", ref, "after", after, "requested", n)
 	s.metrics.observeWebhook(provider, "push", "sync_requested")
 	return c.JSON(http.StatusAccepted, hookAnswer{Message: "sync requested", Requested: n})

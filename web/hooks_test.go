@@ -499,3 +499,54 @@ func TestHookGitLab_mergeRequestGetsOneNoteAndAStatus(t *testing.T) {
 }
 
 func ptrF(v float64) *float64 { return &v }
+
+// TestHooks_reachEveryProjectOfTheRepository: a second project reading
+// another directory of the default project's repository is synced by a
+// push and planned with a pull request, in its own section of the one
+// comment; a project of another repository is left alone.
+func TestHooks_reachEveryProjectOfTheRepository(t *testing.T) {
+	gh := fakeforge.NewGitHub(t, "ghp_test")
+	mainPl := &fakePlanner{plans: map[string]Plan{"sha1": {Valid: true, Errors: []string{}, Changes: []Change{{Action: "create", Kind: "task", Name: "a"}}}}}
+	bPl := &fakePlanner{plans: map[string]Plan{"sha1": {Valid: false, Errors: []string{"b/broken.dstack.yml:2:3: type: unknown"}}}}
+	otherPl := &fakePlanner{plans: map[string]Plan{}}
+	bSync := &fakeSyncer{status: SyncStatus{Repo: "/srv/specs", Branch: "main"}}
+	otherSync := &fakeSyncer{status: SyncStatus{Repo: "https://git.example.com/acme/other.git", Branch: "main"}}
+	f := newFixture(t, withBranch("main"), func(c *Config, d *Deps) {
+		c.GitHubToken, c.GitHubAPI = "ghp_test", gh.URL
+		d.Planner = mainPl
+		d.Syncer.(*fakeSyncer).status.Repo = "/srv/specs"
+		d.Projects = map[string]ProjectDeps{
+			"b":     {Store: newMemStore(), Syncer: bSync, Planner: bPl},
+			"other": {Store: newMemStore(), Syncer: otherSync, Planner: otherPl},
+		}
+	})
+	if r := githubPush(t, f, "refs/heads/main", "sha1"); r.StatusCode != 202 {
+		t.Fatalf("push: %d", r.StatusCode)
+	}
+	if f.syncer.count() != 1 || bSync.count() != 1 || otherSync.count() != 0 {
+		t.Errorf("syncs requested: main %d, b %d, other %d; want 1, 1, 0", f.syncer.count(), bSync.count(), otherSync.count())
+	}
+	body := `{"action":"opened","number":4,"pull_request":{"title":"x","head":{"sha":"sha1","ref":"feature"},"base":{"ref":"main"}},
+		"repository":{"full_name":"acme/specs","html_url":"https://github.com/acme/specs"}}`
+	if r, b := f.hook(t, "/hooks/github", body, "X-GitHub-Event", "pull_request", "X-GitHub-Delivery", delivery(), "X-Hub-Signature-256", sign(hookSecret, body)); r.StatusCode != 202 {
+		t.Fatalf("pull_request: %d %s", r.StatusCode, b)
+	}
+	f.srv.bg.Wait()
+	cs := gh.Comments("acme/specs", 4)
+	if len(cs) != 1 {
+		t.Fatalf("comments: %+v, want one", cs)
+	}
+	for _, want := range []string{"#### Project `main`", "#### Project `b`", "| `task/a` | create |", "`b/broken.dstack.yml:2:3`"} {
+		if !strings.Contains(cs[0].Body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, cs[0].Body)
+		}
+	}
+	otherPl.mu.Lock()
+	if len(otherPl.calls) != 0 {
+		t.Errorf("the project of another repository was planned: %v", otherPl.calls)
+	}
+	otherPl.mu.Unlock()
+	if st := gh.Statuses(); st[len(st)-1].State != "failure" {
+		t.Errorf("status with b broken = %+v", st[len(st)-1])
+	}
+}

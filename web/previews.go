@@ -89,6 +89,18 @@ type PRPlan struct {
 	// CommentID is the forge's id of the comment (GitHub) or note
 	// (GitLab) the preview was posted in; each push edits it.
 	CommentID int64 `json:"comment_id,omitempty"`
+	// Projects are the plans of the other projects the pull request
+	// concerns (hookProjects: those reading the same repository and
+	// branch, e.g. other directories of a monorepo); Plan and Error are
+	// the default project's.
+	Projects []ProjectPRPlan `json:"projects,omitempty"`
+}
+
+// ProjectPRPlan is one more project's plan of a pull request's head.
+type ProjectPRPlan struct {
+	Project string `json:"project"`
+	Plan    *Plan  `json:"plan,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // prPlans keeps the latest plan per pull request for the dashboard, in
@@ -292,14 +304,21 @@ func (s *Server) planPR(ctx context.Context, pr PRPlan) {
 		}
 	}
 	start := time.Now()
-	if s.defaultProj().Planner == nil {
-		pr.State, pr.Error = "error", "planning is not available"
-	} else if plan, err := s.defaultProj().Planner.PlanRevision(ctx, pr.Ref, pr.HeadSHA); err != nil {
-		pr.State, pr.Error = "error", err.Error()
-	} else {
-		pr.Plan = &plan
-		pr.State = "planned"
-		if !plan.Valid {
+	pr.Plan, pr.Error = planProject(ctx, s.defaultProj(), pr)
+	pr.Projects = nil
+	for _, p := range s.hookProjects(ctx, pr.Repo, "refs/heads/"+pr.BaseRef) {
+		if p == s.defaultProj() {
+			continue
+		}
+		pl, perr := planProject(ctx, p, pr)
+		pr.Projects = append(pr.Projects, ProjectPRPlan{Project: p.name, Plan: pl, Error: perr})
+	}
+	pr.State = "planned"
+	for _, r := range pr.results() {
+		switch {
+		case r.Error != "":
+			pr.State = "error"
+		case !r.Plan.Valid && pr.State != "error":
 			pr.State = "invalid"
 		}
 	}
@@ -312,6 +331,25 @@ func (s *Server) planPR(ctx context.Context, pr PRPlan) {
 			"plan_ms", planned.Milliseconds(), "total_ms", time.Since(start).Milliseconds())
 	}
 	s.prs.update(pr)
+}
+
+// planProject plans pr's head in project p: the plan, or why planning
+// failed.
+func planProject(ctx context.Context, p *project, pr PRPlan) (*Plan, string) {
+	if p.Planner == nil {
+		return nil, "planning is not available"
+	}
+	plan, err := p.Planner.PlanRevision(ctx, pr.Ref, pr.HeadSHA)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return &plan, ""
+}
+
+// results are pr's plans, the default project's first.
+func (pr PRPlan) results() []ProjectPRPlan {
+	out := []ProjectPRPlan{{Plan: pr.Plan, Error: pr.Error}}
+	return append(out, pr.Projects...)
 }
 
 // prTarget is the dashboard link a preview's status and comment carry;
@@ -332,7 +370,13 @@ func (s *Server) postPreview(ctx context.Context, f forge, pr *PRPlan) {
 	state, desc := stateSuccess, planSummary(pr.Plan)
 	switch pr.State {
 	case "invalid":
-		state, desc = stateFailure, fmt.Sprintf("invalid: %d error(s)", len(pr.Plan.Errors))
+		n := 0
+		for _, r := range pr.results() {
+			if r.Plan != nil {
+				n += len(r.Plan.Errors)
+			}
+		}
+		state, desc = stateFailure, fmt.Sprintf("invalid: %d error(s)", n)
 	case "error":
 		state, desc = stateError, "planning failed"
 	}
@@ -348,8 +392,16 @@ func (s *Server) postPreview(ctx context.Context, f forge, pr *PRPlan) {
 	if !ok || cur.HeadSHA != pr.HeadSHA {
 		return // closed, or a newer push: its plan posts the comment
 	}
-	body := renderPreview(previewHead{Provider: pr.Provider, RepoURL: pr.RepoURL, SHA: pr.HeadSHA, DashboardURL: target},
-		[]projectPlan{{Plan: pr.Plan, Error: pr.Error}})
+	var sections []projectPlan
+	if len(pr.Projects) > 0 { // name the sections only when there are several
+		sections = append(sections, projectPlan{Name: s.defaultProject, Plan: pr.Plan, Error: pr.Error})
+		for _, r := range pr.Projects {
+			sections = append(sections, projectPlan{Name: r.Project, Plan: r.Plan, Error: r.Error})
+		}
+	} else {
+		sections = []projectPlan{{Plan: pr.Plan, Error: pr.Error}}
+	}
+	body := renderPreview(previewHead{Provider: pr.Provider, RepoURL: pr.RepoURL, SHA: pr.HeadSHA, DashboardURL: target}, sections)
 	id, err := f.upsertComment(ctx, *pr, cur.CommentID, body)
 	if err != nil {
 		s.log.Warn("pr_comment_failed", "provider", pr.Provider, "repo", pr.Repo, "number", pr.Number, "error", err)
@@ -394,11 +446,24 @@ func planSummary(p *Plan) string {
 }
 
 // pulls are the pull-request plans of the request's project: webhooks
-// (and so pull requests) belong to the default project; the others have
-// none.
+// (and so pull requests) come to the default project, and to the other
+// projects reading the same repository (hookProjects), whose plan then
+// takes Plan's place.
 func (s *Server) pulls(c *echo.Context) []PRPlan {
-	if s.proj(c).name != s.defaultProject {
-		return []PRPlan{}
+	all := s.prs.list()
+	name := s.proj(c).name
+	if name == s.defaultProject {
+		return all
 	}
-	return s.prs.list()
+	out := []PRPlan{}
+	for _, pr := range all {
+		for _, r := range pr.Projects {
+			if r.Project == name {
+				pr.Plan, pr.Error, pr.Projects = r.Plan, r.Error, nil
+				out = append(out, pr)
+				break
+			}
+		}
+	}
+	return out
 }
