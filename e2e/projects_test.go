@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +102,63 @@ projects:
 	}
 	if rs, _ := st.ListRuns(t.Context(), store.RunFilter{Project: "a", Name: "hello", Limit: 10}); len(rs) != 1 {
 		t.Errorf("project a has %d runs of hello; want 1", len(rs))
+	}
+
+	// A user of a, made with the CLI, sees a's hello and nothing of b's:
+	// not its runs, its run, its logs, nor may it stop it (404, as for a
+	// project that does not exist). The admin reads b's below its prefix.
+	hoist := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "hoist"), args...)
+		cmd.Env = append(os.Environ(), "HOIST_SERVER="+s.url, "HOIST_TOKEN="+s.token, "XDG_CONFIG_HOME="+t.TempDir())
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hoist %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		}
+		return string(out)
+	}
+	hoist("user", "add", "ann")
+	hoist("project", "member", "add", "a", "ann", "--role", "user")
+	ann := strings.TrimSpace(hoist("token", "create", "laptop", "--user", "ann"))
+	as := func(token, method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		token, method, path string
+		want                int
+		has                 string
+	}{
+		{ann, "GET", "/api/v1/runs/hello", 200, ra.ID},
+		{ann, "GET", "/api/v1/projects/a/runs/hello/logs", 200, "from-a"},
+		{ann, "GET", "/api/v1/projects/b/runs", 404, "project not found"},
+		{ann, "GET", "/api/v1/projects/b/runs/hello", 404, "project not found"},
+		{ann, "GET", "/api/v1/projects/b/runs/hello/logs", 404, "project not found"},
+		{ann, "POST", "/api/v1/projects/b/runs/hello/stop", 404, "project not found"},
+		{ann, "GET", "/projects/b/runs/hello", 404, ""},
+		{ann, "GET", "/api/v1/projects", 200, `"a"`},
+		{s.token, "GET", "/api/v1/projects/b/runs/hello/logs", 200, "from-b-again"},
+	} {
+		code, body := as(c.token, c.method, c.path)
+		if code != c.want || !strings.Contains(body, c.has) {
+			t.Errorf("%s %s: %d %.200s; want %d with %q", c.method, c.path, code, body, c.want, c.has)
+		}
+		if c.token == ann && strings.Contains(body, "from-b") {
+			t.Errorf("%s %s shows b's logs to a's user: %.200s", c.method, c.path, body)
+		}
+	}
+	if _, body := as(ann, "GET", "/api/v1/projects"); strings.Contains(body, `"b"`) {
+		t.Errorf("a's user lists project b: %s", body)
 	}
 }
 

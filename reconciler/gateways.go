@@ -520,7 +520,7 @@ func (c *Controller) gatewayConfig(ctx context.Context, g *store.Gateway, spec *
 	var d desiredGateway
 	d.cfg.Domain = gatewayDomain(spec.Domain, g.Project)
 	d.cfg.TLS = c.gatewayTLS(spec, d.cfg.Domain)
-	toks, err := c.st.ValidTokens(ctx)
+	toks, err := c.st.ValidTokens(ctx, g.Project)
 	if err != nil {
 		return d, err
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -91,8 +92,23 @@ func TestValidTokens_leavesOutRevokedExpiredAndDisabled(t *testing.T) {
 		if _, err := s.db.NewUpdate().Model((*User)(nil)).Set("disabled = ?", true).Where("id = ?", bob.ID).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// A user's token counts in the projects it is a member of only.
+		ann, err := s.CreateUser(ctx, "ann", "user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, anns, err := s.CreateToken(ctx, ann.ID, "ann", time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SetMember(ctx, "beta", "ann", RoleViewer); err != nil {
+			t.Fatal(err)
+		}
+		if ts, err := s.ValidTokens(ctx, "beta"); err != nil || !slices.ContainsFunc(ts, func(tk APIToken) bool { return tk.TokenHash == anns.TokenHash }) {
+			t.Fatalf("beta's valid tokens = %v, %v; want ann's among them", ts, err)
+		}
 		clock.Advance(2 * time.Minute)
-		ts, err := s.ValidTokens(ctx)
+		ts, err := s.ValidTokens(ctx, DefaultProject)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -136,18 +136,20 @@ func (s *Store) ListProjects(ctx context.Context) ([]Project, error) {
 	return ps, nil
 }
 
-// ValidTokens returns the hashes of the API tokens accepted now: not
-// revoked, not expired, of users not disabled (what LookupToken accepts),
-// for gateways that check tokens themselves.
-func (s *Store) ValidTokens(ctx context.Context) ([]APIToken, error) {
+// ValidTokens returns the hashes of the API tokens accepted now in
+// project: not revoked, not expired, of users not disabled (what
+// LookupToken accepts) who are global admins or members of the project,
+// for the project's gateways, which check tokens themselves.
+func (s *Store) ValidTokens(ctx context.Context, proj string) ([]APIToken, error) {
 	var ts []APIToken
 	err := s.db.NewSelect().Model(&ts).
 		Where("revoked = ?", false).
 		Where("(expires_at IS NULL OR expires_at > ?)", s.Now()).
-		Where("user_id IN (SELECT id FROM users WHERE disabled = ?)", false).
+		Where("user_id IN (SELECT id FROM users WHERE disabled = ? AND (role = ? OR id IN (SELECT user_id FROM project_members WHERE project = ?)))",
+			false, RoleAdmin, project(proj)).
 		Order("token_hash").Scan(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list valid tokens: %w", err)
+		return nil, fmt.Errorf("list valid tokens of project %s: %w", proj, err)
 	}
 	return ts, nil
 }

@@ -175,7 +175,7 @@ var globalRoutes = map[string]bool{
 	"GET /api/v1/users": true, "POST /api/v1/users": true, "DELETE /api/v1/users/:name": true,
 	"GET /api/v1/projects/:project/members": true, "POST /api/v1/projects/:project/members": true,
 	"DELETE /api/v1/projects/:project/members/:user": true,
-	"GET /api/v1/tokens": true, "POST /api/v1/tokens": true, "DELETE /api/v1/tokens/:id": true,
+	"GET /api/v1/tokens":                             true, "POST /api/v1/tokens": true, "DELETE /api/v1/tokens/:id": true,
 	"GET /login/oidc": true, "GET /login/oidc/callback": true,
 }
 

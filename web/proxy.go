@@ -132,7 +132,7 @@ func (p *serviceProxy) serveRun(c *echo.Context, project, run, rest, base string
 		return err
 	}
 	if svc.Auth {
-		if err := p.authorize(c); err != nil {
+		if err := p.authorize(c, project); err != nil {
 			return err
 		}
 		// The token is hoist's, not the service's: never forwarded.
@@ -265,10 +265,11 @@ func (p *serviceProxy) forget(project, run string) {
 }
 
 // authorize requires a hoist token as Authorization: Bearer (dstack's
-// `auth: true`). Every token of hoist is a member of its one project, the
-// viewer role included, as every role of a dstack project may call its
-// services; a failed token counts against the client's login limit.
-func (p *serviceProxy) authorize(c *echo.Context) error {
+// `auth: true`) of a member of project: every role of a dstack project,
+// the viewer included, may call its services. A failed token counts
+// against the client's login limit; a token of no role in the project is
+// 404, as the project's API routes answer it.
+func (p *serviceProxy) authorize(c *echo.Context, project string) error {
 	tok := bearer(c.Request())
 	if tok == "" {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hoist"`)
@@ -279,10 +280,14 @@ func (p *serviceProxy) authorize(c *echo.Context) error {
 		c.Response().Header().Set("Retry-After", "60")
 		return echo.NewHTTPError(http.StatusTooManyRequests, "too many failed attempts; wait a minute")
 	}
-	if _, ok := p.s.lookup(c, tok); !ok {
+	who, ok := p.s.lookup(c, tok)
+	if !ok {
 		p.s.logins.fail(ip)
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="hoist"`)
 		return echo.NewHTTPError(http.StatusUnauthorized, "invalid token")
+	}
+	if !who.RoleIn(project).CanRead() {
+		return errNoProject
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (p *serviceProxy) models(c *echo.Context) error {
 	if p.svc == nil {
 		return echo.NewHTTPError(http.StatusNotFound, "no service proxy in this hoist")
 	}
-	if err := p.authorize(c); err != nil {
+	if err := p.authorize(c, c.Param("project")); err != nil {
 		return err
 	}
 	r := c.Request()

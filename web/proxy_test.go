@@ -101,7 +101,8 @@ func TestProxy_authRequiresATokenAndNeverForwardsIt(t *testing.T) {
 	rep := upstream(t, "r1")
 	f, _ := proxyFixture(t,
 		Service{Project: "main", Run: "private", Auth: true, StripPrefix: true, MinReplicas: 1, Replicas: []Replica{rep}},
-		Service{Project: "main", Run: "public", Auth: false, StripPrefix: true, MinReplicas: 1, Replicas: []Replica{rep}})
+		Service{Project: "main", Run: "public", Auth: false, StripPrefix: true, MinReplicas: 1, Replicas: []Replica{rep}},
+		Service{Project: "beta", Run: "private", Auth: true, StripPrefix: true, MinReplicas: 1, Replicas: []Replica{rep}})
 	for _, tc := range []struct {
 		name, path, tok string
 		code            int
@@ -115,6 +116,8 @@ func TestProxy_authRequiresATokenAndNeverForwardsIt(t *testing.T) {
 		{name: "a public service's own Authorization is forwarded", path: "/proxy/services/main/public/x", tok: "app-token", code: 200, body: `auth="Bearer app-token"`},
 		{name: "another project's service is 404", path: "/proxy/services/other/private/", tok: userTok, code: http.StatusNotFound},
 		{name: "an unknown run is 404", path: "/proxy/services/main/nothing/", tok: userTok, code: http.StatusNotFound},
+		{name: "a token of no role in the service's project is 404", path: "/proxy/services/beta/private/x", tok: userTok, code: http.StatusNotFound, body: "project not found"},
+		{name: "the admin token reaches every project's service", path: "/proxy/services/beta/private/x", tok: adminTok, code: 200, body: `r1 /x  auth=""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := f.do(t, "GET", tc.path, tc.tok, nil, "Cookie", sessionCookie+"=s3cret; app=1")

@@ -35,6 +35,7 @@ import (
 	"hoist/backends/vastai"
 	"hoist/backends/verda"
 	"hoist/backends/vultr"
+	"hoist/reconciler"
 	"hoist/reconciler/plan"
 	"hoist/reconciler/policy"
 	"hoist/store"
@@ -296,7 +297,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	view := storeview.New(st, def.spec.name)
 	deps.Tokens, deps.Shared, deps.Offers, deps.Meter, deps.RunnerDownloads = view, view, market, meter, downloads
 	deps.Users = view
-	deps.Services = services{ctrl: def.ctrl}
+	ctrls := map[string]*reconciler.Controller{}
+	for _, rt := range rts {
+		ctrls[rt.spec.name] = rt.ctrl
+	}
+	deps.Services = services{ctrl: def.ctrl, byProject: ctrls}
 	budgets := map[string]plan.Budget{}
 	for _, rt := range rts {
 		budgets[rt.spec.name] = cfg.projectBudget(rt.spec.name)

@@ -13,7 +13,20 @@ import (
 
 // services is web.Services over the reconciler's service routes: the
 // reconciler does not import web, so its types are copied into web's here.
-type services struct{ ctrl *reconciler.Controller }
+// The proxy and the gateways serve every project: each project's service
+// is asked of its own controller (byProject), else of ctrl.
+type services struct {
+	ctrl      *reconciler.Controller
+	byProject map[string]*reconciler.Controller
+}
+
+// of is the controller of project.
+func (s services) of(project string) *reconciler.Controller {
+	if c, ok := s.byProject[project]; ok {
+		return c
+	}
+	return s.ctrl
+}
 
 var (
 	_ web.Services        = services{}
@@ -22,7 +35,7 @@ var (
 
 // Service returns the routing view of a service run.
 func (s services) Service(ctx context.Context, project, run string) (web.Service, error) {
-	rt, err := s.ctrl.ServiceRoute(ctx, project, run)
+	rt, err := s.of(project).ServiceRoute(ctx, project, run)
 	if err != nil {
 		return web.Service{}, webNotFound(err)
 	}
@@ -31,7 +44,7 @@ func (s services) Service(ctx context.Context, project, run string) (web.Service
 
 // Models returns the project's service runs that declare a `model`.
 func (s services) Models(ctx context.Context, project string) ([]web.Service, error) {
-	rts, err := s.ctrl.ServiceModels(ctx, project)
+	rts, err := s.of(project).ServiceModels(ctx, project)
 	if err != nil {
 		return nil, webNotFound(err)
 	}
@@ -46,18 +59,18 @@ var _ web.GatewayServices = services{}
 
 // GatewayURLs returns where a gateway serves a service run.
 func (s services) GatewayURLs(ctx context.Context, project, run string) (web.ServiceURLs, bool, error) {
-	u, ok, err := s.ctrl.GatewayURLs(ctx, project, run)
+	u, ok, err := s.of(project).GatewayURLs(ctx, project, run)
 	return web.ServiceURLs{Service: u.Service, Model: u.Model}, ok, webNotFound(err)
 }
 
 // Wake asks for a replica of a run scaled to zero.
 func (s services) Wake(ctx context.Context, project, run string) error {
-	return webNotFound(s.ctrl.WakeService(ctx, project, run))
+	return webNotFound(s.of(project).WakeService(ctx, project, run))
 }
 
 // ServiceStatus returns the dashboard view of a service.
 func (s services) ServiceStatus(ctx context.Context, project, run string) (web.ServiceStatus, error) {
-	st, err := s.ctrl.ServiceStatus(ctx, project, run)
+	st, err := s.of(project).ServiceStatus(ctx, project, run)
 	if err != nil {
 		return web.ServiceStatus{}, webNotFound(err)
 	}
