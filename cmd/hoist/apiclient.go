@@ -17,7 +17,10 @@ const clientHelp = `The server is --server (else HOIST_URL, else the config file
 ` + "`hoist login`" + `, else ` + client.DefaultServer + `); the token is --token (else
 HOIST_TOKEN, else the config file, else HOIST_ADMIN_TOKEN, else the admin
 token in --data-dir). HOIST_SERVER (HOIST_URL's older name) and
-HOIST_DATA_DIR set those flags when they are not given.`
+HOIST_DATA_DIR set those flags when they are not given. Commands on a
+project's objects (runs, logs, secrets, plans, …) address --project (else
+HOIST_PROJECT, else the config file's project when the server is the config
+file's, else the server's default project).`
 
 // exitHelp documents the exit codes every API command shares.
 const exitHelp = `Exit codes: 0 success, 1 error (including unauthorized and forbidden),
@@ -26,6 +29,9 @@ const exitHelp = `Exit codes: 0 success, 1 error (including unauthorized and for
 // clientOptions are the flags every command that calls a server shares.
 type clientOptions struct {
 	server, token, dataDir string
+	// project is --project, registered only by commands on a project's
+	// objects (addProjectFlags).
+	project string
 }
 
 // addFlags registers --server, --token and --data-dir on fs.
@@ -33,6 +39,13 @@ func (o *clientOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.server, "server", "", "URL of the hoist server (default HOIST_URL, the login config or "+client.DefaultServer+")")
 	fs.StringVar(&o.token, "token", "", "API token (default HOIST_TOKEN, the login config, HOIST_ADMIN_TOKEN or <data-dir>/admin-token)")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "where to find the local server's admin token")
+}
+
+// addProjectFlags registers addFlags' flags and --project on fs, for the
+// commands whose routes belong to a project (web/API.md "Projects").
+func (o *clientOptions) addProjectFlags(fs *pflag.FlagSet) {
+	o.addFlags(fs)
+	fs.StringVar(&o.project, "project", "", "the project to address (default HOIST_PROJECT, the login config's project or the server's default project)")
 }
 
 // applyEnv sets --server and --data-dir from HOIST_SERVER and
@@ -79,7 +92,7 @@ func (o *clientOptions) connect(cmd *cobra.Command, checks ...func() error) (*cl
 
 // client resolves the server and token as clientHelp says.
 func (o *clientOptions) client() (*client.Client, error) {
-	return client.New(client.Options{Server: o.server, Token: o.token, DataDir: o.dataDir})
+	return client.New(client.Options{Server: o.server, Token: o.token, Project: o.project, DataDir: o.dataDir})
 }
 
 // outputFlag registers -o/--output (table or json) on cmd and returns a

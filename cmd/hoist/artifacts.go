@@ -57,7 +57,7 @@ func newArtifactsListCmd() *cobra.Command {
 	}
 	check := outputFlag(cmd, &output)
 	job := jobFlag(cmd)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := o.connect(cmd, check)
 		if err != nil {
@@ -106,7 +106,7 @@ the same path are an error: pick one job with --job.
 	}
 	job := jobFlag(cmd)
 	cmd.Flags().StringVarP(&dir, "output", "o", ".", "directory to write the files into (created if needed)")
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := o.connect(cmd)
 		if err != nil {

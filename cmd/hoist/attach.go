@@ -86,7 +86,7 @@ It needs the server and token from the environment or the login config
 		Args: cobra.ExactArgs(1),
 	}
 	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest running)")
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the SSH private key to use (default ~/.config/hoist/ssh/id_ed25519)")
 	cmd.Flags().StringVar(&sshConfig, "ssh-config", "", "the OpenSSH config file to write the run's Host entry to (default ~/.ssh/config)")
@@ -137,7 +137,7 @@ It needs the server and token from the environment or the login config
 			}()
 		}
 		if !noSSHConfig {
-			if a.SSHConfig, err = writeRunSSHConfig(sshConfig, name, job, c.BaseURL, key); err != nil {
+			if a.SSHConfig, err = writeRunSSHConfig(sshConfig, name, job, c.BaseURL, c.Project, key); err != nil {
 				return fmt.Errorf("attach: %w", err)
 			}
 			a.SSHHost = name
@@ -341,8 +341,9 @@ func printAttachment(w io.Writer, output string, a attachment) error {
 
 // writeRunSSHConfig writes the Host entry of run into the OpenSSH config
 // file at path (~/.ssh/config when empty), replacing the entry an earlier
-// attach wrote, and returns the file's path.
-func writeRunSSHConfig(path, run, job, server string, key userKey) (string, error) {
+// attach wrote, and returns the file's path. The entry's ProxyCommand names
+// the server and, unless it is the default one, the project.
+func writeRunSSHConfig(path, run, job, server, project string, key userKey) (string, error) {
 	if path == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
@@ -362,6 +363,9 @@ func writeRunSSHConfig(path, run, job, server string, key userKey) (string, erro
 		return "", err
 	}
 	proxy := []string{exe, "ssh-proxy", run, "--server", server, "--identity", key.path}
+	if project != "" {
+		proxy = append(proxy, "--project", project)
+	}
 	if job != "" {
 		proxy = append(proxy, "--job", job)
 	}

@@ -9,14 +9,14 @@ import (
 	"hoist/web"
 )
 
-// newProjectCmd is `hoist project`; its member subcommands manage who may
-// do what in a project.
+// newProjectCmd is `hoist project`: list lists the caller's projects
+// (projectlist.go), the member subcommands manage who may do what in one.
 func newProjectCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "project",
-		Short: "Manage projects on a running hoist server",
+		Short: "List projects and manage their members on a running hoist server",
 	}
-	cmd.AddCommand(newProjectMemberCmd())
+	cmd.AddCommand(newProjectListCmd(), newProjectMemberCmd())
 	return cmd
 }
 

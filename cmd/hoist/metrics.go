@@ -51,7 +51,7 @@ unfinished job has no metrics: exit 1.
 		Args: cobra.ExactArgs(1),
 	}
 	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default every unfinished job)")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every 10 seconds until interrupted or the run ends")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -50,7 +50,7 @@ there are changes — what CI runs on a pull request.
 		},
 	}
 	f := cmd.Flags()
-	o.addFlags(f)
+	o.addProjectFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&o.detailed, "detailed-exitcode", false, "exit 2 when the plan has changes")
 	return cmd

@@ -49,7 +49,7 @@ interrupted (with -o json: one JSON array per line at each redraw).
 		Args: cobra.NoArgs,
 	}
 	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "show finished runs too")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every 2 seconds until interrupted")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -170,7 +170,7 @@ of its own (JSON Lines).
 		Args: cobra.ExactArgs(1),
 	}
 	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the job ends")
 	cmd.Flags().StringVar(&since, "since", "", "only lines newer than this duration (10m) or RFC 3339 time")
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest)")
@@ -309,7 +309,7 @@ abort also hurries a run already stopping; jobs already in their grace keep it.
 		Args: cobra.ExactArgs(1),
 	}
 	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&abort, "abort", "x", false, "kill the jobs at once, without their graceful stop")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := o.connect(cmd, check)
@@ -346,7 +346,7 @@ array, or with -f one JSON object per line (JSON Lines).
 		Args: cobra.NoArgs,
 	}
 	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().StringVar(&run, "run", "", "only events of this run")
 	cmd.Flags().StringVar(&kind, "kind", "", "only events of this kind of object (run, fleet, sync, …)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")

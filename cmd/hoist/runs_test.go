@@ -212,7 +212,7 @@ func isolateClientEnv(t *testing.T) string {
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", dir)
 	t.Setenv("HOME", dir)
-	for _, k := range []string{"HOIST_URL", "HOIST_TOKEN", "HOIST_ADMIN_TOKEN", "HOIST_SERVER", "HOIST_DATA_DIR"} {
+	for _, k := range []string{"HOIST_URL", "HOIST_TOKEN", "HOIST_ADMIN_TOKEN", "HOIST_SERVER", "HOIST_DATA_DIR", "HOIST_PROJECT"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -429,7 +429,7 @@ func TestLogin_refusesAWrongToken(t *testing.T) {
 func TestClientNew_prefersFlagsThenEnvironmentThenConfig(t *testing.T) {
 	dir := isolateClientEnv(t)
 	cfgPath := filepath.Join(dir, "hoist", "config.json")
-	if err := client.WriteConfig(cfgPath, client.Config{Server: "http://127.0.0.3:1", Token: "from-config"}); err != nil {
+	if err := client.WriteConfig(cfgPath, client.Config{Server: "http://127.0.0.3:1", Token: "from-config", Project: "cfg-proj"}); err != nil {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
@@ -437,18 +437,20 @@ func TestClientNew_prefersFlagsThenEnvironmentThenConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name                  string
-		env                   map[string]string
-		opts                  client.Options
-		wantServer, wantToken string
+		name                               string
+		env                                map[string]string
+		opts                               client.Options
+		wantServer, wantToken, wantProject string
 	}{
-		{"flags win", map[string]string{"HOIST_URL": "http://127.0.0.2:1", "HOIST_TOKEN": "from-env"},
-			client.Options{Server: "http://127.0.0.1:1", Token: "from-flag"}, "http://127.0.0.1:1", "from-flag"},
-		{"environment beats the config", map[string]string{"HOIST_URL": "http://127.0.0.2:1", "HOIST_TOKEN": "from-env"},
-			client.Options{}, "http://127.0.0.2:1", "from-env"},
-		{"config beats the defaults", nil, client.Options{DataDir: data}, "http://127.0.0.3:1", "from-config"},
+		{"flags win", map[string]string{"HOIST_URL": "http://127.0.0.2:1", "HOIST_TOKEN": "from-env", "HOIST_PROJECT": "env-proj"},
+			client.Options{Server: "http://127.0.0.1:1", Token: "from-flag", Project: "flag-proj"}, "http://127.0.0.1:1", "from-flag", "flag-proj"},
+		{"environment beats the config", map[string]string{"HOIST_URL": "http://127.0.0.2:1", "HOIST_TOKEN": "from-env", "HOIST_PROJECT": "env-proj"},
+			client.Options{}, "http://127.0.0.2:1", "from-env", "env-proj"},
+		{"config beats the defaults", nil, client.Options{DataDir: data}, "http://127.0.0.3:1", "from-config", "cfg-proj"},
+		{"the config's project is its server's", nil, client.Options{Server: "http://127.0.0.1:1"},
+			"http://127.0.0.1:1", "from-config", ""},
 		{"defaults without a config", nil, client.Options{ConfigPath: filepath.Join(dir, "none.json"), DataDir: data},
-			client.DefaultServer, "from-data-dir"},
+			client.DefaultServer, "from-data-dir", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -458,8 +460,8 @@ func TestClientNew_prefersFlagsThenEnvironmentThenConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.BaseURL != tc.wantServer || c.Token != tc.wantToken {
-				t.Errorf("got %s %s, want %s %s", c.BaseURL, c.Token, tc.wantServer, tc.wantToken)
+			if c.BaseURL != tc.wantServer || c.Token != tc.wantToken || c.Project != tc.wantProject {
+				t.Errorf("got %s %s %q, want %s %s %q", c.BaseURL, c.Token, c.Project, tc.wantServer, tc.wantToken, tc.wantProject)
 			}
 		})
 	}

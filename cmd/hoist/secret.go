@@ -35,7 +35,7 @@ Viewers may list names only.
 			return applyEnv(cmd.Flags())
 		},
 	}
-	o.addFlags(cmd.PersistentFlags())
+	o.addProjectFlags(cmd.PersistentFlags())
 
 	var fromFile string
 	set := &cobra.Command{

@@ -104,7 +104,7 @@ its environment and working directory.
 With COMMAND, the exit code is the command's.`,
 		Args: cobra.MinimumNArgs(1),
 	}
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest running)")
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the SSH private key to use (default ~/.config/hoist/ssh/id_ed25519)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -237,7 +237,7 @@ in the known_hosts file as "RUN <key>" for OpenSSH to check, then copies
 stdin to the connection and the connection to stdout.`,
 		Args: cobra.ExactArgs(1),
 	}
-	o.addFlags(cmd.Flags())
+	o.addProjectFlags(cmd.Flags())
 	cmd.Flags().StringVar(&job, "job", "", "the submission (id or number; default the newest running)")
 	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the SSH private key whose public half the job accepts")
 	cmd.Flags().StringVar(&knownHosts, "known-hosts", "", "the known_hosts file to record the job's host key in (default ~/.config/hoist/ssh/known_hosts)")

@@ -76,6 +76,11 @@ type Client struct {
 	Token string
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Project is the project the project routes address (web/API.md
+	// "Projects"): "" is the server's default project, at the unprefixed
+	// routes; another name puts /projects/{Project} before them. The
+	// global routes (whoami, projects, users, members, tokens) ignore it.
+	Project string
 }
 
 // Options are where New looks for the server and the token, most
@@ -83,8 +88,11 @@ type Client struct {
 // the config file `hoist login` wrote, then DefaultServer and the admin
 // token in DataDir.
 type Options struct {
-	// Server and Token are the command line's values ("" when not given).
-	Server, Token string
+	// Server, Token and Project are the command line's values ("" when
+	// not given). Project falls back on HOIST_PROJECT, then on the config
+	// file's project when the server is the config file's, then on the
+	// server's default project.
+	Server, Token, Project string
 	// ConfigPath is the config file; "" means DefaultConfigPath.
 	ConfigPath string
 	// DataDir holds the local server's admin-token file, the last resort.
@@ -97,6 +105,9 @@ type Config struct {
 	Server string `json:"server"`
 	// Token is the API token.
 	Token string `json:"token"`
+	// Project is the project the commands address on Server; "" is the
+	// server's default project.
+	Project string `json:"project,omitempty"`
 }
 
 // DefaultConfigPath is hoist/config.json under the user's config
@@ -162,14 +173,17 @@ func WriteConfig(path string, c Config) error {
 // client for them. It fails only when no token is found anywhere or the
 // config file is unreadable.
 func New(o Options) (*Client, error) {
-	c := &Client{BaseURL: o.Server, Token: o.Token}
+	c := &Client{BaseURL: o.Server, Token: o.Token, Project: o.Project}
 	if c.BaseURL == "" {
 		c.BaseURL = os.Getenv("HOIST_URL")
 	}
 	if c.Token == "" {
 		c.Token = os.Getenv("HOIST_TOKEN")
 	}
-	if c.BaseURL == "" || c.Token == "" {
+	if c.Project == "" {
+		c.Project = os.Getenv("HOIST_PROJECT")
+	}
+	if c.BaseURL == "" || c.Token == "" || c.Project == "" {
 		path := o.ConfigPath
 		if path == "" {
 			var err error
@@ -186,6 +200,11 @@ func New(o Options) (*Client, error) {
 		}
 		if c.Token == "" {
 			c.Token = cfg.Token
+		}
+		// The login's project is a project of the login's server: another
+		// server gets its default project.
+		if c.Project == "" && cfg.Server != "" && strings.TrimRight(c.BaseURL, "/") == strings.TrimRight(cfg.Server, "/") {
+			c.Project = cfg.Project
 		}
 	}
 	if c.BaseURL == "" {
@@ -214,13 +233,39 @@ func (c *Client) httpClient() *http.Client {
 	return http.DefaultClient
 }
 
-// do sends one request to /api/v1 + path and returns the answer when it is
-// 200; other answers become *Error. The caller closes the body.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body any) (*http.Response, error) {
-	u := strings.TrimRight(c.BaseURL, "/") + "/api/v1" + path
+// route is an API path below /api/v1. Only projectPath and globalPath
+// make one, so that every call says whether its route belongs to a project
+// (and then honours Client.Project) or is global.
+type route struct{ path string }
+
+// projectPath is path (e.g. "/runs") in the client's project: as written
+// for the default project, below /projects/{Project} for another
+// (web/routes.go's projectRoutes).
+func (c *Client) projectPath(path string) route {
+	if c.Project == "" {
+		return route{path}
+	}
+	return route{"/projects/" + url.PathEscape(c.Project) + path}
+}
+
+// globalPath is path outside any project (whoami, projects, users,
+// members, tokens).
+func globalPath(path string) route { return route{path} }
+
+// fullURL is r's full URL with the query q.
+func (c *Client) fullURL(r route, q url.Values) string {
+	u := strings.TrimRight(c.BaseURL, "/") + "/api/v1" + r.path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
+	return u
+}
+
+// do sends one request to r and returns the answer when it is 200; other
+// answers become *Error. The caller closes the body.
+func (c *Client) do(ctx context.Context, method string, r route, q url.Values, body any) (*http.Response, error) {
+	u := c.fullURL(r, q)
+	path := r.path
 	var rb io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -259,10 +304,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 
 // call sends one request that is not a stream and decodes a JSON answer
 // into out (when not nil).
-func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+func (c *Client) call(ctx context.Context, method string, r route, q url.Values, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	resp, err := c.do(ctx, method, path, q, body)
+	resp, err := c.do(ctx, method, r, q, body)
 	if err != nil {
 		return err
 	}
@@ -272,7 +317,7 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, bo
 		return nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+		return fmt.Errorf("%s %s: decode the answer: %w", method, r.path, err)
 	}
 	return nil
 }
@@ -296,14 +341,14 @@ func (c *Client) Runs(ctx context.Context, f RunsQuery) ([]web.Run, error) {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	var out []web.Run
-	return out, c.call(ctx, http.MethodGet, "/runs", q, nil, &out)
+	return out, c.call(ctx, http.MethodGet, c.projectPath("/runs"), q, nil, &out)
 }
 
 // Run returns one run with its jobs and spec (GET /api/v1/runs/{name});
 // ErrNotFound when there is none.
 func (c *Client) Run(ctx context.Context, name string) (web.Run, error) {
 	var out web.Run
-	return out, c.call(ctx, http.MethodGet, "/runs/"+url.PathEscape(name), nil, nil, &out)
+	return out, c.call(ctx, http.MethodGet, c.projectPath("/runs/"+url.PathEscape(name)), nil, nil, &out)
 }
 
 // LogsQuery selects the lines Logs writes.
@@ -343,7 +388,7 @@ func (c *Client) Logs(ctx context.Context, name string, q LogsQuery, w io.Writer
 		ctx, cancel = context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 	}
-	resp, err := c.do(ctx, http.MethodGet, "/runs/"+url.PathEscape(name)+"/logs", v, nil)
+	resp, err := c.do(ctx, http.MethodGet, c.projectPath("/runs/"+url.PathEscape(name)+"/logs"), v, nil)
 	if err != nil {
 		return err
 	}
@@ -366,7 +411,7 @@ func (c *Client) Stop(ctx context.Context, name string, abort bool) (web.ActionD
 		q = url.Values{"abort": {"true"}}
 	}
 	var out web.ActionDone
-	return out, c.call(ctx, http.MethodPost, "/runs/"+url.PathEscape(name)+"/stop", q, nil, &out)
+	return out, c.call(ctx, http.MethodPost, c.projectPath("/runs/"+url.PathEscape(name)+"/stop"), q, nil, &out)
 }
 
 // EventsQuery narrows Events; empty fields match everything.
@@ -390,7 +435,7 @@ func (c *Client) Events(ctx context.Context, f EventsQuery) ([]web.Event, error)
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	var out []web.Event
-	return out, c.call(ctx, http.MethodGet, "/events", q, nil, &out)
+	return out, c.call(ctx, http.MethodGet, c.projectPath("/events"), q, nil, &out)
 }
 
 // FollowEvents calls fn with the events Events returns that it has not
@@ -430,31 +475,31 @@ func (c *Client) FollowEvents(ctx context.Context, f EventsQuery, interval time.
 // (GET /api/v1/secrets).
 func (c *Client) Secrets(ctx context.Context) ([]web.Secret, error) {
 	var out []web.Secret
-	return out, c.call(ctx, http.MethodGet, "/secrets", nil, nil, &out)
+	return out, c.call(ctx, http.MethodGet, c.projectPath("/secrets"), nil, nil, &out)
 }
 
 // Secret returns a secret's value (GET /api/v1/secrets/{name}; admins and
 // users).
 func (c *Client) Secret(ctx context.Context, name string) (string, error) {
 	var out web.SecretValue
-	return out.Value, c.call(ctx, http.MethodGet, "/secrets/"+url.PathEscape(name), nil, nil, &out)
+	return out.Value, c.call(ctx, http.MethodGet, c.projectPath("/secrets/"+url.PathEscape(name)), nil, nil, &out)
 }
 
 // SetSecret creates or replaces a secret (PUT /api/v1/secrets/{name}).
 func (c *Client) SetSecret(ctx context.Context, name, value string) error {
-	return c.call(ctx, http.MethodPut, "/secrets/"+url.PathEscape(name), nil, web.SecretValue{Value: value}, nil)
+	return c.call(ctx, http.MethodPut, c.projectPath("/secrets/"+url.PathEscape(name)), nil, web.SecretValue{Value: value}, nil)
 }
 
 // DeleteSecret deletes a secret (DELETE /api/v1/secrets/{name}).
 func (c *Client) DeleteSecret(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodDelete, "/secrets/"+url.PathEscape(name), nil, nil, nil)
+	return c.call(ctx, http.MethodDelete, c.projectPath("/secrets/"+url.PathEscape(name)), nil, nil, nil)
 }
 
 // Plan plans req against the server's state without applying anything
 // (POST /api/v1/plan).
 func (c *Client) Plan(ctx context.Context, req web.PlanRequest) (web.Plan, error) {
 	var out web.Plan
-	return out, c.call(ctx, http.MethodPost, "/plan", nil, req, &out)
+	return out, c.call(ctx, http.MethodPost, c.projectPath("/plan"), nil, req, &out)
 }
 
 // Artifacts lists a run's artifact files, by job number and path, or job
@@ -466,7 +511,7 @@ func (c *Client) Artifacts(ctx context.Context, run string, jobNum int) ([]web.A
 		q = url.Values{"job": {strconv.Itoa(jobNum)}}
 	}
 	var out []web.Artifact
-	return out, c.call(ctx, http.MethodGet, "/runs/"+url.PathEscape(run)+"/artifacts", q, nil, &out)
+	return out, c.call(ctx, http.MethodGet, c.projectPath("/runs/"+url.PathEscape(run)+"/artifacts"), q, nil, &out)
 }
 
 // Artifact opens one artifact file of a run (GET
@@ -474,7 +519,7 @@ func (c *Client) Artifacts(ctx context.Context, run string, jobNum int) ([]web.A
 // its length (-1 when the server did not say). ctx alone bounds the
 // download; the caller closes the body.
 func (c *Client) Artifact(ctx context.Context, run string, jobNum int, file string) (io.ReadCloser, int64, error) {
-	resp, err := c.do(ctx, http.MethodGet, web.ArtifactPath(run, jobNum, file), nil, nil)
+	resp, err := c.do(ctx, http.MethodGet, c.projectPath(web.ArtifactPath(run, jobNum, file)), nil, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -491,7 +536,7 @@ func setIf(q url.Values, k, v string) {
 // (GET /api/v1/whoami).
 func (c *Client) Whoami(ctx context.Context) (web.Principal, error) {
 	var out web.Principal
-	return out, c.call(ctx, http.MethodGet, "/whoami", nil, nil, &out)
+	return out, c.call(ctx, http.MethodGet, globalPath("/whoami"), nil, nil, &out)
 }
 
 // DialSSH opens an SSH connection to a job of run (GET
@@ -504,10 +549,11 @@ func (c *Client) Whoami(ctx context.Context) (web.Principal, error) {
 // as for the other calls: 404 (ErrNotFound) when the run or job is not
 // there or has ended, 409 while the job is not running yet.
 func (c *Client) DialSSH(ctx context.Context, run, jobID, pubKey string) (conn net.Conn, hostKey string, err error) {
-	u := strings.TrimRight(c.BaseURL, "/") + "/api/v1/runs/" + url.PathEscape(run) + "/ssh"
+	var q url.Values
 	if jobID != "" {
-		u += "?" + url.Values{"job": {jobID}}.Encode()
+		q = url.Values{"job": {jobID}}
 	}
+	u := c.fullURL(c.projectPath("/runs/"+url.PathEscape(run)+"/ssh"), q)
 	// The request's context must outlive the answer: the transport closes
 	// the switched connection when it is cancelled.
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
