@@ -19,9 +19,10 @@ import (
 // and b from the directories a/ and b/ of one repository. Both define a
 // task named hello: each runs to done on this host as its project's own
 // run, each project keeps its own revisions and sync state, and a commit
-// that changes b/ only gives b a new run. The unprefixed API serves the
-// first project (a); the test reads the database (Postgres, which the
-// server keeps open) for b and for what each project holds.
+// that changes b/ only gives b a new run. The test reads the database
+// (Postgres, which the server keeps open) for what each project holds; a
+// user of a, made with the CLI, reads a's run and gets 404 for everything
+// of b's, through the API and the pages.
 func TestProjects_twoDirectoriesOfOneRepository(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	r := newRepo(t)
@@ -139,7 +140,7 @@ projects:
 		want                int
 		has                 string
 	}{
-		{ann, "GET", "/api/v1/runs/hello", 200, ra.ID},
+		{ann, "GET", "/api/v1/runs/hello", 200, `"revision":"` + first + `"`},
 		{ann, "GET", "/api/v1/projects/a/runs/hello/logs", 200, "from-a"},
 		{ann, "GET", "/api/v1/projects/b/runs", 404, "project not found"},
 		{ann, "GET", "/api/v1/projects/b/runs/hello", 404, "project not found"},
