@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"hoist/web"
+	"hoist/web/client"
 )
 
 // newProjectCmd is `hoist project`: list lists the caller's projects
@@ -92,37 +93,18 @@ func newMemberRmCmd() *cobra.Command {
 }
 
 func newMemberListCmd() *cobra.Command {
-	var o clientOptions
-	var output string
-	cmd := &cobra.Command{
-		Use:   "list PROJECT",
-		Short: "List PROJECT's members and their roles",
-		Long:  "List PROJECT's members and their roles.\n\n" + clientHelp + "\n\n" + exitHelp,
-		Args:  cobra.ExactArgs(1),
-	}
-	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := o.connect(cmd, check)
-		if err != nil {
-			return err
-		}
-		ms, err := c.Members(cmd.Context(), args[0])
-		if err != nil {
-			return fmt.Errorf("project member: %w", err)
-		}
-		if ms == nil {
-			ms = []web.Member{}
-		}
-		if output == "json" {
-			return writeJSON(cmd.OutOrStdout(), ms)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "USER\tROLE")
-		for _, m := range ms {
-			fmt.Fprintf(tw, "%s\t%s\n", m.User, m.Role)
-		}
-		return tw.Flush()
-	}
-	return cmd
+	return listCmd(listing[web.Member]{
+		cmd: &cobra.Command{
+			Use:   "list PROJECT",
+			Short: "List PROJECT's members and their roles",
+			Long:  "List PROJECT's members and their roles.\n\n" + clientHelp + "\n\n" + exitHelp,
+			Args:  cobra.ExactArgs(1),
+		},
+		what: "project member",
+		fetch: func(ctx context.Context, c *client.Client, args []string) ([]web.Member, error) {
+			return c.Members(ctx, args[0])
+		},
+		header: "USER\tROLE",
+		row:    func(m web.Member) string { return m.User + "\t" + string(m.Role) },
+	})
 }

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"hoist/web"
+	"hoist/web/client"
 )
 
 func newTokenCmd() *cobra.Command {
@@ -91,51 +92,34 @@ output, once; --expires (30d, 12h; 0 never) ends it.
 }
 
 func newTokenListCmd() *cobra.Command {
-	var o clientOptions
-	var output string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List your tokens (everyone's for global admins), never their secrets",
-		Long:  "List tokens: id, name, user, expiry, last use and whether revoked.\n\n" + clientHelp + "\n\n" + exitHelp,
-		Args:  cobra.NoArgs,
+	stamp := func(t *time.Time, none string) string {
+		if t == nil {
+			return none
+		}
+		return t.UTC().Format(time.RFC3339)
 	}
-	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := o.connect(cmd, check)
-		if err != nil {
-			return err
-		}
-		ts, err := c.Tokens(cmd.Context())
-		if err != nil {
-			return fmt.Errorf("token: %w", err)
-		}
-		if ts == nil {
-			ts = []web.Token{}
-		}
-		if output == "json" {
-			return writeJSON(cmd.OutOrStdout(), ts)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tUSER\tEXPIRES\tLAST USED\tSTATE")
-		stamp := func(t *time.Time, none string) string {
-			if t == nil {
-				return none
-			}
-			return t.UTC().Format(time.RFC3339)
-		}
-		for _, t := range ts {
+	return listCmd(listing[web.Token]{
+		cmd: &cobra.Command{
+			Use:   "list",
+			Short: "List your tokens (everyone's for global admins), never their secrets",
+			Long:  "List tokens: id, name, user, expiry, last use and whether revoked.\n\n" + clientHelp + "\n\n" + exitHelp,
+			Args:  cobra.NoArgs,
+		},
+		what: "token",
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]web.Token, error) {
+			return c.Tokens(ctx)
+		},
+		header: "ID\tNAME\tUSER\tEXPIRES\tLAST USED\tSTATE",
+		row: func(t web.Token) string {
 			state := "active"
 			if t.Revoked {
 				state = "revoked"
 			} else if t.ExpiresAt != nil && !time.Now().Before(*t.ExpiresAt) {
 				state = "expired"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.User, stamp(t.ExpiresAt, "never"), stamp(t.LastUsedAt, "-"), state)
-		}
-		return tw.Flush()
-	}
-	return cmd
+			return strings.Join([]string{t.ID, t.Name, t.User, stamp(t.ExpiresAt, "never"), stamp(t.LastUsedAt, "-"), state}, "\t")
+		},
+	})
 }
 
 func newTokenRevokeCmd() *cobra.Command {

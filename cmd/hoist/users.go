@@ -1,14 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"hoist/web"
+	"hoist/web/client"
 )
 
 func newUserCmd() *cobra.Command {
@@ -57,39 +58,22 @@ token with hoist token create NAME-laptop --user NAME.
 }
 
 func newUserListCmd() *cobra.Command {
-	var o clientOptions
-	var output string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List users with their global role and projects",
-		Long:  "List users with their global role and their role in each project.\n\n" + clientHelp + "\n\n" + exitHelp,
-		Args:  cobra.NoArgs,
-	}
-	check := outputFlag(cmd, &output)
-	o.addFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := o.connect(cmd, check)
-		if err != nil {
-			return err
-		}
-		us, err := c.Users(cmd.Context())
-		if err != nil {
-			return fmt.Errorf("user: %w", err)
-		}
-		if us == nil {
-			us = []web.Account{}
-		}
-		if output == "json" {
-			return writeJSON(cmd.OutOrStdout(), us)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tROLE\tPROJECTS")
-		for _, u := range us {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Name, u.Role, strings.Join(projectRoles(u.Projects), ","))
-		}
-		return tw.Flush()
-	}
-	return cmd
+	return listCmd(listing[web.Account]{
+		cmd: &cobra.Command{
+			Use:   "list",
+			Short: "List users with their global role and projects",
+			Long:  "List users with their global role and their role in each project.\n\n" + clientHelp + "\n\n" + exitHelp,
+			Args:  cobra.NoArgs,
+		},
+		what: "user",
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]web.Account, error) {
+			return c.Users(ctx)
+		},
+		header: "NAME\tROLE\tPROJECTS",
+		row: func(u web.Account) string {
+			return u.Name + "\t" + string(u.Role) + "\t" + strings.Join(projectRoles(u.Projects), ",")
+		},
+	})
 }
 
 // projectRoles lists memberships as project=role, by project.
