@@ -327,7 +327,9 @@ func (v *vm) start() error {
 		Port:           SSHPort,
 		HostKey:        filepath.Join(v.dir, "ssh_host_ed25519_key"),
 		AuthorizedKeys: filepath.Join(v.dir, "authorized_keys"),
-		PidFile:        filepath.Join(v.dir, "sshd.pid"),
+		// sshd's own PID file, only so that it does not write the
+		// system's: killLeftovers reads listenerPIDFile instead.
+		PidFile: filepath.Join(v.dir, "sshd.pid"),
 		// Every simulated VM logs in as a user of this machine; HOME is
 		// the VM's own directory, so what a driver leaves in the home
 		// directory (hoist's ~/.hoist/<instance>) goes with the VM's
@@ -362,6 +364,13 @@ func (v *vm) start() error {
 	p, err := sshd.Start(cfg, logf)
 	if err != nil {
 		v.mu.Unlock()
+		return err
+	}
+	// Recorded before sshd may listen, so that once the VM is running a
+	// simulator over the same state finds it (see listenerPIDFile).
+	if err := writeFileAtomic(filepath.Join(v.dir, listenerPIDFile), []byte(strconv.Itoa(p.PID())+"\n"), 0o600); err != nil {
+		v.mu.Unlock()
+		p.Kill()
 		return err
 	}
 	v.proc = p
@@ -407,35 +416,61 @@ func (v *vm) halt() {
 		p.Kill()
 	}
 	killTagged(v.dir)
-	_ = os.Remove(filepath.Join(v.dir, "sshd.pid"))
+	removePIDFiles(v.dir)
+}
+
+// listenerPIDFile, in a VM's directory, holds the PID of its sshd listener,
+// written (atomically) by the simulator that started it. sshd's own PidFile
+// will not do: sshd writes it only after binding its listening socket, and
+// not atomically (OpenSSH sshd.c: fopen, fprintf, fclose once the listen
+// sockets are bound), so a simulator reading it may find it missing or
+// empty while the address is already taken, and move the VM.
+const listenerPIDFile = "listener.pid"
+
+// removePIDFiles removes the PID files of the VM in dir: a VM stopped by
+// halt leaves nothing for the next simulator to kill.
+func removePIDFiles(dir string) {
+	_ = os.Remove(filepath.Join(dir, listenerPIDFile))
+	_ = os.Remove(filepath.Join(dir, "sshd.pid"))
 }
 
 // killLeftovers kills the sshd an earlier run of the VM in dir started
-// (its PID file, if that process still runs sshd over dir's sshd_config),
-// with its process group and descendants, and the processes started on it.
-// The PID file is there only when a simulator was killed with the VM
-// running (halt removes it).
+// (listenerPIDFile, if that process still runs sshd over dir's
+// sshd_config), with its process group and descendants, waiting until they
+// have exited and so freed the VM's address, and the processes started on
+// it. The PID file is there only when a simulator was killed with the VM
+// booted (halt removes it).
 func killLeftovers(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "sshd.pid"))
+	b, err := os.ReadFile(filepath.Join(dir, listenerPIDFile))
 	if err != nil {
 		return // never ran, or stopped by halt
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if pid > 1 && bytes.Contains(cmdline, []byte(filepath.Join(dir, "sshd_config"))) {
-		kids := sshd.Descendants(pid, nil)
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		for _, k := range kids {
-			_ = syscall.Kill(k, syscall.SIGKILL)
-		}
-		// Its listening socket closes when it has exited.
-		for i := 0; i < 100 && alive(pid); i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
+	if pid > 1 && runsSSHD(pid, filepath.Join(dir, "sshd_config")) {
+		// On timeout the address stays taken and boot moves the VM.
+		_ = sshd.KillTree(pid, nil, 10*time.Second)
 	}
 	killTagged(dir)
-	_ = os.Remove(filepath.Join(dir, "sshd.pid"))
+	removePIDFiles(dir)
+}
+
+// runsSSHD says whether process pid is an sshd over config (and not
+// another process that got the PID of one long gone). The listener rewrites
+// its command line in place to show its state (OpenSSH setproctitle: "sshd:
+// ... [listener] N of 10-100 startups"), so a read that races the rewrite is
+// tried again.
+func runsSSHD(pid int, config string) bool {
+	for range 3 {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			return false
+		}
+		if bytes.Contains(cmdline, []byte(config)) {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }
 
 // killTagged kills every process whose environment has VMEnv=tag, until
@@ -481,17 +516,6 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// alive says whether process pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	st := string(b)
-	i := strings.LastIndexByte(st, ')')
-	return i < 0 || !strings.HasPrefix(st[i+1:], " Z")
 }
 
 // hostKey returns the public half (authorized_keys form) of the ed25519

@@ -165,21 +165,90 @@ func (p *Process) WaitListening(addr string, timeout time.Duration) error {
 // Kill stops the listener, its process group and every sshd process
 // descending from it (the per-connection processes, which sshd puts in
 // sessions of their own), so that established connections drop too; it
-// waits for the listener to exit. Killing an exited sshd does nothing.
+// waits until they have exited (see KillTree), for at most 10 s. Killing an
+// exited sshd does nothing.
 func (p *Process) Kill() {
 	select {
 	case <-p.done:
 		return
 	default:
 	}
-	pid := p.cmd.Process.Pid
-	children := Descendants(pid, func(comm string) bool { return comm == "sshd" || comm == "sshd-session" })
+	_ = KillTree(p.cmd.Process.Pid, func(comm string) bool { return comm == "sshd" || comm == "sshd-session" }, 10*time.Second)
+	<-p.done
+}
+
+// KillTree sends SIGKILL to process pid (an sshd listener, which Start puts
+// in a process group of its own), to its process group and to the processes
+// descending from it whose command name keep accepts (every one when keep
+// is nil), then waits until none of them is left, for at most timeout.
+// Until then the listener's address may still be bound: a per-connection
+// process the listener has just forked holds the listening socket until it
+// closes it, which it does before leaving the listener's process group
+// (OpenSSH sshd.c: server_accept_loop calls close_listen_socks in the
+// child, main calls setsid after), and a process killed has not exited yet.
+func KillTree(pid int, keep func(comm string) bool, timeout time.Duration) error {
+	kids := Descendants(pid, keep)
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	_ = p.cmd.Process.Kill()
-	for _, c := range children {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, c := range kids {
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
-	<-p.done
+	deadline := time.Now().Add(timeout)
+	for {
+		left := groupMembers(pid)
+		for _, c := range append([]int{pid}, kids...) {
+			if alive(c) && !slices.Contains(left, c) {
+				left = append(left, c)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sshd %d: processes %v still there %s after SIGKILL", pid, left, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive says whether process pid exists and is not a zombie (a zombie has
+// closed its descriptors: what it listened on is free).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	return i < 0 || !strings.HasPrefix(st[i+1:], " Z")
+}
+
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Descendants lists the processes descending from pid whose command name
