@@ -43,7 +43,7 @@ func TestLeakAudit_deletesUntrackedVolumesAndPlacementGroups(t *testing.T) {
 		t.Helper()
 		res := sim.Resource{
 			Provider: "aws", Kind: kind, ID: id, Name: "hoist-" + id, State: sim.StateAvailable, Region: region,
-			Tags:      map[string]string{backends.TagInstallation: installation, tagKey: "hoist-id-" + id},
+			Tags:      map[string]string{backends.TagInstallation: installation, backends.TagProject: "main", tagKey: "hoist-id-" + id},
 			CreatedAt: created,
 		}
 		if kind == sim.KindVolume {

@@ -71,14 +71,14 @@ func gitlabMR(action string, iid int, sha string) string {
 // prRepo is the repository hoist serves (main) and a clone whose feature
 // branch the pull request's commits are pushed from, so that the server's
 // work tree stays on main.
-func prRepo(t *testing.T) (main, feature *repo) {
+func prRepo(t *testing.T) (main, feature *repo, head string) {
 	main = newRepo(t)
 	main.write("hello.dstack.yml", task("hello", "  - echo hello\n"))
-	main.commit("main")
+	head = main.commit("main")
 	feature = &repo{t: t, dir: t.TempDir()}
 	feature.git("clone", "-q", main.dir, ".")
 	feature.git("checkout", "-q", "-b", "feature")
-	return main, feature
+	return main, feature, head
 }
 
 func (r *repo) pushFeature(msg string) string {
@@ -102,8 +102,10 @@ func TestPreviews_githubAndGitLab(t *testing.T) {
 	t.Setenv("HOIST_GITHUB_API", gh.URL)
 	t.Setenv("HOIST_GITLAB_TOKEN", "glpat-e2e")
 	t.Setenv("HOIST_GITLAB_API", gl.URL)
-	main, feature := prRepo(t)
+	main, feature, head := prRepo(t)
 	s := startServer(t, main.dir, "--branch", "main")
+	// The pull request is planned against main as applied.
+	s.waitRun("hello", head, "done", time.Minute)
 
 	feature.write("train.dstack.yml", task("train", "  - echo train\n"))
 	sha1 := feature.pushFeature("add train")
@@ -180,7 +182,7 @@ func TestPreviews_githubAndGitLab(t *testing.T) {
 // `hoist plan --server URL -o json`, the same plan POST /api/v1/plan
 // answers.
 func TestPreviews_planJSONForCI(t *testing.T) {
-	main, feature := prRepo(t)
+	main, feature, _ := prRepo(t)
 	s := startServer(t, main.dir)
 	feature.write("train.dstack.yml", task("train", "  - echo train\n"))
 	cmd := exec.Command(filepath.Join(bin, "hoist"), "plan", "--server", s.url, "--token", s.token, "-o", "json", feature.dir)

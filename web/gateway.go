@@ -422,7 +422,9 @@ func (s gatewayServices) Models(_ context.Context, _ string) ([]Service, error) 
 func (s gatewayServices) Wake(context.Context, string, string) error { return nil }
 
 // gatewayTokens accepts the tokens of the configuration: their hex SHA-256
-// listed and not expired.
+// listed and not expired. The server lists the tokens of the members of
+// the gateway's project (and of global admins), so an accepted token may
+// call every service the configuration routes.
 type gatewayTokens struct{ g *GatewayServer }
 
 // LookupToken returns a user principal for an accepted token.
@@ -435,7 +437,11 @@ func (t gatewayTokens) LookupToken(_ context.Context, token string) (Principal, 
 			if !exp.IsZero() && !t.g.now().Before(exp) {
 				return Principal{}, ErrNotFound
 			}
-			return Principal{Name: "token", Role: RoleUser}, nil
+			p := Principal{Name: "token", Role: RoleUser, Projects: map[string]Role{}}
+			for _, sc := range st.cfg.Services {
+				p.Projects[sc.Project] = RoleUser
+			}
+			return p, nil
 		}
 	}
 	return Principal{}, ErrNotFound
