@@ -223,9 +223,17 @@ func alive(pid int) bool {
 	return i < 0 || !strings.HasPrefix(st[i+1:], " Z")
 }
 
-// groupMembers lists the live processes of process group pgid.
-func groupMembers(pgid int) []int {
-	var out []int
+// procStat is what /proc/PID/stat says of one process.
+type procStat struct {
+	pid, ppid, pgrp int
+	zombie          bool
+}
+
+// procStats reads /proc/PID/stat of every process (proc(5): "pid (comm)
+// state ppid pgrp ..."; comm may hold spaces and parentheses, so the fields
+// are read after its last ')').
+func procStats() []procStat {
+	var out []procStat
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
@@ -236,17 +244,29 @@ func groupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...
 		st := string(b)
 		i := strings.LastIndexByte(st, ')')
 		if i < 0 {
 			continue
 		}
 		f := strings.Fields(st[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[2] != strconv.Itoa(pgid) {
+		if len(f) < 3 {
 			continue
 		}
-		out = append(out, p)
+		ppid, _ := strconv.Atoi(f[1])
+		pgrp, _ := strconv.Atoi(f[2])
+		out = append(out, procStat{pid: p, ppid: ppid, pgrp: pgrp, zombie: f[0] == "Z"})
+	}
+	return out
+}
+
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	for _, ps := range procStats() {
+		if !ps.zombie && ps.pgrp == pgid {
+			out = append(out, ps.pid)
+		}
 	}
 	return out
 }
@@ -256,28 +276,8 @@ func groupMembers(pgid int) []int {
 // on below processes keep refuses.
 func Descendants(pid int, keep func(comm string) bool) []int {
 	parent := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		parent[pp] = append(parent[pp], p)
+	for _, ps := range procStats() {
+		parent[ps.ppid] = append(parent[ps.ppid], ps.pid)
 	}
 	var out []int
 	var walk func(int)
