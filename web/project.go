@@ -132,13 +132,9 @@ func (s *Server) inProject(need access) echo.MiddlewareFunc {
 			if name == "" {
 				name = s.defaultProject
 			}
-			p, ok := s.projects[name]
-			if !ok {
-				return errNoProject
-			}
-			role := principal(c).RoleIn(name)
-			if !role.CanRead() {
-				return errNoProject
+			p, role, err := s.projectRole(c, name)
+			if err != nil {
+				return err
 			}
 			if !need.allows(role) {
 				return echo.NewHTTPError(http.StatusForbidden, fmt.Sprintf("role %s in project %s may not %s here", role, name, need))
@@ -151,6 +147,18 @@ func (s *Server) inProject(need access) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// projectRole is project name and the caller's role in it; errNoProject
+// (404) both when the server does not serve it and when the caller has no
+// role in it, so that project names do not leak.
+func (s *Server) projectRole(c *echo.Context, name string) (*project, Role, error) {
+	p, ok := s.projects[name]
+	role := principal(c).RoleIn(name)
+	if !ok || !role.CanRead() {
+		return nil, "", errNoProject
+	}
+	return p, role, nil
 }
 
 // proj is the project of a request that passed inProject. Handlers read

@@ -162,9 +162,9 @@ func (s *Server) deleteUser(c *echo.Context, us Users, name string) error {
 // does not serve, or one the caller has no role in, is not found (as on
 // every project route).
 func (s *Server) requireManager(c *echo.Context, project string) error {
-	role := principal(c).RoleIn(project)
-	if s.projects[project] == nil || !role.CanRead() {
-		return errNoProject
+	_, role, err := s.projectRole(c, project)
+	if err != nil {
+		return err
 	}
 	if !role.CanManage() {
 		return echo.NewHTTPError(http.StatusForbidden, "only the project's admins and managers manage its members")
