@@ -147,6 +147,20 @@ func renderPreview(h previewHead, projects []projectPlan) string {
 	return b.String()
 }
 
+// writeFindings lists errors or warnings, one linked line each, until the
+// project's section (begun at start) passes room; the rest is counted.
+func (h previewHead) writeFindings(b *strings.Builder, findings []string, start, room int) {
+	for i, f := range findings {
+		if b.Len()-start > room {
+			fmt.Fprintf(b, "- … and %d more\n", len(findings)-i)
+			return
+		}
+		b.WriteString(h.findingLine(f) + "\n")
+	}
+}
+
+// renderProject writes one project's section: its errors, or its table of
+// changes, spend, budget line, hold and warnings, within room bytes.
 func renderProject(b *strings.Builder, h previewHead, p projectPlan, room int) {
 	start := b.Len()
 	if p.Plan == nil {
@@ -156,13 +170,7 @@ func renderProject(b *strings.Builder, h previewHead, p projectPlan, room int) {
 	pl := p.Plan
 	if len(pl.Errors) > 0 {
 		fmt.Fprintf(b, ":x: **Invalid: %d error(s).** Nothing would be applied.\n\n", len(pl.Errors))
-		for i, e := range pl.Errors {
-			if b.Len()-start > room {
-				fmt.Fprintf(b, "- … and %d more\n", len(pl.Errors)-i)
-				break
-			}
-			b.WriteString(h.findingLine(e) + "\n")
-		}
+		h.writeFindings(b, pl.Errors, start, room)
 		b.WriteString("\n")
 		return
 	}
@@ -198,13 +206,7 @@ func renderProject(b *strings.Builder, h previewHead, p projectPlan, room int) {
 	}
 	if len(pl.Warnings) > 0 {
 		fmt.Fprintf(b, "\n%d warning(s):\n", len(pl.Warnings))
-		for i, w := range pl.Warnings {
-			if b.Len()-start > room {
-				fmt.Fprintf(b, "- … and %d more\n", len(pl.Warnings)-i)
-				break
-			}
-			b.WriteString(h.findingLine(w) + "\n")
-		}
+		h.writeFindings(b, pl.Warnings, start, room)
 	}
 	b.WriteString("\n")
 }
