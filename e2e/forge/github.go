@@ -200,19 +200,34 @@ func (g *GitHub) commentJSON(c *Comment) map[string]any {
 // page answers one page (?page, ?per_page, default 30) of all and sets
 // GitHub's Link header to the next and last pages.
 func page(w http.ResponseWriter, r *http.Request, all []map[string]any, link func(int) string) []map[string]any {
+	pg := pageOf(r, 30, len(all))
+	if pg.n < pg.last {
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next", <%s>; rel="last"`, link(pg.n+1), link(pg.last)))
+	}
+	return pg.slice(all)
+}
+
+// pageReq is the page a list request asks for: number n of size per, of
+// last pages in all.
+type pageReq struct{ n, per, last int }
+
+// pageOf reads ?page and ?per_page (def when absent or over 100, as both
+// forges cap it) for a list of total items.
+func pageOf(r *http.Request, def, total int) pageReq {
 	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
 	if per <= 0 || per > 100 {
-		per = 30
+		per = def
 	}
 	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
 	if n <= 0 {
 		n = 1
 	}
-	last := max((len(all)+per-1)/per, 1)
-	if n < last {
-		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next", <%s>; rel="last"`, link(n+1), link(last)))
-	}
-	lo, hi := min((n-1)*per, len(all)), min(n*per, len(all))
+	return pageReq{n: n, per: per, last: max((total+per-1)/per, 1)}
+}
+
+// slice is the page's items of all (never nil: an empty page is []).
+func (p pageReq) slice(all []map[string]any) []map[string]any {
+	lo, hi := min((p.n-1)*p.per, len(all)), min(p.n*p.per, len(all))
 	out := all[lo:hi]
 	if out == nil {
 		out = []map[string]any{}

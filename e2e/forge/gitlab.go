@@ -187,30 +187,17 @@ func (g *GitLab) noteJSON(c *Comment) map[string]any {
 // GitLab's pagination headers (X-Page, X-Per-Page, X-Next-Page, X-Total,
 // X-Total-Pages).
 func glPage(w http.ResponseWriter, r *http.Request, all []map[string]any) []map[string]any {
-	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
-	if per <= 0 || per > 100 {
-		per = 20
-	}
-	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	if n <= 0 {
-		n = 1
-	}
-	last := max((len(all)+per-1)/per, 1)
+	pg := pageOf(r, 20, len(all))
 	h := w.Header()
-	h.Set("X-Page", strconv.Itoa(n))
-	h.Set("X-Per-Page", strconv.Itoa(per))
+	h.Set("X-Page", strconv.Itoa(pg.n))
+	h.Set("X-Per-Page", strconv.Itoa(pg.per))
 	h.Set("X-Total", strconv.Itoa(len(all)))
-	h.Set("X-Total-Pages", strconv.Itoa(last))
+	h.Set("X-Total-Pages", strconv.Itoa(pg.last))
 	h.Set("X-Next-Page", "")
-	if n < last {
-		h.Set("X-Next-Page", strconv.Itoa(n+1))
+	if pg.n < pg.last {
+		h.Set("X-Next-Page", strconv.Itoa(pg.n+1))
 	}
-	lo, hi := min((n-1)*per, len(all)), min(n*per, len(all))
-	out := all[lo:hi]
-	if out == nil {
-		out = []map[string]any{}
-	}
-	return out
+	return pg.slice(all)
 }
 
 // Statuses returns the commit statuses posted so far, oldest first.
