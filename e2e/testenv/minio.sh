@@ -107,7 +107,15 @@ start() {
     for i in $(seq 300); do
       kill -0 "$pid" 2>/dev/null || break
       if curl -sf --max-time 1 "http://127.0.0.1:$port/minio/health/ready" >/dev/null 2>&1; then
-        s3 PUT "/$BUCKET" >/dev/null || die "creating bucket $BUCKET failed"
+        # Ready can come before the object layer is: S3 calls answer 503
+        # (XMinioServerNotInitialized) for a moment, so the bucket is
+        # asked for until it exists, for at most 30 s.
+        local made=0
+        for _ in $(seq 150); do
+          if s3 PUT "/$BUCKET" >/dev/null 2>"$DIR/bucket.err"; then made=1; break; fi
+          sleep 0.2
+        done
+        [ "$made" = 1 ] || { cat "$DIR/bucket.err" >&2; die "creating bucket $BUCKET failed"; }
         log "MinIO listening on 127.0.0.1:$port (data in $DIR/data, bucket $BUCKET)"
         print_env
         return 0
