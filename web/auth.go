@@ -307,7 +307,10 @@ func (s *Server) login(c *echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
-// startSession logs the browser in as p.
+// startSession logs the browser in as p. The cookie carries Max-Age, a
+// lifetime counted from receipt, rather than Expires, so a browser whose clock
+// differs from the server's keeps the session for the same time (RFC 6265
+// §5.3 step 3 gives Max-Age precedence).
 func (s *Server) startSession(c *echo.Context, p Principal) {
 	ses := s.sess.create(p)
 	c.SetCookie(&http.Cookie{
@@ -317,7 +320,7 @@ func (s *Server) startSession(c *echo.Context, p Principal) {
 		HttpOnly: true,
 		Secure:   c.IsTLS(),
 		SameSite: http.SameSiteLaxMode,
-		Expires:  ses.expires,
+		MaxAge:   max(1, int(ses.expires.Sub(s.sess.now())/time.Second)),
 	})
 }
 
