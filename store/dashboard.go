@@ -108,14 +108,20 @@ func (s *Store) CountRunsByStatus(ctx context.Context, proj string) (map[string]
 	return out, nil
 }
 
-// FleetNames maps the id of every fleet of the project, deleted ones
-// included, to its name.
-func (s *Store) FleetNames(ctx context.Context, proj string) (map[string]string, error) {
+// FleetNames maps the ids of the project's fleets among ids, deleted ones
+// included, to their names (a list of runs or instances names the few
+// fleets they are on, not the thousands a repository may hold).
+func (s *Store) FleetNames(ctx context.Context, proj string, ids []string) (map[string]string, error) {
+	if len(ids) == 0 {
+		return map[string]string{}, nil
+	}
 	var fs []struct {
 		ID   string `bun:"id"`
 		Name string `bun:"name"`
 	}
-	if err := s.db.NewSelect().Table("fleets").Column("id", "name").Where("project = ?", project(proj)).Scan(ctx, &fs); err != nil {
+	err := s.db.NewSelect().Table("fleets").Column("id", "name").
+		Where("project = ? AND id IN (?)", project(proj), bun.In(ids)).Scan(ctx, &fs)
+	if err != nil {
 		return nil, fmt.Errorf("list fleet names: %w", err)
 	}
 	out := make(map[string]string, len(fs))
@@ -123,6 +129,23 @@ func (s *Store) FleetNames(ctx context.Context, proj string) (map[string]string,
 		out[f.ID] = f.Name
 	}
 	return out, nil
+}
+
+// RunFleetNames returns, sorted, the names of project proj's fleets,
+// deleted ones included, that its runs that are not deleted were placed
+// on: the fleets by which a list of runs can be filtered, as many as the
+// runs at most however many fleets the repository holds.
+func (s *Store) RunFleetNames(ctx context.Context, proj string) ([]string, error) {
+	names := []string{}
+	placed := s.db.NewSelect().Table("runs").Column("fleet_id").
+		Where("project = ? AND NOT deleted AND fleet_id <> ''", project(proj))
+	err := s.db.NewSelect().Table("fleets").ColumnExpr("DISTINCT name").
+		Where("project = ? AND id IN (?)", project(proj), placed).
+		OrderExpr("name").Scan(ctx, &names)
+	if err != nil {
+		return nil, fmt.Errorf("list run fleet names: %w", err)
+	}
+	return names, nil
 }
 
 // Occupancy is one unfinished job placed on an instance, with what the
@@ -145,6 +168,8 @@ func (s *Store) ListOccupancy(ctx context.Context) ([]Occupancy, error) {
 	out := []Occupancy{}
 	err := s.db.NewSelect().TableExpr("jobs AS j").Join("JOIN instances AS i ON i.id = j.instance_id").
 		ColumnExpr("j.run_id AS run_id, j.instance_id AS instance_id, i.status AS instance_status, i.price AS price").
+		// The index jobs_occupancy_idx (migration 20261127050001) has
+		// this WHERE as its predicate: change both together.
 		Where("j.instance_id <> '' AND j.status NOT IN (?)", bun.In([]string{JobTerminated, JobAborted, JobFailed, JobDone})).
 		OrderExpr("j.instance_id, j.run_id").
 		Scan(ctx, &out)

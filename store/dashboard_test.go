@@ -121,13 +121,50 @@ func TestCountRunsByStatus_countsTheProjectsLiveRuns(t *testing.T) {
 func TestFleetNames_includesDeletedFleetsOfTheProject(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
 		fx := seedDashboard(t, s, clock)
-		got, err := s.FleetNames(t.Context(), DefaultProject)
+		got, err := s.FleetNames(t.Context(), DefaultProject, []string{fx.gpu.ID, fx.old.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]string{fx.gpu.ID: "gpu", fx.old.ID: "old"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("fleet names (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestFleetNames_ofTheGivenIDsOnly(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		fx := seedDashboard(t, s, clock)
+		for _, tc := range []struct {
+			ids  []string
+			want map[string]string
+		}{
+			{[]string{fx.old.ID, "nope"}, map[string]string{fx.old.ID: "old"}},
+			{nil, map[string]string{}},
+		} {
+			got, err := s.FleetNames(t.Context(), DefaultProject, tc.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("fleet names of %v (-want +got):\n%s", tc.ids, diff)
+			}
+		}
+	})
+}
+
+func TestRunFleetNames_fleetsOfTheProjectsRunsDeletedFleetsIncluded(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *Store, clock *fakeClock) {
+		seedDashboard(t, s, clock)
+		if err := s.CreateFleet(t.Context(), &Fleet{Name: "idle", Status: FleetActive}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.RunFleetNames(t.Context(), DefaultProject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"gpu", "old"}, got); diff != "" {
+			t.Errorf("run fleet names (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -2,8 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -241,45 +241,57 @@ type LeaseKeeper struct {
 	lost error
 }
 
-// KeepAlive starts heartbeating l every third of leaseFor, extending it to
-// now+leaseFor, until Stop. Its Context is cancelled when the lease is lost
-// (another server took the row) or ctx ends, so the holder stops working;
-// Lease returns the latest extension, for writes made under it.
+// KeepAlive extends l every third of leaseFor to now+leaseFor until Stop.
+// Its Context is cancelled when the lease is lost (another server took the
+// row) or ctx ends, so the holder stops working; Lease returns the latest
+// extension, for writes made under it. The store renews every kept lease
+// of a table in one statement per tick (renewer.go), not one per lease: a
+// server following a thousand jobs writes a few times per tick, not a
+// thousand.
 func (s *Store) KeepAlive(ctx context.Context, l Lease, leaseFor time.Duration) *LeaseKeeper {
 	k := &LeaseKeeper{cur: l, done: make(chan struct{}), fin: make(chan struct{})}
 	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	if !slices.Contains(LeaseTables, l.Table) {
+		k.lost = fmt.Errorf("heartbeat: table %q has no lease columns", l.Table)
+		k.cancel(k.lost)
+		close(k.fin)
+		return k
+	}
+	g := s.renewers.group(s, max(leaseFor, time.Millisecond))
+	g.add(k)
 	go func() {
 		defer close(k.fin)
-		t := time.NewTicker(max(leaseFor/3, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-k.done:
-				return
-			case <-k.ctx.Done():
-				return
-			case <-t.C:
-			}
-			k.mu.Lock()
-			next, err := s.Heartbeat(k.ctx, k.cur, leaseFor)
-			if err == nil {
-				k.cur = next
-			} else if errors.Is(err, ErrLeaseLost) {
-				k.lost = err
-			}
-			lost := k.lost
-			k.mu.Unlock()
-			if lost != nil {
-				s.log.Warn("lease lost", "table", l.Table, "id", l.ID, "owner", l.Owner)
-				k.cancel(lost)
-				return
-			}
-			if err != nil && k.ctx.Err() == nil {
-				s.log.Warn("lease heartbeat failed", "table", l.Table, "id", l.ID, "err", err)
-			}
+		select {
+		case <-k.done:
+		case <-k.ctx.Done():
 		}
+		g.remove(k)
 	}()
 	return k
+}
+
+// renewed records an extension made by the renewer.
+func (k *LeaseKeeper) renewed(expires time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.lost == nil {
+		k.cur.Expires = expires
+	}
+}
+
+// lose records that another worker took the row and ends the holder's
+// context.
+func (k *LeaseKeeper) lose(log *slog.Logger) {
+	k.mu.Lock()
+	if k.lost != nil {
+		k.mu.Unlock()
+		return
+	}
+	k.lost = fmt.Errorf("heartbeat %s %s: %w", k.cur.Table, k.cur.ID, ErrLeaseLost)
+	lost, l := k.lost, k.cur
+	k.mu.Unlock()
+	log.Warn("lease lost", "table", l.Table, "id", l.ID, "owner", l.Owner)
+	k.cancel(lost)
 }
 
 // Context is cancelled when the lease is lost, Stop is called, or the
@@ -309,4 +321,23 @@ func (k *LeaseKeeper) Stop() (Lease, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cur, k.lost
+}
+
+// dropDeadLeases clears every lease in the database. Open calls it on
+// SQLite only: the owner lock makes the opening process the file's only
+// user, so a lease found there is a dead process's (a crash or a kill left
+// it), and waiting for it to expire would only hold the work back for
+// LeaseFor after a restart. On PostgreSQL other servers' leases are live.
+func (s *Store) dropDeadLeases(ctx context.Context) error {
+	for _, table := range LeaseTables {
+		if _, err := s.db.NewUpdate().Table(table).
+			Set("lock_token = NULL").
+			Set("lock_owner = NULL").
+			Set("lock_expires_at = NULL").
+			Where("lock_token IS NOT NULL OR lock_expires_at IS NOT NULL").
+			Exec(ctx); err != nil {
+			return fmt.Errorf("drop dead leases of %s: %w", table, err)
+		}
+	}
+	return nil
 }

@@ -460,3 +460,44 @@ func TestLease_keepLeaseHeartbeatsUntilLost(t *testing.T) {
 		}
 	})
 }
+
+// TestLease_sqliteReopenDropsTheDeadProcessLeases: a server killed while
+// holding leases on SQLite leaves them in the file; the next Open (the
+// restarted server, the file's only user) clears them, so that its
+// workers take the rows at once instead of after LeaseFor. On PostgreSQL
+// a lease of another server stays.
+func TestLease_sqliteReopenDropsTheDeadProcessLeases(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		clock := newFakeClock()
+		ctx := t.Context()
+		a, err := Open(ctx, dsn, Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := &Run{Name: "train", Type: "task", Status: RunSubmitted}
+		if err := a.CreateRun(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+		req := ClaimRequest{Table: "runs", Owner: "a", Limit: 10, LeaseFor: 30 * time.Second}
+		if got, err := a.Claim(ctx, req); err != nil || len(got) != 1 {
+			t.Fatalf("Claim = %v, %v", got, err)
+		}
+		// The process dies holding the lease: only its lock file goes.
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b := openTest(t, dsn, Options{Now: clock.Now})
+		req.Owner = "b"
+		got, err := b.Claim(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if isPostgres(dsn) {
+			want = 0
+		}
+		if len(got) != want {
+			t.Fatalf("%s: Claim after reopen = %v, want %d lease(s)", dialectOf(dsn), got, want)
+		}
+	})
+}

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/uptrace/bun"
 )
 
 func TestShared_confirmationsAreSharedAndExpire(t *testing.T) {
@@ -466,6 +470,73 @@ func TestShared_prPlanCommentSurvivesNewPushes(t *testing.T) {
 		}
 		if err := s.SetPRPlanComment(ctx, "gitlab", 1, 5); err != nil {
 			t.Errorf("SetPRPlanComment of a closed request = %v, want nil", err)
+		}
+	})
+}
+
+// heartbeatCounter counts the statements that extend leases.
+type heartbeatCounter struct{ n atomic.Int64 }
+
+func (h *heartbeatCounter) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
+	return ctx
+}
+
+func (h *heartbeatCounter) AfterQuery(_ context.Context, e *bun.QueryEvent) {
+	if strings.HasPrefix(e.Query, "UPDATE") && strings.Contains(e.Query, "lock_expires_at") && !strings.Contains(e.Query, "lock_owner") {
+		h.n.Add(1)
+	}
+}
+
+func TestKeepAlive_renewsEveryLeaseOfATableInOneStatement(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := openTest(t, dsn, Options{SecretKey: testKey}) // real clock: heartbeats run on real time
+		for i := range 20 {
+			r := Run{Name: fmt.Sprintf("r%02d", i), Type: "task", Status: RunSubmitted}
+			if err := s.CreateRun(ctx, &r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const leaseFor = 600 * time.Millisecond
+		ls, err := s.Claim(ctx, ClaimRequest{Table: "runs", Owner: "a", Limit: 20, LeaseFor: leaseFor})
+		if err != nil || len(ls) != 20 {
+			t.Fatalf("Claim = %d leases, %v", len(ls), err)
+		}
+		h := &heartbeatCounter{}
+		s.db.AddQueryHook(h)
+		var ks []*LeaseKeeper
+		for _, l := range ls {
+			ks = append(ks, s.KeepAlive(ctx, l, leaseFor))
+		}
+		// Another server takes one row.
+		if _, err := s.db.NewUpdate().Table("runs").Set("lock_token = 'other'").Where("id = ?", ls[0].ID).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ks[0].Context().Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("keeper did not notice the lost lease")
+		}
+		time.Sleep(2 * leaseFor) // past the first leases: the others are kept alive
+		for i, k := range ks[1:] {
+			if k.Context().Err() != nil {
+				t.Fatalf("keeper %d stopped: %v", i+1, context.Cause(k.Context()))
+			}
+			if !k.Lease().Expires.After(ls[i+1].Expires) {
+				t.Errorf("lease %d was not extended", i+1)
+			}
+		}
+		ticks := h.n.Load()
+		for _, k := range ks {
+			_, _ = k.Stop()
+		}
+		// One statement per tick for all twenty leases: about 3 × 2 ticks
+		// of a third of the lease, never one per lease.
+		if ticks < 2 || ticks > 15 {
+			t.Errorf("%d heartbeat statements for 20 leases over %d ticks, want one per tick", ticks, 3*2+1)
+		}
+		if _, err := ks[0].Stop(); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("Stop = %v, want ErrLeaseLost", err)
 		}
 	})
 }

@@ -80,6 +80,7 @@ type Store struct {
 	keyID    string
 	logQuota int64
 	unlock   func() error
+	renewers renewers
 }
 
 // Open connects to the database named by dsn, applies pending migrations and
@@ -135,6 +136,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if s.dialect == DialectSQLite {
+		if err := s.dropDeadLeases(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
