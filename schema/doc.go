@@ -30,6 +30,12 @@
 //     interrupted, so a running evaluation is abandoned; at most two run at
 //     once, and content whose evaluation was abandoned is refused at once
 //     the next time.
+//   - A YAML file's verdict is kept by path and content, so a revision
+//     changing one file re-validates that file only; the cross-file checks
+//     (identities, workflows and their providers) always run. A file
+//     system that names each file's content without reading it
+//     (ContentIDFS: a Git snapshot gives each blob's id) spares reading and
+//     hashing the unchanged files too.
 //
 // # Custom providers and workflows
 //

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -11,7 +12,6 @@ import (
 	"path"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -190,7 +190,14 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 	close(next)
 	wg.Wait()
 
+	n := 0
+	for _, r := range results {
+		n += len(r.res)
+	}
 	var all []Resource
+	if n > 0 {
+		all = make([]Resource, 0, n)
+	}
 	var wf []cueDoc
 	var errs Errors
 	for _, r := range results {
@@ -213,12 +220,14 @@ func LoadFilesContext(ctx context.Context, fsys fs.FS, files []string) (*Desired
 		errs.Sort()
 		return nil, errs
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		if a.Kind.Namespace() != b.Kind.Namespace() {
-			return a.Kind.Namespace() < b.Kind.Namespace()
+	// Identities are unique here (checkIdentities passed), so any sort
+	// gives the one order; the generic one moves these large structs
+	// without reflection.
+	slices.SortFunc(all, func(a, b Resource) int {
+		if c := strings.Compare(a.Kind.Namespace(), b.Kind.Namespace()); c != 0 {
+			return c
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	return &Desired{Resources: all}, nil
 }
@@ -265,9 +274,24 @@ var fileCache = struct {
 // fileCacheMax bounds the cache; it is emptied when full.
 const fileCacheMax = 100_000
 
+// A fileKey names one content of one file: by the id its file system
+// gives the content (ContentIDFS) when it has one, else by its SHA-256.
 type fileKey struct {
 	path string
+	id   string
 	sum  [sha256.Size]byte
+}
+
+// A ContentIDFS is a file system that names each file's content without
+// reading it, as a Git tree names each file's blob: two files with one id
+// hold the same bytes. Load keys its per-file verdicts by these ids, so
+// that after a one-file commit the unchanged files are neither read nor
+// hashed.
+type ContentIDFS interface {
+	fs.FS
+	// ContentID returns the id of the content of the regular file at the
+	// slash path name, and false when it has none.
+	ContentID(name string) (string, bool)
 }
 
 type fileResult struct {
@@ -276,16 +300,24 @@ type fileResult struct {
 }
 
 func loadFileCached(ctx context.Context, v *validator, fsys fs.FS, p string) ([]Resource, Errors) {
+	var k fileKey
+	if ids, ok := fsys.(ContentIDFS); ok {
+		if id, ok := ids.ContentID(p); ok {
+			k = fileKey{path: p, id: id}
+			if res, errs, ok := cachedFile(k); ok {
+				return res, errs
+			}
+		}
+	}
 	b, err := readSpec(fsys, p)
 	if err != nil {
 		return nil, Errors{err}
 	}
-	k := fileKey{p, sha256.Sum256(b)}
-	fileCache.Lock()
-	r, ok := fileCache.m[k]
-	fileCache.Unlock()
-	if ok {
-		return slices.Clone(r.res), slices.Clone(r.errs)
+	if k.id == "" {
+		k = fileKey{path: p, sum: sha256.Sum256(b)}
+		if res, errs, ok := cachedFile(k); ok {
+			return res, errs
+		}
 	}
 	res, errs := v.loadFile(ctx, p, b)
 	if ctx.Err() != nil {
@@ -298,6 +330,15 @@ func loadFileCached(ctx context.Context, v *validator, fsys fs.FS, p string) ([]
 	fileCache.m[k] = fileResult{slices.Clone(res), slices.Clone(errs)}
 	fileCache.Unlock()
 	return res, errs
+}
+
+// cachedFile returns the verdict kept for k, shared: LoadFilesContext
+// only appends its elements to the revision's own slices.
+func cachedFile(k fileKey) ([]Resource, Errors, bool) {
+	fileCache.Lock()
+	r, ok := fileCache.m[k]
+	fileCache.Unlock()
+	return r.res, r.errs, ok
 }
 
 // validators caches validators (each with a compiled schema) across
@@ -314,15 +355,15 @@ func checkIdentities(all []Resource) Errors {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(i, j int) bool {
-		a, b := all[order[i]], all[order[j]]
-		if a.File != b.File {
-			return a.File < b.File
+	slices.SortStableFunc(order, func(i, j int) int {
+		a, b := &all[i], &all[j]
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
 		}
-		if a.Pos.Line != b.Pos.Line {
-			return a.Pos.Line < b.Pos.Line
+		if c := cmp.Compare(a.Pos.Line, b.Pos.Line); c != 0 {
+			return c
 		}
-		return a.Pos.Column < b.Pos.Column
+		return cmp.Compare(a.Pos.Column, b.Pos.Column)
 	})
 	for _, i := range order {
 		r := all[i]

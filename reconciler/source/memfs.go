@@ -113,6 +113,17 @@ func (m *memFS) lookup(name string) (*memFile, *memDir) {
 	}
 }
 
+// ContentID implements schema.ContentIDFS: the Git blob id of the file at
+// name, so that a load skips reading files whose blob it has already
+// validated. Files of a plain directory (dev mode) have none.
+func (m *memFS) ContentID(name string) (string, bool) {
+	f, _ := m.lookup(name)
+	if f == nil || f.hash.IsZero() {
+		return "", false
+	}
+	return f.hash.String(), true
+}
+
 // Open implements fs.FS.
 func (m *memFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
