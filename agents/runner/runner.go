@@ -430,6 +430,41 @@ func (r *Runner) startMaxTimerLocked() {
 	})
 }
 
+// logRetryInterval is how long the pump waits before it writes a record
+// again after the disk refused it.
+const logRetryInterval = 500 * time.Millisecond
+
+// diskFull reports whether err is the file system's refusal for lack of
+// room (ENOSPC, or EDQUOT for a quota): a write that may succeed later.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// appendLog records b, retrying while the disk refuses it (full): the record
+// is not dropped, the pump stops reading meanwhile and the job's writes
+// block on the full pipe, so no output is lost. It gives up on any other error
+// (a closed log among them), and once the job was told to stop and its
+// grace period is over.
+func (r *Runner) appendLog(stream string, b []byte) (int64, error) {
+	t := r.now()
+	for attempt := 0; ; attempt++ {
+		kept, err := r.logs.append(stream, b, t)
+		if err == nil || !diskFull(err) {
+			return kept, err
+		}
+		r.mu.Lock()
+		giveUp := r.stopReason != "" && r.now().After(r.killAt)
+		r.mu.Unlock()
+		if giveUp {
+			return kept, err
+		}
+		if attempt == 0 {
+			r.log.Warn("log_append_retrying", "err", err)
+		}
+		time.Sleep(logRetryInterval)
+	}
+}
+
 // pump records one output stream: whole lines, in records of up to 256 KiB;
 // an incomplete line is recorded after flushPartialAfter without more output.
 func (r *Runner) pump(stream string, f *os.File) {
@@ -440,7 +475,7 @@ func (r *Runner) pump(stream string, f *os.File) {
 		if len(b) == 0 {
 			return
 		}
-		kept, err := r.logs.append(stream, b, r.now())
+		kept, err := r.appendLog(stream, b)
 		if err != nil {
 			r.log.Error("log_append_failed", "err", err)
 			return
