@@ -36,6 +36,28 @@ func TestKindOf_classifiesWrappedErrors(t *testing.T) {
 	}
 }
 
+func TestReason_namesTheSentinelElseTheKind(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil has no reason", nil, ""},
+		{"no capacity wrapped", fmt.Errorf("launch: %w: %w", backends.ErrNoCapacity, errors.New("InsufficientInstanceCapacity")), "no_capacity"},
+		{"unreachable marked transient", backends.Transient(fmt.Errorf("dial: %w", backends.ErrUnreachable)), "unreachable"},
+		{"plain error is transient", errors.New("RequestLimitExceeded"), "transient"},
+		{"stalled without a sentinel", backends.Stalled(errors.New("AuthFailure")), "stalled"},
+		{"wait for termination", backends.Wait(backends.ErrNotYetTerminated, time.Second), "not_yet_terminated"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := backends.Reason(tt.err); got != tt.want {
+				t.Errorf("Reason = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestMatchTags(t *testing.T) {
 	have := map[string]string{backends.TagProject: "p", backends.TagInstance: "i1"}
 	for _, tt := range []struct {

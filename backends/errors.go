@@ -113,3 +113,26 @@ func RetryAfter(err error) time.Duration {
 	}
 	return 0
 }
+
+// Reason names the class of a backend error for metrics and logs:
+// no_capacity, not_found, not_yet_terminated, unreachable,
+// host_key_mismatch, unsupported_host or unsupported when err wraps that
+// sentinel, else its Kind (transient, wait, stalled); "" for nil.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, s := range []struct {
+		err  error
+		name string
+	}{
+		{ErrNoCapacity, "no_capacity"}, {ErrNotFound, "not_found"}, {ErrNotYetTerminated, "not_yet_terminated"},
+		{ErrUnreachable, "unreachable"}, {ErrHostKeyMismatch, "host_key_mismatch"},
+		{ErrUnsupportedHost, "unsupported_host"}, {ErrUnsupported, "unsupported"},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return string(KindOf(err))
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -70,6 +71,11 @@ var (
 	defaultCPUImage    = vm.OSImage{Name: "dstack-0.14", Owner: "142421590066", User: "ubuntu"}
 	defaultNVIDIAImage = vm.OSImage{Name: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *", Owner: "898082745236", User: "ubuntu"}
 )
+
+// attemptTimeout bounds one attempt of an EC2 call, from the request to the
+// end of the answer. EC2's calls answer in seconds; RunInstances returns
+// before the instance runs.
+const attemptTimeout = 60 * time.Second
 
 // checkTimeout bounds the credentials check at start.
 const checkTimeout = 30 * time.Second
@@ -147,7 +153,13 @@ func newProvider(o Options, deps backends.Deps) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	awsCfg, err := config.LoadDefaultConfig(context.Background(), append(loadOpts, config.WithRegion(regions[0]))...)
+	// Every attempt is bounded: without a timeout, a call whose answer
+	// never comes holds its worker for good. The SDK retries an attempt
+	// that timed out (a RunInstances with the same client token, so a
+	// create that went through is found, not made twice).
+	loadOpts = append(loadOpts, config.WithRegion(regions[0]),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(attemptTimeout)))
+	awsCfg, err := config.LoadDefaultConfig(context.Background(), loadOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("creds: %w", err)
 	}

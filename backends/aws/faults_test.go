@@ -80,3 +80,53 @@ func TestFaults_throttling(t *testing.T) {
 		t.Errorf("%d instances for 10 launch requests, want 10", n)
 	}
 }
+
+// TestFaults_mixed: with 30 % of the calls failing in every way EC2 fails
+// (server errors, throttling, capacity, timeouts and answers lost after
+// the call was carried out), retried Launches end with exactly one
+// instance per launch request: the client token makes a RunInstances whose
+// answer was lost return the instance it made.
+func TestFaults_mixed(t *testing.T) {
+	env := startSim(t)
+	p := env.newTestProvider(t, nil)
+	env.cloud.Faults(sim.Faults{ErrorRate: 0.3, HoldMS: 100, ErrorKinds: map[sim.Fault]float64{
+		sim.FaultTransient: 1, sim.FaultThrottle: 1, sim.FaultCapacity: 1, sim.FaultTimeout: 1, sim.FaultLost: 1,
+	}})
+	kinds := map[string]int{}
+	for i := range 8 {
+		req := launchRequest("mix-" + string(rune('a'+i)))
+		for attempt := 0; ; attempt++ {
+			_, err := p.Launch(t.Context(), req)
+			if err == nil {
+				break
+			}
+			switch {
+			case errors.Is(err, backends.ErrNoCapacity):
+				kinds["no_capacity"]++
+			case backends.KindOf(err) == backends.KindTransient:
+				kinds["transient"]++
+			default:
+				t.Fatalf("Launch = %v (kind %s), want transient or no capacity", err, backends.KindOf(err))
+			}
+			if attempt > 20 {
+				t.Fatalf("Launch %s failed %d times: %v", req.ID, attempt, err)
+			}
+		}
+	}
+	per := map[string]int{}
+	for _, r := range env.sim.List("aws", sim.KindInstance) {
+		if r.Tags["hoist.installation"] == "test-inst" {
+			per[r.Extra["client_token"]]++
+		}
+	}
+	if len(per) != 8 {
+		t.Errorf("instances for %d client tokens, want 8: %v", len(per), per)
+	}
+	for tok, n := range per {
+		if n != 1 {
+			t.Errorf("client token %s made %d instances, want 1", tok, n)
+		}
+	}
+	st := env.cloud.Stats()
+	t.Logf("Launch errors after the SDK's retries: %v; EC2 calls %v, failed by kind %v", kinds, st.Calls["aws"], st.FailedByKind["aws"])
+}

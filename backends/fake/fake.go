@@ -88,6 +88,7 @@ type Backend struct {
 	seq          int
 	terminateErr map[string]error
 	createErr    error
+	listErr      error
 	taskErr      map[string]taskError // by image
 	noCapacity   map[string]bool      // instance types whose Create has no capacity
 	neverBoots   map[string]bool      // instance types whose instances stay provisioning
@@ -270,6 +271,9 @@ func (b *Backend) Terminate(_ context.Context, id string) error {
 func (b *Backend) List(_ context.Context, tags map[string]string) ([]backends.Instance, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.listErr != nil {
+		return nil, b.listErr
+	}
 	var out []backends.Instance
 	for _, in := range b.insts {
 		if backends.MatchTags(in.tags, tags) {
@@ -318,6 +322,14 @@ func (b *Backend) Close() error {
 func (b *Backend) SetCreateError(err error) {
 	b.mu.Lock()
 	b.createErr = err
+	b.mu.Unlock()
+}
+
+// SetListError makes every List, ListVolumes and ListPlacementGroups fail
+// with err (nil: succeed), as a provider that cannot be asked.
+func (b *Backend) SetListError(err error) {
+	b.mu.Lock()
+	b.listErr = err
 	b.mu.Unlock()
 }
 
@@ -432,6 +444,9 @@ func (b *Backend) CreatePlacementGroup(_ context.Context, spec backends.Placemen
 func (b *Backend) ListPlacementGroups(_ context.Context, tags map[string]string) ([]backends.PlacementGroup, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.listErr != nil {
+		return nil, b.listErr
+	}
 	var out []backends.PlacementGroup
 	for _, g := range b.groups {
 		if backends.MatchTags(g.Tags, tags) {

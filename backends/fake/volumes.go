@@ -284,6 +284,9 @@ func (b *Backend) volumeMountError(instanceID string, vols []api.NetworkVolume) 
 func (b *Backend) ListVolumes(_ context.Context, tags map[string]string) ([]backends.Volume, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.listErr != nil {
+		return nil, b.listErr
+	}
 	var out []backends.Volume
 	for _, v := range b.vols {
 		if id := v.tags[backends.TagVolume]; id != "" && backends.MatchTags(v.tags, tags) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -74,13 +75,9 @@ func BenchmarkQuery200k(b *testing.B) {
 			defer runtime.UnlockOSThread()
 			var ti, ts, ci, cs time.Duration
 			for b.Loop() {
-				t0, c0 := time.Now(), threadCPU()
-				c.Query(bq.q)
-				t1, c1 := time.Now(), threadCPU()
-				Filter(all, bq.q)
-				t2, c2 := time.Now(), threadCPU()
-				ti, ts = ti+t1.Sub(t0), ts+t2.Sub(t1)
-				ci, cs = ci+c1-c0, cs+c2-c1
+				m := queryAndScan(c, all, bq.q)
+				ti, ts = ti+m.index, ts+m.scan
+				ci, cs = ci+m.indexCPU, cs+m.scanCPU
 			}
 			b.ReportMetric(float64(n), "offers")
 			b.ReportMetric(float64(ti.Nanoseconds())/float64(b.N), "index-ns/op")
@@ -91,6 +88,48 @@ func BenchmarkQuery200k(b *testing.B) {
 			}
 		})
 	}
+}
+
+// queryTimes are the wall and thread CPU times of one indexed query and of
+// the plain scan answering the same query.
+type queryTimes struct{ index, scan, indexCPU, scanCPU time.Duration }
+
+// queryAndScan answers q with the catalog's index, then with a plain
+// scan-filter-sort of all, and times each. Lock the OS thread for the CPU
+// times to be the calling goroutine's.
+func queryAndScan(c *Catalog, all []Offer, q Query) queryTimes {
+	t0, c0 := time.Now(), threadCPU()
+	c.Query(q)
+	t1, c1 := time.Now(), threadCPU()
+	Filter(all, q)
+	t2, c2 := time.Now(), threadCPU()
+	return queryTimes{index: t1.Sub(t0), scan: t2.Sub(t1), indexCPU: c1 - c0, scanCPU: c2 - c1}
+}
+
+// BenchmarkTable_offersQuery200k answers every benchQueries query over the
+// 200,000-row catalog with the index, and with a linear filter and sort of
+// the same rows in a slice, alternately, five rounds; it reports the median
+// round's total of each. Run with -benchtime 1x; go tool task bench prints
+// it in the table.
+func BenchmarkTable_offersQuery200k(b *testing.B) {
+	c := bigCatalog()
+	all := c.All()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var index, scan []float64
+	for range 5 {
+		var ti, ts time.Duration
+		for _, bq := range benchQueries {
+			m := queryAndScan(c, all, bq.q)
+			ti, ts = ti+m.index, ts+m.scan
+		}
+		index = append(index, float64(ti)/float64(time.Millisecond))
+		scan = append(scan, float64(ts)/float64(time.Millisecond))
+	}
+	slices.Sort(index)
+	slices.Sort(scan)
+	b.ReportMetric(index[len(index)/2], "hoist-ms")
+	b.ReportMetric(scan[len(scan)/2], "ref-ms")
 }
 
 // BenchmarkBuild200k measures building (sort + index) a 200,000-row catalog
