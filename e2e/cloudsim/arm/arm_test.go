@@ -152,3 +152,45 @@ func TestBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestFaults_kinds: the injected kinds as Resource Manager answers them:
+// 429 TooManyRequests with Retry-After, 500 InternalServerError, and a
+// connection closed unanswered for timeouts and lost answers.
+func TestFaults_kinds(t *testing.T) {
+	srv, s := startServer(t)
+	get := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/subscriptions/"+SubscriptionID+"/resourcegroups/rg?api-version=1", nil)
+		req.Header.Set("Authorization", "Bearer "+signToken(ClientID, s.Now().Add(tokenLifetime)))
+		return srv.Client().Do(req)
+	}
+	for _, tc := range []struct {
+		kind       sim.Fault
+		status     int
+		retryAfter string
+	}{
+		{sim.FaultThrottle, http.StatusTooManyRequests, "1"},
+		{sim.FaultTransient, http.StatusInternalServerError, ""},
+		{sim.FaultTimeout, 0, ""},
+		{sim.FaultLost, 0, ""},
+	} {
+		s.SetFaults(sim.Faults{ErrorRate: 1, HoldMS: 50, ErrorKinds: map[sim.Fault]float64{tc.kind: 1}})
+		resp, err := get()
+		if tc.status == 0 {
+			if err == nil {
+				resp.Body.Close()
+				t.Errorf("%s: %s, want the connection closed unanswered", tc.kind, resp.Status)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.kind, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("Retry-After") != tc.retryAfter {
+			t.Errorf("%s: %s, Retry-After %q; want %d, %q", tc.kind, resp.Status, resp.Header.Get("Retry-After"), tc.status, tc.retryAfter)
+		}
+	}
+	if st := s.Stats().FailedByKind[name]; st["timeout"] != 1 || st["lost"] != 1 || st["transient"] != 1 || st["throttle"] != 1 {
+		t.Errorf("failed by kind %v, want one of each", st)
+	}
+}

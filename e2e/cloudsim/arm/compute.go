@@ -215,7 +215,7 @@ func (h *server) putVM(w http.ResponseWriter, r *http.Request, rg, nm, id string
 			extraARMID: strings.ToLower(id), extraID: id, extraType: typeVM, extraRG: rg, extraNIC: nicID,
 		},
 	}
-	if !h.s.Take(size) {
+	if noCapacity(r) || !h.s.Take(size) {
 		// Allocation failures come in the long-running operation
 		// (https://learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/allocation-failure).
 		res.State = stateFailed

@@ -1,10 +1,13 @@
 package arm
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+
+	"hoist/e2e/cloudsim/sim"
 )
 
 // Resource types, as Resource Manager spells them in "type".
@@ -29,13 +32,26 @@ func (h *server) arm(w http.ResponseWriter, r *http.Request, segs []string) {
 		writeError(w, errorf(http.StatusNotFound, "SubscriptionNotFound", "The subscription '%s' could not be found.", at(segs, 1)))
 		return
 	}
-	if h.s.Call(name, r.Method+" "+operation(segs)) {
+	create := r.Method == http.MethodPut && strings.EqualFold(operation(segs), "virtualMachines")
+	switch h.s.Inject(name, r.Method+" "+operation(segs), create) {
+	case sim.FaultThrottle:
 		// Resource Manager throttling
 		// (https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling).
 		w.Header().Set("Retry-After", "1")
 		writeError(w, errorf(http.StatusTooManyRequests, "TooManyRequests",
 			"The request is being throttled as the limit has been reached for operation type - %s.", operation(segs)))
 		return
+	case sim.FaultTransient:
+		writeError(w, errorf(http.StatusInternalServerError, "InternalServerError", "Encountered internal server error. Please try again."))
+		return
+	case sim.FaultTimeout:
+		h.s.Hold(r)
+	case sim.FaultCapacity:
+		r = r.WithContext(context.WithValue(r.Context(), noCapacityKey{}, true))
+	case sim.FaultLost:
+		// Carried out, but the answer never arrives.
+		w = &discard{header: http.Header{}}
+		defer h.s.Hold(r)
 	}
 	var body map[string]any
 	if r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodPost {
@@ -143,3 +159,21 @@ func notFound(id string) *armError {
 	return errorf(http.StatusNotFound, "ResourceNotFound",
 		"The Resource '%s' under resource group '%s' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix", typ, rg)
 }
+
+// noCapacityKey marks, in a request's context, an injected capacity fault:
+// a VM PUT that creates a VM ends in AllocationFailed.
+type noCapacityKey struct{}
+
+// noCapacity reports an injected capacity fault on r.
+func noCapacity(r *http.Request) bool {
+	v, _ := r.Context().Value(noCapacityKey{}).(bool)
+	return v
+}
+
+// discard is a ResponseWriter that drops the answer of a call whose answer
+// is lost.
+type discard struct{ header http.Header }
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}

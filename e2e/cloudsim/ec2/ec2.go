@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"path"
@@ -119,6 +120,20 @@ type call struct {
 	form   url.Values
 	region string
 	id     string // request id
+	// noCapacity is an injected capacity fault: a RunInstances that would
+	// create instances fails with InsufficientInstanceCapacity (one that
+	// repeats a client token still returns its instances).
+	noCapacity bool
+}
+
+// transientError is one of EC2's server errors
+// (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html#api-error-codes-table-server):
+// InternalError (500) or Unavailable (503), one or the other at random.
+func transientError() *apiError {
+	if mrand.IntN(2) == 0 {
+		return errorf(http.StatusInternalServerError, "InternalError", "An internal error has occurred.")
+	}
+	return errorf(http.StatusServiceUnavailable, "Unavailable", "The server is overloaded and can't handle the request.")
 }
 
 type handlerFunc func(c *call) ([]node, *apiError)
@@ -175,17 +190,28 @@ func (p *Provider) Handler(s *sim.Sim) http.Handler {
 			return
 		}
 		action := r.PostForm.Get("Action")
-		if s.Call(name, action) {
+		fault := s.Inject(name, action, action == "RunInstances")
+		switch fault {
+		case sim.FaultThrottle:
 			fail(errorf(http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded."))
 			return
+		case sim.FaultTransient:
+			fail(transientError())
+			return
+		case sim.FaultTimeout:
+			s.Hold(r)
 		}
 		h := handlers[action]
 		if h == nil {
 			fail(badRequest("InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action)))
 			return
 		}
-		c := &call{p: p, s: s, form: r.PostForm, region: region, id: reqID}
+		c := &call{p: p, s: s, form: r.PostForm, region: region, id: reqID, noCapacity: fault == sim.FaultCapacity}
 		out, e := h(c)
+		if fault == sim.FaultLost {
+			// Done, but the answer never arrives.
+			s.Hold(r)
+		}
 		if e != nil {
 			fail(e)
 			return

@@ -74,6 +74,10 @@ func (c *call) runInstances() ([]node, *apiError) {
 			return c.reservation(same), nil
 		}
 	}
+	typ := c.get("InstanceType")
+	if c.noCapacity {
+		return nil, insufficientCapacity(typ, c.get("Placement.AvailabilityZone"))
+	}
 	min, e := c.intParam("MinCount", 1)
 	if e != nil {
 		return nil, e
@@ -85,7 +89,6 @@ func (c *call) runInstances() ([]node, *apiError) {
 	if min < 1 || max < min {
 		return nil, badRequest("InvalidParameterValue", "MinCount and MaxCount must be positive, MinCount <= MaxCount")
 	}
-	typ := c.get("InstanceType")
 	img, e := c.image(c.get("ImageId"))
 	if e != nil {
 		return nil, e
@@ -159,7 +162,7 @@ func (c *call) runInstances() ([]node, *apiError) {
 				for _, r := range created {
 					_ = c.s.Halt(name, r.ID)
 				}
-				return nil, badRequest("InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity.", typ, zone))
+				return nil, insufficientCapacity(typ, zone)
 			}
 			break
 		}
@@ -712,4 +715,10 @@ func (c *call) markDeleted(id string) {
 		r.State, r.TerminatedAt = sim.StateDeleted, &now
 		return nil
 	})
+}
+
+// insufficientCapacity is EC2's InsufficientInstanceCapacity for typ in
+// zone (a 400, see badRequest).
+func insufficientCapacity(typ, zone string) *apiError {
+	return badRequest("InsufficientInstanceCapacity", fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our system will be working on provisioning additional capacity.", typ, zone))
 }

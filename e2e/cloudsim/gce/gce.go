@@ -1,6 +1,7 @@
 package gce
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -142,11 +143,29 @@ func (p *Provider) Handler(s *sim.Sim) http.Handler {
 				writeError(w, e)
 				return
 			}
-			if s.Call(Name, op) {
-				writeError(w, p.throttled())
+			fault := s.Inject(Name, op, op == "instances.insert")
+			switch fault {
+			case sim.FaultThrottle:
+				if len(s.Faults().ErrorKinds) == 0 {
+					// A bare error_rate keeps its old answers.
+					writeError(w, p.throttled())
+				} else {
+					writeError(w, rateLimited)
+				}
 				return
+			case sim.FaultTransient:
+				writeError(w, backendError)
+				return
+			case sim.FaultTimeout:
+				s.Hold(r)
+			case sim.FaultCapacity:
+				r = r.WithContext(context.WithValue(r.Context(), noCapacityKey{}, true))
 			}
 			m, e := fn(s, r)
+			if fault == sim.FaultLost {
+				// Done, but the answer never arrives.
+				s.Hold(r)
+			}
 			if e != nil {
 				writeError(w, e)
 				return
@@ -195,13 +214,32 @@ func (p *Provider) Handler(s *sim.Sim) http.Handler {
 // throttled is the answer to a call the fault injection fails: alternately
 // 429 rateLimitExceeded and 503 backendError, Compute Engine's throttling and
 // transient errors (https://cloud.google.com/compute/docs/api/rest-api-rate-limits).
+// Injected faults as Compute Engine answers them
+// (https://cloud.google.com/compute/docs/api/handling-errors): throttling
+// is 429 rateLimitExceeded, a server error 503 backendError.
+var (
+	rateLimited  = &apiError{Code: http.StatusTooManyRequests, Reason: "rateLimitExceeded", Message: "Rate Limit Exceeded"}
+	backendError = &apiError{Code: http.StatusServiceUnavailable, Reason: "backendError", Message: "The service is currently unavailable."}
+)
+
+// noCapacityKey marks, in a request's context, an injected capacity fault:
+// an instances.insert that would create an instance ends in a stockout
+// (one that repeats a requestId still answers its operation).
+type noCapacityKey struct{}
+
+// noCapacity reports an injected capacity fault on r.
+func noCapacity(r *http.Request) bool {
+	v, _ := r.Context().Value(noCapacityKey{}).(bool)
+	return v
+}
+
+// throttled is the answer to a bare error_rate's failures (no
+// error_kinds): 429 rateLimitExceeded and 503 backendError in turn.
 func (p *Provider) throttled() *apiError {
 	if p.calls.Add(1)%2 == 1 {
-		return &apiError{Code: http.StatusTooManyRequests, Reason: "rateLimitExceeded",
-			Message: "Rate Limit Exceeded"}
+		return rateLimited
 	}
-	return &apiError{Code: http.StatusServiceUnavailable, Reason: "backendError",
-		Message: "The service is currently unavailable."}
+	return backendError
 }
 
 // An apiError is Compute Engine's synchronous error

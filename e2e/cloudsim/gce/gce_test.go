@@ -10,6 +10,7 @@ import (
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -241,4 +242,77 @@ func TestDisksAndPolicies(t *testing.T) {
 	wait(disks.Delete(ctx, &computepb.DeleteDiskRequest{Project: gce.Project, Zone: "us-central1-a", Disk: "d-1"}))
 	wait(c.Delete(ctx, &computepb.DeleteInstanceRequest{Project: gce.Project, Zone: "us-central1-a", Instance: "vm-2"}))
 	wait(pols.Delete(ctx, &computepb.DeleteResourcePolicyRequest{Project: gce.Project, Region: "us-central1", ResourcePolicy: "pg-1"}))
+}
+
+// once is a call option without the client's retries, so that a call shows
+// the fault it met.
+var once = gax.WithRetry(func() gax.Retryer { return nil })
+
+// TestFaults_kinds: the injected kinds reach the official client as
+// Compute Engine answers them: 429 rateLimitExceeded, 503 backendError, a
+// stockout operation (ZONE_RESOURCE_POOL_EXHAUSTED) for instances.insert
+// only, and a connection closed unanswered for lost answers, whose insert
+// was made: the same requestId then answers its operation, not a second VM.
+func TestFaults_kinds(t *testing.T) {
+	e := start(t)
+	c := e.instances(t)
+	ctx := t.Context()
+	get := func() error {
+		_, err := c.Get(ctx, &computepb.GetInstanceRequest{Project: gce.Project, Zone: "us-central1-a", Instance: "none"}, once)
+		return err
+	}
+	for _, tc := range []struct {
+		kind   sim.Fault
+		code   int
+		reason string
+	}{
+		{sim.FaultThrottle, http.StatusTooManyRequests, "rateLimitExceeded"},
+		{sim.FaultTransient, http.StatusServiceUnavailable, "backendError"},
+	} {
+		e.c.Faults(sim.Faults{ErrorRate: 1, ErrorKinds: map[sim.Fault]float64{tc.kind: 1}})
+		var ge *googleapi.Error
+		if err := get(); !errors.As(err, &ge) || ge.Code != tc.code || !strings.Contains(ge.Body, tc.reason) {
+			t.Errorf("%s: Get = %v, want %d %s", tc.kind, err, tc.code, tc.reason)
+		}
+	}
+	e.c.Faults(sim.Faults{ErrorRate: 1, ErrorKinds: map[sim.Fault]float64{sim.FaultCapacity: 1}})
+	var ge *googleapi.Error
+	if err := get(); !errors.As(err, &ge) || ge.Code != http.StatusNotFound {
+		t.Errorf("Get with capacity faults = %v, want served (404)", err)
+	}
+	op, err := c.Insert(ctx, &computepb.InsertInstanceRequest{
+		Project: gce.Project, Zone: "us-central1-a", InstanceResource: instance("vm-cap", nil),
+		RequestId: proto.String("0c6a3c4e-8f7e-4d0e-9a57-3f3f5d7c1a01"),
+	})
+	if err != nil {
+		t.Fatalf("insert with capacity faults: %v", err)
+	}
+	if err := op.Wait(ctx); err == nil || !strings.Contains(err.Error(), "ZONE_RESOURCE_POOL_EXHAUSTED") && op.Proto().GetError() == nil {
+		t.Errorf("insert with capacity faults: wait %v, op error %v; want a stockout", err, op.Proto().GetError())
+	}
+
+	e.c.Faults(sim.Faults{ErrorRate: 1, ErrorKinds: map[sim.Fault]float64{sim.FaultLost: 1}, HoldMS: 100})
+	req := &computepb.InsertInstanceRequest{
+		Project: gce.Project, Zone: "us-central1-a", InstanceResource: instance("vm-lost", nil),
+		RequestId: proto.String("0c6a3c4e-8f7e-4d0e-9a57-3f3f5d7c1a02"),
+	}
+	if _, err := c.Insert(ctx, req, once); err == nil {
+		t.Fatal("insert with its answer lost succeeded")
+	}
+	e.c.Faults(sim.Faults{})
+	if _, err := c.Insert(ctx, req); err != nil {
+		t.Fatalf("insert retried with the same requestId: %v", err)
+	}
+	n := 0
+	for _, r := range e.s.List(gce.Name, sim.KindInstance) {
+		if r.Name == "vm-lost" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d VMs vm-lost after a lost answer and a retry, want 1", n)
+	}
+	if st := e.c.Stats().FailedByKind[gce.Name]; st["lost"] != 1 || st["capacity"] != 1 {
+		t.Errorf("failed by kind %v, want 1 lost and 1 capacity", st)
+	}
 }

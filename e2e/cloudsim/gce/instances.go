@@ -98,7 +98,7 @@ func (p *Provider) insertInstance(s *sim.Sim, r *http.Request, rid string) (*com
 			Message: fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' already exists", Project, zone, in.GetName())}
 	}
 	link := instanceLink(zone, in.GetName())
-	if !s.Take(machine) {
+	if noCapacity(r) || !s.Take(machine) {
 		// A stockout: the operation fails with the zone's resource-pool
 		// error and HTTP 503 (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability).
 		return p.newOp(s, scopeZone(zone), "insert", link, "", &opFailure{

@@ -23,16 +23,20 @@
 // is the pod's failure (PodState.Message), not StartPod's error.
 //
 // Faults (POST /_sim/faults) are one object, replaced as a whole:
-// error_rate (the share of calls Call fails), latency_ms (added to every
-// call), capacity (instances of a type that may still be created, counted
-// down by Take; a type not named is unlimited) and stuck (instances of a
-// type whose VM will never boot, counted down by Boot). Faults are not
-// kept across a restart.
+// error_rate (the share of calls Call or Inject fails), error_kinds (how
+// those failures are shared among transient server errors, throttling,
+// capacity errors on creates, timeouts, and lost answers of calls that
+// were carried out; throttling alone by default), hold_ms (how long a
+// timeout or lost call keeps its connection before closing it unanswered),
+// latency_ms (added to every call), capacity (instances of a type that may
+// still be created, counted down by Take; a type not named is unlimited)
+// and stuck (instances of a type whose VM will never boot, counted down by
+// Boot). Faults are not kept across a restart.
 //
 // The admin API (Serve, on the --listen address): GET /_sim/instances
 // (every resource ever created, oldest first), GET and POST /_sim/faults,
 // GET /_sim/stats (API calls by provider and operation, and those failed on
-// purpose), POST /_sim/interrupt?id=ID[&provider=P] (the provider's
+// purpose, by operation and by fault kind), POST /_sim/interrupt?id=ID[&provider=P] (the provider's
 // Interrupt), GET /_sim/backend/<provider> (a hoist server-config backend
 // entry for that provider's endpoint).
 //

@@ -183,8 +183,8 @@ func (srv *Server) adminHandler() http.Handler {
 			httpError(w, http.StatusBadRequest, "faults: %v", err)
 			return
 		}
-		if f.ErrorRate < 0 || f.ErrorRate > 1 || f.LatencyMS < 0 {
-			httpError(w, http.StatusBadRequest, "faults: error_rate must be in [0, 1] and latency_ms >= 0")
+		if err := f.Validate(); err != nil {
+			httpError(w, http.StatusBadRequest, "faults: %v", err)
 			return
 		}
 		s.SetFaults(f)
