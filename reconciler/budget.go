@@ -150,7 +150,7 @@ func (c *Controller) clearFleetBudget(ctx context.Context, f *store.Fleet) error
 // retryBudgetFleets consolidates again the active backend fleets that wait
 // for the budget (blockFleetForBudget): the spend may have dropped.
 func (c *Controller) retryBudgetFleets(ctx context.Context) {
-	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
+	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project, Limit: everyRow})
 	if err != nil {
 		c.log.Warn("list fleets waiting for the budget failed", "error", err)
 		return

@@ -98,6 +98,13 @@ type Config struct {
 	// LeakGrace is how old such a resource must be before it counts as
 	// leaked (10 min when zero).
 	LeakGrace time.Duration
+	// DataDir is the server's data directory (its SQLite database, Git
+	// mirrors, caches): a sync or a re-run is refused while it has less
+	// than MinFreeBytes free, and a store write the disk had no room for
+	// is reported as a DiskFullError naming it. "" checks nothing.
+	DataDir string
+	// MinFreeBytes is the free space DataDir must keep for new work.
+	MinFreeBytes int64
 	// ServiceDrain is how long a service replica retired by a rolling
 	// deployment or a scale-down keeps running after it left the
 	// service's routes, so that no proxy picks it from a route it cached
@@ -174,8 +181,10 @@ type Observer interface {
 	// Synced is called after each revision sync with its result
 	// ("synced", "invalid", "held", "error", "unchanged").
 	Synced(result string, d time.Duration)
-	// QueueDepth reports the number of keys waiting in kind's queue.
-	QueueDepth(kind string, n int)
+	// QueueDepth reports the keys of kind's queue ready for a worker (its
+	// backlog), those waiting for a delay (scheduled re-checks) and those
+	// that failed since their last success (backingOff).
+	QueueDepth(kind string, ready, delayed, backingOff int)
 	// LogsAppended is called when output of a job was stored, so that live
 	// followers (server-sent events) look at once.
 	LogsAppended(jobID string)
@@ -184,9 +193,19 @@ type Observer interface {
 	// LeakReaped is called for each leaked resource of kind (instance,
 	// volume, placement_group) the leak audit deleted on backend.
 	LeakReaped(backend, kind string)
+	// Audited is called after each periodic audit of project with the
+	// counts of its report (AuditReport).
+	Audited(project string, leaked, lost, duplicated, errors int)
 	// JobFinished is called when a job that started reaches its final
 	// status, with its backend and how long it ran.
 	JobFinished(backend, status string, d time.Duration)
+	// Retried is called each time a key of kind failed with a transient
+	// error and was put back after the back-off d.
+	Retried(kind string, d time.Duration)
+	// BackendFailed is called for each failed call of the reconciler to
+	// backend (create, describe, terminate of instances; volumes), with
+	// the error's class (backends.Reason).
+	BackendFailed(backend, reason string)
 	// BudgetBlocked is called once each time a job or fleet (kind) of
 	// project starts waiting because an instance it needs would take the
 	// project past its budget (Config.Budget).
@@ -224,6 +243,10 @@ type Controller struct {
 	pumpWG  sync.WaitGroup                // pumps still finishing
 
 	branch atomic.Value // string: the tracked branch as last resolved
+	// syncErr is why the last sync attempt failed ("" once one
+	// succeeds), shown by Status: kept in memory, as the store may be the
+	// cause (a full disk).
+	syncErr atomic.Value // string
 
 	traffic Traffic
 	hf      *http.Client // the Hugging Face Hub's (tokenizer configs)
@@ -336,6 +359,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		history: newServiceHistory(serviceSampleEvery, serviceSampleKeep),
 	}
 	c.branch.Store("")
+	c.syncErr.Store("")
 	return c, nil
 }
 
@@ -343,12 +367,15 @@ type nopObserver struct{}
 
 func (nopObserver) Reconciled(string, time.Duration, error)   {}
 func (nopObserver) Synced(string, time.Duration)              {}
-func (nopObserver) QueueDepth(string, int)                    {}
+func (nopObserver) QueueDepth(string, int, int, int)          {}
 func (nopObserver) LogsAppended(string)                       {}
 func (nopObserver) Changed()                                  {}
 func (nopObserver) LeakReaped(string, string)                 {}
+func (nopObserver) Audited(string, int, int, int, int)        {}
 func (nopObserver) JobFinished(string, string, time.Duration) {}
 func (nopObserver) BudgetBlocked(string, string)              {}
+func (nopObserver) Retried(string, time.Duration)             {}
+func (nopObserver) BackendFailed(string, string)              {}
 
 // Run runs the source watchers, the revision pipeline, the workers and the
 // periodic resync until ctx is done.
@@ -371,16 +398,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { c.volumeLoop(ctx); return nil })
 	g.Go(func() error { c.serviceSampleLoop(ctx); return nil })
 	for i := 0; i < 4; i++ {
-		g.Go(func() error { c.work(ctx, "runs", c.runs, c.reconcileRun); return nil })
+		g.Go(func() error { c.work(ctx, "runs", c.runs, c.runSettled, c.reconcileRun); return nil })
 	}
 	for i := 0; i < 8; i++ {
-		g.Go(func() error { c.work(ctx, "jobs", c.jobs, c.reconcileJob); return nil })
+		g.Go(func() error { c.work(ctx, "jobs", c.jobs, c.jobPumped, c.reconcileJob); return nil })
 	}
 	for i := 0; i < 4; i++ {
-		g.Go(func() error { c.work(ctx, "instances", c.insts, c.reconcileInstance); return nil })
+		g.Go(func() error { c.work(ctx, "instances", c.insts, nil, c.reconcileInstance); return nil })
 	}
 	for i := 0; i < 2; i++ {
-		g.Go(func() error { c.work(ctx, "gateways", c.gws, c.reconcileGateway); return nil })
+		g.Go(func() error { c.work(ctx, "gateways", c.gws, nil, c.reconcileGateway); return nil })
 	}
 	g.Go(func() error {
 		<-ctx.Done()
@@ -396,17 +423,25 @@ func (c *Controller) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// work processes keys of one queue until ctx is done.
-func (c *Controller) work(ctx context.Context, kind string, q *queue.Queue[string], fn func(ctx context.Context, id string) (time.Duration, error)) {
+// work processes keys of one queue until ctx is done. A key that settled
+// reports true (read-only) has nothing to do: it is neither claimed nor
+// reconciled, and the web's caches are not told of a change, where a
+// claim and a release are two writes and every change clears the run
+// list's cache.
+func (c *Controller) work(ctx context.Context, kind string, q *queue.Queue[string], settled func(ctx context.Context, id string) bool, fn func(ctx context.Context, id string) (time.Duration, error)) {
 	for {
 		id, ok := q.Get(ctx)
 		if !ok {
 			return
 		}
+		if settled != nil && settled(ctx, id) {
+			q.Forget(id)
+			q.Done(id)
+			continue
+		}
 		start := c.now()
 		after, err := fn(ctx, id)
 		c.obs.Reconciled(kind, c.now().Sub(start), err)
-		c.obs.QueueDepth(kind, q.Len())
 		c.obs.Changed()
 		switch {
 		case err == nil:
@@ -421,8 +456,11 @@ func (c *Controller) work(ctx context.Context, kind string, q *queue.Queue[strin
 			q.AddAfter(id, max(backends.RetryAfter(err), time.Second))
 		default:
 			d := q.AddRateLimited(id)
+			c.obs.Retried(kind, d)
 			c.log.Warn("reconcile failed", "kind", kind, "id", id, "retry_in", d, "error", err)
 		}
+		ready, delayed := q.Depth()
+		c.obs.QueueDepth(kind, ready, delayed, q.BackingOff())
 		q.Done(id)
 	}
 }
@@ -465,7 +503,7 @@ func (c *Controller) resync(ctx context.Context) {
 	for _, j := range jobs {
 		c.jobs.Add(j.ID)
 	}
-	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project})
+	insts, err := c.st.ListInstances(ctx, store.InfraFilter{Project: c.cfg.Project, Limit: everyRow})
 	if err != nil {
 		c.log.Warn("resync instances failed", "error", err)
 	}
@@ -488,6 +526,10 @@ func (c *Controller) resync(ctx context.Context) {
 	}
 	c.sweepPlacementGroups(ctx)
 }
+
+// everyRow is the limit of a store list that must see every row (the
+// store's lists stop at 1,000 by default).
+const everyRow = 1 << 30
 
 var activeJobStatuses = []string{store.JobSubmitted, store.JobProvisioning, store.JobPulling, store.JobRunning, store.JobTerminating}
 
@@ -533,4 +575,14 @@ func (c *Controller) event(ctx context.Context, kind, name, id, typ, rev, msg st
 	}); err != nil {
 		c.log.Warn("record event failed", "object_kind", kind, "object_name", name, "error", err)
 	}
+}
+
+// backendFailed reports err, the answer of a call to backend, to the
+// observer (by its backends.Reason) and returns it. An error of a call cut
+// short because ctx ended is not the backend's.
+func (c *Controller) backendFailed(ctx context.Context, backend string, err error) error {
+	if err != nil && ctx.Err() == nil {
+		c.obs.BackendFailed(backend, backends.Reason(err))
+	}
+	return err
 }

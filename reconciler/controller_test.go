@@ -879,3 +879,44 @@ func TestStopGrace_abortedJobsGetNone(t *testing.T) {
 		})
 	}
 }
+
+// A resync of a task whose jobs all run finds nothing to do: the run worker
+// neither claims it (two writes) nor tells the web of a change; any other
+// state is reconciled.
+func TestRunSettled_onlyARunningTaskWithEveryJobRunning(t *testing.T) {
+	f := newFixture(t, map[string]string{"flaky.dstack.yml": retryTask})
+	if res := f.sync(); res != resultSynced {
+		t.Fatalf("sync = %s", res)
+	}
+	id := f.run("flaky").ID
+	if f.c.runSettled(f.ctx, id) {
+		t.Fatal("a submitted run is settled")
+	}
+	for _, j := range latestSubmissions(f.jobs(id)) {
+		j.Status = store.JobRunning
+		if err := f.st.UpdateJob(f.ctx, &j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.c.runSettled(f.ctx, id) {
+		t.Fatal("a run whose status is not yet running is settled")
+	}
+	f.reconcileRun("flaky") // → running
+	if run := f.run("flaky"); run.Status != store.RunRunning || !f.c.runSettled(f.ctx, id) {
+		t.Fatalf("run %s (%s) with every job running is not settled", run.Status, run.StatusMessage)
+	}
+	// What reconcileRun writes for a settled run: nothing.
+	before := f.run("flaky")
+	f.reconcileRun("flaky")
+	if after := f.run("flaky"); after.Status != before.Status || after.StatusMessage != before.StatusMessage || after.UpdatedAt != before.UpdatedAt {
+		t.Fatalf("reconciling a settled run changed it: %+v → %+v", before, after)
+	}
+	run := f.run("flaky")
+	run.Status = store.RunTerminating
+	if err := f.st.UpdateRun(f.ctx, &run); err != nil {
+		t.Fatal(err)
+	}
+	if f.c.runSettled(f.ctx, id) {
+		t.Fatal("a terminating run is settled")
+	}
+}

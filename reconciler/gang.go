@@ -256,7 +256,7 @@ func matched(m []int) int {
 // waiting ahead of it claim (claims) it leaves to them.
 func (c *Controller) chooseGang(ctx context.Context, spec runSpec, gang []store.Job, tried map[string]bool, sites []volumeSite, claims gangClaims) (gangPick, error) {
 	n := len(gang)
-	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
+	fleets, err := c.fleetsFor(ctx, spec.Fleets)
 	if err != nil {
 		return gangPick{}, err
 	}

@@ -101,6 +101,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			spec.PlacementGroup = pg
 		}
 		bi, err := be.Create(ctx, spec)
+		_ = c.backendFailed(ctx, inst.Backend, err)
 		if cloud && errors.Is(err, backends.ErrNoCapacity) {
 			// This offer has no capacity now (or its VM did not boot in
 			// time, which the cloud engine reports the same way, having
@@ -158,6 +159,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 			c.sweepTasks(ctx, inst.ID)
 		}
 		bi, err := be.Describe(ctx, inst.ID)
+		_ = c.backendFailed(ctx, inst.Backend, err)
 		if errors.Is(err, backends.ErrNotFound) || (err == nil && bi.Status == backends.StatusTerminated) {
 			return c.instanceGone(ctx, l, &inst, bi, err)
 		}
@@ -184,7 +186,7 @@ func (c *Controller) reconcileInstance(ctx context.Context, id string) (time.Dur
 		} else if busy {
 			return 5 * time.Second, nil
 		}
-		if err := be.Terminate(ctx, inst.ID); err != nil {
+		if err := c.backendFailed(ctx, inst.Backend, be.Terminate(ctx, inst.ID)); err != nil {
 			// Show why the instance does not go away (e.g. a changed host
 			// key refuses the drain); a stalled error is an event once.
 			if msg := err.Error(); msg != inst.StatusMessage {

@@ -701,3 +701,9 @@ func refusedByAgent(err error) (string, bool) {
 	}
 	return ae.Message, true
 }
+
+// jobPumped reports whether the job's pump follows it: the pump holds its
+// lease and records its end, so a resync has nothing to do.
+func (c *Controller) jobPumped(_ context.Context, id string) bool {
+	return c.pumping(id)
+}

@@ -49,9 +49,10 @@ func (c *Controller) loadAndObserve(ctx context.Context, fsys fs.FS) (*schema.De
 // buildObserved compares the observed state with the desired specs and
 // reads back only the stored specs that differ.
 func (c *Controller) buildObserved(ctx context.Context, state store.ObservedState, desired []schema.Resource) (plan.Observed, error) {
-	want := make(map[string][]byte, len(desired))
+	type key struct{ kind, name string }
+	want := make(map[key][]byte, len(desired))
 	for _, d := range desired {
-		want[string(d.Kind)+"/"+d.Name] = d.JSON
+		want[key{string(d.Kind), d.Name}] = d.JSON
 	}
 	rs, latest := state.Resources, state.LatestRuns
 	obs := plan.Observed{Resources: make([]plan.Current, 0, len(rs))}
@@ -83,7 +84,7 @@ func (c *Controller) buildObserved(ctx context.Context, state store.ObservedStat
 			}
 		}
 		if !read {
-			if b, ok := want[r.Kind+"/"+r.Name]; ok && specHash(b) == r.SpecHash && cur.Kind != schema.KindVolume && cur.Kind != schema.KindGateway {
+			if b, ok := want[key{r.Kind, r.Name}]; ok && specHash(b) == r.SpecHash && cur.Kind != schema.KindVolume && cur.Kind != schema.KindGateway {
 				cur.Spec = b
 			} else {
 				fillRes[len(obs.Resources)] = r.ID

@@ -187,13 +187,47 @@ var (
 	errNoCapacity = errors.New("no matching instance is free")
 )
 
+// fleetsFor returns the live fleets a job may be placed on, in creation
+// order: those named in refs, read by name, or every fleet of the project
+// when refs is empty. A repository of thousands of fleets then costs a
+// job naming its fleet one read per name, and no fleet is left out past a
+// list's limit.
+func (c *Controller) fleetsFor(ctx context.Context, refs []schema.EntityRef) ([]store.Fleet, error) {
+	if len(refs) == 0 {
+		return c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project, Limit: everyRow})
+	}
+	var out []store.Fleet
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if seen[r.Name] {
+			continue
+		}
+		seen[r.Name] = true
+		f, err := c.st.GetFleetByName(ctx, c.cfg.Project, r.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b store.Fleet) int {
+		if d := a.CreatedAt.Compare(b.CreatedAt); d != 0 {
+			return d
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
 // place picks an instance for a job of run: one of the fleets the spec
 // allows (all when it names none), whose instance fits the resources and
 // profile, at one of the sites of its network volumes (nil: anywhere),
 // and that no gang waiting ahead of the job claims (claims, gangorder.go).
 // The local host is shared; other instances run one job at a time.
 func (c *Controller) place(ctx context.Context, run *store.Run, spec runSpec, tried map[string]bool, sites []volumeSite, claims gangClaims) (store.Instance, error) {
-	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project})
+	fleets, err := c.fleetsFor(ctx, spec.Fleets)
 	if err != nil {
 		return store.Instance{}, err
 	}

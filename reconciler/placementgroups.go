@@ -176,7 +176,7 @@ func (c *Controller) deleteUnusedPlacementGroups(ctx context.Context, fleetID st
 // without instances (deletePlacementGroups), for groups a provider held
 // when the fleet's last instance went.
 func (c *Controller) sweepPlacementGroups(ctx context.Context) {
-	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project, IncludeDeleted: true})
+	fleets, err := c.st.ListFleets(ctx, store.InfraFilter{Project: c.cfg.Project, IncludeDeleted: true, Limit: everyRow})
 	if err != nil {
 		c.log.Warn("placement group sweep failed", "error", err)
 		return

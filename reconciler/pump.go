@@ -107,13 +107,44 @@ func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() 
 		<-metricsDone
 	}()
 
-	var unreachableSince time.Time
+	// The runner is unreachable once it has not been heard from for the
+	// grace (heard.go): the watchdog ends wctx, and with it whatever call
+	// hangs on a dead link.
+	grace := c.cfg.UnreachableGrace
+	heard := newLastHeard(c.now)
+	wctx, silent := context.WithCancelCause(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		watchRunner(wctx, heard, grace, func(pctx context.Context) error {
+			_, conn, err := c.shimFor(pctx, job.InstanceID)
+			if err != nil {
+				return err
+			}
+			_, err = api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient()).State(pctx)
+			return err
+		}, func() { silent(errRunnerSilent) })
+	}()
+	defer func() {
+		silent(context.Canceled)
+		<-watchDone
+	}()
+	unreachable := func() {
+		if j, gerr := c.st.GetJob(ctx, job.ID); gerr == nil {
+			_ = c.setTerminating(ctx, lease(), &j, reasonInstanceUnreachable, "the runner was not heard from for "+grace.String())
+		}
+	}
+
 	for ctx.Err() == nil {
-		shim, conn, err := c.shimFor(ctx, job.InstanceID)
+		if wctx.Err() != nil {
+			unreachable()
+			return
+		}
+		shim, conn, err := c.shimFor(wctx, job.InstanceID)
 		var runner *api.RunnerClient
 		if err == nil {
 			runner = api.NewRunnerClient(job.RunnerAddr, conn.HTTPClient())
-			err = c.follow(ctx, &job, runner)
+			err = c.follow(wctx, &job, runner, heard)
 		}
 		if ctx.Err() != nil {
 			return
@@ -125,20 +156,34 @@ func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() 
 			}
 			return
 		}
+		if swe := (*storeWriteError)(nil); errors.As(err, &swe) {
+			// The store, not the runner, failed (a full disk): the runner
+			// keeps the lines; try again without counting it as silent.
+			log.Warn("job output not stored; retrying", "error", swe.err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(storeRetryInterval):
+			}
+			continue
+		}
 		if err == nil {
-			sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+			sctx, cancel := context.WithTimeout(wctx, agentCallTimeout)
 			st, serr := runner.State(sctx)
 			cancel()
+			if serr == nil {
+				heard.heard()
+			}
 			if serr == nil && st.Finished() {
 				c.jobFinished(ctx, lease(), job.ID, st)
 				return
 			}
 			err = serr
 		}
-		if err != nil && shim != nil {
+		if err != nil && shim != nil && wctx.Err() == nil {
 			// The runner is silent: the shim knows whether its container
 			// ended (killed or removed from outside, OOM) and why.
-			sctx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+			sctx, cancel := context.WithTimeout(wctx, agentCallTimeout)
 			info, terr := shim.GetTask(sctx, job.ShimTaskID)
 			cancel()
 			if terr == nil && info.Terminated() || errors.Is(terr, api.ErrNotFound) {
@@ -147,29 +192,33 @@ func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() 
 			}
 		}
 		if err != nil {
-			if unreachableSince.IsZero() {
-				unreachableSince = c.now()
-			}
-			if c.now().Sub(unreachableSince) > c.cfg.UnreachableGrace {
-				if j, gerr := c.st.GetJob(ctx, job.ID); gerr == nil {
-					_ = c.setTerminating(ctx, lease(), &j, reasonInstanceUnreachable, "the runner did not answer for "+c.cfg.UnreachableGrace.String())
-				}
+			if wctx.Err() != nil || heard.silentFor() > grace {
+				unreachable()
 				return
 			}
 			log.Debug("runner unreachable; retrying", "error", err)
 			select {
-			case <-ctx.Done():
-				return
+			case <-wctx.Done():
 			case <-time.After(time.Second):
 			}
-			continue
 		}
-		unreachableSince = time.Time{}
 	}
 }
 
+// storeWriteError is a follow that ended because the store did not take
+// the job's output: the runner is fine and keeps the lines.
+type storeWriteError struct{ err error }
+
+func (e *storeWriteError) Error() string { return "store job output: " + e.err.Error() }
+func (e *storeWriteError) Unwrap() error { return e.err }
+
+// storeRetryInterval is how long a follow waits after the store refused
+// the job's output before it tries again.
+const storeRetryInterval = 2 * time.Second
+
 // follow copies the job's output into the store until the job finishes.
-func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.RunnerClient) error {
+// Every record received counts as hearing the runner (heard).
+func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.RunnerClient, heard *lastHeard) error {
 	_, after, err := c.st.LogSize(ctx, job.ID)
 	if err != nil {
 		return err
@@ -193,10 +242,13 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 		}
 		masker.mask(batch)
 		_, err := c.st.AppendLogs(context.WithoutCancel(ctx), job.ID, batch)
-		c.obs.LogsAppended(job.ID)
 		if err != nil {
-			return err
+			// Not stored (the write is rolled back whole) and not
+			// acknowledged: the next follow resumes after what the store
+			// holds, and the runner still has these lines.
+			return &storeWriteError{err: c.diskFull(err)}
 		}
+		c.obs.LogsAppended(job.ID)
 		// Stored: the runner may drop its copy (best effort; it keeps
 		// unacknowledged output on disk until then).
 		actx, cancel := context.WithTimeout(ctx, agentCallTimeout)
@@ -234,6 +286,7 @@ func (c *Controller) follow(ctx context.Context, job *store.Job, runner *api.Run
 		}
 	}()
 	err = runner.Follow(fctx, after, func(line api.LogLine) error {
+		heard.heard()
 		mu.Lock()
 		pending = append(pending, store.LogLine{Time: line.Time, Stream: line.Stream, Data: line.Data})
 		lastSeq = line.Seq

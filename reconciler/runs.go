@@ -305,6 +305,9 @@ func (c *Controller) StopRun(ctx context.Context, name string, abort bool) error
 // RerunRun submits the latest spec of run name again (a task that is done
 // stays done until its spec changes or a user asks for this).
 func (c *Controller) RerunRun(ctx context.Context, name string) error {
+	if err := c.checkDiskSpace(); err != nil {
+		return err
+	}
 	run, err := c.st.GetRunByName(ctx, c.cfg.Project, name)
 	if err != nil {
 		return err
@@ -750,4 +753,35 @@ func (c *Controller) stopRun(ctx context.Context, run *store.Run, reason, msg, r
 // service whose previous run is still active.
 func rolling(s plan.Step) bool {
 	return s.Rolling && s.Current != nil && !s.Current.Finished
+}
+
+// runSettled reports whether a resync of the run would find nothing to do
+// (read without a lease): a task running with every job of its latest
+// submission running, its status and message as reconcileRun would write
+// them, and no stop criterion met. Anything else is reconciled.
+func (c *Controller) runSettled(ctx context.Context, id string) bool {
+	run, err := c.st.GetRun(ctx, id)
+	if err != nil || run.Status != store.RunRunning || run.StatusMessage != store.RunRunning ||
+		schema.Kind(run.Type) != schema.KindTask {
+		return false
+	}
+	spec, err := decodeRunSpec(run.Spec)
+	if err != nil || needsTokenizerConfig(spec) {
+		return false
+	}
+	jobs, err := c.st.ListJobs(ctx, run.ID)
+	if err != nil {
+		return false
+	}
+	latest := latestSubmissions(jobs)
+	if len(latest) == 0 {
+		return false
+	}
+	for _, j := range latest {
+		if j.Status != store.JobRunning {
+			return false
+		}
+	}
+	status, term := deriveRunStatus(latest)
+	return status == store.RunRunning && term == "" && !masterDone(spec, latest)
 }

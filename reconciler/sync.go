@@ -45,6 +45,12 @@ func (c *Controller) syncLoop(ctx context.Context) {
 func (c *Controller) runSync(ctx context.Context, force bool) error {
 	start := c.now()
 	result, err := c.syncOnce(ctx, force)
+	err = c.diskFull(err)
+	if err != nil && ctx.Err() == nil {
+		c.syncErr.Store(err.Error())
+	} else if err == nil {
+		c.syncErr.Store("")
+	}
 	if err != nil {
 		result = resultError
 		if ctx.Err() == nil {
@@ -57,6 +63,11 @@ func (c *Controller) runSync(ctx context.Context, force bool) error {
 
 // syncOnce runs the revision pipeline once.
 func (c *Controller) syncOnce(ctx context.Context, force bool) (string, error) {
+	// A revision's new runs need room in the data directory: none is
+	// taken while it is short (the status says why); running jobs go on.
+	if err := c.checkDiskSpace(); err != nil {
+		return "", err
+	}
 	unlock, ok, err := c.st.TrySyncLock(ctx, c.cfg.Project)
 	if err != nil {
 		return "", err
@@ -292,6 +303,9 @@ type SyncStatus struct {
 	Branch string `json:"branch,omitempty"`
 	// LastSyncedAt is when a revision was last applied.
 	LastSyncedAt time.Time `json:"last_synced_at,omitzero"`
+	// Error is why the last sync attempt failed (e.g. a DiskFullError);
+	// "" once one succeeds.
+	Error string `json:"error,omitempty"`
 }
 
 // Status returns the sync status.
@@ -308,6 +322,7 @@ func (c *Controller) Status(ctx context.Context) (SyncStatus, error) {
 		Status: st.Status, Revision: st.AppliedSHA, LatestRevision: st.LatestSHA, Errors: errs,
 		Held: st.Held, HeldReasons: st.HeldReasons,
 		Suspended: st.Suspended, Source: c.src.Describe(), LastSyncedAt: st.LastSyncedAt, Branch: c.branch.Load().(string),
+		Error: c.syncErr.Load().(string),
 	}, nil
 }
 

