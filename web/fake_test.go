@@ -318,3 +318,12 @@ func (m *memArtifacts) OpenArtifact(_ context.Context, run string, jobNum int, f
 	}
 	return io.NopCloser(strings.NewReader(body)), Artifact{JobNum: jobNum, Path: file, Size: int64(len(body))}, nil
 }
+
+// Audit is web.Auditor: one leaked instance.
+func (f *fakeController) Audit(context.Context) (Audit, error) {
+	return Audit{Project: "main", CheckedAt: "2026-01-02T03:04:05Z", GraceSeconds: 600,
+		Leaked:     []AuditLeaked{{Backend: "aws", Kind: "instance", ID: "i-1", ProviderID: "i-0abc", ReapAt: "2026-01-02T03:10:00Z"}},
+		Lost:       []AuditLost{},
+		Duplicated: []AuditDuplicate{},
+		Errors:     []AuditError{}}, nil
+}

@@ -74,7 +74,9 @@ func (s *Server) apiRunLogs(c *echo.Context) error {
 				continue
 			}
 			bw.WriteString(l.Text)
-			bw.WriteByte('\n')
+			if !l.Partial { // the job's own bytes: no newline it did not print
+				bw.WriteByte('\n')
+			}
 		}
 		written += int64(len(lines))
 		if limit > 0 && written >= limit {

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,5 +65,36 @@ func TestRunPage_longLogsArePagedAndOpenOnTheNewest(t *testing.T) {
 	}
 	if d.Find(`[data-testid=logs-next]`).Length() != 1 {
 		t.Error("no link to later lines")
+	}
+}
+
+// TestRunLogsText_incompleteLineIsContinuedNotBroken checks that the
+// plain-text log gives the job's bytes back as it printed them: a line the
+// runner recorded before its newline came (a pause in the output) is
+// followed by its continuation, with no newline added between them.
+func TestRunLogsText_incompleteLineIsContinuedNotBroken(t *testing.T) {
+	e := newLiveEnv(t)
+	seq, err := e.st.AppendLogs(context.Background(), e.seeded.TrainJob, []store.LogLine{
+		{Stream: "stdout", Data: []byte("1039\n1040\n104")},
+		{Stream: "stdout", Data: []byte("1\n1042\n")},
+		{Stream: "stdout", Data: []byte("50%")},
+		{Stream: "stdout", Data: []byte(" 100%\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/runs/train/logs?after=%d", e.url, seq-4), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.seeded.Tokens.Viewer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if want := "1039\n1040\n1041\n1042\n50% 100%\n"; string(body) != want {
+		t.Errorf("logs = %q, want %q", body, want)
 	}
 }

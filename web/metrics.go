@@ -19,7 +19,8 @@ type Metrics struct {
 
 	reconcileDuration *prometheus.HistogramVec
 	reconcileTotal    *prometheus.CounterVec
-	queueDepth        prometheus.Gauge
+	queueDepth        *prometheus.GaugeVec
+	queueScheduled    *prometheus.GaugeVec
 	syncRequests      prometheus.Counter
 	syncsTotal        *prometheus.CounterVec
 	webhooks          *prometheus.CounterVec
@@ -28,6 +29,10 @@ type Metrics struct {
 	sshConns          prometheus.Gauge
 	jobDuration       *prometheus.HistogramVec
 	budgetBlocked     *prometheus.CounterVec
+	backoff           *prometheus.HistogramVec
+	backingOff        *prometheus.GaugeVec
+	backendErrors     *prometheus.CounterVec
+	audit             *prometheus.GaugeVec
 }
 
 // NewMetrics registers hoist's instruments (and the Go and process
@@ -46,10 +51,14 @@ func NewMetrics() *Metrics {
 			Name: "hoist_reconcile_total",
 			Help: "Reconciles by kind and result (success, error, stalled, wait).",
 		}, []string{"kind", "result"}),
-		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hoist_queue_depth",
-			Help: "Objects waiting in the reconcile queue.",
-		}),
+			Help: "Objects of a kind waiting for a reconcile worker now (the backlog).",
+		}, []string{"kind"}),
+		queueScheduled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hoist_queue_scheduled",
+			Help: "Objects of a kind whose next reconcile waits for a delay (scheduled re-checks and retries).",
+		}, []string{"kind"}),
 		syncRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hoist_sync_requests_total",
 			Help: "Sync requests received (API, dashboard and webhooks); bursts coalesce into fewer syncs.",
@@ -80,13 +89,30 @@ func NewMetrics() *Metrics {
 			Help:    "Time finished jobs ran, from their start to their final status, by backend and final status (jobs that never started are not observed).",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}, []string{"backend", "status"}),
+		audit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hoist_audit_findings",
+			Help: "What the last periodic audit of a project found, by kind: leaked (tagged resources the store does not know), lost (resources the store holds that the provider does not have), duplicated (what must exist once and exists twice), errors (backends it could not list).",
+		}, []string{"project", "kind"}),
 		budgetBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hoist_budget_blocked_total",
 			Help: "Times a job or fleet (kind) started waiting because the instance it needs would take its project past its budget (once per wait, not per retry).",
 		}, []string{"project", "kind"}),
+		backoff: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hoist_reconcile_backoff_seconds",
+			Help:    "Back-off before the retry of an object whose reconcile failed with a transient error, by kind (its count is the number of retries).",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 10),
+		}, []string{"kind"}),
+		backingOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hoist_queue_backing_off",
+			Help: "Objects of a reconcile queue whose last reconcile failed (waiting out a back-off, or stalled), by kind.",
+		}, []string{"kind"}),
+		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hoist_backend_errors_total",
+			Help: "Failed calls of the reconciler to a backend (instances, volumes, leak audit), by backend and kind (transient, wait, stalled, no_capacity, not_found, unreachable, ...).",
+		}, []string{"backend", "kind"}),
 	}
-	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped,
-		m.sshConns, m.jobDuration, m.budgetBlocked)
+	reg.MustRegister(m.reconcileDuration, m.reconcileTotal, m.queueDepth, m.queueScheduled, m.syncRequests, m.syncsTotal, m.webhooks, m.httpDuration, m.leaksReaped,
+		m.sshConns, m.jobDuration, m.budgetBlocked, m.backoff, m.backingOff, m.backendErrors, m.audit)
 	return m
 }
 
@@ -98,6 +124,14 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // placement_group) the leak audit deleted on backend.
 func (m *Metrics) LeakReaped(backend, kind string) {
 	m.leaksReaped.WithLabelValues(backend, kind).Inc()
+}
+
+// Audited sets the counts of the last audit of project: its leaked, lost
+// and duplicated findings and the backends it could not ask.
+func (m *Metrics) Audited(project string, leaked, lost, duplicated, errors int) {
+	for kind, n := range map[string]int{"leaked": leaked, "lost": lost, "duplicated": duplicated, "errors": errors} {
+		m.audit.WithLabelValues(project, kind).Set(float64(n))
+	}
 }
 
 // BudgetBlocked counts a job or fleet (kind) of project that started
@@ -132,8 +166,30 @@ func (m *Metrics) ObserveSync(result string) {
 	m.syncsTotal.WithLabelValues(result).Inc()
 }
 
-// SetQueueDepth records how many objects wait in the reconcile queue.
-func (m *Metrics) SetQueueDepth(n int) { m.queueDepth.Set(float64(n)) }
+// ObserveRetry records that an object of kind failed and is retried after
+// the back-off d.
+func (m *Metrics) ObserveRetry(kind string, d time.Duration) {
+	m.backoff.WithLabelValues(kind).Observe(d.Seconds())
+}
+
+// SetBackingOff records how many objects of kind's queue failed since
+// their last success.
+func (m *Metrics) SetBackingOff(kind string, n int) {
+	m.backingOff.WithLabelValues(kind).Set(float64(n))
+}
+
+// BackendFailed counts one failed call to backend, of kind (a
+// backends.Reason).
+func (m *Metrics) BackendFailed(backend, kind string) {
+	m.backendErrors.WithLabelValues(backend, kind).Inc()
+}
+
+// SetQueueDepth records how many objects of kind wait for a reconcile
+// worker now and how many wait for a delay.
+func (m *Metrics) SetQueueDepth(kind string, ready, delayed int) {
+	m.queueDepth.WithLabelValues(kind).Set(float64(ready))
+	m.queueScheduled.WithLabelValues(kind).Set(float64(delayed))
+}
 
 func (m *Metrics) observeWebhook(provider, event, result string) {
 	m.webhooks.WithLabelValues(provider, event, result).Inc()

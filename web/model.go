@@ -128,6 +128,10 @@ type LogLine struct {
 	Time   time.Time `json:"time"`
 	Stream string    `json:"stream,omitempty"`
 	Text   string    `json:"text"`
+	// Partial: the job's output had no newline here (the runner records
+	// an incomplete line after a pause in the output); the next line
+	// continues it, and the plain-text log adds no newline after it.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // RunFilter narrows ListRuns; empty fields match everything.
@@ -228,6 +232,10 @@ type SyncStatus struct {
 	AutoSync bool `json:"auto_sync"`
 	// LastSyncAt is when the last sync finished.
 	LastSyncAt *time.Time `json:"last_sync_at,omitempty"`
+	// Error is why the last sync attempt failed, e.g. "data directory
+	// <dir> is full: N bytes free, below the minimum M"; absent once one
+	// succeeds.
+	Error string `json:"error,omitempty"`
 }
 
 // Sync statuses.
@@ -418,6 +426,14 @@ type Inventory interface {
 	ListInstances(ctx context.Context, fleet string) ([]Instance, error)
 	ListVolumes(ctx context.Context) ([]Volume, error)
 	ListGateways(ctx context.Context) ([]Gateway, error)
+}
+
+// FleetNamer is an optional Inventory capability: the names of the fleets
+// the project's runs were placed on, deleted fleets included, sorted,
+// without loading fleets (the runs page's fleet filter uses it: a
+// repository may hold thousands of fleets, most of them holding no run).
+type FleetNamer interface {
+	RunFleetNames(ctx context.Context) ([]string, error)
 }
 
 // Plan is what applying a revision (or a set of files) would change.

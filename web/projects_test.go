@@ -173,6 +173,8 @@ var globalRoutes = map[string]bool{
 	"POST /admin/projects/:project/members": true, "POST /admin/projects/:project/members/:user/delete": true,
 	"POST /admin/tokens": true, "POST /admin/tokens/:id/revoke": true,
 	"GET /api/v1/users": true, "POST /api/v1/users": true, "DELETE /api/v1/users/:name": true,
+	// Runtime profiles are global admins' (pprof.go).
+	"GET /debug/pprof/*":                    true,
 	"GET /api/v1/projects/:project/members": true, "POST /api/v1/projects/:project/members": true,
 	"DELETE /api/v1/projects/:project/members/:user": true,
 	"GET /api/v1/tokens":                             true, "POST /api/v1/tokens": true, "DELETE /api/v1/tokens/:id": true,
@@ -188,7 +190,7 @@ func wantAccess(method, path string) string {
 	switch {
 	case strings.HasPrefix(path, "/secrets") && (method != http.MethodGet || path != "/secrets"):
 		return "manage"
-	case path == "/sync/confirm":
+	case path == "/sync/confirm" || path == "/audit":
 		return "manage"
 	case method != http.MethodGet || path == "/runs/:name/ssh":
 		return "act"

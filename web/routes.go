@@ -95,6 +95,7 @@ func (s *Server) routes() *echo.Echo {
 	pa.add(http.MethodGet, "/instances", accessRead, s.apiListInstances)
 	pa.add(http.MethodGet, "/volumes", accessRead, s.apiListVolumes)
 	pa.add(http.MethodGet, "/gateways", accessRead, s.apiListGateways)
+	pa.add(http.MethodGet, "/audit", accessManage, s.apiAudit) // audit.go
 
 	// Offers (offers.go): the backends are the server's, not a project's,
 	// but the pages sit in the project the caller is looking at.
@@ -157,6 +158,9 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/tokens", s.apiListTokens)
 	api.POST("/tokens", s.apiCreateToken)
 	api.DELETE("/tokens/:id", s.apiRevokeToken)
+
+	// Go's runtime profiles, for global admins (pprof.go).
+	e.GET("/debug/pprof/*", s.debugPprof, s.authenticate(false))
 	return e
 }
 

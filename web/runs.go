@@ -270,15 +270,33 @@ func (s *Server) pageRuns(c *echo.Context) error {
 	if more {
 		runs = runs[:runsPerPage]
 	}
-	var fleets []string
-	if s.proj(c).Inventory != nil {
-		if fl, err := s.proj(c).Inventory.ListFleets(ctx); err == nil {
-			for _, x := range fl {
-				fleets = append(fleets, x.Name)
-			}
-		}
-	}
+	fleets := s.fleetNames(ctx, s.proj(c).Inventory)
 	return s.render(c, http.StatusOK, runsPage(s.viewer(c), runs, f, fleets, pager{Page: int(page), More: more}))
+}
+
+// fleetNames lists the fleet names for the runs page's filter: through
+// FleetNamer when inv has it, the fleets that hold runs, else the live
+// fleets from ListFleets; none when inv is nil or fails.
+func (s *Server) fleetNames(ctx context.Context, inv Inventory) []string {
+	if inv == nil {
+		return nil
+	}
+	if n, ok := inv.(FleetNamer); ok {
+		names, err := n.RunFleetNames(ctx)
+		if err != nil {
+			return nil
+		}
+		return names
+	}
+	fl, err := inv.ListFleets(ctx)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(fl))
+	for i, x := range fl {
+		names[i] = x.Name
+	}
+	return names
 }
 
 func (s *Server) pageRun(c *echo.Context) error {

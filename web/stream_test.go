@@ -97,7 +97,10 @@ func TestServer_logsFollowEndsWithTheJob(t *testing.T) {
 func TestServer_metricsExposeHoistSeries(t *testing.T) {
 	f := newFixture(t)
 	f.srv.Metrics().ObserveReconcile("run", "success", 30*time.Millisecond)
-	f.srv.Metrics().SetQueueDepth(3)
+	f.srv.Metrics().SetQueueDepth("runs", 3, 7)
+	f.srv.Metrics().ObserveRetry("instances", 2*time.Second)
+	f.srv.Metrics().SetBackingOff("instances", 1)
+	f.srv.Metrics().BackendFailed("aws", "transient")
 	f.srv.Metrics().ObserveSync("held")
 	f.srv.Metrics().ObserveSync("error")
 	f.do(t, "GET", "/api/v1/runs", adminTok, nil)
@@ -107,7 +110,11 @@ func TestServer_metricsExposeHoistSeries(t *testing.T) {
 	for _, want := range []string{
 		`hoist_reconcile_duration_seconds_count{kind="run",result="success"} 1`,
 		`hoist_reconcile_total{kind="run",result="success"} 1`,
-		`hoist_queue_depth 3`,
+		`hoist_queue_depth{kind="runs"} 3`,
+		`hoist_queue_scheduled{kind="runs"} 7`,
+		`hoist_reconcile_backoff_seconds_count{kind="instances"} 1`,
+		`hoist_queue_backing_off{kind="instances"} 1`,
+		`hoist_backend_errors_total{backend="aws",kind="transient"} 1`,
 		`hoist_runs{project="main",status="done"} 1`,
 		`hoist_runs{project="main",status="running"} 1`,
 		`hoist_http_request_duration_seconds_count{code="200",method="GET",route="/api/v1/runs"} 1`,

@@ -438,6 +438,13 @@ func (c *Client) Events(ctx context.Context, f EventsQuery) ([]web.Event, error)
 	return out, c.call(ctx, http.MethodGet, c.projectPath("/events"), q, nil, &out)
 }
 
+// Audit returns the project's audit (GET /api/v1/audit), computed by the
+// server now: what is leaked, lost and duplicated at its backends.
+func (c *Client) Audit(ctx context.Context) (web.Audit, error) {
+	var out web.Audit
+	return out, c.call(ctx, http.MethodGet, c.projectPath("/audit"), nil, nil, &out)
+}
+
 // FollowEvents calls fn with the events Events returns that it has not
 // seen, oldest first: first the current ones, then new ones, polling every
 // interval (the API has no event stream), until ctx ends (its error is

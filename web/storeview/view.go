@@ -70,7 +70,7 @@ func (v *View) instances(ctx context.Context) (map[string]instInfo, error) {
 }
 
 // ListRuns implements web.Store with narrow queries: the runs' listed
-// columns, fleet names, and the prices of the instances active jobs occupy.
+// columns, the names of their fleets, and the prices of the instances active jobs occupy.
 // Cost per hour is the sum of those prices per run.
 func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error) {
 	runs, err := v.st.ListRunSummaries(ctx, store.RunSummaryFilter{Project: v.project, Status: f.Status, Type: f.Type,
@@ -78,7 +78,11 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 	if err != nil {
 		return nil, err
 	}
-	fleetNames, err := v.st.FleetNames(ctx, v.project)
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.FleetID
+	}
+	fleetNames, err := v.fleetNames(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +107,21 @@ func (v *View) ListRuns(ctx context.Context, f web.RunFilter) ([]web.Run, error)
 		})
 	}
 	return out, nil
+}
+
+// fleetNames maps the fleets of ids (repeats and "" allowed), deleted
+// ones included, to their names: a list names the few fleets its rows
+// are on, not the thousands a repository may hold.
+func (v *View) fleetNames(ctx context.Context, ids []string) (map[string]string, error) {
+	var distinct []string
+	seen := map[string]bool{"": true}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			distinct = append(distinct, id)
+		}
+	}
+	return v.st.FleetNames(ctx, v.project, distinct)
 }
 
 // activeCost prices, per run id, the billed instances its unfinished jobs
@@ -384,7 +403,8 @@ func (v *View) ReadLogs(ctx context.Context, jobID string, afterSeq int64, limit
 	}
 	out := make([]web.LogLine, len(ls))
 	for i, l := range ls {
-		out[i] = web.LogLine{Seq: l.Seq, Time: l.Time, Stream: l.Stream, Text: strings.TrimSuffix(string(l.Data), "\n")}
+		text, whole := strings.CutSuffix(string(l.Data), "\n")
+		out[i] = web.LogLine{Seq: l.Seq, Time: l.Time, Stream: l.Stream, Text: text, Partial: !whole}
 	}
 	return out, nil
 }
@@ -596,24 +616,36 @@ func (v *View) ListFleets(ctx context.Context) ([]web.Fleet, error) {
 	return out, nil
 }
 
+// RunFleetNames implements web.FleetNamer.
+func (v *View) RunFleetNames(ctx context.Context) ([]string, error) {
+	return v.st.RunFleetNames(ctx, v.project)
+}
+
 // ListInstances implements web.Inventory.
 func (v *View) ListInstances(ctx context.Context, fleet string) ([]web.Instance, error) {
 	f := store.InfraFilter{Project: v.project}
-	fleetNames := map[string]string{}
-	fs, err := v.st.ListFleets(ctx, store.InfraFilter{Project: v.project, IncludeDeleted: true})
+	if fleet != "" {
+		fl, err := v.st.GetFleetByName(ctx, v.project, fleet)
+		if errors.Is(err, store.ErrNotFound) || err == nil && fl.Deleted {
+			return []web.Instance{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.FleetID = fl.ID
+	}
+	is, err := v.st.ListInstances(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	for _, fl := range fs {
-		fleetNames[fl.ID] = fl.Name
-		if fleet != "" && fl.Name == fleet && !fl.Deleted {
-			f.FleetID = fl.ID
-		}
+	// The names of the instances' fleets alone: each scrape of /metrics
+	// lists the instances, and reading every fleet's row with its spec,
+	// or even every fleet's name, cost more than the instances themselves.
+	ids := make([]string, len(is))
+	for i, in := range is {
+		ids[i] = in.FleetID
 	}
-	if fleet != "" && f.FleetID == "" {
-		return []web.Instance{}, nil
-	}
-	is, err := v.st.ListInstances(ctx, f)
+	fleetNames, err := v.fleetNames(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package storeview_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,5 +122,40 @@ func TestView_inventoryHidesSecrets(t *testing.T) {
 	gs, err := v.ListGateways(ctx)
 	if err != nil || len(gs) != 1 || gs[0].Domain != "*.apps.example.com" {
 		t.Errorf("gateways %+v %v", gs, err)
+	}
+}
+
+// Instances name their fleet past a store list's default limit of 1,000
+// fleets, and a filter by a deleted fleet's name lists none.
+func TestView_instancesNameTheirFleetPastAThousandFleets(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hoist.db"), store.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var last store.Fleet
+	for i := range 1001 {
+		last = store.Fleet{Name: fmt.Sprintf("f%04d", i), Status: "active"}
+		if err := st.CreateFleet(ctx, &last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreateInstance(ctx, &store.Instance{Name: "f1000-0", FleetID: last.ID, Backend: "aws", Status: store.InstanceIdle}); err != nil {
+		t.Fatal(err)
+	}
+	v := storeview.New(st, "")
+	for _, fleet := range []string{"", "f1000"} {
+		is, err := v.ListInstances(ctx, fleet)
+		if err != nil || len(is) != 1 || is[0].Fleet != "f1000" {
+			t.Errorf("ListInstances(%q) = %+v, %v; want f1000-0 of fleet f1000", fleet, is, err)
+		}
+	}
+	last.Deleted = true
+	if err := st.UpdateFleet(ctx, &last); err != nil {
+		t.Fatal(err)
+	}
+	if is, err := v.ListInstances(ctx, "f1000"); err != nil || len(is) != 0 {
+		t.Errorf("ListInstances of a deleted fleet = %+v, %v; want none", is, err)
 	}
 }
