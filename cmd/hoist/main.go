@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newLogsCmd())
 	root.AddCommand(newStopCmd())
 	root.AddCommand(newEventsCmd())
+	root.AddCommand(newAuditCmd())
 	root.AddCommand(newMetricsCmd())
 	root.AddCommand(newLoginCmd())
 	root.AddCommand(newAttachCmd())

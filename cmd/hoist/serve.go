@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
@@ -73,7 +74,10 @@ type serveOptions struct {
 	noLocalFleet                            bool
 	unreachableGrace, validateTimeout       time.Duration
 	metricsInterval                         time.Duration
-	retention, leakAudit                    time.Duration
+	retention, leakAudit, leakGrace         time.Duration
+	// minFreeDisk is --min-free-disk, as given; minFree its bytes.
+	minFreeDisk string
+	minFree     int64
 }
 
 func newServeCmd() *cobra.Command {
@@ -91,6 +95,11 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
 			}
+			n, err := humanize.ParseBytes(o.minFreeDisk)
+			if err != nil {
+				return fmt.Errorf("--min-free-disk %q: %w", o.minFreeDisk, err)
+			}
+			o.minFree = int64(n)
 			return serve(cmd.Context(), o)
 		},
 	}
@@ -115,10 +124,12 @@ otherwise it is generated on first start into <data-dir>/admin-token.`,
 	f.BoolVar(&o.noLocalFleet, "no-local-fleet", false, "do not create the fleet `local` of this whole host (fleets naming the local backend share the host instead)")
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "how long events and the logs of finished jobs are kept (0 keeps them forever)")
 	f.DurationVar(&o.leakAudit, "leak-audit-interval", 10*time.Minute, "how often backends are checked for instances, network volumes and placement groups tagged as this installation's that hoist does not know, which are deleted (negative: never)")
+	f.StringVar(&o.minFreeDisk, "min-free-disk", "64MiB", "free space the data directory must keep for new work: below it a new revision is not synced and a run is not re-run (the sync status says why); running jobs go on (0: no check)")
 	f.StringVar(&o.installation, "installation", "hoist", "name of this installation in the ownership tags of everything hoist creates")
 	// Hidden: tests shorten how long a silent runner is waited for.
 	f.DurationVar(&o.unreachableGrace, "unreachable-grace", 0, "how long a running job's runner may not answer before the job fails as instance_unreachable (default 2m)")
 	_ = f.MarkHidden("unreachable-grace")
+	f.DurationVar(&o.leakGrace, "leak-grace", 0, "how old a resource tagged as this installation's that hoist does not know must be before the leak audit deletes it (default 10m)")
 	f.DurationVar(&o.metricsInterval, "metrics-interval", 0, "how often each running job's CPU, memory and GPU use is sampled from its runner (default 10s)")
 	_ = f.MarkHidden("metrics-interval")
 	return cmd

@@ -530,6 +530,12 @@ func (o *metricsObserver) LeakReaped(backend, kind string) {
 	}
 }
 
+func (o *metricsObserver) Audited(project string, leaked, lost, duplicated, errors int) {
+	if o.m != nil {
+		o.m.Audited(project, leaked, lost, duplicated, errors)
+	}
+}
+
 func (o *metricsObserver) JobFinished(backend, status string, d time.Duration) {
 	if o.m != nil {
 		o.m.ObserveJobFinished(backend, status, d)
@@ -549,9 +555,22 @@ func (o *metricsObserver) Synced(result string, d time.Duration) {
 	}
 }
 
-func (o *metricsObserver) QueueDepth(_ string, n int) {
+func (o *metricsObserver) QueueDepth(kind string, ready, delayed, backingOff int) {
 	if o.m != nil {
-		o.m.SetQueueDepth(n)
+		o.m.SetQueueDepth(kind, ready, delayed)
+		o.m.SetBackingOff(kind, backingOff)
+	}
+}
+
+func (o *metricsObserver) Retried(kind string, d time.Duration) {
+	if o.m != nil {
+		o.m.ObserveRetry(kind, d)
+	}
+}
+
+func (o *metricsObserver) BackendFailed(backend, kind string) {
+	if o.m != nil {
+		o.m.BackendFailed(backend, kind)
 	}
 }
 
@@ -569,7 +588,7 @@ func (s syncer) SyncStatus(ctx context.Context) (web.SyncStatus, error) {
 	out := web.SyncStatus{
 		Status: st.Status, Revision: st.Revision, LatestRevision: st.LatestRevision, Errors: st.Errors,
 		Held: st.Held, HeldReasons: st.HeldReasons,
-		Repo: st.Source, Branch: st.Branch, Path: s.path, AutoSync: !st.Suspended,
+		Repo: st.Source, Branch: st.Branch, Path: s.path, AutoSync: !st.Suspended, Error: st.Error,
 	}
 	if !st.LastSyncedAt.IsZero() {
 		t := st.LastSyncedAt
