@@ -264,21 +264,28 @@ type cloudEnv struct {
 // simProviders are the simulated providers, by hoist backend type.
 var simProviders = map[string]func() sim.Provider{"aws": ec2.New, "gcp": gce.New, "azure": arm.New, "lambda": lambdasim.New, "verda": verda.New, "vultr": vultr.New, "runpod": runpodsim.New, "vastai": vastaisim.New}
 
-// newCloudEnv starts the simulator and hoist serve (instances re-checked
-// every resync).
-func newCloudEnv(t *testing.T, provider, resync string) *cloudEnv {
+// backendConfig writes a server config whose one backend is entry (as
+// the simulator gives it) and returns its path.
+func backendConfig(t testing.TB, entry map[string]any) string {
 	t.Helper()
-	testenv.Docker(t)
-	cs := testenv.StartCloudSim(t, simProviders[provider]())
-	entry := cs.Backend(provider)
 	b, err := json.Marshal(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "hoist.yaml")
-	// A JSON object is a YAML flow mapping: the entry goes in as the
-	// simulator gave it.
+	// A JSON object is a YAML flow mapping: the entry goes in as it is.
 	writeTestFile(t, cfg, "backends:\n  - "+string(b)+"\n")
+	return cfg
+}
+
+// newCloudEnv starts the simulator and hoist serve (instances re-checked
+// every resync).
+func newCloudEnv(t *testing.T, provider, resync string, serveFlags ...string) *cloudEnv {
+	t.Helper()
+	testenv.Docker(t)
+	cs := testenv.StartCloudSim(t, simProviders[provider]())
+	entry := cs.Backend(provider)
+	cfg := backendConfig(t, entry)
 	// Azure's endpoint is https with the simulator's CA; azidentity and
 	// the SDK trust the system pool, which SSL_CERT_FILE replaces.
 	if cs.CAFile != "" {
@@ -287,7 +294,7 @@ func newCloudEnv(t *testing.T, provider, resync string) *cloudEnv {
 	r := newRepo(t)
 	r.write("README.md", "specs\n")
 	r.commit("empty")
-	s := startServer(t, r.dir, "--config", cfg, "--resync-interval", resync, "--unreachable-grace", "6s")
+	s := startServer(t, r.dir, append([]string{"--config", cfg, "--resync-interval", resync, "--unreachable-grace", "6s"}, serveFlags...)...)
 	return &cloudEnv{t: t, provider: provider, sim: cs, entry: entry, s: s, r: r, cfg: cfg}
 }
 

@@ -142,7 +142,7 @@ func TestGateway_localServesServicesOverHTTPSWithACME(t *testing.T) {
 }
 
 // freePortOn returns a port free on ip.
-func freePortOn(t *testing.T, ip string) int {
+func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -175,7 +175,7 @@ func localGateways(dataDir string) []int {
 
 // stopLocalGateways stops the gateways the local backend of the server
 // with data directory dataDir started.
-func stopLocalGateways(t *testing.T, dataDir string) {
+func stopLocalGateways(t testing.TB, dataDir string) {
 	for _, pid := range localGateways(dataDir) {
 		if syscall.Kill(pid, syscall.SIGTERM) == nil {
 			t.Logf("stopped gateway pid %d", pid)

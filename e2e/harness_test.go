@@ -48,11 +48,11 @@ func TestMain(m *testing.M) {
 
 // repo is a real Git repository driven with the git CLI, as users do.
 type repo struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 }
 
-func newRepo(t *testing.T) *repo {
+func newRepo(t testing.TB) *repo {
 	t.Helper()
 	r := &repo{t: t, dir: t.TempDir()}
 	r.git("init", "-q", "-b", "main")
@@ -93,7 +93,7 @@ func (r *repo) commit(msg string) string {
 
 // server is one `hoist serve` process.
 type server struct {
-	t        *testing.T
+	t        testing.TB
 	url      string
 	token    string
 	dataDir  string
@@ -110,13 +110,13 @@ type server struct {
 // startServer starts hoist serve on repoDir (no --repo when empty) with a
 // fresh data dir and a unique installation label, and removes every container it created when
 // the test ends.
-func startServer(t *testing.T, repoDir string, extra ...string) *server {
+func startServer(t testing.TB, repoDir string, extra ...string) *server {
 	t.Helper()
 	return startServerExe(t, "", repoDir, extra...)
 }
 
 // startServerExe is startServer with the hoist binary exe ("" = bin/hoist).
-func startServerExe(t *testing.T, exe, repoDir string, extra ...string) *server {
+func startServerExe(t testing.TB, exe, repoDir string, extra ...string) *server {
 	t.Helper()
 	testenv.Docker(t)
 	s := &server{
@@ -144,7 +144,7 @@ func startServerExe(t *testing.T, exe, repoDir string, extra ...string) *server 
 	return s
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -208,6 +208,27 @@ func (s *server) stop() {
 		<-s.done
 	}
 }
+
+// kill kills the server at once (SIGKILL), as a crash or an OOM kill
+// does, and waits for the process to be gone: nothing of its shutdown
+// runs.
+func (s *server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// chaosFull reports whether the chaos scenarios run in full
+// (HOIST_CHAOS=full, as `go tool task chaos` sets) rather than in the
+// short versions of the default test run.
+func chaosFull() bool { return os.Getenv("HOIST_CHAOS") == "full" }
 
 func (s *server) restart() {
 	s.t.Helper()
@@ -286,7 +307,7 @@ type apiSync struct {
 }
 
 // waitFor polls cond every 20 ms until it is true or within passes.
-func waitFor(t *testing.T, within time.Duration, what func() string, cond func() bool) {
+func waitFor(t testing.TB, within time.Duration, what func() string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,4 +153,101 @@ func TestMeasure_logs(t *testing.T) {
 	t.Logf("hoist logs -f latency, job write → read (a line every 100 ms, local backend, Docker):")
 	t.Logf("  hoist logs -f (CLI):       %s", cli.summary())
 	t.Logf("  GET logs?follow=true (API): %s", api.summary())
+}
+
+// tableLogLines is how many lines the job of BenchmarkTable_logThroughput
+// prints (`seq 1 N`: about 15.8 MB).
+const tableLogLines = 2_000_000
+
+// BenchmarkTable_logThroughput measures log throughput end to end on the
+// local backend (Docker): a job prints `seq 1 2000000` as fast as it can;
+// its output goes from the runner's log API through the server's log pump
+// into the store, and out of GET /api/v1/runs/<r>/logs?follow=true, read by
+// a plain HTTP follower attached before the job starts printing. The
+// figure is the bytes read over the time from the job's go to the follow's
+// end (the run done). The reference is `cp` of a file of the same bytes
+// (both on the host's temporary directory). Run with -benchtime 1x; go tool
+// task bench prints it in the table.
+func BenchmarkTable_logThroughput(b *testing.B) {
+	var want bytes.Buffer
+	for i := 1; i <= tableLogLines; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteByte('\n')
+	}
+	r := newRepo(b)
+	r.write("flood.dstack.yml", task("flood", fmt.Sprintf(
+		"  - while [ ! -e /tmp/go ]; do sleep 0.1; done\n  - seq 1 %d\n", tableLogLines)))
+	rev := r.commit("flood")
+	s := startServer(b, r.dir, "--log-level", "info")
+	s.waitRun("flood", rev, "running", reconcileWait)
+	req, err := http.NewRequest("GET", s.url+"/api/v1/runs/flood/logs?follow=true", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Fatalf("GET logs?follow=true: %s", resp.Status)
+	}
+	type read struct {
+		n   int64
+		end time.Time
+		err error
+	}
+	got := make(chan read, 1)
+	var body bytes.Buffer
+	go func() {
+		n, err := io.Copy(&body, resp.Body)
+		got <- read{n, time.Now(), err}
+	}()
+	time.Sleep(time.Second) // the follower is attached once its request was answered
+	ids := s.containers()
+	if len(ids) != 1 {
+		b.Fatalf("%d containers, want the job's one", len(ids))
+	}
+	start := time.Now()
+	if out, err := exec.Command("docker", "exec", ids[0], "touch", "/tmp/go").CombinedOutput(); err != nil {
+		b.Fatalf("docker exec: %v\n%s", err, out)
+	}
+	var res read
+	select {
+	case res = <-got:
+	case <-time.After(5 * time.Minute):
+		b.Fatal("the follower did not end within 5 minutes of the job's go")
+	}
+	if res.err != nil {
+		b.Fatalf("reading the log: %v", res.err)
+	}
+	if !bytes.Equal(body.Bytes(), want.Bytes()) {
+		i := firstDiff(body.Bytes(), want.Bytes())
+		around := func(p []byte) []byte { return p[max(0, i-24):min(len(p), i+24)] }
+		b.Fatalf("the API gave %d bytes, the job printed %d; first difference at %d: API %q, job %q",
+			body.Len(), want.Len(), i, around(body.Bytes()), around(want.Bytes()))
+	}
+	b.ReportMetric(float64(res.n)/res.end.Sub(start).Seconds()/1e6, "hoist-MB/s")
+
+	dir := b.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := os.WriteFile(src, want.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	start = time.Now()
+	if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
+		b.Fatalf("cp: %v\n%s", err, out)
+	}
+	b.ReportMetric(float64(want.Len())/time.Since(start).Seconds()/1e6, "ref-MB/s")
+}
+
+// firstDiff is the index of the first byte where a and b differ.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

@@ -125,9 +125,29 @@ func TestMeasure_commitToDone(t *testing.T) {
 	if os.Getenv("HOIST_MEASURE") == "" {
 		t.Skip("measurement: set HOIST_MEASURE=1")
 	}
-	const n = 9
+	hoist, bare := measureCommitToDone(t, 9)
+	mb, mh := median(bare), median(hoist)
+	t.Logf("commit → done median %v (all %v); docker run --rm median %v (all %v); ratio %.2f×",
+		mh.Round(time.Millisecond), rounded(hoist), mb.Round(time.Millisecond), rounded(bare), float64(mh)/float64(mb))
+}
+
+// BenchmarkTable_commitToDone reports the median of five commits → a
+// one-line task done on the local backend, and of five bare `docker run
+// --rm` of the same image and command. Run with -benchtime 1x; go tool
+// task bench prints it in the table.
+func BenchmarkTable_commitToDone(b *testing.B) {
+	hoist, bare := measureCommitToDone(b, 5)
+	b.ReportMetric(float64(median(hoist))/float64(time.Millisecond), "hoist-ms")
+	b.ReportMetric(float64(median(bare))/float64(time.Millisecond), "ref-ms")
+}
+
+// measureCommitToDone times n bare `docker run --rm IMAGE echo hello`,
+// then n commits of a task running the same command through a real hoist
+// serve, each from its commit to the API's run being done, each started
+// once the previous one's container was removed.
+func measureCommitToDone(t testing.TB, n int) (hoist, bare []time.Duration) {
+	t.Helper()
 	image := testenv.Docker(t)
-	var bare []time.Duration
 	for i := 0; i < n; i++ {
 		start := time.Now()
 		if out, err := exec.Command("docker", "run", "--rm", image, "echo", "hello").CombinedOutput(); err != nil {
@@ -138,7 +158,6 @@ func TestMeasure_commitToDone(t *testing.T) {
 	r := newRepo(t)
 	r.commit("empty")
 	s := startServer(t, r.dir, "--log-level", "info")
-	var hoist []time.Duration
 	for i := 0; i < n; i++ {
 		r.write("m.dstack.yml", task("measure", fmt.Sprintf("  - echo hello %d\n", i)))
 		start := time.Now()
@@ -163,9 +182,7 @@ func TestMeasure_commitToDone(t *testing.T) {
 			return strings.TrimSpace(string(out)) == ""
 		})
 	}
-	mb, mh := median(bare), median(hoist)
-	t.Logf("commit → done median %v (all %v); docker run --rm median %v (all %v); ratio %.2f×",
-		mh.Round(time.Millisecond), rounded(hoist), mb.Round(time.Millisecond), rounded(bare), float64(mh)/float64(mb))
+	return hoist, bare
 }
 
 func median(ds []time.Duration) time.Duration {

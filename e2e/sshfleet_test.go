@@ -445,7 +445,7 @@ const e2eSecretKey = "00112233445566778899aabbccddeeff00112233445566778899aabbcc
 
 // backendRecords reads the instance records of a backend from the database
 // at dsn (Postgres: the servers keep running), by instance id.
-func backendRecords(t *testing.T, dsn, backend string) map[string]sshRecord {
+func backendRecords(t testing.TB, dsn, backend string) map[string]sshRecord {
 	t.Helper()
 	key, err := store.ParseSecretKey(e2eSecretKey)
 	if err != nil {
@@ -480,7 +480,7 @@ func allInstances(is map[string]apiInstance, f func(apiInstance) bool) bool {
 	return true
 }
 
-func writeTestFile(t *testing.T, path, content string) {
+func writeTestFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
