@@ -133,6 +133,10 @@ func (c *Controller) followJob(ctx context.Context, job store.Job, lease func() 
 		if j, gerr := c.st.GetJob(ctx, job.ID); gerr == nil {
 			_ = c.setTerminating(ctx, lease(), &j, reasonInstanceUnreachable, "the runner was not heard from for "+grace.String())
 		}
+		// The instance is checked now rather than at its next poll (up to
+		// 30 s away), so that it is marked unreachable before the run's
+		// retry looks for a place and does not land on the dead host.
+		c.insts.Add(job.InstanceID)
 	}
 
 	for ctx.Err() == nil {

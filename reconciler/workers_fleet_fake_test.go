@@ -277,6 +277,10 @@ func TestWorkers_runnerUnreachablePastGraceFailsTheJob(t *testing.T) {
 	inst := f.startTask("train")
 	j := f.job("train")
 	waitFor(t, "the first output stored", func() bool { return f.output(j.ID) == "started\n" })
+	for ready, _ := f.c.insts.Depth(); ready > 0; ready, _ = f.c.insts.Depth() {
+		k, _ := f.c.insts.Get(f.ctx) // the fixture steps instances itself
+		f.c.insts.Done(k)
+	}
 	be.SetUnreachable(inst.ID, true)
 	time.Sleep(300 * time.Millisecond) // the pump notices
 	if got := f.job("train"); got.Status != store.JobRunning {
@@ -290,6 +294,15 @@ func TestWorkers_runnerUnreachablePastGraceFailsTheJob(t *testing.T) {
 	j = f.job("train")
 	if j.TerminationReason != reasonInstanceUnreachable {
 		t.Fatalf("job terminating for %s, want %s", j.TerminationReason, reasonInstanceUnreachable)
+	}
+	// The instance is due for a check at once, so a retry is not placed
+	// on it before its next poll marks it unreachable.
+	if ready, _ := f.c.insts.Depth(); ready == 0 {
+		t.Error("the silent job's instance is not queued for a check")
+	}
+	f.reconcileInstance(inst.ID)
+	if got := f.instance(inst.ID); !got.Unreachable {
+		t.Errorf("instance after its check: unreachable %v, want true", got.Unreachable)
 	}
 }
 
