@@ -37,13 +37,23 @@ func TestShim_hostNetworkInAnotherNamespaceIsTheShimsHost(t *testing.T) {
 	t.Cleanup(func() { removeShimContainers(t, dc, id) })
 	e.client = startShimProcess(t, hosts[0], e.state, id)
 
-	// Host 1 listens; the job on host 0 sends it a line.
+	// Host 1 listens; the job on host 0 sends it a line. The listener's
+	// stdin stays open: busybox nc shuts its sending side as soon as its
+	// stdin ends, and a client that sees that before it has sent its line
+	// exits without sending it.
 	ln := hosts[1].Command(busybox, "nc", "-l", "-p", "7002")
 	var got syncBuffer
 	ln.Stdout = &got
+	stdin, hold, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Close() })
+	ln.Stdin = stdin
 	if err := ln.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stdin.Close()
 	t.Cleanup(func() { _ = ln.Process.Kill(); _ = ln.Wait() })
 
 	info, rc := e.runTask(t, api.TaskSpec{ID: "hostnet", Name: id + "-hostnet", NetworkMode: api.NetworkHost})
