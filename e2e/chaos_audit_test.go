@@ -81,7 +81,9 @@ type chaosEnv struct {
 	cfg     string
 	install string
 	servers []*server
-	starts  *startCounter
+	// env is added to each server's environment (e.g. a shared secret key).
+	env    []string
+	starts *startCounter
 	// steps is the scenario's trace (cycles, kills, what the servers
 	// still lacked while settling), logged when the test fails.
 	stepsMu sync.Mutex
@@ -124,7 +126,7 @@ func (e *chaosEnv) startServer(extra ...string) *server {
 	e.t.Helper()
 	args := append([]string{"--config", e.cfg, "--installation", e.install, "--resync-interval", "2s",
 		"--unreachable-grace", "20s", "--leak-audit-interval", chaosLeakInterval, "--leak-grace", chaosLeakGrace}, extra...)
-	s := startServer(e.t, e.r.dir, args...)
+	s := startServerEnv(e.t, "", e.env, e.r.dir, args...)
 	s.install = e.install // its cleanup removes the installation's containers
 	e.servers = append(e.servers, s)
 	return s

@@ -35,9 +35,9 @@ const replicaWave = 5
 func chaosReplicas(t *testing.T, replicas, tasks int) {
 	seed := chaosSeed(t)
 	dsn := testenv.Postgres(t)
-	// Replicas sharing a database share its secret key.
-	t.Setenv(store.SecretKeyEnv, e2eSecretKey)
 	e := newChaosEnv(t, seed)
+	// Replicas sharing a database share its secret key.
+	e.env = []string{store.SecretKeyEnv + "=" + e2eSecretKey}
 	for range replicas {
 		e.startServer("--db", dsn)
 	}

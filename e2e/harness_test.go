@@ -105,6 +105,9 @@ type server struct {
 	log      bytes.Buffer
 	logsKept bool
 	exe      string // the hoist binary; bin/hoist when empty
+	// env is added to the server's environment (after the test process's),
+	// so that tests that run in parallel need no process-wide Setenv.
+	env []string
 }
 
 // startServer starts hoist serve on repoDir (no --repo when empty) with a
@@ -118,10 +121,17 @@ func startServer(t testing.TB, repoDir string, extra ...string) *server {
 // startServerExe is startServer with the hoist binary exe ("" = bin/hoist).
 func startServerExe(t testing.TB, exe, repoDir string, extra ...string) *server {
 	t.Helper()
+	return startServerEnv(t, exe, nil, repoDir, extra...)
+}
+
+// startServerEnv is startServerExe with env (KEY=value) added to the
+// server's environment.
+func startServerEnv(t testing.TB, exe string, env []string, repoDir string, extra ...string) *server {
+	t.Helper()
 	testenv.Docker(t)
 	s := &server{
 		t: t, token: "e2e-admin-token", dataDir: t.TempDir(),
-		install: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), exe: exe,
+		install: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), exe: exe, env: env,
 	}
 	s.args = append([]string{"serve", "--data-dir", s.dataDir, "--installation", s.install,
 		"--poll-interval", "1m", "--log-level", "debug"}, extra...)
@@ -164,7 +174,7 @@ func (s *server) start() {
 		exe = filepath.Join(bin, "hoist")
 	}
 	s.cmd = exec.Command(exe, args...)
-	s.cmd.Env = append(os.Environ(), "HOIST_ADMIN_TOKEN="+s.token, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	s.cmd.Env = append(append(os.Environ(), "HOIST_ADMIN_TOKEN="+s.token, "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"), s.env...)
 	w := &lockedWriter{mu: &s.logMu, w: &s.log}
 	s.cmd.Stdout, s.cmd.Stderr = w, w
 	if err := s.cmd.Start(); err != nil {

@@ -235,7 +235,9 @@ func TestStandalone_podRunsTheDownloadedRunnerReachedOverSSH(t *testing.T) {
 		t.Fatal("a session opened before the job runs")
 	}
 
-	port := strings.Split(freeLoopbackAddr(t), ":")[1]
+	// httpd listens on 127.0.0.1 (the pod shares the host's network): the
+	// port must be free there, not on another loopback address.
+	_, port, _ := net.SplitHostPort(freePort(t))
 	spec := api.JobSpec{
 		RunName: "standalone", JobID: "standalone-0",
 		Commands: []string{
