@@ -56,6 +56,7 @@ func simulatedGPUHost(t *testing.T) map[string]string {
 // on no capacity, waits until a job ends and then runs on the GPU that
 // job held.
 func TestBlocks_gpuJobsShareAnSSHHostEachOnItsOwnGPU(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	if n := runtime.NumCPU(); n%2 != 0 {
 		t.Skipf("the host's %d CPUs do not split into 2 blocks", n)
 	}

@@ -13,6 +13,7 @@ import (
 // no capacity, waits until a block is free and then runs in it. (GPUs of
 // a share are handed out by the shim, agents/shim.TestShim_tasksGetDistinctGPUs.)
 func TestBlocks_twoJobsShareAnInstanceAndAThirdWaits(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	if runtime.NumCPU() < 2 {
 		t.Skip("the host has fewer than 2 CPUs")
 	}

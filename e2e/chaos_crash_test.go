@@ -64,6 +64,7 @@ func (st crashState) files() map[string]string {
 // HOIST_CHAOS=full runs 100 (HOIST_CHAOS_CYCLES overrides) and prints a
 // summary; HOIST_CHAOS_SEED replays a run.
 func TestChaos_crash(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	seed := chaosSeed(t)
 	cycles := 10
 	if chaosFull() {

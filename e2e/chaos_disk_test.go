@@ -22,6 +22,7 @@ import (
 // once and in order, and the new commit's task runs. The full version
 // prints more lines and keeps the disk full longer.
 func TestChaos_disk(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	lines, full := 300, 6*time.Second
 	if chaosFull() {
 		lines, full = 1200, 30*time.Second

@@ -30,6 +30,7 @@ var allFaults = map[sim.Fault]float64{
 // kind). The default run has 2 nodes and 20 lines; HOIST_CHAOS=full has 6
 // nodes, 200 lines and two rounds, and prints a summary line.
 func TestChaos_faults(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	nodes, lines, rounds := 2, 20, 1
 	if chaosFull() {
 		nodes, lines, rounds = 6, 200, 2

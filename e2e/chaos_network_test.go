@@ -23,6 +23,7 @@ import (
 // runs twice at once for long and no old one keeps running.
 // HOIST_CHAOS=full then cuts the retried job's host twice more.
 func TestChaos_network(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	e, nets := newNetnsFleetEnv(t, 3)
 	s, r := e.s, e.r
 	r.write("fleet.dstack.yml", e.fleetSpec(e.hosts...))

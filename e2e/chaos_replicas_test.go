@@ -19,6 +19,7 @@ import (
 // lost. Default: 50 tasks in waves of 5;
 // full: 100 tasks per replica count. HOIST_CHAOS_SEED replays a run.
 func TestChaos_replicas(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	counts, tasks := []int{2}, 50
 	if chaosFull() {
 		counts, tasks = []int{2, 3}, 100

@@ -14,11 +14,17 @@ import (
 
 // TestClouds_runpod runs the container-cloud scenario (podCloud) on the
 // simulated RunPod.
-func TestClouds_runpod(t *testing.T) { newCloudEnv(t, "runpod", "2s").podCloud(t) }
+func TestClouds_runpod(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
+	newCloudEnv(t, "runpod", "2s").podCloud(t)
+}
 
 // TestClouds_vastai runs the container-cloud scenario (podCloud) on the
 // simulated Vast.ai.
-func TestClouds_vastai(t *testing.T) { newCloudEnv(t, "vastai", "2s").podCloud(t) }
+func TestClouds_vastai(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
+	newCloudEnv(t, "vastai", "2s").podCloud(t)
+}
 
 // podCloud is what a user of a container cloud does through Git: a task
 // runs in a pod of its own image, with hoist's runner fetched from the

@@ -100,6 +100,7 @@ func (e *cloudEnv) fullPath() {
 // interrupted_by_no_capacity, and the run's retry policy resubmits it onto
 // the fleet's replacement VM.
 func TestClouds_faults(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	e := newCloudEnv(t, "aws", "2s")
 	t.Run("capacity error on the cheapest offer", e.capacity)
 	t.Run("30% of API calls fail", e.errorRate)
@@ -288,13 +289,14 @@ func newCloudEnv(t *testing.T, provider, resync string, serveFlags ...string) *c
 	cfg := backendConfig(t, entry)
 	// Azure's endpoint is https with the simulator's CA; azidentity and
 	// the SDK trust the system pool, which SSL_CERT_FILE replaces.
+	var env []string
 	if cs.CAFile != "" {
-		t.Setenv("SSL_CERT_FILE", cs.CAFile)
+		env = append(env, "SSL_CERT_FILE="+cs.CAFile)
 	}
 	r := newRepo(t)
 	r.write("README.md", "specs\n")
 	r.commit("empty")
-	s := startServer(t, r.dir, append([]string{"--config", cfg, "--resync-interval", resync, "--unreachable-grace", "6s"}, serveFlags...)...)
+	s := startServerEnv(t, "", env, r.dir, append([]string{"--config", cfg, "--resync-interval", resync, "--unreachable-grace", "6s"}, serveFlags...)...)
 	return &cloudEnv{t: t, provider: provider, sim: cs, entry: entry, s: s, r: r, cfg: cfg}
 }
 

@@ -20,6 +20,7 @@ import (
 // inactivity_duration_exceeded and dstack's message, and its run fails, as
 // dstack's does.
 func TestDevEnvironment_ideLinkAndInactivityStop(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	r := newRepo(t)
 	r.write("dev.dstack.yml", "type: dev-environment\nname: dev\nimage: "+testenv.BusyboxImage+
 		"\nide: vscode\ninit:\n  - echo init ran\ninactivity_duration: 15s\n")

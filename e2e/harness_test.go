@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,22 @@ import (
 // bin holds the binaries TestMain built: hoist, hoist-shim, hoist-runner.
 var bin string
 
+// e2eParallel is how many tests that call t.Parallel run at once unless
+// -test.parallel says otherwise. They are the slow scenarios, and they
+// spend their time waiting on servers, containers and timers rather than
+// on the CPU, so more of them than the machine has cores (the default
+// limit) fit side by side. Each keeps to its own installation, data
+// directory, repository, ports and simulator, and passes its environment to
+// its servers (server.env) rather than with t.Setenv.
+const e2eParallel = 6
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", fmt.Sprint(e2eParallel))
+	}
 	dir, err := os.MkdirTemp("", "hoist-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

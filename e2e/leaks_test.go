@@ -104,6 +104,7 @@ func TestLeakAudit_deletesUntrackedVolumesAndPlacementGroups(t *testing.T) {
 // does); once the periodic pass has deleted the plants at their reap time,
 // `hoist audit` exits 0 and /metrics shows the pass's counts at zero.
 func TestAudit_reportsLeakedThenReapedAndLost(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	e := newCloudEnv(t, "aws", "3s", "--leak-audit-interval", "1s")
 	s, cs := e.s, e.sim
 	e.r.write("fleet.dstack.yml", e.fleetSpec("cloud", "on-demand"))

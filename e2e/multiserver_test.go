@@ -55,9 +55,6 @@ func newMultiEnv(t *testing.T) *multiEnv {
     connect_timeout: 2s
     drain_grace: 2s
 `, remote))
-	// Servers sharing a database share its secret key (the records of the
-	// SSH hosts are encrypted under it).
-	t.Setenv(store.SecretKeyEnv, e2eSecretKey)
 	e.user = testenv.LoginUser(t)
 	e.r = newRepo(t)
 	e.r.write("README.md", "specs\n")
@@ -69,7 +66,10 @@ func newMultiEnv(t *testing.T) *multiEnv {
 // and installation.
 func (e *multiEnv) start() *server {
 	e.t.Helper()
-	s := startServer(e.t, e.r.dir, "--config", e.cfg, "--db", e.dsn, "--installation", e.install,
+	// Servers sharing a database share its secret key (the records of the
+	// SSH hosts are encrypted under it).
+	env := []string{store.SecretKeyEnv + "=" + e2eSecretKey}
+	s := startServerEnv(e.t, "", env, e.r.dir, "--config", e.cfg, "--db", e.dsn, "--installation", e.install,
 		"--resync-interval", "3s", "--unreachable-grace", "20s")
 	s.install = e.install // its cleanup removes the shared installation's containers
 	return s
@@ -216,6 +216,7 @@ func claimConflicts(s *server) int { return strings.Count(s.logText(), "claim co
 // marked terminated while its host is up; a plan held for confirmation is
 // confirmed through the restarted server and the hold lifts.
 func TestMultiServer(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	e := newMultiEnv(t)
 	a, b := e.start(), e.start()
 

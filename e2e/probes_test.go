@@ -21,6 +21,7 @@ func webService(page string) string {
 // old run only once the new replicas pass their probes; a new revision
 // whose replicas never answer leaves the old one serving.
 func TestRollingDeployment_waitsForProbes(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	r := newRepo(t)
 	r.write("web.dstack.yml", webService("v1"))
 	v1 := r.commit("web v1")

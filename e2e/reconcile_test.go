@@ -17,6 +17,7 @@ const reconcileWait = 90 * time.Second
 // restart in the middle of a task's output; deletes; a mass deletion held
 // for confirmation.
 func TestReconcile_gitOps(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	r := newRepo(t)
 	longV1 := task("long", "  - echo start\n  - sleep 300\n")
 	r.write("long.dstack.yml", longV1)

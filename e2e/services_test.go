@@ -140,6 +140,7 @@ func TestServiceProxy_tokenAuthAndProbeRouting(t *testing.T) {
 // that request while hoist starts one, then serves it; after
 // scale_down_delay without requests the service is back to no replica.
 func TestServiceProxy_scalesFromZeroOnTheFirstRequest(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	r := newRepo(t)
 	r.write("zero.dstack.yml", fmt.Sprintf("type: service\nname: zero\nimage: %s\nport: 8000\nauth: false\n"+
 		"replicas: 0..2\nscaling:\n  metric: rps\n  target: 100\n  scale_up_delay: 0s\n  scale_down_delay: 10s\ncommands:\n"+
@@ -292,6 +293,7 @@ func TestServiceProxy_rollingDeploymentKeepsAnswering(t *testing.T) {
 // requests per second above its target: it gets a second replica; once the
 // loop stops, it goes back to one.
 func TestServiceProxy_loadScalesOneToTwoAndBack(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	r := newRepo(t)
 	r.write("busy.dstack.yml", fmt.Sprintf("type: service\nname: busy\nimage: %s\nport: 8000\nauth: false\n"+
 		"replicas: 1..2\nscaling:\n  metric: rps\n  target: 2\n  window: 30s\n  scale_up_delay: 0s\n  scale_down_delay: 5s\ncommands:\n"+

@@ -36,6 +36,7 @@ const sshWithin = 90 * time.Second
 // remaining host is used as it is; a host whose key changed is not drained
 // through the unverified connection, and says so.
 func TestSSHFleet(t *testing.T) {
+	t.Parallel() // mostly waits: runs beside the other slow tests (harness_test.go)
 	e := newSSHFleetEnv(t, 2)
 	s, r, hosts, client, user, fleetSpec := e.s, e.r, e.hosts, e.client, e.user, e.fleetSpec
 
@@ -269,8 +270,8 @@ func startSSHFleetServer(t *testing.T, hosts []*testenv.SSHD, client testenv.SSH
 	// The backend's records live in the database (encrypted under the
 	// secret key); a Postgres one lets the test read them while the
 	// server runs.
-	t.Setenv(store.SecretKeyEnv, e2eSecretKey)
-	s := startServer(t, r.dir, "--config", cfg, "--resync-interval", "3s", "--unreachable-grace", "6s", "--db", testenv.Postgres(t))
+	env := []string{store.SecretKeyEnv + "=" + e2eSecretKey}
+	s := startServerEnv(t, "", env, r.dir, "--config", cfg, "--resync-interval", "3s", "--unreachable-grace", "6s", "--db", testenv.Postgres(t))
 	// The login user is root when the test runs as root; a throwaway sshd
 	// started by another user can only log that user in.
 	return &sshFleetEnv{s: s, r: r, hosts: hosts, client: client, user: testenv.LoginUser(t)}
