@@ -323,6 +323,31 @@ func (k *LeaseKeeper) Stop() (Lease, error) {
 	return k.cur, k.lost
 }
 
+// ReleaseLeasesOf clears the leases held under owner and returns how many
+// it cleared. A server calls it as it starts, under a name that outlives
+// its process (its data directory's, whose lock it holds): leases under
+// that name are those of its killed predecessor, and the work they held
+// is taken up at once rather than after LeaseFor. Other owners' leases are
+// untouched.
+func (s *Store) ReleaseLeasesOf(ctx context.Context, owner string) (int64, error) {
+	var n int64
+	for _, table := range LeaseTables {
+		res, err := s.db.NewUpdate().Table(table).
+			Set("lock_token = NULL").
+			Set("lock_owner = NULL").
+			Set("lock_expires_at = NULL").
+			Where("lock_owner = ?", owner).
+			Exec(ctx)
+		if err != nil {
+			return n, fmt.Errorf("release the leases of %s in %s: %w", owner, table, err)
+		}
+		if k, err := res.RowsAffected(); err == nil {
+			n += k
+		}
+	}
+	return n, nil
+}
+
 // dropDeadLeases clears every lease in the database. Open calls it on
 // SQLite only: the owner lock makes the opening process the file's only
 // user, so a lease found there is a dead process's (a crash or a kill left

@@ -501,3 +501,40 @@ func TestLease_sqliteReopenDropsTheDeadProcessLeases(t *testing.T) {
 		}
 	})
 }
+
+// TestLease_restartedOwnerReleasesOnlyItsOwnLeases: on PostgreSQL, where
+// other servers' leases are live, a server that starts again under its
+// old name (serve's data-directory owner) takes back the leases its killed
+// predecessor held, and leaves another owner's alone.
+func TestLease_restartedOwnerReleasesOnlyItsOwnLeases(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		clock := newFakeClock()
+		ctx := t.Context()
+		st := openTest(t, dsn, Options{Now: clock.Now})
+		for _, name := range []string{"mine", "theirs"} {
+			if err := st.CreateRun(ctx, &Run{Name: name, Type: "task", Status: RunSubmitted}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		held := map[string]string{}
+		for _, owner := range []string{"host-dead", "host-live"} {
+			got, err := st.Claim(ctx, ClaimRequest{Table: "runs", Owner: owner, Limit: 1, LeaseFor: 30 * time.Second})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("Claim by %s = %v, %v", owner, got, err)
+			}
+			held[owner] = got[0].ID
+		}
+		n, err := st.ReleaseLeasesOf(ctx, "host-dead")
+		if err != nil || n != 1 {
+			t.Fatalf("ReleaseLeasesOf = %d, %v; want 1 lease released", n, err)
+		}
+		got, err := st.Claim(ctx, ClaimRequest{Table: "runs", Owner: "host-dead", Limit: 10, LeaseFor: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].ID != held["host-dead"] {
+			t.Fatalf("%s: Claim after the release = %v, want only the released run %s (the live owner's %s stays leased)",
+				dialectOf(dsn), got, held["host-dead"], held["host-live"])
+		}
+	})
+}

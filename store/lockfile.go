@@ -9,10 +9,12 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive, non-blocking flock on path and writes the
-// owner's pid into it. The kernel drops the lock when the process dies, so a
-// crashed hoist never leaves a stale lock behind.
-func lockFile(path string) (func() error, error) {
+// LockFile takes an exclusive, non-blocking flock on path and writes the
+// owner's pid into it; it fails with ErrInUse while another process holds
+// it. The kernel drops the lock when the process dies, so a crashed hoist
+// never leaves a stale lock behind. Open uses it for a SQLite database,
+// serve for its data directory.
+func LockFile(path string) (func() error, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file %s: %w", path, err)
@@ -25,7 +27,7 @@ func lockFile(path string) (func() error, error) {
 			if pid == "" {
 				pid = "unknown"
 			}
-			return nil, fmt.Errorf("%w: %s is locked by pid %s (stop that hoist serve, or use a different --db)", ErrInUse, strings.TrimSuffix(path, ".lock"), pid)
+			return nil, fmt.Errorf("%w: %s is locked by pid %s (stop that hoist serve, or use a different --db or --data-dir)", ErrInUse, strings.TrimSuffix(path, ".lock"), pid)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -42,8 +42,9 @@ var (
 	ErrInstanceBusy = errors.New("instance is busy with another job")
 	// ErrLogQuota means a job's log byte quota is used up.
 	ErrLogQuota = errors.New("job log quota exceeded")
-	// ErrInUse means another hoist process owns the SQLite database file.
-	ErrInUse = errors.New("database is in use by another hoist process")
+	// ErrInUse means another hoist process owns the SQLite database file
+	// (or, from LockFile, the data directory).
+	ErrInUse = errors.New("in use by another hoist process")
 	// ErrSchemaTooNew means the database was migrated by a newer hoist.
 	ErrSchemaTooNew = errors.New("database schema is newer than this hoist")
 	// ErrSecretKey means the secret key cannot decrypt the stored secrets.
@@ -113,7 +114,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	} else {
 		s.dialect = DialectSQLite
 		path := sqlitePath(dsn)
-		s.unlock, err = lockFile(path + ".lock")
+		s.unlock, err = LockFile(path + ".lock")
 		if err != nil {
 			return nil, err
 		}

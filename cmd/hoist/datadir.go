@@ -1,13 +1,18 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+
+	"hoist/store"
 )
 
 // runnerHomePattern matches, relative to the data directory, the runner
@@ -132,4 +137,37 @@ func containerOwned(rel string) bool {
 		}
 	}
 	return false
+}
+
+// serverIDFile holds, in the data directory, the random name that
+// identifies this server in leases across its restarts.
+const serverIDFile = "server-id"
+
+// claimDataDir locks the data directory for this process (a second hoist
+// serve on it fails with store.ErrInUse, naming the holder's pid) and
+// returns the server's lease owner: "<hostname>-<id>", id read from
+// serverIDFile or made and written there on first start. The name outlives
+// the process, and the lock makes this process its only holder, so leases
+// found under it at start are a killed predecessor's (store.ReleaseLeasesOf).
+func claimDataDir(dir string) (owner string, unlock func() error, err error) {
+	unlock, err = store.LockFile(filepath.Join(dir, "serve.lock"))
+	if err != nil {
+		return "", nil, fmt.Errorf("data dir: %w", err)
+	}
+	path := filepath.Join(dir, serverIDFile)
+	b, err := os.ReadFile(path)
+	id := strings.TrimSpace(string(b))
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && id == "") {
+		var raw [6]byte
+		if _, err = rand.Read(raw[:]); err == nil {
+			id = hex.EncodeToString(raw[:])
+			err = os.WriteFile(path, []byte(id+"\n"), 0o600)
+		}
+	}
+	if err != nil {
+		_ = unlock()
+		return "", nil, fmt.Errorf("data dir: server id: %w", err)
+	}
+	host, _ := os.Hostname()
+	return host + "-" + id, unlock, nil
 }

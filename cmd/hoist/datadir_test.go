@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -16,6 +17,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"hoist/store"
 )
 
 func TestRestrictDataDir_makesEveryEntryOwnerOnly(t *testing.T) {
@@ -172,5 +175,34 @@ func TestOwnerOnlyUmask_agentBinariesStayExecutable(t *testing.T) {
 		if got := fi.Mode().Perm(); got != 0o755 {
 			t.Errorf("%s: mode %#o, want 0755", name, got)
 		}
+	}
+}
+
+// TestClaimDataDir_oneServeAtATimeUnderANameThatOutlivesIt: a second
+// claim of a data directory fails with store.ErrInUse while the first holds
+// it, and a claim after the first let go gives the same lease owner.
+func TestClaimDataDir_oneServeAtATimeUnderANameThatOutlivesIt(t *testing.T) {
+	dir := t.TempDir()
+	owner, unlock, err := claimDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if !strings.HasPrefix(owner, host+"-") || len(owner) <= len(host)+1 {
+		t.Errorf("owner = %q, want <hostname>-<id>", owner)
+	}
+	if _, _, err := claimDataDir(dir); !errors.Is(err, store.ErrInUse) {
+		t.Errorf("second claim while the first holds the directory: %v, want ErrInUse", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	again, unlock, err := claimDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if again != owner {
+		t.Errorf("owner after a restart = %q, want %q", again, owner)
 	}
 }

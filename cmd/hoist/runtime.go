@@ -34,7 +34,9 @@ type projectRuntime struct {
 
 // runtimeEnv is what every project's runtime is built from.
 type runtimeEnv struct {
-	o         serveOptions
+	o serveOptions
+	// owner names this server in leases (claimDataDir).
+	owner     string
 	cfg       serverConfig
 	log       *slog.Logger
 	st        *store.Store
@@ -83,6 +85,7 @@ func newProjectRuntime(ctx context.Context, env runtimeEnv, p projectSpec) (*pro
 	o, pol := env.o, env.policies[p.name]
 	ctrl, err := reconciler.New(reconciler.Config{
 		Project:         p.name,
+		Owner:           env.owner,
 		Gateways:        env.gateways,
 		IDEDownloadURLs: env.ideURLs,
 		Installation:    o.installation, ResyncInterval: o.resync, DefaultImage: o.defaultImage, Logger: log.With("component", "reconciler"),

@@ -212,6 +212,11 @@ func serve(ctx context.Context, o serveOptions) error {
 		policies[p.name] = pol
 	}
 
+	owner, unlock, err := claimDataDir(o.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	token, err := adminToken(o.dataDir)
 	if err != nil {
 		return err
@@ -233,6 +238,13 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	defer st.Close()
+	// A restart after a kill takes its own leases back at once instead of
+	// waiting for them to expire (SQLite's Open already dropped them all).
+	if n, err := st.ReleaseLeasesOf(ctx, owner); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("leases_released", "owner", owner, "count", n)
+	}
 
 	artifacts, artifactRetention, err := openArtifacts(ctx, cfg.Artifacts, o.dataDir)
 	if err != nil && o.config != "" {
@@ -281,7 +293,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		gateways.AdminTokenSHA256 = hex.EncodeToString(sum[:])
 	}
 	env := runtimeEnv{
-		o: o, cfg: cfg, log: log, st: st, backends: bes, market: market, policies: policies, obs: obs, meter: meter,
+		o: o, owner: owner, cfg: cfg, log: log, st: st, backends: bes, market: market, policies: policies, obs: obs, meter: meter,
 		gateways: gateways, ideURLs: ideURLs, artifacts: artifacts, artifactRetention: artifactRetention,
 		localShares: localShares(cfg, projects),
 	}
