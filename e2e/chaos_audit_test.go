@@ -136,9 +136,7 @@ func (e *chaosEnv) startServer(extra ...string) *server {
 func (e *chaosEnv) api() *server {
 	e.t.Helper()
 	for _, s := range e.servers {
-		select {
-		case <-s.done:
-		default:
+		if s.running() {
 			return s
 		}
 	}

@@ -216,15 +216,24 @@ func (s *server) start() {
 	s.t.Fatalf("hoist did not answer /healthz in 30s:\n%s", s.logText())
 }
 
-// stop stops the server with SIGTERM (SIGKILL after 10 s).
-func (s *server) stop() {
+// running reports whether the server's process was started and has not
+// exited.
+func (s *server) running() bool {
 	if s.cmd == nil || s.cmd.Process == nil {
-		return
+		return false
 	}
 	select {
 	case <-s.done:
-		return
+		return false
 	default:
+		return true
+	}
+}
+
+// stop stops the server with SIGTERM (SIGKILL after 10 s).
+func (s *server) stop() {
+	if !s.running() {
+		return
 	}
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {
@@ -239,13 +248,8 @@ func (s *server) stop() {
 // does, and waits for the process to be gone: nothing of its shutdown
 // runs.
 func (s *server) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if !s.running() {
 		return
-	}
-	select {
-	case <-s.done:
-		return
-	default:
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done
