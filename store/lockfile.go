@@ -27,7 +27,7 @@ func LockFile(path string) (func() error, error) {
 			if pid == "" {
 				pid = "unknown"
 			}
-			return nil, fmt.Errorf("%w: %s is locked by pid %s (stop that hoist serve, or use a different --db or --data-dir)", ErrInUse, strings.TrimSuffix(path, ".lock"), pid)
+			return nil, fmt.Errorf("%w: %s is held by pid %s (stop that hoist serve, or use a different --db or --data-dir)", ErrInUse, path, pid)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
