@@ -60,16 +60,15 @@ func specHash(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// applyInfra carries out a plan step for a fleet, volume or gateway.
+// applyInfra carries out a plan step for a fleet, volume or gateway. The
+// step is recorded as applied (the resource's spec, or its deletion) only
+// after the kind's own apply succeeded: a sync plans against those
+// records, so a step that failed half-way (a crash, or a worker's write
+// that made an instance update stale) is planned again by the next sync
+// rather than taken for done.
 func (c *Controller) applyInfra(ctx context.Context, rev source.Revision, s plan.Step) error {
-	switch s.Action {
-	case plan.Noop:
+	if s.Action == plan.Noop {
 		return nil
-	case plan.Delete:
-	default:
-		if _, err := c.upsert(ctx, rev, s); err != nil {
-			return err
-		}
 	}
 	var err error
 	switch s.Kind {
@@ -80,11 +79,13 @@ func (c *Controller) applyInfra(ctx context.Context, rev source.Revision, s plan
 	case schema.KindGateway:
 		err = c.applyGateway(ctx, rev, s)
 	}
-	if err != nil || s.Action != plan.Delete {
+	if err != nil {
 		return err
 	}
-	// Marked deleted last: once marked, no later sync plans this delete
-	// again, so a crash before the kind's own delete must not skip it.
+	if s.Action != plan.Delete {
+		_, err := c.upsert(ctx, rev, s)
+		return err
+	}
 	if err := c.st.MarkResourceDeleted(ctx, c.cfg.Project, string(s.Kind), s.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}

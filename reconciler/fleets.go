@@ -362,17 +362,36 @@ func (c *Controller) terminateFleetInstances(ctx context.Context, f store.Fleet,
 		if i.Status == store.InstanceTerminated || i.Status == store.InstanceTerminating {
 			continue
 		}
-		i.Status, i.TerminationReason = store.InstanceTerminating, reason
-		if busy, _ := c.instanceBusy(ctx, i.ID); busy {
-			i.StatusMessage = "draining: waits until its active jobs finish"
-		}
-		if err := c.st.UpdateInstance(ctx, &i); err != nil {
+		if err := c.markTerminating(ctx, i, reason); err != nil {
 			return err
 		}
 		c.event(ctx, "instance", i.Name, i.ID, "terminating", f.Revision, "instance terminating: "+reason)
 		c.insts.Add(i.ID)
 	}
 	return nil
+}
+
+// markTerminating moves instance i to terminating for reason. The instance's
+// worker may write the row meanwhile (a health check): a stale write is
+// retried on the row read again, a few times, rather than failing the sync
+// that asked for it.
+func (c *Controller) markTerminating(ctx context.Context, i store.Instance, reason string) error {
+	for attempt := 0; ; attempt++ {
+		if i.Status == store.InstanceTerminated || i.Status == store.InstanceTerminating {
+			return nil
+		}
+		i.Status, i.TerminationReason = store.InstanceTerminating, reason
+		if busy, _ := c.instanceBusy(ctx, i.ID); busy {
+			i.StatusMessage = "draining: waits until its active jobs finish"
+		}
+		err := c.st.UpdateInstance(ctx, &i)
+		if !errors.Is(err, store.ErrConflict) || attempt == 4 {
+			return err
+		}
+		if i, err = c.st.GetInstance(ctx, i.ID); err != nil {
+			return err
+		}
+	}
 }
 
 // localFleetSpec is the spec of the fleet of this host.
