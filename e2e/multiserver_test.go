@@ -154,7 +154,7 @@ func (e *multiEnv) runWaves(servers []*server, killWave int) (killed *server) {
 
 // leaseHolder returns the index in servers of the server whose lease the
 // running jobs of the runs named names are under (their leases name the
-// server as <hostname>-<pid>).
+// server as <hostname>-<id>, id from its data directory's server-id).
 func (e *multiEnv) leaseHolder(servers []*server, names []string) int {
 	e.t.Helper()
 	key, err := store.ParseSecretKey(e2eSecretKey)
@@ -178,7 +178,8 @@ func (e *multiEnv) leaseHolder(servers []*server, names []string) int {
 	}
 	for _, o := range owners {
 		for i, s := range servers {
-			if strings.HasSuffix(o, "-"+strconv.Itoa(s.cmd.Process.Pid)) {
+			id, err := os.ReadFile(filepath.Join(s.dataDir, "server-id"))
+			if err == nil && strings.HasSuffix(o, "-"+strings.TrimSpace(string(id))) {
 				return i
 			}
 		}

@@ -30,7 +30,8 @@ type Config struct {
 	Project string
 	// Installation names this hoist installation in ownership tags.
 	Installation string
-	// Owner names this server in leases ("<hostname>-<pid>" when empty).
+	// Owner names this server in leases ("<hostname>-<pid>" when empty;
+	// hoist serve gives "<hostname>-<id>", id kept in its data directory).
 	Owner string
 	// ResyncInterval is how often every active row is re-queued and the
 	// applied revision re-planned, with ±20% jitter (30 s when zero).
