@@ -330,16 +330,26 @@ func (k *LeaseKeeper) Stop() (Lease, error) {
 // is taken up at once rather than after LeaseFor. Other owners' leases are
 // untouched.
 func (s *Store) ReleaseLeasesOf(ctx context.Context, owner string) (int64, error) {
+	n, err := s.clearLeases(ctx, "lock_owner = ?", owner)
+	if err != nil {
+		return n, fmt.Errorf("release the leases of %s: %w", owner, err)
+	}
+	return n, nil
+}
+
+// clearLeases clears, in every leased table, the leases of the rows where
+// holds, and returns how many it cleared.
+func (s *Store) clearLeases(ctx context.Context, where string, args ...any) (int64, error) {
 	var n int64
 	for _, table := range LeaseTables {
 		res, err := s.db.NewUpdate().Table(table).
 			Set("lock_token = NULL").
 			Set("lock_owner = NULL").
 			Set("lock_expires_at = NULL").
-			Where("lock_owner = ?", owner).
+			Where(where, args...).
 			Exec(ctx)
 		if err != nil {
-			return n, fmt.Errorf("release the leases of %s in %s: %w", owner, table, err)
+			return n, fmt.Errorf("%s: %w", table, err)
 		}
 		if k, err := res.RowsAffected(); err == nil {
 			n += k
@@ -354,15 +364,8 @@ func (s *Store) ReleaseLeasesOf(ctx context.Context, owner string) (int64, error
 // it), and waiting for it to expire would only hold the work back for
 // LeaseFor after a restart. On PostgreSQL other servers' leases are live.
 func (s *Store) dropDeadLeases(ctx context.Context) error {
-	for _, table := range LeaseTables {
-		if _, err := s.db.NewUpdate().Table(table).
-			Set("lock_token = NULL").
-			Set("lock_owner = NULL").
-			Set("lock_expires_at = NULL").
-			Where("lock_token IS NOT NULL OR lock_expires_at IS NOT NULL").
-			Exec(ctx); err != nil {
-			return fmt.Errorf("drop dead leases of %s: %w", table, err)
-		}
+	if _, err := s.clearLeases(ctx, "lock_token IS NOT NULL OR lock_expires_at IS NOT NULL"); err != nil {
+		return fmt.Errorf("drop dead leases: %w", err)
 	}
 	return nil
 }
